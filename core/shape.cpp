@@ -1,0 +1,51 @@
+#include "core/shape.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace minidl {
+
+int64_t shape_numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+Strides contiguous_strides(const Shape& shape) {
+  Strides strides(shape.size());
+  int64_t stride = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= std::max<int64_t>(shape[i], 1);
+  }
+  return strides;
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    MINIDL_CHECK(da == db || da == 1 || db == 1, op, ": shapes ", a, " and ", b,
+                 " cannot be broadcast together (dimension ", i, " is ", da, " vs ", db, ")");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+int64_t wrap_dim(int64_t dim, int64_t rank, const char* op) {
+  int64_t lo = rank == 0 ? -1 : -rank, hi = rank == 0 ? 0 : rank - 1;
+  MINIDL_CHECK(dim >= lo && dim <= hi, op, ": dimension out of range (expected to be in [", lo, ", ", hi,
+               "], got ", dim, ")");
+  return dim < 0 ? dim + std::max<int64_t>(rank, 1) : dim;
+}
+
+std::ostream& operator<<(std::ostream& os, const Shape& shape) {
+  os << '[';
+  for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
+  return os << ']';
+}
+
+}  // namespace minidl

@@ -1,0 +1,119 @@
+#include "core/tensor.h"
+
+#include <iomanip>
+
+namespace minidl {
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  for (int64_t s : shape) MINIDL_CHECK(s >= 0, "empty: negative dimension in shape ", shape);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(shape_numel(shape)) * element_size(dtype), device);
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::make_view(const Tensor& base, Shape shape, Strides strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = base.impl().storage;
+  impl->offset = offset;
+  impl->shape = std::move(shape);
+  impl->strides = std::move(strides);
+  impl->dtype = base.dtype();
+  return Tensor(std::move(impl));
+}
+
+TensorImpl& Tensor::impl() const {
+  MINIDL_CHECK(impl_ != nullptr, "operation on an undefined tensor (a default-constructed Tensor, or the grad() "
+                                 "of a tensor that no backward has reached)");
+  return *impl_;
+}
+
+int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim(), "size")]; }
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (size_t i = shape().size(); i-- > 0;) {
+    if (shape()[i] == 1) continue;
+    if (strides()[i] != expected) return false;
+    expected *= shape()[i];
+  }
+  return true;
+}
+
+void* Tensor::raw_data() const {
+  return static_cast<char*>(impl().storage->data()) + impl().offset * static_cast<int64_t>(element_size(dtype()));
+}
+
+Tensor& Tensor::requires_grad_(bool requires_grad) {
+  MINIDL_CHECK(is_leaf(), "requires_grad_: only leaf tensors can change requires_grad; use detach() first");
+  MINIDL_CHECK(!requires_grad || is_floating(dtype()), "requires_grad_: only floating tensors can require grad, got ",
+               dtype());
+  impl().requires_grad = requires_grad;
+  return *this;
+}
+
+void Tensor::set_grad(const Tensor& grad) {
+  if (grad.defined()) {
+    MINIDL_CHECK(grad.shape() == shape() && grad.dtype() == dtype() && grad.device() == device(),
+                 "set_grad: gradient ", grad.shape(), " ", grad.dtype(), " on ", grad.device(),
+                 " does not match tensor ", shape(), " ", dtype(), " on ", device());
+  }
+  impl().grad = grad.impl_ptr();
+}
+
+Tensor Tensor::detach() const {
+  return make_view(*this, shape(), strides(), offset());
+}
+
+namespace {
+
+template <class T>
+void print_values(std::ostream& os, const std::vector<T>& values, const Shape& shape, size_t d, size_t& pos,
+                  bool summarize) {
+  if (shape.empty()) {
+    os << values[pos++];
+    return;
+  }
+  os << '[';
+  int64_t n = shape[d];
+  int64_t inner = 1;
+  for (size_t i = d + 1; i < shape.size(); ++i) inner *= shape[i];
+  for (int64_t i = 0; i < n; ++i) {
+    if (summarize && n > 6 && i == 3) {
+      os << "..., ";
+      pos += static_cast<size_t>((n - 6) * inner);
+      i = n - 3;
+    }
+    if (d + 1 == shape.size()) {
+      os << values[pos++];
+    } else {
+      print_values(os, values, shape, d + 1, pos, summarize);
+    }
+    if (i + 1 < n) os << (d + 1 == shape.size() ? ", " : ",\n ");
+  }
+  os << ']';
+}
+
+}  // namespace
+
+std::ostream& operator<<(std::ostream& os, const Tensor& tensor) {
+  if (!tensor.defined()) return os << "Tensor(undefined)";
+  os << "tensor(";
+  dispatch_all(tensor.dtype(), "print", [&](auto tag) {
+    using T = decltype(tag);
+    std::vector<T> values = tensor.to_vector<T>();
+    size_t pos = 0;
+    auto flags = os.flags();
+    if constexpr (!std::is_integral_v<T>) os << std::setprecision(4);
+    print_values(os, values, tensor.shape(), 0, pos, tensor.numel() > 1000);
+    os.flags(flags);
+  });
+  os << ", shape=" << tensor.shape() << ", dtype=" << tensor.dtype();
+  if (!tensor.device().is_cpu()) os << ", device=" << tensor.device();
+  if (tensor.requires_grad()) os << ", requires_grad";
+  return os << ')';
+}
+
+}  // namespace minidl

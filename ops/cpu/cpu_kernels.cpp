@@ -1,0 +1,10 @@
+#include "ops/cpu/cpu_kernels.h"
+
+namespace minidl {
+
+Kernels& cpu_kernels() {
+  static CpuKernels kernels;
+  return kernels;
+}
+
+}  // namespace minidl

@@ -1,0 +1,14 @@
+#include <random>
+
+#include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/random.h"
+
+namespace minidl {
+
+void CpuKernels::dropout_mask(Tensor& dst, double keep_prob) {
+  std::bernoulli_distribution keep(keep_prob);
+  const double scale = 1.0 / keep_prob;
+  cpu::fill_random(dst, "dropout", [&](std::mt19937_64& engine) { return keep(engine) ? scale : 0.0; });
+}
+
+}  // namespace minidl

@@ -1,0 +1,181 @@
+// Elementwise ops. Shapes: a and b broadcast NumPy-style to the output's shape; gradients are
+// summed back over the broadcast axes (sum_to_shape). Unary ops keep the input's shape.
+#include "ops/elementwise.h"
+
+#include "core/autograd.h"
+#include "ops/creation.h"
+#include "ops/kernels.h"
+#include "ops/reduce.h"
+#include "ops/view.h"
+
+namespace minidl {
+
+namespace {
+
+Tensor binary_forward(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
+  check_same_device(name, {a, b});
+  MINIDL_CHECK(a.dtype() == b.dtype(), name, ": expected both tensors to have one dtype, got ", a.dtype(), " and ",
+               b.dtype());
+  Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
+  Tensor out = Tensor::empty(shape, a.dtype(), a.device());
+  NoGradGuard no_grad;  // expand() views are plumbing here, not part of the graph
+  kernels_for(a.device()).binary(op, expand(a, shape), expand(b, shape), out);
+  return out;
+}
+
+Tensor unary_forward(UnaryOp op, const char* name, const Tensor& x) {
+  if (op != UnaryOp::Neg) {
+    MINIDL_CHECK(is_floating(x.dtype()), name, ": expected a floating tensor, got ", x.dtype());
+  }
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  kernels_for(x.device()).unary(op, x, out);
+  return out;
+}
+
+Tensor binary_backward_op(BinaryOp op, const Tensor& grad, const Tensor& saved) {
+  return binary_forward(op, "backward", grad, saved);
+}
+
+}  // namespace
+
+Tensor scalar_like(double value, const Tensor& like) { return full({}, value, like.dtype(), like.device()); }
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(BinaryOp::Add, "add", a, b);
+  if (autograd::needs_recording({a, b})) {
+    autograd::record("add", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g, const std::vector<bool>& needs) {
+      return std::vector<Tensor>{needs[0] ? sum_to_shape(g, sa) : Tensor(), needs[1] ? sum_to_shape(g, sb) : Tensor()};
+    });
+  }
+  return out;
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(BinaryOp::Sub, "sub", a, b);
+  if (autograd::needs_recording({a, b})) {
+    autograd::record("sub", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g, const std::vector<bool>& needs) {
+      return std::vector<Tensor>{needs[0] ? sum_to_shape(g, sa) : Tensor(), needs[1] ? sum_to_shape(neg(g), sb) : Tensor()};
+    });
+  }
+  return out;
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(BinaryOp::Mul, "mul", a, b);
+  if (autograd::needs_recording({a, b})) {
+    // Save an operand only when the other one's gradient needs it.
+    Tensor saved_a = b.requires_grad() ? a.detach() : Tensor();
+    Tensor saved_b = a.requires_grad() ? b.detach() : Tensor();
+    autograd::record("mul", out, {a, b}, [saved_a, saved_b, sa = a.shape(), sb = b.shape()](
+                                             const Tensor& g, const std::vector<bool>& needs) {
+      return std::vector<Tensor>{needs[0] ? sum_to_shape(mul(g, saved_b), sa) : Tensor(),
+                                 needs[1] ? sum_to_shape(mul(g, saved_a), sb) : Tensor()};
+    });
+  }
+  return out;
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(BinaryOp::Div, "div", a, b);
+  if (autograd::needs_recording({a, b})) {
+    Tensor saved_b = b.detach();
+    Tensor saved_out = b.requires_grad() ? out.detach() : Tensor();
+    autograd::record("div", out, {a, b}, [saved_b, saved_out, sa = a.shape(), sb = b.shape()](
+                                             const Tensor& g, const std::vector<bool>& needs) {
+      Tensor ga = div(g, saved_b);  // d(a/b)/da = 1/b; d(a/b)/db = -(a/b)/b
+      return std::vector<Tensor>{needs[0] ? sum_to_shape(ga, sa) : Tensor(),
+                                 needs[1] ? sum_to_shape(neg(mul(ga, saved_out)), sb) : Tensor()};
+    });
+  }
+  return out;
+}
+
+Tensor pow(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(BinaryOp::Pow, "pow", a, b);
+  if (autograd::needs_recording({a, b})) {
+    autograd::record("pow", out, {a, b}, [sa_t = a.detach(), sb_t = b.detach(), so = out.detach()](
+                                             const Tensor& g, const std::vector<bool>& needs) {
+      Tensor ga, gb;
+      if (needs[0]) ga = sum_to_shape(mul(g, mul(sb_t, pow(sa_t, sub(sb_t, scalar_like(1, sb_t))))), sa_t.shape());
+      if (needs[1]) gb = sum_to_shape(mul(g, mul(so, log(sa_t))), sb_t.shape());
+      return std::vector<Tensor>{ga, gb};
+    });
+  }
+  return out;
+}
+
+Tensor pow(const Tensor& a, double exponent) { return pow(a, scalar_like(exponent, a)); }
+
+Tensor eq(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::Eq, "eq", a, b); }
+
+Tensor neg(const Tensor& x) {
+  Tensor out = unary_forward(UnaryOp::Neg, "neg", x);
+  if (autograd::needs_recording({x})) {
+    autograd::record("neg", out, {x}, [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{neg(g)}; });
+  }
+  return out;
+}
+
+Tensor exp(const Tensor& x) {
+  Tensor out = unary_forward(UnaryOp::Exp, "exp", x);
+  if (autograd::needs_recording({x})) {
+    autograd::record("exp", out, {x}, [y = out.detach()](const Tensor& g, const std::vector<bool>&) {
+      return std::vector<Tensor>{mul(g, y)};
+    });
+  }
+  return out;
+}
+
+Tensor log(const Tensor& x) {
+  Tensor out = unary_forward(UnaryOp::Log, "log", x);
+  if (autograd::needs_recording({x})) {
+    autograd::record("log", out, {x}, [xs = x.detach()](const Tensor& g, const std::vector<bool>&) {
+      return std::vector<Tensor>{div(g, xs)};
+    });
+  }
+  return out;
+}
+
+Tensor sqrt(const Tensor& x) {
+  Tensor out = unary_forward(UnaryOp::Sqrt, "sqrt", x);
+  if (autograd::needs_recording({x})) {
+    autograd::record("sqrt", out, {x}, [y = out.detach()](const Tensor& g, const std::vector<bool>&) {
+      return std::vector<Tensor>{div(g, mul(y, scalar_like(2, y)))};
+    });
+  }
+  return out;
+}
+
+Tensor relu(const Tensor& x) {
+  Tensor out = unary_forward(UnaryOp::Relu, "relu", x);
+  if (autograd::needs_recording({x})) {
+    // The output is as good as the input for the mask (out > 0 exactly where x > 0), and it is the
+    // tensor the next layer keeps alive anyway.
+    autograd::record("relu", out, {x}, [y = out.detach()](const Tensor& g, const std::vector<bool>&) {
+      return std::vector<Tensor>{binary_backward_op(BinaryOp::ReluBackward, g, y)};
+    });
+  }
+  return out;
+}
+
+Tensor sigmoid(const Tensor& x) {
+  Tensor out = unary_forward(UnaryOp::Sigmoid, "sigmoid", x);
+  if (autograd::needs_recording({x})) {
+    autograd::record("sigmoid", out, {x}, [y = out.detach()](const Tensor& g, const std::vector<bool>&) {
+      return std::vector<Tensor>{binary_backward_op(BinaryOp::SigmoidBackward, g, y)};
+    });
+  }
+  return out;
+}
+
+Tensor tanh(const Tensor& x) {
+  Tensor out = unary_forward(UnaryOp::Tanh, "tanh", x);
+  if (autograd::needs_recording({x})) {
+    autograd::record("tanh", out, {x}, [y = out.detach()](const Tensor& g, const std::vector<bool>&) {
+      return std::vector<Tensor>{binary_backward_op(BinaryOp::TanhBackward, g, y)};
+    });
+  }
+  return out;
+}
+
+}  // namespace minidl

@@ -1,0 +1,27 @@
+#pragma once
+// Reductions: sum and mean over all or some dims, max and argmax over one dim.
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace minidl {
+
+/// Sum of all elements, a 0-d tensor.
+Tensor sum(const Tensor& x);
+/// sum(x, {0}) over rows; keepdim keeps the reduced dims with size 1.
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+
+struct MaxResult {
+  Tensor values;
+  Tensor indices;  // int64
+};
+/// Maximum over `dim` and where it is (the first on ties). Gradient flows to that element.
+MaxResult max(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+
+/// Sums `x` down to `shape` (the inverse of broadcasting): the backward of broadcasting ops.
+Tensor sum_to_shape(const Tensor& x, const Shape& shape);
+
+}  // namespace minidl

@@ -1,0 +1,11 @@
+#pragma once
+#include "core/tensor.h"
+
+namespace minidl {
+
+/// softmax(x, 1) over the classes of [N, C] logits.
+Tensor softmax(const Tensor& x, int64_t dim);
+/// log(softmax(x, dim)), computed stably in one pass.
+Tensor log_softmax(const Tensor& x, int64_t dim);
+
+}  // namespace minidl

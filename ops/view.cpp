@@ -1,0 +1,186 @@
+// View ops share storage with their input; backward maps the gradient back to the input's shape.
+#include "ops/view.h"
+
+#include <algorithm>
+#include <numeric>
+#include <optional>
+
+#include "core/autograd.h"
+#include "ops/reduce.h"
+
+namespace minidl {
+
+namespace {
+
+Shape infer_shape(Shape shape, int64_t numel, const char* op, const Shape& from) {
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      MINIDL_CHECK(infer < 0, op, ": only one dimension can be -1, got ", shape);
+      infer = static_cast<int64_t>(i);
+    } else {
+      MINIDL_CHECK(shape[i] >= 0, op, ": invalid shape ", shape);
+      known *= shape[i];
+    }
+  }
+  if (infer >= 0) {
+    MINIDL_CHECK(known > 0 && numel % known == 0, op, ": shape ", shape, " is invalid for input of shape ", from);
+    shape[infer] = numel / known;
+  }
+  MINIDL_CHECK(shape_numel(shape) == numel, op, ": shape ", shape, " is invalid for input of shape ", from, " (",
+               numel, " elements)");
+  return shape;
+}
+
+// Strides for viewing `x` as `shape` without a copy, or empty if its layout does not allow it:
+// each group of input dims merged or split must be contiguous within itself.
+std::optional<Strides> view_strides(const Tensor& x, const Shape& shape) {
+  if (x.is_contiguous()) return contiguous_strides(shape);
+  // General case (e.g. a transposed tensor's dims that stay separate): match dims in chunks.
+  const Shape& old_shape = x.shape();
+  const Strides& old_strides = x.strides();
+  Strides strides(shape.size());
+  int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
+  int64_t chunk_base_stride = old_strides.empty() ? 1 : old_strides.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t d = static_cast<int64_t>(old_shape.size()) - 1; d >= 0; --d) {
+    tensor_numel *= old_shape[d];
+    if (d == 0 || (old_shape[d - 1] != 1 && old_strides[d - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
+        strides[view_d] = view_numel * chunk_base_stride;
+        view_numel *= shape[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return std::nullopt;
+      if (d > 0) {
+        chunk_base_stride = old_strides[d - 1];
+        tensor_numel = view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return strides;
+}
+
+Tensor make_view_op(const char* name, const Tensor& x, Shape shape, Strides strides, int64_t offset) {
+  Tensor out = Tensor::make_view(x, std::move(shape), std::move(strides), offset);
+  if (autograd::needs_recording({x})) {
+    Shape in_shape = x.shape();
+    autograd::record(name, out, {x}, [in_shape](const Tensor& g, const std::vector<bool>&) {
+      return std::vector<Tensor>{reshape(g, in_shape)};
+    });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor view(const Tensor& x, Shape shape) {
+  shape = infer_shape(std::move(shape), x.numel(), "view", x.shape());
+  auto strides = view_strides(x, shape);
+  MINIDL_CHECK(strides.has_value(), "view: shape ", shape, " is not compatible with the input's size ", x.shape(),
+               " and strides; use reshape() (which copies) or contiguous() first");
+  return make_view_op("view", x, std::move(shape), std::move(*strides), x.offset());
+}
+
+Tensor reshape(const Tensor& x, Shape shape) {
+  shape = infer_shape(std::move(shape), x.numel(), "reshape", x.shape());
+  if (auto strides = view_strides(x, shape)) return make_view_op("reshape", x, std::move(shape), std::move(*strides), x.offset());
+  return view(x.contiguous(), std::move(shape));
+}
+
+Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
+  if (x.dim() == 0) return reshape(x, {1});
+  start_dim = wrap_dim(start_dim, x.dim(), "flatten");
+  end_dim = wrap_dim(end_dim, x.dim(), "flatten");
+  MINIDL_CHECK(start_dim <= end_dim, "flatten: start_dim ", start_dim, " must not come after end_dim ", end_dim);
+  Shape shape(x.shape().begin(), x.shape().begin() + start_dim);
+  int64_t merged = 1;
+  for (int64_t d = start_dim; d <= end_dim; ++d) merged *= x.shape()[d];
+  shape.push_back(merged);
+  shape.insert(shape.end(), x.shape().begin() + end_dim + 1, x.shape().end());
+  return reshape(x, shape);
+}
+
+Tensor squeeze(const Tensor& x, int64_t dim) {
+  dim = wrap_dim(dim, x.dim(), "squeeze");
+  if (x.dim() == 0 || x.shape()[dim] != 1) return x;
+  Shape shape = x.shape();
+  Strides strides = x.strides();
+  shape.erase(shape.begin() + dim);
+  strides.erase(strides.begin() + dim);
+  return make_view_op("squeeze", x, std::move(shape), std::move(strides), x.offset());
+}
+
+Tensor unsqueeze(const Tensor& x, int64_t dim) {
+  dim = wrap_dim(dim, x.dim() + 1, "unsqueeze");
+  Shape shape = x.shape();
+  Strides strides = x.strides();
+  int64_t stride = dim < x.dim() ? x.strides()[dim] * x.shape()[dim] : 1;
+  shape.insert(shape.begin() + dim, 1);
+  strides.insert(strides.begin() + dim, stride);
+  return make_view_op("unsqueeze", x, std::move(shape), std::move(strides), x.offset());
+}
+
+Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
+  MINIDL_CHECK(static_cast<int64_t>(dims.size()) == x.dim(), "permute: expected ", x.dim(), " dims for shape ",
+               x.shape(), ", got ", Shape(dims));
+  std::vector<int64_t> wrapped(dims.size());
+  std::vector<bool> seen(dims.size(), false);
+  Shape shape(dims.size());
+  Strides strides(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) {
+    int64_t d = wrap_dim(dims[i], x.dim(), "permute");
+    MINIDL_CHECK(!seen[d], "permute: dimension ", d, " repeats in ", Shape(dims));
+    seen[d] = true;
+    wrapped[i] = d;
+    shape[i] = x.shape()[d];
+    strides[i] = x.strides()[d];
+  }
+  Tensor out = Tensor::make_view(x, std::move(shape), std::move(strides), x.offset());
+  if (autograd::needs_recording({x})) {
+    std::vector<int64_t> inverse(wrapped.size());
+    for (size_t i = 0; i < wrapped.size(); ++i) inverse[wrapped[i]] = static_cast<int64_t>(i);
+    autograd::record("permute", out, {x}, [inverse](const Tensor& g, const std::vector<bool>&) {
+      return std::vector<Tensor>{permute(g, inverse)};
+    });
+  }
+  return out;
+}
+
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
+  std::vector<int64_t> dims(static_cast<size_t>(x.dim()));
+  std::iota(dims.begin(), dims.end(), 0);
+  std::swap(dims[wrap_dim(dim0, x.dim(), "transpose")], dims[wrap_dim(dim1, x.dim(), "transpose")]);
+  return permute(x, dims);
+}
+
+Tensor expand(const Tensor& x, const Shape& shape) {
+  MINIDL_CHECK(shape.size() >= x.shape().size(), "expand: cannot expand shape ", x.shape(), " to ", shape);
+  size_t lead = shape.size() - x.shape().size();
+  Strides strides(shape.size(), 0);
+  for (size_t i = 0; i < x.shape().size(); ++i) {
+    int64_t have = x.shape()[i], want = shape[lead + i];
+    MINIDL_CHECK(have == want || have == 1, "expand: cannot expand shape ", x.shape(), " to ", shape);
+    strides[lead + i] = have == want ? x.strides()[i] : 0;
+  }
+  if (shape == x.shape()) return x;
+  Tensor out = Tensor::make_view(x, shape, std::move(strides), x.offset());
+  if (autograd::needs_recording({x})) {
+    Shape in_shape = x.shape();
+    autograd::record("expand", out, {x}, [in_shape](const Tensor& g, const std::vector<bool>&) {
+      return std::vector<Tensor>{sum_to_shape(g, in_shape)};
+    });
+  }
+  return out;
+}
+
+Tensor Tensor::view(const Shape& shape) const { return minidl::view(*this, shape); }
+Tensor Tensor::reshape(const Shape& shape) const { return minidl::reshape(*this, shape); }
+Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const { return minidl::flatten(*this, start_dim, end_dim); }
+Tensor Tensor::squeeze(int64_t dim) const { return minidl::squeeze(*this, dim); }
+Tensor Tensor::unsqueeze(int64_t dim) const { return minidl::unsqueeze(*this, dim); }
+Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const { return minidl::transpose(*this, dim0, dim1); }
+Tensor Tensor::permute(const std::vector<int64_t>& dims) const { return minidl::permute(*this, dims); }
+
+}  // namespace minidl

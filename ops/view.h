@@ -1,0 +1,24 @@
+#pragma once
+// Views: new shapes and strides over the same storage, no copy (reshape copies only when it must).
+// Each is differentiable; Tensor's view methods call these.
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace minidl {
+
+/// One dimension may be -1 (inferred). Requires a layout that a view can express.
+Tensor view(const Tensor& x, Shape shape);
+/// Like view, but copies when the layout needs it.
+Tensor reshape(const Tensor& x, Shape shape);
+/// flatten(x, 1) turns [N, C, H, W] into [N, C*H*W].
+Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
+/// Removes dimension `dim` if its size is 1.
+Tensor squeeze(const Tensor& x, int64_t dim);
+Tensor unsqueeze(const Tensor& x, int64_t dim);
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
+Tensor permute(const Tensor& x, const std::vector<int64_t>& dims);
+/// Broadcasts size-1 (or missing leading) dimensions to `shape` with stride 0.
+Tensor expand(const Tensor& x, const Shape& shape);
+
+}  // namespace minidl

@@ -54,11 +54,9 @@ void CpuKernels::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans
       one(0);
       return;
     }
-    // Many small products: one per thread, each single-threaded inside Eigen.
-    Eigen::setNbThreads(1);
+    // Many small products: one per thread. Inside a parallel region Eigen runs single-threaded.
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < batch; ++i) one(i);
-    Eigen::setNbThreads(0);
   });
 }
 

@@ -9,6 +9,7 @@
 #include "ops/loss.h"
 #include "ops/matmul.h"
 #include "ops/max_pool2d.h"
+#include "ops/optim.h"
 #include "ops/reduce.h"
 #include "ops/softmax.h"
 #include "ops/view.h"

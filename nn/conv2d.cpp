@@ -1,0 +1,33 @@
+#include "nn/conv2d.h"
+
+#include <cmath>
+
+#include "nn/init.h"
+#include "ops/conv2d.h"
+
+namespace minidl::nn {
+
+Conv2dImpl::Conv2dImpl(const Conv2dOptions& options) : options(options) {
+  MINIDL_CHECK(options.in_channels() > 0 && options.out_channels() > 0 && options.kernel_size().h > 0 &&
+                   options.kernel_size().w > 0,
+               "Conv2d: expected positive channels and kernel size, got in=", options.in_channels(),
+               ", out=", options.out_channels(), ", kernel=(", options.kernel_size().h, ", ", options.kernel_size().w, ")");
+  weight = register_parameter("weight", Tensor::empty({options.out_channels(), options.in_channels(),
+                                                        options.kernel_size().h, options.kernel_size().w}));
+  if (options.bias()) bias = register_parameter("bias", Tensor::empty({options.out_channels()}));
+  reset_parameters();
+}
+
+void Conv2dImpl::reset_parameters() {
+  init::kaiming_uniform_(weight, std::sqrt(5.0));
+  if (bias.defined()) {
+    double bound = 1.0 / std::sqrt(static_cast<double>(init::fan_in(weight)));
+    init::uniform_(bias, -bound, bound);
+  }
+}
+
+Tensor Conv2dImpl::forward(const Tensor& input) {
+  return conv2d(input, weight, bias, options.stride(), options.padding(), options.dilation());
+}
+
+}  // namespace minidl::nn

@@ -1,0 +1,35 @@
+#pragma once
+#include "nn/module.h"
+#include "nn/options.h"
+
+namespace minidl::nn {
+
+struct Conv2dOptions {
+  Conv2dOptions(int64_t in_channels, int64_t out_channels, Size2 kernel_size)
+      : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
+  MINIDL_ARG(int64_t, in_channels);
+  MINIDL_ARG(int64_t, out_channels);
+  MINIDL_ARG(Size2, kernel_size);
+  MINIDL_ARG(Size2, stride) = 1;
+  MINIDL_ARG(Size2, padding) = 0;
+  MINIDL_ARG(Size2, dilation) = 1;
+  MINIDL_ARG(bool, bias) = true;
+};
+
+/// 2-D convolution over [N, C, H, W]; weight [out, in, kh, kw].
+///   nn::Conv2d conv(nn::Conv2dOptions(1, 32, 3).padding(1));
+class Conv2dImpl : public Module {
+ public:
+  Conv2dImpl(int64_t in_channels, int64_t out_channels, Size2 kernel_size)
+      : Conv2dImpl(Conv2dOptions(in_channels, out_channels, kernel_size)) {}
+  explicit Conv2dImpl(const Conv2dOptions& options);
+  Tensor forward(const Tensor& input) override;
+  std::string name() const override { return "Conv2d"; }
+  void reset_parameters();
+
+  Conv2dOptions options;
+  Tensor weight, bias;
+};
+MINIDL_MODULE(Conv2d);
+
+}  // namespace minidl::nn

@@ -1,0 +1,66 @@
+#pragma once
+// Parameter-free layers: ReLU, Flatten, Dropout, MaxPool2d.
+#include <optional>
+
+#include "nn/module.h"
+#include "nn/options.h"
+
+namespace minidl::nn {
+
+/// max(x, 0) elementwise.   nn::ReLU()
+class ReLUImpl : public Module {
+ public:
+  Tensor forward(const Tensor& input) override;
+  std::string name() const override { return "ReLU"; }
+};
+MINIDL_MODULE(ReLU);
+
+struct FlattenOptions {
+  MINIDL_ARG(int64_t, start_dim) = 1;
+  MINIDL_ARG(int64_t, end_dim) = -1;
+};
+
+/// Flattens dims start_dim..end_dim (by default all but the batch).   nn::Flatten()
+class FlattenImpl : public Module {
+ public:
+  explicit FlattenImpl(const FlattenOptions& options = {}) : options(options) {}
+  Tensor forward(const Tensor& input) override;
+  std::string name() const override { return "Flatten"; }
+  FlattenOptions options;
+};
+MINIDL_MODULE(Flatten);
+
+struct DropoutOptions {
+  DropoutOptions(double p = 0.5) : p_(p) {}  // NOLINT: implicit, as in PyTorch
+  MINIDL_ARG(double, p);
+};
+
+/// Zeroes elements with probability p while training (scaling the rest); identity in eval().
+///   nn::Dropout(0.25)
+class DropoutImpl : public Module {
+ public:
+  explicit DropoutImpl(const DropoutOptions& options = {});
+  Tensor forward(const Tensor& input) override;
+  std::string name() const override { return "Dropout"; }
+  DropoutOptions options;
+};
+MINIDL_MODULE(Dropout);
+
+struct MaxPool2dOptions {
+  MaxPool2dOptions(Size2 kernel_size) : kernel_size_(kernel_size) {}  // NOLINT: implicit, as in PyTorch
+  MINIDL_ARG(Size2, kernel_size);
+  MINIDL_ARG(std::optional<Size2>, stride);  // defaults to kernel_size
+  MINIDL_ARG(Size2, padding) = 0;
+};
+
+/// Max over windows of [N, C, H, W].   nn::MaxPool2d(2)
+class MaxPool2dImpl : public Module {
+ public:
+  explicit MaxPool2dImpl(const MaxPool2dOptions& options) : options(options) {}
+  Tensor forward(const Tensor& input) override;
+  std::string name() const override { return "MaxPool2d"; }
+  MaxPool2dOptions options;
+};
+MINIDL_MODULE(MaxPool2d);
+
+}  // namespace minidl::nn

@@ -1,0 +1,29 @@
+#pragma once
+#include "nn/module.h"
+#include "nn/options.h"
+
+namespace minidl::nn {
+
+struct LinearOptions {
+  LinearOptions(int64_t in_features, int64_t out_features) : in_features_(in_features), out_features_(out_features) {}
+  MINIDL_ARG(int64_t, in_features);
+  MINIDL_ARG(int64_t, out_features);
+  MINIDL_ARG(bool, bias) = true;
+};
+
+/// y = x @ weight^T + bias, weight [out, in], with PyTorch's default initialization.
+///   nn::Linear fc(784, 10);  Tensor y = fc(x);
+class LinearImpl : public Module {
+ public:
+  LinearImpl(int64_t in_features, int64_t out_features) : LinearImpl(LinearOptions(in_features, out_features)) {}
+  explicit LinearImpl(const LinearOptions& options);
+  Tensor forward(const Tensor& input) override;
+  std::string name() const override { return "Linear"; }
+  void reset_parameters();
+
+  LinearOptions options;
+  Tensor weight, bias;
+};
+MINIDL_MODULE(Linear);
+
+}  // namespace minidl::nn

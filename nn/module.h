@@ -1,0 +1,115 @@
+#pragma once
+// nn::Module: the base of every layer and model. It owns named parameters, buffers and child
+// modules, in registration order, and moves them between devices together.
+#include <map>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace minidl::nn {
+
+/// name -> tensor, as saved and loaded by state_dict / load_state_dict.
+using StateDict = std::map<std::string, Tensor>;
+
+/// Base class for layers and models, as in PyTorch.
+///   struct Net : nn::Module { Net() : fc(register_module("fc", nn::Linear(4, 2))) {} ... };
+class Module {
+ public:
+  virtual ~Module() = default;
+
+  /// The module's computation for one input. Layers override it; a model may define its own
+  /// forward with any signature instead. Needed for use inside nn::Sequential.
+  virtual Tensor forward(const Tensor& input);
+  /// The type name, for printing and errors.
+  virtual std::string name() const { return "Module"; }
+
+  /// Adds a trainable tensor and returns a handle that shares it.   weight = register_parameter("weight", w);
+  Tensor& register_parameter(const std::string& name, Tensor tensor, bool requires_grad = true);
+  /// Adds a non-trainable tensor that moves with the module and is saved in state_dict.
+  Tensor& register_buffer(const std::string& name, Tensor tensor);
+  /// Adds a child; its parameters appear as "name.param".
+  template <class ModuleType>
+  std::shared_ptr<ModuleType> register_module(const std::string& name, std::shared_ptr<ModuleType> module) {
+    add_child(name, module);
+    return module;
+  }
+  /// Holder overload: `register_module("fc1", fc1)` with `nn::Linear fc1`.
+  template <class Holder, class = decltype(std::declval<Holder>().ptr())>
+  Holder register_module(const std::string& name, Holder holder) {
+    add_child(name, holder.ptr());
+    return holder;
+  }
+
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
+  std::vector<std::shared_ptr<Module>> children() const;
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const { return children_; }
+
+  /// Training mode on (default) or off, recursively; layers like Dropout read it.
+  virtual void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  /// Moves every parameter and buffer in place: handles held elsewhere see the new device.
+  void to(Device device);
+  /// Converts floating parameters and buffers, e.g. to kFloat64 for gradient checks.
+  void to(DType dtype);
+  /// Drops every parameter's gradient (set to none, as PyTorch does by default).
+  void zero_grad();
+
+  /// Detached handles to every parameter and buffer by dotted name.
+  StateDict state_dict() const;
+  /// Copies values in. Every key must match a parameter or buffer of the same shape, and every
+  /// parameter or buffer must be given; otherwise throws naming what is missing, unexpected or mismatched.
+  void load_state_dict(const StateDict& state);
+
+ protected:
+  void add_child(const std::string& name, std::shared_ptr<Module> module);
+
+ private:
+  template <class Fn>
+  void for_each_tensor(Fn&& fn);
+
+  std::vector<std::pair<std::string, Tensor>> parameters_;
+  std::vector<std::pair<std::string, Tensor>> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+/// PyTorch's holder idiom: `nn::Linear` is a shared handle to `nn::LinearImpl`, so modules can be
+/// members by value and still be registered and shared.   nn::Linear fc(784, 10); fc->forward(x); fc(x);
+template <class Impl>
+class ModuleHolder {
+ public:
+  using ImplType = Impl;
+  template <class... Args>
+    requires std::is_constructible_v<Impl, Args...>
+  explicit ModuleHolder(Args&&... args) : impl_(std::make_shared<Impl>(std::forward<Args>(args)...)) {}
+  ModuleHolder(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}  // NOLINT: implicit like PyTorch's
+
+  Impl* operator->() const { return impl_.get(); }
+  Impl& operator*() const { return *impl_; }
+  const std::shared_ptr<Impl>& ptr() const { return impl_; }
+  Impl* get() const { return impl_.get(); }
+  template <class... Args>
+  decltype(auto) operator()(Args&&... args) const {
+    return impl_->forward(std::forward<Args>(args)...);
+  }
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+/// Declares `Name` as the holder of `NameImpl`.
+#define MINIDL_MODULE(Name)                      \
+  class Name : public ModuleHolder<Name##Impl> { \
+   public:                                       \
+    using ModuleHolder<Name##Impl>::ModuleHolder; \
+  }
+
+}  // namespace minidl::nn

@@ -1,0 +1,39 @@
+#include "optim/adam.h"
+
+#include "core/autograd.h"
+#include "ops/creation.h"
+#include "ops/optim.h"
+
+namespace minidl::optim {
+
+Adam::Adam(std::vector<ParamGroup> groups, AdamOptions options) : Adam(std::move(groups), options, false, "Adam") {}
+
+Adam::Adam(std::vector<ParamGroup> groups, AdamOptions options, bool decoupled, const char* name)
+    : Optimizer(std::move(groups), options.lr(), name), options_(options), decoupled_(decoupled) {
+  auto [b1, b2] = options.betas();
+  MINIDL_CHECK(b1 >= 0 && b1 < 1 && b2 >= 0 && b2 < 1, name, ": betas must be in [0, 1), got (", b1, ", ", b2, ")");
+  MINIDL_CHECK(options.eps() >= 0 && options.weight_decay() >= 0, name, ": eps and weight_decay must be >= 0");
+  for (ParamGroup& g : groups_) state_.emplace_back(g.params.size());
+}
+
+void Adam::step() {
+  NoGradGuard no_grad;
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    ParamGroup& group = groups_[gi];
+    for (size_t i = 0; i < group.params.size(); ++i) {
+      Tensor& p = group.params[i];
+      Tensor grad = p.grad();
+      if (!grad.defined()) continue;
+      State& s = state_[gi][i];
+      if (!s.exp_avg.defined() || s.exp_avg.device() != p.device() || s.exp_avg.dtype() != p.dtype()) {
+        s = State{zeros_like(p), zeros_like(p), 0};
+      }
+      ++s.step;
+      AdamConfig config{*group.lr, options_.betas().first, options_.betas().second, options_.eps(),
+                        options_.weight_decay(), decoupled_, s.step};
+      adam_update_(p, grad.contiguous(), s.exp_avg, s.exp_avg_sq, config);
+    }
+  }
+}
+
+}  // namespace minidl::optim

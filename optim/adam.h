@@ -1,0 +1,52 @@
+#pragma once
+#include <utility>
+#include <vector>
+
+#include "nn/options.h"
+#include "optim/optimizer.h"
+
+namespace minidl::optim {
+
+struct AdamOptions {
+  AdamOptions(double lr = 1e-3) : lr_(lr) {}  // NOLINT: implicit, as in PyTorch
+  MINIDL_ARG(double, lr);
+  using Betas = std::pair<double, double>;
+  MINIDL_ARG(Betas, betas) = {0.9, 0.999};
+  MINIDL_ARG(double, eps) = 1e-8;
+  MINIDL_ARG(double, weight_decay) = 0;
+};
+
+/// Adam (weight decay added to the gradient), as in PyTorch.
+///   optim::Adam optimizer(model->parameters(), optim::AdamOptions(1e-3));
+class Adam : public Optimizer {
+ public:
+  Adam(std::vector<ParamGroup> groups, AdamOptions options = {});
+  Adam(std::vector<Tensor> params, AdamOptions options = {})
+      : Adam(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options) {}
+  void step() override;
+  const AdamOptions& options() const { return options_; }
+
+ protected:
+  Adam(std::vector<ParamGroup> groups, AdamOptions options, bool decoupled, const char* name);
+
+ private:
+  struct State {
+    Tensor exp_avg, exp_avg_sq;
+    int64_t step = 0;
+  };
+  AdamOptions options_;
+  bool decoupled_;
+  std::vector<std::vector<State>> state_;
+};
+
+/// AdamW: weight decay applied to the weights directly (decoupled); PyTorch's default decay 1e-2.
+///   optim::AdamW optimizer(model->parameters(), optim::AdamOptions(1e-3).weight_decay(1e-2));
+class AdamW : public Adam {
+ public:
+  AdamW(std::vector<ParamGroup> groups, AdamOptions options = AdamOptions().weight_decay(1e-2))
+      : Adam(std::move(groups), options, true, "AdamW") {}
+  AdamW(std::vector<Tensor> params, AdamOptions options = AdamOptions().weight_decay(1e-2))
+      : AdamW(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options) {}
+};
+
+}  // namespace minidl::optim

@@ -1,0 +1,5 @@
+#pragma once
+#include "optim/adam.h"
+#include "optim/lr_scheduler.h"
+#include "optim/optimizer.h"
+#include "optim/sgd.h"

@@ -1,0 +1,36 @@
+#pragma once
+// Optimizer: parameter groups, each with its own learning rate, and zero_grad. Subclasses
+// implement step(); steps never record on the tape.
+#include <optional>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace minidl::optim {
+
+/// A set of parameters sharing a learning rate; a group without lr takes the optimizer's.
+///   optim::SGD opt({{backbone->parameters(), 1e-3}, {head->parameters()}}, optim::SGDOptions(0.01));
+struct ParamGroup {
+  ParamGroup(std::vector<Tensor> params, std::optional<double> lr = std::nullopt)  // NOLINT: implicit on purpose
+      : params(std::move(params)), lr(lr) {}
+  std::vector<Tensor> params;
+  std::optional<double> lr;  // resolved to a value when the optimizer is built
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  /// Updates every parameter that has a gradient.
+  virtual void step() = 0;
+  /// Clears gradients: set to none (the default, as in PyTorch) or to zeros.
+  void zero_grad(bool set_to_none = true);
+  std::vector<ParamGroup>& param_groups() { return groups_; }
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
+  double lr(size_t group = 0) const { return *groups_.at(group).lr; }
+
+ protected:
+  Optimizer(std::vector<ParamGroup> groups, double default_lr, const char* name);
+  std::vector<ParamGroup> groups_;
+};
+
+}  // namespace minidl::optim

@@ -1,0 +1,124 @@
+// The tape: recording, accumulation, release, retain_graph, memory over many steps, and errors.
+#include <gtest/gtest.h>
+
+#include "minidl.h"
+
+using namespace minidl;
+
+namespace {
+Tensor leaf(std::vector<double> v) { return Tensor::from_vector<double>(v).requires_grad_(); }
+}  // namespace
+
+TEST(Autograd, SimpleChainRule) {
+  Tensor x = leaf({1, 2, 3});
+  Tensor y = (x * x * x).sum();  // dy/dx = 3x^2
+  y.backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{3, 12, 27}));
+  EXPECT_EQ(autograd::tape_size(), 0u);
+}
+
+TEST(Autograd, SharedSubexpressionAccumulates) {
+  Tensor x = leaf({2});
+  Tensor a = x * x;           // used twice below
+  Tensor y = (a + a * x).sum();  // x^2 + x^3 -> 2x + 3x^2 = 16
+  y.backward();
+  EXPECT_DOUBLE_EQ(x.grad().item<double>(), 16.0);
+}
+
+TEST(Autograd, NoGradGuardRecordsNothing) {
+  Tensor x = leaf({1, 2});
+  size_t before = autograd::tape_size();
+  {
+    NoGradGuard no_grad;
+    Tensor y = exp(x) * x;
+    EXPECT_FALSE(y.requires_grad());
+    EXPECT_FALSE(grad_mode_enabled());
+  }
+  EXPECT_TRUE(grad_mode_enabled());
+  EXPECT_EQ(autograd::tape_size(), before);
+  Tensor z = exp(x);
+  EXPECT_TRUE(z.requires_grad());
+  EXPECT_EQ(autograd::tape_size(), before + 1);
+  autograd::clear_tape();
+}
+
+TEST(Autograd, GradientsAccumulateAcrossBackwardCalls) {
+  Tensor x = leaf({1, -2});
+  (x * x).sum().backward();
+  (x * x).sum().backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{4, -8}));
+  x.set_grad(Tensor());
+  (x * x).sum().backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{2, -4}));
+}
+
+TEST(Autograd, SecondBackwardThroughReleasedTapeIsAClearError) {
+  Tensor x = leaf({1, 2});
+  Tensor y = (x * x).sum();
+  y.backward();
+  try {
+    y.backward();
+    FAIL() << "a second backward through a released graph must throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("retain_graph"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Autograd, RetainGraphAllowsASecondBackward) {
+  Tensor x = leaf({3});
+  Tensor y = (x * x).sum();
+  y.backward(Tensor(), /*retain_graph=*/true);
+  EXPECT_GT(autograd::tape_size(), 0u);
+  y.backward();
+  EXPECT_DOUBLE_EQ(x.grad().item<double>(), 12.0);
+  EXPECT_EQ(autograd::tape_size(), 0u);
+}
+
+TEST(Autograd, NonScalarNeedsAGradient) {
+  Tensor x = leaf({1, 2, 3});
+  Tensor y = x * x;
+  try {
+    y.backward();
+    FAIL() << "backward on a non-scalar without a gradient must throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[3]"), std::string::npos) << e.what();
+  }
+  y.backward(Tensor::from_vector<double>({1, 0, 2}));
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{2, 0, 12}));
+  EXPECT_THROW(leaf({1}).detach().backward(), Error);  // nothing requires grad
+  Tensor z = x * x;
+  EXPECT_THROW(z.backward(Tensor::from_vector<double>({1, 2})), Error);  // wrong gradient shape
+  autograd::clear_tape();
+}
+
+TEST(Autograd, DetachStopsGradients) {
+  Tensor x = leaf({2});
+  Tensor y = (x * x.detach()).sum();  // only the first factor carries gradient
+  y.backward();
+  EXPECT_DOUBLE_EQ(x.grad().item<double>(), 2.0);
+}
+
+TEST(Autograd, GradientIsNotSharedBetweenLeaves) {
+  Tensor a = leaf({1}), b = leaf({1});
+  (a + b).sum().backward();
+  // add hands one gradient tensor to both inputs; each leaf must own its copy.
+  a.grad().data<double>()[0] = 5;
+  EXPECT_DOUBLE_EQ(b.grad().item<double>(), 1.0);
+}
+
+TEST(Autograd, MemoryDoesNotGrowOverManySteps) {
+  manual_seed(0);
+  Tensor w = randn({16, 16}, kFloat64).requires_grad_();
+  Tensor x = randn({8, 16}, kFloat64);
+  auto step = [&] {
+    Tensor h = relu(x.unsqueeze(1) * w.unsqueeze(0));  // [8, 16, 16]
+    Tensor loss = (h * h).mean() + mean(sum(sigmoid(h), {1}));
+    loss.backward();
+    w.set_grad(Tensor());
+  };
+  for (int i = 0; i < 10; ++i) step();
+  size_t baseline = memory_stats(Device::cpu()).bytes_in_use;
+  for (int i = 0; i < 1000; ++i) step();
+  EXPECT_EQ(autograd::tape_size(), 0u);
+  EXPECT_EQ(memory_stats(Device::cpu()).bytes_in_use, baseline);
+}

@@ -5,7 +5,9 @@
 namespace minidl::optim {
 
 Optimizer::Optimizer(std::vector<ParamGroup> groups, double default_lr, const char* name) : groups_(std::move(groups)) {
-  MINIDL_CHECK(!groups_.empty(), name, ": got no parameters to optimize");
+  size_t count = 0;
+  for (const ParamGroup& g : groups_) count += g.params.size();
+  MINIDL_CHECK(count > 0, name, ": got an empty parameter list; pass model->parameters()");
   for (ParamGroup& g : groups_) {
     if (!g.lr) g.lr = default_lr;
     MINIDL_CHECK(*g.lr >= 0, name, ": expected a learning rate >= 0, got ", *g.lr);

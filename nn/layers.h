@@ -56,6 +56,7 @@ struct MaxPool2dOptions {
 /// Max over windows of [N, C, H, W].   nn::MaxPool2d(2)
 class MaxPool2dImpl : public Module {
  public:
+  explicit MaxPool2dImpl(Size2 kernel_size) : options(kernel_size) {}
   explicit MaxPool2dImpl(const MaxPool2dOptions& options) : options(options) {}
   Tensor forward(const Tensor& input) override;
   std::string name() const override { return "MaxPool2d"; }

@@ -91,6 +91,8 @@ class ModuleHolder {
     requires std::is_constructible_v<Impl, Args...>
   explicit ModuleHolder(Args&&... args) : impl_(std::make_shared<Impl>(std::forward<Args>(args)...)) {}
   ModuleHolder(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}  // NOLINT: implicit like PyTorch's
+  /// An empty holder, to be assigned later.   nn::Linear fc{nullptr};
+  ModuleHolder(std::nullptr_t) {}  // NOLINT
 
   Impl* operator->() const { return impl_.get(); }
   Impl& operator*() const { return *impl_; }

@@ -6,12 +6,16 @@
 
 namespace minidl::nn {
 
+template <class T>
+concept is_module_holder = requires(const T& holder) { holder.ptr(); };
+
 /// Runs its modules in order, each one's output the next one's input. Children are named "0", "1", ...
 ///   nn::Sequential net(nn::Linear(784, 512), nn::ReLU(), nn::Linear(512, 10));
 class SequentialImpl : public Module {
  public:
   SequentialImpl() = default;
   template <class... Holders>
+    requires(sizeof...(Holders) > 0 && (is_module_holder<std::decay_t<Holders>> && ...))
   explicit SequentialImpl(Holders&&... modules) {
     (push_back(std::forward<Holders>(modules)), ...);
   }

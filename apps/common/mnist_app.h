@@ -1,0 +1,150 @@
+#pragma once
+// What mnist_mlp and mnist_cnn share: the command line, the data, and the train/test loops of
+// PyTorch's MNIST example. Each app adds only its model.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "apps/common/progress_bar.h"
+#include "core/cuda.h"
+#include "data/dataloader.h"
+#include "data/mnist.h"
+#include "data/paths.h"
+#include "minidl.h"
+#include "nn/nn.h"
+#include "optim/optim.h"
+
+namespace mnist_app {
+
+using namespace minidl;
+
+struct Flags {
+  int epochs;
+  int64_t batch_size = 64, test_batch_size = 1000, limit = 0;
+  double lr = 0.01, momentum = 0.9;
+  uint64_t seed = 1;
+  std::string device = "auto", data, dataset = "mnist";
+  int threads = 0, log_interval = 100;
+};
+
+/// Parses pytorch/examples-style flags; prints usage and exits on --help or a bad flag.
+inline Flags parse_flags(int argc, char** argv, const std::string& description, int default_epochs) {
+  Flags f{default_epochs};
+  CLI::App app(description);
+  app.add_option("--epochs", f.epochs, "number of epochs to train")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--batch-size", f.batch_size, "training batch size")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--test-batch-size", f.test_batch_size, "evaluation batch size")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--lr", f.lr, "learning rate")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--momentum", f.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  app.add_option("--seed", f.seed, "random seed")->capture_default_str();
+  app.add_option("--device", f.device, "cpu, cuda, cuda:N or auto")->capture_default_str();
+  app.add_option("--data", f.data, "data folder (default: $MINIDL_DATA, else <repo>/datasets)");
+  app.add_option("--dataset", f.dataset, "mnist or fashion-mnist")->check(CLI::IsMember({"mnist", "fashion-mnist"}))->capture_default_str();
+  app.add_option("--limit", f.limit, "train on the first N images only (0: all)")->check(CLI::NonNegativeNumber);
+  app.add_option("--threads", f.threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  app.add_option("--log-interval", f.log_interval, "batches between progress updates")->check(CLI::PositiveNumber)->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::exit(app.exit(e));
+  }
+  return f;
+}
+
+/// "auto" is cuda when a GPU is usable; an explicit cuda request fails with the reason when not.
+inline Device resolve_device(const std::string& spec) {
+  if (spec == "auto") return cuda::is_available() ? Device::cuda() : Device::cpu();
+  Device device(spec);
+  if (device.is_cuda()) {
+    MINIDL_CHECK(cuda::is_available(), "--device ", spec, " requested but no GPU is usable: ", cuda::unavailable_reason());
+    MINIDL_CHECK(device.index < cuda::device_count(), "--device ", spec, ": only ", cuda::device_count(), " CUDA device(s)");
+  }
+  return device;
+}
+
+inline std::shared_ptr<data::MNIST> load(const Flags& f, bool train) {
+  auto root = data::data_root(f.data);
+  if (f.dataset == "fashion-mnist") return std::make_shared<data::FashionMNIST>(root, train);
+  return std::make_shared<data::MNIST>(root, train);
+}
+
+template <class Model>
+void train_epoch(Model& model, data::DataLoader& loader, optim::Optimizer& optimizer, int epoch, const Flags& f,
+                 int64_t num_images) {
+  model.train();
+  ProgressBar bar(epoch, num_images);
+  int64_t seen = 0, step = 0;
+  for (data::Batch& batch : loader) {
+    optimizer.zero_grad();
+    Tensor loss = nn::functional::cross_entropy(model.forward(batch.data), batch.target);
+    loss.backward();
+    optimizer.step();
+    seen += batch.data.size(0);
+    // Reading the loss waits for the device: only at log points.
+    if (++step % f.log_interval == 0 || seen == num_images) bar.update(seen, loss.item<float>());
+  }
+  bar.finish();
+}
+
+template <class Model>
+void test(Model& model, data::DataLoader& loader, int64_t num_images, double train_seconds) {
+  NoGradGuard no_grad;
+  model.eval();
+  double loss_sum = 0;
+  int64_t correct = 0;
+  for (data::Batch& batch : loader) {
+    Tensor output = model.forward(batch.data);
+    loss_sum += nn::functional::cross_entropy(output, batch.target).item<float>() * batch.data.size(0);
+    correct += eq(argmax(output, 1), batch.target).sum().template item<int64_t>();
+  }
+  std::printf("Test set: average loss %.4f, accuracy %lld/%lld (%.2f%%), epoch time %.1f s\n", loss_sum / num_images,
+              static_cast<long long>(correct), static_cast<long long>(num_images), 100.0 * correct / num_images,
+              train_seconds);
+  std::fflush(stdout);
+}
+
+/// Trains `model` with SGD under the flags and reports test accuracy after every epoch.
+template <class Model>
+int run(std::shared_ptr<Model> model, const Flags& f) {
+  if (f.threads > 0) set_num_threads(f.threads);
+  Device device = resolve_device(f.device);
+  auto train_set = load(f, true);
+  auto test_set = load(f, false);
+  std::shared_ptr<const data::Dataset> train_data = train_set;
+  if (f.limit > 0 && f.limit < train_set->size()) {
+    Tensor first = arange(static_cast<double>(f.limit), kInt64);
+    train_data = std::make_shared<data::TensorDataset>(index_select(train_set->images(), first),
+                                                       index_select(train_set->targets(), first));
+  }
+  std::printf("%s: %lld training / %lld test images from %s, device %s, %d CPU threads\n", f.dataset.c_str(),
+              static_cast<long long>(train_data->size()), static_cast<long long>(test_set->size()),
+              train_set->folder().c_str(), device.str().c_str(), get_num_threads());
+
+  data::DataLoader train_loader(train_data,
+                                data::DataLoaderOptions().batch_size(f.batch_size).shuffle(true).seed(f.seed).device(device));
+  data::DataLoader test_loader(test_set, data::DataLoaderOptions().batch_size(f.test_batch_size).device(device));
+  model->to(device);
+  optim::SGD optimizer(model->parameters(), optim::SGDOptions(f.lr).momentum(f.momentum));
+  for (int epoch = 1; epoch <= f.epochs; ++epoch) {
+    ProgressBar timer(epoch, 0);
+    train_epoch(*model, train_loader, optimizer, epoch, f, train_data->size());
+    double seconds = timer.elapsed();
+    test(*model, test_loader, test_set->size(), seconds);
+  }
+  return 0;
+}
+
+/// Runs `body`, turning a minidl::Error into a message and exit status 1.
+template <class Body>
+int guarded_main(Body&& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace mnist_app

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Everything a fresh Debian 12 machine needs before minidl builds: the packages (installed with
+# apt-get when missing), MNIST (scripts/get_data.sh), and a Release build in build/.
+#
+#   scripts/setup.sh            # packages + data + build
+#   BUILD_DIR=out scripts/setup.sh
+# Extra CMake arguments can be passed in CMAKE_ARGS, e.g. CMAKE_ARGS=-DMINIDL_CUDA=OFF.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${BUILD_DIR:-$repo/build}"
+
+packages=(g++ cmake ninja-build libeigen3-dev libgtest-dev libcli11-dev zlib1g-dev npm)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [[ ${#missing[@]} -gt 0 ]]; then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=()
+  [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}"
+fi
+
+"$repo/scripts/get_data.sh"
+
+# shellcheck disable=SC2086  # CMAKE_ARGS is a list of words on purpose
+cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release ${CMAKE_ARGS:-}
+cmake --build "$build" -j "$(nproc)"

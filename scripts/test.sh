@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Sets up (packages, data, build) and runs the whole test suite. GPU tests skip, saying why, on a
+# machine without a usable GPU.
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+"$repo/scripts/setup.sh"
+cd "${BUILD_DIR:-$repo/build}"
+ctest --output-on-failure -j "$(nproc)" "$@"

@@ -23,7 +23,7 @@ if [[ ${#missing[@]} -gt 0 ]]; then
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}"
 fi
 
-"$repo/scripts/get_data.sh"
+"$repo/scripts/get_data.sh" --fashion
 
 # shellcheck disable=SC2086  # CMAKE_ARGS is a list of words on purpose
 cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release ${CMAKE_ARGS:-}

@@ -1,0 +1,7 @@
+#pragma once
+// Data loading: IDX files, MNIST / Fashion-MNIST and the DataLoader.   `#include "data/data.h"`
+#include "data/dataloader.h"
+#include "data/dataset.h"
+#include "data/idx.h"
+#include "data/mnist.h"
+#include "data/paths.h"

@@ -1,0 +1,70 @@
+// 2-D max pooling.
+//
+// Shapes: x [N, C, H, W] -> out [N, C, out_h, out_w], out = (in + 2*pad - k) / stride + 1, and
+// indices int64 [N, C, out_h, out_w] holding each maximum's flat position h*W + w in its plane.
+// Padding counts as -infinity, so it is never the maximum. Backward adds each gradient at its
+// index; overlapping windows (stride < kernel) that share a maximum add up there.
+#include "ops/max_pool2d.h"
+
+#include "core/autograd.h"
+#include "ops/kernels.h"
+
+namespace minidl {
+
+namespace {
+
+ConvGeometry pool_geometry(const Tensor& x, Size2 kernel, Size2 stride, Size2 padding) {
+  MINIDL_CHECK(kernel.h > 0 && kernel.w > 0, "max_pool2d: expected a positive kernel size, got ", kernel.h, "x",
+               kernel.w);
+  MINIDL_CHECK(stride.h > 0 && stride.w > 0, "max_pool2d: expected a positive stride, got ", stride.h, "x", stride.w);
+  // Padding beyond half the kernel would let a window hold only padding, whose maximum is undefined.
+  MINIDL_CHECK(padding.h >= 0 && padding.w >= 0 && padding.h <= kernel.h / 2 && padding.w <= kernel.w / 2,
+               "max_pool2d: padding must be between 0 and half the kernel size (", kernel.h / 2, "x", kernel.w / 2,
+               " for a ", kernel.h, "x", kernel.w, " kernel), got ", padding.h, "x", padding.w);
+  const int64_t height = x.size(2), width = x.size(3);
+  const int64_t padded_h = height + 2 * padding.h, padded_w = width + 2 * padding.w;
+  MINIDL_CHECK(kernel.h <= padded_h && kernel.w <= padded_w, "max_pool2d: the kernel ", kernel.h, "x", kernel.w,
+               " is larger than the input ", height, "x", width, " with padding ", padding.h, "x", padding.w, " (",
+               padded_h, "x", padded_w, "); the output would be empty");
+  ConvGeometry g{};
+  g.channels = x.size(1);
+  g.height = height;
+  g.width = width;
+  g.kernel_h = kernel.h;
+  g.kernel_w = kernel.w;
+  g.stride_h = stride.h;
+  g.stride_w = stride.w;
+  g.pad_h = padding.h;
+  g.pad_w = padding.w;
+  g.out_h = (padded_h - kernel.h) / stride.h + 1;
+  g.out_w = (padded_w - kernel.w) / stride.w + 1;
+  return g;
+}
+
+}  // namespace
+
+Tensor max_pool2d(const Tensor& x, Size2 kernel, std::optional<Size2> stride, Size2 padding) {
+  MINIDL_CHECK(x.defined(), "max_pool2d: x is undefined");
+  MINIDL_CHECK(x.dim() == 4, "max_pool2d: expected x of shape [N, C, H, W] (4-D), got shape ", x.shape(), " (",
+               x.dim(), "-D)");
+  MINIDL_CHECK(is_floating(x.dtype()), "max_pool2d: expected a floating x, got ", x.dtype());
+  const ConvGeometry g = pool_geometry(x, kernel, stride.value_or(kernel), padding);
+  const Shape out_shape{x.size(0), g.channels, g.out_h, g.out_w};
+  Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
+  Tensor indices = Tensor::empty(out_shape, kInt64, x.device());
+  {
+    NoGradGuard no_grad;  // contiguous() here is plumbing, not a graph node
+    kernels_for(x.device()).max_pool2d(x.contiguous(), g, out, indices);
+  }
+  if (autograd::needs_recording({x})) {
+    autograd::record("max_pool2d", out, {x}, [indices, g, x_shape = x.shape()](const Tensor& grad,
+                                                                                const std::vector<bool>&) {
+      Tensor grad_in = Tensor::empty(x_shape, grad.dtype(), grad.device());
+      kernels_for(grad.device()).max_pool2d_backward(grad.contiguous(), indices, g, grad_in);
+      return std::vector<Tensor>{grad_in};
+    });
+  }
+  return out;
+}
+
+}  // namespace minidl

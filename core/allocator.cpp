@@ -1,6 +1,8 @@
 #include "core/allocator.h"
 
-#include <atomic>
+#include <algorithm>
+#include <map>
+#include <mutex>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -18,30 +20,75 @@ void cuda_copy_bytes(void* dst, Device dst_device, const void* src, Device src_d
 namespace {
 
 // Host memory aligned to 64 bytes, so Eigen's vectorized loads never straddle cache lines.
+// Blocks of 1 MiB and more are cached after free and handed out again: glibc returns such blocks
+// to the system (mmap/munmap), and touching fresh pages again every step cost more than the
+// convolutions that use them (im2col buffers are tens of MB). Small blocks go straight to malloc.
 class CpuAllocator final : public Allocator {
  public:
   void* allocate(size_t nbytes) override {
-    size_t rounded = (nbytes + 63) / 64 * 64;
-    void* ptr = std::aligned_alloc(64, rounded);
-    if (!ptr) MINIDL_FAIL("CPU allocator: out of memory allocating ", nbytes, " bytes");
-    size_t now = in_use_.fetch_add(nbytes) + nbytes;
-    size_t peak = peak_.load();
-    while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
+    const size_t size = round_size(nbytes);
+    void* ptr = nullptr;
+    {
+      std::lock_guard lock(mutex_);
+      if (size >= kCacheMin) {
+        if (auto it = free_.find(size); it != free_.end()) {
+          ptr = it->second;
+          free_.erase(it);
+          cached_ -= size;
+        }
+      }
+      if (!ptr) {
+        ptr = std::aligned_alloc(64, size);
+        if (!ptr) MINIDL_FAIL("CPU allocator: out of memory allocating ", nbytes, " bytes");
+        held_ += size;
+        ++allocs_;
+      }
+      in_use_ += size;
+      peak_ = std::max(peak_, in_use_);
     }
-    ++allocs_;
     return ptr;
   }
   void deallocate(void* ptr, size_t nbytes) override {
-    std::free(ptr);
-    in_use_ -= nbytes;
+    const size_t size = round_size(nbytes);
+    std::lock_guard lock(mutex_);
+    in_use_ -= size;
+    if (size >= kCacheMin && cached_ + size <= kCacheMax) {
+      free_.emplace(size, ptr);
+      cached_ += size;
+    } else {
+      std::free(ptr);
+      held_ -= size;
+    }
   }
   MemoryStats stats() const override {
-    return {in_use_.load(), in_use_.load(), peak_.load(), allocs_.load()};
+    std::lock_guard lock(mutex_);
+    return {in_use_, held_, peak_, allocs_};
   }
-  void reset_peak() override { peak_ = in_use_.load(); }
+  void reset_peak() override {
+    std::lock_guard lock(mutex_);
+    peak_ = in_use_;
+  }
+  void empty_cache() override {
+    std::lock_guard lock(mutex_);
+    for (auto& [size, ptr] : free_) {
+      std::free(ptr);
+      held_ -= size;
+    }
+    free_.clear();
+    cached_ = 0;
+  }
 
  private:
-  std::atomic<size_t> in_use_{0}, peak_{0}, allocs_{0};
+  static constexpr size_t kCacheMin = size_t{1} << 20;
+  static constexpr size_t kCacheMax = size_t{4} << 30;  // never keep more than 4 GiB idle
+  static size_t round_size(size_t nbytes) {
+    size_t unit = nbytes >= kCacheMin ? (size_t{1} << 16) : 64;  // coarse classes so sizes recur
+    return (nbytes + unit - 1) / unit * unit;
+  }
+
+  mutable std::mutex mutex_;
+  std::multimap<size_t, void*> free_;
+  size_t in_use_ = 0, held_ = 0, peak_ = 0, allocs_ = 0, cached_ = 0;
 };
 
 }  // namespace

@@ -1,6 +1,6 @@
 #pragma once
 // Where tensor memory comes from. One allocator per device type: 64-byte aligned host memory for the
-// CPU, a caching pool for CUDA (core/cuda/). Both keep statistics so leaks and growth show in tests.
+// CPU (large blocks cached for reuse), a caching pool for CUDA (core/cuda/). Both keep statistics so leaks and growth show in tests.
 #include <cstddef>
 
 #include "core/device.h"
@@ -31,7 +31,7 @@ Allocator& allocator_for(Device device);
 
 MemoryStats memory_stats(Device device);
 void reset_peak_memory_stats(Device device);
-/// Frees the cached, unused blocks of the CUDA pool of `device`.
+/// Frees the cached, unused blocks of `device`'s allocator.
 void empty_cache(Device device = Device::cuda());
 
 /// Copies bytes between any two devices (host<->device, device<->device). Synchronous: returns

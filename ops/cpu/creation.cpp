@@ -6,11 +6,11 @@
 namespace minidl {
 
 void CpuKernels::uniform(Tensor& dst, double low, double high) {
-  cpu::fill_random(dst, "uniform", std::uniform_real_distribution<double>(low, high));
+  cpu::fill_random(dst, "uniform", [&] { return std::uniform_real_distribution<double>(low, high); });
 }
 
 void CpuKernels::normal(Tensor& dst, double mean, double stddev) {
-  cpu::fill_random(dst, "normal", std::normal_distribution<double>(mean, stddev));
+  cpu::fill_random(dst, "normal", [&] { return std::normal_distribution<double>(mean, stddev); });
 }
 
 }  // namespace minidl

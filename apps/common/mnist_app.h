@@ -36,19 +36,22 @@ inline Flags parse_flags(int argc, char** argv, const std::string& description, 
   app.add_option("--epochs", f.epochs, "number of epochs to train")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--batch-size", f.batch_size, "training batch size")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--test-batch-size", f.test_batch_size, "evaluation batch size")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--lr", f.lr, "learning rate")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--lr", f.lr, "learning rate")->check(CLI::Range(0.0, 10.0))->capture_default_str();
   app.add_option("--momentum", f.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0))->capture_default_str();
   app.add_option("--seed", f.seed, "random seed")->capture_default_str();
   app.add_option("--device", f.device, "cpu, cuda, cuda:N or auto")->capture_default_str();
   app.add_option("--data", f.data, "data folder (default: $MINIDL_DATA, else <repo>/datasets)");
   app.add_option("--dataset", f.dataset, "mnist or fashion-mnist")->check(CLI::IsMember({"mnist", "fashion-mnist"}))->capture_default_str();
-  app.add_option("--limit", f.limit, "train on the first N images only (0: all)")->check(CLI::NonNegativeNumber);
-  app.add_option("--threads", f.threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  app.add_option("--limit", f.limit, "train on the first N images only (0: all)")->check(CLI::Range(int64_t{0}, int64_t{1000000000}));
+  app.add_option("--threads", f.threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 4096));
   app.add_option("--log-interval", f.log_interval, "batches between progress updates")->check(CLI::PositiveNumber)->capture_default_str();
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     std::exit(app.exit(e));
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "error: %s\n\n%s", e.what(), app.help().c_str());
+    std::exit(e.get_exit_code());
   }
   return f;
 }

@@ -14,6 +14,7 @@
 #include "ops/conv2d.h"
 
 #include "core/autograd.h"
+#include "ops/backend_setting.h"
 #include "ops/kernels.h"
 #include "ops/view.h"
 
@@ -110,6 +111,39 @@ Tensor bias_grad(const Tensor& g3) {
   return grad_b;
 }
 
+// The cuDNN path (ops/backend_setting.h): forward and backward by the device's cuDNN kernels. An
+// undefined result means the device has no such path; conv2d then goes on with im2col + GEMM.
+Tensor conv2d_cudnn_path(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvGeometry& g) {
+  Tensor xc, wc, bc;
+  {
+    NoGradGuard no_grad;
+    xc = x.detach().contiguous();
+    wc = weight.detach().contiguous();
+    if (bias.defined()) bc = bias.detach().contiguous();
+  }
+  Tensor out = Tensor::empty({x.size(0), weight.size(0), g.out_h, g.out_w}, x.dtype(), x.device());
+  if (!kernels_for(x.device()).conv2d_cudnn(xc, wc, bias.defined() ? &bc : nullptr, g, out)) return Tensor();
+  if (autograd::needs_recording({x, weight, bias})) {
+    Tensor saved_x = weight.requires_grad() ? xc : Tensor();  // x only for the weight's gradient
+    Tensor saved_w = x.requires_grad() ? wc : Tensor();       // the weight only for the input's
+    autograd::record("conv2d", out, {x, weight, bias},
+                     [saved_x, saved_w, g, x_shape = x.shape(), w_shape = weight.shape()](
+                         const Tensor& grad, const std::vector<bool>& needs) {
+                       Tensor go = grad.contiguous();
+                       Tensor gx, gw, gb;
+                       if (needs[0]) gx = Tensor::empty(x_shape, go.dtype(), go.device());
+                       if (needs[1]) gw = Tensor::empty(w_shape, go.dtype(), go.device());
+                       if (needs[2]) gb = Tensor::empty({w_shape[0]}, go.dtype(), go.device());
+                       const bool done = kernels_for(go.device()).conv2d_backward_cudnn(
+                           go, saved_x, saved_w, g, needs[0] ? &gx : nullptr, needs[1] ? &gw : nullptr,
+                           needs[2] ? &gb : nullptr);
+                       MINIDL_CHECK(done, "conv2d: the cuDNN backward is unavailable although its forward ran");
+                       return std::vector<Tensor>{gx, gw, gb};
+                     });
+  }
+  return out;
+}
+
 }  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 stride, Size2 padding,
@@ -132,6 +166,9 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 s
   check_same_device("conv2d", {x, weight, bias});
   const ConvGeometry g = make_geometry("conv2d", c, x.size(2), x.size(3), {weight.size(2), weight.size(3)}, stride,
                                        padding, dilation);
+  if (conv_backend() == ConvBackend::Cudnn) {
+    if (Tensor out = conv2d_cudnn_path(x, weight, bias, g); out.defined()) return out;
+  }
   const int64_t kk = c * g.kernel_h * g.kernel_w, l = g.out_h * g.out_w;
 
   Tensor cols = im2col_raw(x, g);

@@ -109,6 +109,32 @@ class Kernels {
   virtual void max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const ConvGeometry& g,
                                    Tensor& grad_in) = 0;
 
+  // ---- optional cuDNN path (ops/cuda/cudnn.cpp), taken when conv_backend() says Cudnn ----
+  // Each returns false, doing nothing, where the device has no such path (the CPU, a build without
+  // cuDNN); the op then falls back to the kernels above.
+  /// out [N, O, out_h, out_w] = x [N, C, H, W] cross-correlated with weight [O, C, kh, kw], plus
+  /// bias [O] when not null.
+  virtual bool conv2d_cudnn(const Tensor& /*x*/, const Tensor& /*weight*/, const Tensor* /*bias*/,
+                            const ConvGeometry& /*g*/, Tensor& /*out*/) {
+    return false;
+  }
+  /// Gradients of conv2d_cudnn; each output that is null is skipped. grad_x [N, C, H, W],
+  /// grad_weight [O, C, kh, kw] and grad_bias [O] are overwritten. x is read only for grad_weight and
+  /// weight only for grad_x: the other may be undefined.
+  virtual bool conv2d_backward_cudnn(const Tensor& /*grad_out*/, const Tensor& /*x*/, const Tensor& /*weight*/,
+                                     const ConvGeometry& /*g*/, Tensor* /*grad_x*/, Tensor* /*grad_weight*/,
+                                     Tensor* /*grad_bias*/) {
+    return false;
+  }
+  /// out [N, C, out_h, out_w]: max over each window, padding counting as -infinity (no indices:
+  /// the backward recomputes them from x and out).
+  virtual bool max_pool2d_cudnn(const Tensor& /*x*/, const ConvGeometry& /*g*/, Tensor& /*out*/) { return false; }
+  /// grad_in [N, C, H, W] (overwritten) from grad_out and the forward's x and out.
+  virtual bool max_pool2d_backward_cudnn(const Tensor& /*grad_out*/, const Tensor& /*x*/, const Tensor& /*out*/,
+                                         const ConvGeometry& /*g*/, Tensor& /*grad_in*/) {
+    return false;
+  }
+
   // ---- optimizer updates, in place (optim/) ----
   /// One SGD step on `param`; `momentum_buf` is null when momentum == 0.
   virtual void sgd_step(Tensor& param, const Tensor& grad, Tensor* momentum_buf, const SgdConfig& config) = 0;

@@ -7,6 +7,7 @@
 #include "ops/max_pool2d.h"
 
 #include "core/autograd.h"
+#include "ops/backend_setting.h"
 #include "ops/kernels.h"
 
 namespace minidl {
@@ -41,6 +42,27 @@ ConvGeometry pool_geometry(const Tensor& x, Size2 kernel, Size2 stride, Size2 pa
   return g;
 }
 
+// The cuDNN path (ops/backend_setting.h): its backward needs x and out instead of indices. An
+// undefined result means the device has no such path; max_pool2d then uses its own kernels.
+Tensor max_pool2d_cudnn_path(const Tensor& x, const ConvGeometry& g) {
+  Tensor xc;
+  {
+    NoGradGuard no_grad;
+    xc = x.detach().contiguous();
+  }
+  Tensor out = Tensor::empty({x.size(0), g.channels, g.out_h, g.out_w}, x.dtype(), x.device());
+  if (!kernels_for(x.device()).max_pool2d_cudnn(xc, g, out)) return Tensor();
+  if (autograd::needs_recording({x})) {
+    autograd::record("max_pool2d", out, {x}, [xc, y = out.detach(), g](const Tensor& grad, const std::vector<bool>&) {
+      Tensor grad_in = Tensor::empty(xc.shape(), grad.dtype(), grad.device());
+      const bool done = kernels_for(grad.device()).max_pool2d_backward_cudnn(grad.contiguous(), xc, y, g, grad_in);
+      MINIDL_CHECK(done, "max_pool2d: the cuDNN backward is unavailable although its forward ran");
+      return std::vector<Tensor>{grad_in};
+    });
+  }
+  return out;
+}
+
 }  // namespace
 
 Tensor max_pool2d(const Tensor& x, Size2 kernel, std::optional<Size2> stride, Size2 padding) {
@@ -49,6 +71,9 @@ Tensor max_pool2d(const Tensor& x, Size2 kernel, std::optional<Size2> stride, Si
                x.dim(), "-D)");
   MINIDL_CHECK(is_floating(x.dtype()), "max_pool2d: expected a floating x, got ", x.dtype());
   const ConvGeometry g = pool_geometry(x, kernel, stride.value_or(kernel), padding);
+  if (conv_backend() == ConvBackend::Cudnn) {
+    if (Tensor out = max_pool2d_cudnn_path(x, g); out.defined()) return out;
+  }
   const Shape out_shape{x.size(0), g.channels, g.out_h, g.out_w};
   Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
   Tensor indices = Tensor::empty(out_shape, kInt64, x.device());

@@ -97,6 +97,9 @@ if want test && [ -x "$TESTS" ]; then
   # The CUDA tests once more in one process, with gtest's own report (skips say why).
   step cuda_tests "$TESTS" --gtest_filter='Cuda*' --gtest_output="xml:$OUT/cuda_tests.xml"
   grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$OUT/cuda_tests.log" | tee -a "$SUMMARY"
+  # And with conv2d / max_pool2d on cuDNN throughout (the CNN step is then checked against the CPU).
+  step cuda_tests_cudnn env MINIDL_CONV_BACKEND=cudnn "$TESTS" --gtest_filter='Cuda*'
+  grep -E "^\[  (PASSED|FAILED) " "$OUT/cuda_tests_cudnn.log" | tee -a "$SUMMARY"
 fi
 
 # ---- compute-sanitizer memcheck over the CUDA tests, the cache off so every block is its own ----
@@ -106,7 +109,7 @@ if want sanitize && [ -x "$TESTS" ]; then
   if [ -n "$SAN" ]; then
     # Blocks held until exit (streams, library handles, the allocators themselves) are deliberate,
     # so no leak check; the two tests that make CUDA calls fail on purpose are left out.
-    MINIDL_CUDA_NO_CACHE=1 step memcheck "$SAN" --tool memcheck --error-exitcode 3 --print-limit 50 \
+    step memcheck env MINIDL_CUDA_NO_CACHE=1 "$SAN" --tool memcheck --error-exitcode 3 --print-limit 50 \
       "$TESTS" --gtest_filter="${SANITIZER_FILTER:-$SANITIZER_DEFAULT}"
     grep -E "ERROR SUMMARY" "$OUT/memcheck.log" | tee -a "$SUMMARY"
   else
@@ -118,12 +121,14 @@ fi
 if want apps; then
   # The data root holds mnist/ (or the IDX files themselves), as scripts/get_data.sh leaves it.
   data=${MINIDL_DATA:-$ROOT/datasets}
-  if ! ls "$data"/mnist/*train-images* "$data"/*train-images* >/dev/null 2>&1; then data=""; fi
+  if ! ls "$data"/mnist/*train-images* >/dev/null 2>&1 && ! ls "$data"/*train-images* >/dev/null 2>&1; then
+    data=""
+  fi
   for app in mnist_mlp mnist_cnn; do
     if [ ! -x "$BUILD_DIR/$app" ]; then
       say "$app: skipped (not built)"
     elif [ -z "$data" ]; then
-      say "$app: skipped (no MNIST data under datasets/ and MINIDL_DATA unset)"
+      say "$app: skipped (no MNIST data under ${MINIDL_DATA:-datasets/}; scripts/get_data.sh fetches it)"
     else
       step "$app" "$BUILD_DIR/$app" --device cuda --data "$data" "$@"
       tail -n 5 "$OUT/$app.log" | tee -a "$SUMMARY"

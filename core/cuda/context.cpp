@@ -1,0 +1,96 @@
+// Per-device streams and cuBLAS handles. They are created on first use and deliberately never
+// destroyed: tensors held in statics may free memory after the CUDA runtime has begun to unload, and
+// destroying handles then fails. The process exit releases everything.
+#include "core/cuda/context.h"
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/cuda.h"
+
+namespace minidl::cuda {
+
+namespace {
+
+struct DeviceContext {
+  std::once_flag streams_once, cublas_once;
+  cudaStream_t compute = nullptr;
+  cudaStream_t copy = nullptr;
+  cublasHandle_t cublas = nullptr;
+  int* error_host = nullptr;  // pinned, mapped: kernels write it through error_device
+  int* error_device = nullptr;
+};
+
+DeviceContext& context(int index) {
+  check_device(index);
+  static auto* contexts = [] {
+    auto* v = new std::vector<std::unique_ptr<DeviceContext>>();
+    for (int d = 0; d < device_count(); ++d) v->push_back(std::make_unique<DeviceContext>());
+    return v;
+  }();
+  DeviceContext& ctx = *(*contexts)[static_cast<size_t>(index)];
+  std::call_once(ctx.streams_once, [&] {
+    DeviceGuard guard(index);
+    // Non-blocking: the legacy default stream (used by plain cudaMemcpy elsewhere) does not
+    // serialize with ours, so every ordering between our streams is an explicit event.
+    CUDA_CHECK(cudaStreamCreateWithFlags(&ctx.compute, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&ctx.copy, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&ctx.error_host), sizeof(int), cudaHostAllocMapped));
+    *ctx.error_host = kNoDeviceError;
+    CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&ctx.error_device), ctx.error_host, 0));
+  });
+  return ctx;
+}
+
+}  // namespace
+
+DeviceGuard::DeviceGuard(int index) {
+  CUDA_CHECK(cudaGetDevice(&previous_));
+  if (previous_ != index) {
+    CUDA_CHECK(cudaSetDevice(index));
+  } else {
+    previous_ = -1;  // nothing to restore
+  }
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (previous_ >= 0) cudaSetDevice(previous_);  // a destructor must not throw; this cannot fail after the set above
+}
+
+cudaStream_t compute_stream(int index) { return context(index).compute; }
+cudaStream_t copy_stream(int index) { return context(index).copy; }
+
+cublasHandle_t cublas_handle(int index) {
+  DeviceContext& ctx = context(index);
+  std::call_once(ctx.cublas_once, [&] {
+    DeviceGuard guard(index);
+    CUBLAS_CHECK(cublasCreate(&ctx.cublas));
+    CUBLAS_CHECK(cublasSetStream(ctx.cublas, ctx.compute));
+    // Strict float32: the default math mode never uses TF32 tensor cores for float GEMMs (TF32 needs
+    // CUBLAS_TF32_TENSOR_OP_MATH), so results match the CPU within float32 rounding.
+    CUBLAS_CHECK(cublasSetMathMode(ctx.cublas, CUBLAS_DEFAULT_MATH));
+  });
+  return ctx.cublas;
+}
+
+int* device_error_flag(int index) { return context(index).error_device; }
+
+void check_device_errors(int index) {
+  volatile int* flag = context(index).error_host;
+  const int error = *flag;
+  if (error == kNoDeviceError) return;
+  *flag = kNoDeviceError;
+  switch (error) {
+    case kTargetOutOfRange:
+      MINIDL_FAIL("a kernel on cuda:", index, " found a class target out of range (expected 0 <= target < classes; "
+                  "the loss counted that sample as 0); reported at the next synchronization");
+    case kIndexOutOfRange:
+      MINIDL_FAIL("a kernel on cuda:", index, " found an index out of range in index_select (those rows were "
+                  "filled with zeros); reported at the next synchronization");
+    default:
+      MINIDL_FAIL("a kernel on cuda:", index, " reported error code ", error);
+  }
+}
+
+}  // namespace minidl::cuda

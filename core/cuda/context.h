@@ -1,0 +1,45 @@
+#pragma once
+// Per-device CUDA state shared by the allocator and the kernels: one compute stream per device (all
+// kernels, cuBLAS and cuDNN calls of that device run on it, in order), one copy stream for pinned
+// host-to-device transfers, and lazily created library handles bound to the compute stream.
+// Nothing here is created before its first use: loading minidl never touches the driver.
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "core/cuda/check.h"
+
+namespace minidl::cuda {
+
+/// Throws a clear error when CUDA is unusable (why, and what to do) or `index` names no device.
+void check_device(int index);
+
+/// Makes `index` this thread's current device for its lifetime, then restores the previous one.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int index);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+/// The stream every kernel of device `index` runs on. Created on first use, never destroyed.
+cudaStream_t compute_stream(int index);
+/// The stream host-to-device batch transfers run on (core/cuda/transfer.cpp).
+cudaStream_t copy_stream(int index);
+/// cuBLAS handle of device `index`, bound to its compute stream, strict float32 math (no TF32).
+cublasHandle_t cublas_handle(int index);
+
+/// Errors that kernels find in their data (a class target or a gather index out of range). A kernel
+/// cannot throw and the host must not wait for it, so it sets this flag (a pinned, mapped host int)
+/// and skips the bad element; the next synchronization of the device (copy_bytes, synchronize)
+/// reads the flag and throws, as PyTorch's device-side asserts do.
+enum DeviceError : int { kNoDeviceError = 0, kTargetOutOfRange = 1, kIndexOutOfRange = 2 };
+/// The device-visible pointer to the flag of device `index`.
+int* device_error_flag(int index);
+/// After a synchronization of device `index`: throws if a kernel set its flag, and clears it.
+void check_device_errors(int index);
+
+}  // namespace minidl::cuda

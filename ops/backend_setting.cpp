@@ -1,0 +1,45 @@
+// The conv/pool backend switch. Read from the environment once, on first use, so a bad value fails
+// at the first convolution with a message naming the variable.
+#include "ops/backend_setting.h"
+
+#include <atomic>
+#include <cstdlib>
+
+#include "core/error.h"
+
+namespace minidl {
+
+namespace {
+
+constexpr int kUnset = -1;
+std::atomic<int> g_backend{kUnset};
+
+}  // namespace
+
+ConvBackend parse_conv_backend(const std::string& name) {
+  if (name == "im2col") return ConvBackend::Im2col;
+  if (name == "cudnn") return ConvBackend::Cudnn;
+  MINIDL_FAIL("conv backend: expected \"im2col\" or \"cudnn\", got \"", name, "\"");
+}
+
+const char* conv_backend_name(ConvBackend backend) { return backend == ConvBackend::Cudnn ? "cudnn" : "im2col"; }
+
+ConvBackend conv_backend() {
+  int value = g_backend.load(std::memory_order_relaxed);
+  if (value != kUnset) return static_cast<ConvBackend>(value);
+  ConvBackend backend = ConvBackend::Im2col;
+  if (const char* env = std::getenv("MINIDL_CONV_BACKEND"); env && *env) {
+    try {
+      backend = parse_conv_backend(env);
+    } catch (const Error& e) {
+      MINIDL_FAIL("MINIDL_CONV_BACKEND: ", e.what());
+    }
+  }
+  int expected = kUnset;
+  g_backend.compare_exchange_strong(expected, static_cast<int>(backend));
+  return static_cast<ConvBackend>(g_backend.load());
+}
+
+void set_conv_backend(ConvBackend backend) { g_backend.store(static_cast<int>(backend)); }
+
+}  // namespace minidl

@@ -1,0 +1,63 @@
+#pragma once
+// The CUDA backend: one instance per device. Every method runs on that device's compute stream
+// (core/cuda/context.h) and returns without waiting for the GPU. Its methods are defined in the file
+// of ops/cuda/ named after the op that uses them, like ops/cpu/.
+#include <cuda_runtime_api.h>
+
+#include "core/cuda/context.h"
+#include "ops/kernels.h"
+
+namespace minidl {
+
+class CudaKernels final : public Kernels {
+ public:
+  explicit CudaKernels(int device);
+
+  void copy(const Tensor& src, Tensor& dst) override;
+  void fill(Tensor& dst, double value) override;
+  void index_select(const Tensor& src, const Tensor& index, Tensor& out) override;
+  void uniform(Tensor& dst, double low, double high) override;
+  void normal(Tensor& dst, double mean, double stddev) override;
+  void dropout_mask(Tensor& dst, double keep_prob) override;
+  void unary(UnaryOp op, const Tensor& x, Tensor& out) override;
+  void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) override;
+  void reduce(ReduceOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor& out,
+              Tensor* argmax) override;
+  void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, double alpha,
+            double beta) override;
+  void softmax(const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool log, Tensor& out) override;
+  void softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t outer, int64_t n, int64_t inner, bool log,
+                        Tensor& grad_in) override;
+  void nll_loss(const Tensor& log_probs, const Tensor& target, Tensor& loss) override;
+  void nll_loss_backward(const Tensor& grad_loss, const Tensor& target, Tensor& grad_log_probs) override;
+  void cross_entropy(const Tensor& logits, const Tensor& target, Tensor& loss, Tensor& log_probs) override;
+  void cross_entropy_backward(const Tensor& grad_loss, const Tensor& log_probs, const Tensor& target,
+                              Tensor& grad_logits) override;
+  void im2col(const Tensor& x, const ConvGeometry& g, Tensor& cols) override;
+  void col2im(const Tensor& cols, const ConvGeometry& g, Tensor& x_grad) override;
+  void max_pool2d(const Tensor& x, const ConvGeometry& g, Tensor& out, Tensor& indices) override;
+  void max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const ConvGeometry& g,
+                           Tensor& grad_in) override;
+  void sgd_step(Tensor& param, const Tensor& grad, Tensor* momentum_buf, const SgdConfig& config) override;
+  void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
+                 const AdamConfig& config) override;
+
+#ifdef MINIDL_WITH_CUDNN
+  bool conv2d_cudnn(const Tensor& x, const Tensor& weight, const Tensor* bias, const ConvGeometry& g,
+                    Tensor& out) override;
+  bool conv2d_backward_cudnn(const Tensor& grad_out, const Tensor& x, const Tensor& weight, const ConvGeometry& g,
+                             Tensor* grad_x, Tensor* grad_weight, Tensor* grad_bias) override;
+  bool max_pool2d_cudnn(const Tensor& x, const ConvGeometry& g, Tensor& out) override;
+  bool max_pool2d_backward_cudnn(const Tensor& grad_out, const Tensor& x, const Tensor& out, const ConvGeometry& g,
+                                 Tensor& grad_in) override;
+#endif
+
+  int device() const { return device_; }
+  cudaStream_t stream() const { return stream_; }
+
+ private:
+  int device_;
+  cudaStream_t stream_;
+};
+
+}  // namespace minidl

@@ -1,0 +1,281 @@
+// The cuDNN path for conv2d and max_pool2d (taken when conv_backend() == Cudnn; ops/backend_setting.h).
+// Each geometry gets its descriptors and algorithms once (cached by shape): algorithms come from
+// cuDNN's heuristics (the _v7 queries), preferring deterministic ones so a seeded run repeats, and
+// restricted to FMA math: strict float32, no TF32 tensor cores. Workspaces come from the caching
+// allocator and go back to it as soon as the call is queued (reuse is ordered on the compute stream).
+#include <cudnn.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+#include "core/cuda.h"
+#include "core/cuda/cudnn_check.h"
+#include "ops/cuda/cuda_kernels.h"
+
+namespace minidl {
+
+namespace {
+
+cudnnHandle_t cudnn_handle(int device) {
+  static std::mutex mutex;
+  static auto* handles = new std::vector<cudnnHandle_t>(static_cast<size_t>(cuda::device_count()), nullptr);
+  std::lock_guard lock(mutex);
+  cudnnHandle_t& h = (*handles)[static_cast<size_t>(device)];
+  if (!h) {
+    cuda::DeviceGuard guard(device);
+    CUDNN_CHECK(cudnnCreate(&h));
+    CUDNN_CHECK(cudnnSetStream(h, cuda::compute_stream(device)));
+  }
+  return h;
+}
+
+cudnnDataType_t cudnn_type(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return CUDNN_DATA_FLOAT;
+    case DType::Float64: return CUDNN_DATA_DOUBLE;
+    default: MINIDL_FAIL("cuDNN path: expected float32 or float64, got ", dtype);
+  }
+}
+
+int as_int(int64_t v) {
+  MINIDL_CHECK(v >= 0 && v <= INT32_MAX, "cuDNN path: dimension ", v, " exceeds cuDNN's 32-bit sizes");
+  return static_cast<int>(v);
+}
+
+// Owning wrappers for descriptors.
+struct TensorDesc {
+  cudnnTensorDescriptor_t d = nullptr;
+  TensorDesc() { CUDNN_CHECK(cudnnCreateTensorDescriptor(&d)); }
+  ~TensorDesc() { cudnnDestroyTensorDescriptor(d); }
+  void set(DType dtype, int64_t n, int64_t c, int64_t h, int64_t w) {
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, cudnn_type(dtype), as_int(n), as_int(c), as_int(h),
+                                           as_int(w)));
+  }
+};
+
+// cuDNN's scaling factors are float for float data and double for double data.
+struct Scale {
+  float f;
+  double d;
+  explicit Scale(double v) : f(static_cast<float>(v)), d(v) {}
+  const void* get(DType dtype) const { return dtype == DType::Float64 ? static_cast<const void*>(&d) : &f; }
+};
+const Scale kOne(1.0), kZero(0.0);
+
+// Workspace from the caching allocator, returned when the call has been queued.
+class Workspace {
+ public:
+  Workspace(int device, size_t bytes) : alloc_(allocator_for(Device::cuda(device))), bytes_(bytes) {
+    if (bytes_) ptr_ = alloc_.allocate(bytes_);
+  }
+  ~Workspace() {
+    if (ptr_) alloc_.deallocate(ptr_, bytes_);
+  }
+  void* get() const { return ptr_; }
+  size_t size() const { return bytes_; }
+
+ private:
+  Allocator& alloc_;
+  size_t bytes_;
+  void* ptr_ = nullptr;
+};
+
+template <class Perf>
+const Perf* pick(const Perf* perf, int count) {
+  const Perf* any = nullptr;
+  for (int i = 0; i < count; ++i) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+    if (perf[i].mathType != CUDNN_DEFAULT_MATH && perf[i].mathType != CUDNN_FMA_MATH) continue;
+    if (perf[i].determinism == CUDNN_DETERMINISTIC) return &perf[i];
+    if (!any) any = &perf[i];
+  }
+  return any;
+}
+
+struct ConvPlan {
+  TensorDesc x, y, bias;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  cudnnConvolutionFwdAlgo_t fwd{};
+  cudnnConvolutionBwdDataAlgo_t bwd_data{};
+  cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
+  size_t fwd_ws = 0, bwd_data_ws = 0, bwd_filter_ws = 0;
+  bool ok = false;  // false: cuDNN has no algorithm for this geometry; the caller falls back
+  ~ConvPlan() {
+    if (w) cudnnDestroyFilterDescriptor(w);
+    if (conv) cudnnDestroyConvolutionDescriptor(conv);
+  }
+};
+
+using ConvKey = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                           int64_t, int64_t, int64_t, int64_t>;
+
+ConvPlan& conv_plan(int device, cudnnHandle_t handle, DType dtype, int64_t batch, int64_t out_channels,
+                    const ConvGeometry& g) {
+  static std::mutex mutex;
+  static auto* plans = new std::map<ConvKey, std::unique_ptr<ConvPlan>>();
+  ConvKey key{device,     static_cast<int>(dtype), batch,      g.channels, g.height,     g.width,      out_channels,
+              g.kernel_h, g.kernel_w,              g.stride_h, g.stride_w, g.pad_h,      g.pad_w,      g.dilation_h,
+              g.dilation_w};
+  std::lock_guard lock(mutex);
+  auto& slot = (*plans)[key];
+  if (slot) return *slot;
+  auto plan = std::make_unique<ConvPlan>();
+  ConvPlan& p = *plan;
+  p.x.set(dtype, batch, g.channels, g.height, g.width);
+  p.y.set(dtype, batch, out_channels, g.out_h, g.out_w);
+  p.bias.set(dtype, 1, out_channels, 1, 1);
+  CUDNN_CHECK(cudnnCreateFilterDescriptor(&p.w));
+  CUDNN_CHECK(cudnnSetFilter4dDescriptor(p.w, cudnn_type(dtype), CUDNN_TENSOR_NCHW, as_int(out_channels),
+                                         as_int(g.channels), as_int(g.kernel_h), as_int(g.kernel_w)));
+  CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p.conv));
+  CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p.conv, as_int(g.pad_h), as_int(g.pad_w), as_int(g.stride_h),
+                                              as_int(g.stride_w), as_int(g.dilation_h), as_int(g.dilation_w),
+                                              CUDNN_CROSS_CORRELATION, cudnn_type(dtype)));
+  CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, CUDNN_FMA_MATH));
+
+  // The output size cuDNN computes must be ours, or the geometry means something else to it.
+  int n = 0, c = 0, h = 0, w = 0;
+  CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p.conv, p.x.d, p.w, &n, &c, &h, &w));
+  if (h == g.out_h && w == g.out_w) {
+    cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    cudnnConvolutionBwdDataAlgoPerf_t bwd_data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    cudnnConvolutionBwdFilterAlgoPerf_t bwd_filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    int nf = 0, nd = 0, nw = 0;
+    CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, p.x.d, p.w, p.conv, p.y.d,
+                                                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &nf, fwd));
+    CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, p.w, p.y.d, p.conv, p.x.d,
+                                                            CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd, bwd_data));
+    CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, p.x.d, p.y.d, p.conv, p.w,
+                                                              CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nw, bwd_filter));
+    const auto* f = pick(fwd, nf);
+    const auto* d = pick(bwd_data, nd);
+    const auto* fw = pick(bwd_filter, nw);
+    if (f && d && fw) {
+      p.fwd = f->algo;
+      p.bwd_data = d->algo;
+      p.bwd_filter = fw->algo;
+      // Sizes from the queries, not the perf records: the records may be estimates.
+      CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle, p.x.d, p.w, p.conv, p.y.d, p.fwd, &p.fwd_ws));
+      CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, p.w, p.y.d, p.conv, p.x.d, p.bwd_data,
+                                                               &p.bwd_data_ws));
+      CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, p.x.d, p.y.d, p.conv, p.w, p.bwd_filter,
+                                                                 &p.bwd_filter_ws));
+      p.ok = true;
+    }
+  }
+  slot = std::move(plan);
+  return *slot;
+}
+
+struct PoolPlan {
+  TensorDesc x, y;
+  cudnnPoolingDescriptor_t pool = nullptr;
+  bool ok = false;
+  ~PoolPlan() {
+    if (pool) cudnnDestroyPoolingDescriptor(pool);
+  }
+};
+
+using PoolKey = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                           int64_t>;
+
+PoolPlan& pool_plan(int device, DType dtype, int64_t batch, const ConvGeometry& g) {
+  static std::mutex mutex;
+  static auto* plans = new std::map<PoolKey, std::unique_ptr<PoolPlan>>();
+  PoolKey key{device,     static_cast<int>(dtype), batch,      g.channels, g.height, g.width,
+              g.kernel_h, g.kernel_w,              g.stride_h, g.stride_w, g.pad_h,  g.pad_w};
+  std::lock_guard lock(mutex);
+  auto& slot = (*plans)[key];
+  if (slot) return *slot;
+  auto plan = std::make_unique<PoolPlan>();
+  PoolPlan& p = *plan;
+  p.x.set(dtype, batch, g.channels, g.height, g.width);
+  p.y.set(dtype, batch, g.channels, g.out_h, g.out_w);
+  CUDNN_CHECK(cudnnCreatePoolingDescriptor(&p.pool));
+  // MAX_DETERMINISTIC: the backward routes each gradient to one maximum, in a fixed way. NaN
+  // propagates, as in the im2col path.
+  CUDNN_CHECK(cudnnSetPooling2dDescriptor(p.pool, CUDNN_POOLING_MAX_DETERMINISTIC, CUDNN_PROPAGATE_NAN,
+                                          as_int(g.kernel_h), as_int(g.kernel_w), as_int(g.pad_h), as_int(g.pad_w),
+                                          as_int(g.stride_h), as_int(g.stride_w)));
+  int n = 0, c = 0, h = 0, w = 0;
+  CUDNN_CHECK(cudnnGetPooling2dForwardOutputDim(p.pool, p.x.d, &n, &c, &h, &w));
+  p.ok = h == g.out_h && w == g.out_w;
+  slot = std::move(plan);
+  return *slot;
+}
+
+}  // namespace
+
+bool CudaKernels::conv2d_cudnn(const Tensor& x, const Tensor& weight, const Tensor* bias, const ConvGeometry& g,
+                               Tensor& out) {
+  cuda::DeviceGuard guard(device_);
+  cudnnHandle_t handle = cudnn_handle(device_);
+  const DType dt = x.dtype();
+  ConvPlan& p = conv_plan(device_, handle, dt, x.size(0), weight.size(0), g);
+  if (!p.ok) return false;
+  Workspace ws(device_, p.fwd_ws);
+  CUDNN_CHECK(cudnnConvolutionForward(handle, kOne.get(dt), p.x.d, x.raw_data(), p.w, weight.raw_data(), p.conv,
+                                      p.fwd, ws.get(), ws.size(), kZero.get(dt), p.y.d, out.raw_data()));
+  if (bias && bias->defined()) {
+    CUDNN_CHECK(cudnnAddTensor(handle, kOne.get(dt), p.bias.d, bias->raw_data(), kOne.get(dt), p.y.d, out.raw_data()));
+  }
+  return true;
+}
+
+bool CudaKernels::conv2d_backward_cudnn(const Tensor& grad_out, const Tensor& x, const Tensor& weight,
+                                        const ConvGeometry& g, Tensor* grad_x, Tensor* grad_weight, Tensor* grad_bias) {
+  cuda::DeviceGuard guard(device_);
+  cudnnHandle_t handle = cudnn_handle(device_);
+  const DType dt = grad_out.dtype();
+  // x is needed only for grad_weight and weight only for grad_x: either may be undefined otherwise.
+  ConvPlan& p = conv_plan(device_, handle, dt, grad_out.size(0), grad_out.size(1), g);
+  if (!p.ok) return false;
+  if (grad_x) {
+    Workspace ws(device_, p.bwd_data_ws);
+    CUDNN_CHECK(cudnnConvolutionBackwardData(handle, kOne.get(dt), p.w, weight.raw_data(), p.y.d, grad_out.raw_data(),
+                                             p.conv, p.bwd_data, ws.get(), ws.size(), kZero.get(dt), p.x.d,
+                                             grad_x->raw_data()));
+  }
+  if (grad_weight) {
+    Workspace ws(device_, p.bwd_filter_ws);
+    CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle, kOne.get(dt), p.x.d, x.raw_data(), p.y.d, grad_out.raw_data(),
+                                               p.conv, p.bwd_filter, ws.get(), ws.size(), kZero.get(dt), p.w,
+                                               grad_weight->raw_data()));
+  }
+  if (grad_bias) {
+    CUDNN_CHECK(cudnnConvolutionBackwardBias(handle, kOne.get(dt), p.y.d, grad_out.raw_data(), kZero.get(dt), p.bias.d,
+                                             grad_bias->raw_data()));
+  }
+  return true;
+}
+
+bool CudaKernels::max_pool2d_cudnn(const Tensor& x, const ConvGeometry& g, Tensor& out) {
+  if (g.dilation_h != 1 || g.dilation_w != 1) return false;  // cuDNN pooling has no dilation
+  cuda::DeviceGuard guard(device_);
+  cudnnHandle_t handle = cudnn_handle(device_);
+  const DType dt = x.dtype();
+  PoolPlan& p = pool_plan(device_, dt, x.size(0), g);
+  if (!p.ok) return false;
+  CUDNN_CHECK(cudnnPoolingForward(handle, p.pool, kOne.get(dt), p.x.d, x.raw_data(), kZero.get(dt), p.y.d,
+                                  out.raw_data()));
+  return true;
+}
+
+bool CudaKernels::max_pool2d_backward_cudnn(const Tensor& grad_out, const Tensor& x, const Tensor& out,
+                                            const ConvGeometry& g, Tensor& grad_in) {
+  if (g.dilation_h != 1 || g.dilation_w != 1) return false;
+  cuda::DeviceGuard guard(device_);
+  cudnnHandle_t handle = cudnn_handle(device_);
+  const DType dt = x.dtype();
+  PoolPlan& p = pool_plan(device_, dt, x.size(0), g);
+  if (!p.ok) return false;
+  CUDNN_CHECK(cudnnPoolingBackward(handle, p.pool, kOne.get(dt), p.y.d, out.raw_data(), p.y.d, grad_out.raw_data(),
+                                   p.x.d, x.raw_data(), kZero.get(dt), p.x.d, grad_in.raw_data()));
+  return true;
+}
+
+}  // namespace minidl

@@ -1,0 +1,136 @@
+// Elementwise kernels: a flat grid-stride loop when every operand is contiguous, otherwise one
+// strided kernel that decodes each output index into operand offsets (broadcast axes have stride 0).
+// The op is a runtime switch, uniform across the grid, so one kernel per dtype serves every op.
+#include "ops/cuda/common.cuh"
+
+namespace minidl {
+
+namespace {
+
+using namespace cuda;
+
+template <class T>
+__device__ __forceinline__ T apply_unary(UnaryOp op, T x) {
+  if constexpr (std::is_integral_v<T>) {
+    return -x;  // the only unary op on int64 (checked on the host)
+  } else {
+    switch (op) {
+      case UnaryOp::Neg: return -x;
+      case UnaryOp::Exp: return d_exp(x);
+      case UnaryOp::Log: return d_log(x);
+      case UnaryOp::Sqrt: return d_sqrt(x);
+      case UnaryOp::Relu: return x > T(0) ? x : T(0);
+      case UnaryOp::Sigmoid: return T(1) / (T(1) + d_exp(-x));
+      case UnaryOp::Tanh: return d_tanh(x);
+    }
+    return x;
+  }
+}
+
+template <class T>
+__device__ __forceinline__ T apply_binary(BinaryOp op, T a, T b) {
+  switch (op) {
+    case BinaryOp::Add: return a + b;
+    case BinaryOp::Sub: return a - b;
+    case BinaryOp::Mul: return a * b;
+    case BinaryOp::Div:
+      if constexpr (std::is_integral_v<T>) return b == 0 ? T(0) : a / b;  // no trap on the GPU
+      else return a / b;
+    case BinaryOp::Pow:
+      if constexpr (std::is_integral_v<T>) return static_cast<T>(pow(static_cast<double>(a), static_cast<double>(b)));
+      else return d_pow(a, b);
+    case BinaryOp::Eq: return a == b ? T(1) : T(0);
+    case BinaryOp::ReluBackward: return b > T(0) ? a : T(0);
+    case BinaryOp::SigmoidBackward: return a * b * (T(1) - b);
+    case BinaryOp::TanhBackward: return a * (T(1) - b * b);
+  }
+  return a;
+}
+
+template <class T>
+__global__ void unary_flat(UnaryOp op, const T* x, T* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = apply_unary(op, x[i]);
+}
+
+template <class T, class Index>
+__global__ void unary_strided(UnaryOp op, const T* x, T* out, Strided<2> m, Index n) {
+  for (Index i = blockIdx.x * Index(blockDim.x) + threadIdx.x; i < n; i += Index(gridDim.x) * blockDim.x) {
+    Index off[2];
+    strided_offsets(m, i, off);
+    out[off[0]] = apply_unary(op, x[off[1]]);
+  }
+}
+
+template <class T>
+__global__ void binary_flat(BinaryOp op, const T* a, const T* b, T* out,
+                            int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = apply_binary(op, a[i], b[i]);
+}
+
+template <class T, class Index>
+__global__ void binary_strided(BinaryOp op, const T* a, const T* b, T* out, Strided<3> m, Index n) {
+  for (Index i = blockIdx.x * Index(blockDim.x) + threadIdx.x; i < n; i += Index(gridDim.x) * blockDim.x) {
+    Index off[3];
+    strided_offsets(m, i, off);
+    out[off[0]] = apply_binary(op, a[off[1]], b[off[2]]);
+  }
+}
+
+// `out` may alias `x` or `a` (in-place ops): each thread reads its element before it writes the same
+// element, so the pointers carry no __restrict__ and aliasing stays correct.
+
+}  // namespace
+
+void CudaKernels::unary(UnaryOp op, const Tensor& x, Tensor& out) {
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  cuda::DeviceGuard guard(device_);
+  dispatch_all(x.dtype(), "unary", [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_integral_v<T>) {
+      MINIDL_CHECK(op == UnaryOp::Neg, "unary op needs a floating tensor, got int64");
+    }
+    const T* in = ptr<const T>(x);
+    T* o = ptr<T>(out);
+    if (x.is_contiguous() && out.is_contiguous()) {
+      unary_flat<T><<<blocks_for(n), kThreads, 0, stream_>>>(op, in, o, n);
+      CUDA_LAUNCH_CHECK(unary_flat);
+      return;
+    }
+    Strided<2> m = make_strided<2>(out.shape(), {&out.strides(), &x.strides()});
+    if (fits_32bit(m, n)) {
+      unary_strided<T, uint32_t><<<blocks_for(n), kThreads, 0, stream_>>>(op, in, o, m, static_cast<uint32_t>(n));
+    } else {
+      unary_strided<T, int64_t><<<blocks_for(n), kThreads, 0, stream_>>>(op, in, o, m, n);
+    }
+    CUDA_LAUNCH_CHECK(unary_strided);
+  });
+}
+
+void CudaKernels::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  cuda::DeviceGuard guard(device_);
+  dispatch_all(a.dtype(), "binary", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pa = ptr<const T>(a);
+    const T* pb = ptr<const T>(b);
+    T* o = ptr<T>(out);
+    if (a.is_contiguous() && b.is_contiguous() && out.is_contiguous() && a.numel() == n && b.numel() == n) {
+      binary_flat<T><<<blocks_for(n), kThreads, 0, stream_>>>(op, pa, pb, o, n);
+      CUDA_LAUNCH_CHECK(binary_flat);
+      return;
+    }
+    Strided<3> m = make_strided<3>(out.shape(), {&out.strides(), &a.strides(), &b.strides()});
+    if (fits_32bit(m, n)) {
+      binary_strided<T, uint32_t><<<blocks_for(n), kThreads, 0, stream_>>>(op, pa, pb, o, m, static_cast<uint32_t>(n));
+    } else {
+      binary_strided<T, int64_t><<<blocks_for(n), kThreads, 0, stream_>>>(op, pa, pb, o, m, n);
+    }
+    CUDA_LAUNCH_CHECK(binary_strided);
+  });
+}
+
+}  // namespace minidl

@@ -1,0 +1,69 @@
+// GEMM on cuBLAS. cuBLAS is column-major and our tensors are row-major; a row-major [R, C] buffer is
+// the column-major [C, R] matrix, its transpose. So C = op(A) op(B) is computed as
+// C^T = op(B)^T op(A)^T in column-major terms: swap the operands and the dimensions M and N, keep
+// each operand's own transpose flag. No data is copied or transposed.
+// A batch is one strided-batched call; a 2-D operand shared by every batch has stride 0.
+#include <cublas_v2.h>
+
+#include <limits>
+
+#include "core/cuda/check.h"
+#include "ops/cuda/cuda_kernels.h"
+
+namespace minidl {
+
+namespace {
+
+int to_int(int64_t v, const char* what) {
+  MINIDL_CHECK(v <= std::numeric_limits<int>::max(), "gemm on CUDA: ", what, " = ", v, " exceeds cuBLAS's 32-bit sizes");
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+void CudaKernels::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, double alpha,
+                       double beta) {
+  const bool batched = c.dim() == 3;
+  const int64_t batch = batched ? c.size(0) : 1;
+  const int64_t m = c.size(-2), n = c.size(-1);
+  const int64_t k = trans_a ? a.size(-2) : a.size(-1);
+  if (m == 0 || n == 0 || batch == 0) return;
+  const int64_t a_rows = a.size(-2), a_cols = a.size(-1), b_cols = b.size(-1);
+  const long long a_step = a.dim() == 3 ? a_rows * a_cols : 0;  // a 2-D operand is shared by the batch
+  const long long b_step = b.dim() == 3 ? b.size(-2) * b_cols : 0;
+  const long long c_step = m * n;
+  // Column-major view: C^T [n x m] = op(B)^T [n x k] * op(A)^T [k x m].
+  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int M = to_int(n, "N"), N = to_int(m, "M"), K = to_int(k, "K");
+  const int ldb = to_int(std::max<int64_t>(b_cols, 1), "ldb"), lda = to_int(std::max<int64_t>(a_cols, 1), "lda");
+  const int ldc = M;
+  const int batches = to_int(batch, "batch");
+
+  cuda::DeviceGuard guard(device_);
+  cublasHandle_t handle = cuda::cublas_handle(device_);
+  dispatch_floating(c.dtype(), "gemm", [&](auto tag) {
+    using T = decltype(tag);
+    const T al = static_cast<T>(alpha), be = static_cast<T>(beta);
+    const T* pa = static_cast<const T*>(a.raw_data());
+    const T* pb = static_cast<const T*>(b.raw_data());
+    T* pc = static_cast<T*>(c.raw_data());
+    if constexpr (std::is_same_v<T, float>) {
+      if (batches == 1) {
+        CUBLAS_CHECK(cublasSgemm(handle, op_b, op_a, M, N, K, &al, pb, ldb, pa, lda, &be, pc, ldc));
+      } else {
+        CUBLAS_CHECK(cublasSgemmStridedBatched(handle, op_b, op_a, M, N, K, &al, pb, ldb, b_step, pa, lda, a_step,
+                                               &be, pc, ldc, c_step, batches));
+      }
+    } else {
+      if (batches == 1) {
+        CUBLAS_CHECK(cublasDgemm(handle, op_b, op_a, M, N, K, &al, pb, ldb, pa, lda, &be, pc, ldc));
+      } else {
+        CUBLAS_CHECK(cublasDgemmStridedBatched(handle, op_b, op_a, M, N, K, &al, pb, ldb, b_step, pa, lda, a_step,
+                                               &be, pc, ldc, c_step, batches));
+      }
+    }
+  });
+}
+
+}  // namespace minidl

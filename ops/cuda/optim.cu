@@ -1,0 +1,83 @@
+// Optimizer updates as single fused kernels, the same arithmetic as ops/cpu/optim.cpp (PyTorch's
+// SGD and Adam/AdamW), in the parameter's dtype.
+#include "ops/cuda/common.cuh"
+
+namespace minidl {
+
+namespace {
+
+using namespace cuda;
+
+template <class T>
+struct SgdArgs {
+  T lr, wd, momentum, damp;  // damp = 1 - dampening
+  bool nesterov, first_step;
+};
+
+template <class T>
+__global__ void sgd_kernel(T* p, const T* g, T* buf, int64_t n, SgdArgs<T> c) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    T d = g[i] + c.wd * p[i];
+    if (buf) {
+      const T b = c.first_step ? d : c.momentum * buf[i] + c.damp * d;
+      buf[i] = b;
+      d = c.nesterov ? d + c.momentum * b : b;
+    }
+    p[i] -= c.lr * d;
+  }
+}
+
+template <class T>
+struct AdamArgs {
+  T lr, b1, b2, eps, wd, step_size, bias2_sqrt;
+  bool decoupled;
+};
+
+template <class T>
+__global__ void adam_kernel(T* p, const T* g, T* m, T* v, int64_t n, AdamArgs<T> c) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    T gi = g[i];
+    T pi = p[i];
+    if (c.decoupled) pi *= T(1) - c.lr * c.wd;
+    else gi += c.wd * pi;
+    const T mi = c.b1 * m[i] + (T(1) - c.b1) * gi;
+    const T vi = c.b2 * v[i] + (T(1) - c.b2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = pi - c.step_size * mi / (d_sqrt(vi) / c.bias2_sqrt + c.eps);
+  }
+}
+
+}  // namespace
+
+void CudaKernels::sgd_step(Tensor& param, const Tensor& grad, Tensor* momentum_buf, const SgdConfig& c) {
+  const int64_t n = param.numel();
+  if (n == 0) return;
+  cuda::DeviceGuard guard(device_);
+  dispatch_floating(param.dtype(), "sgd_step", [&](auto tag) {
+    using T = decltype(tag);
+    SgdArgs<T> args{T(c.lr), T(c.weight_decay), T(c.momentum), T(1 - c.dampening), c.nesterov, c.first_step};
+    sgd_kernel<T><<<blocks_for(n), kThreads, 0, stream_>>>(ptr<T>(param), ptr<const T>(grad),
+                                                           momentum_buf ? ptr<T>(*momentum_buf) : nullptr, n, args);
+    CUDA_LAUNCH_CHECK(sgd_kernel);
+  });
+}
+
+void CudaKernels::adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
+                            const AdamConfig& c) {
+  const int64_t n = param.numel();
+  if (n == 0) return;
+  cuda::DeviceGuard guard(device_);
+  dispatch_floating(param.dtype(), "adam_step", [&](auto tag) {
+    using T = decltype(tag);
+    const double bias1 = 1 - std::pow(c.beta1, static_cast<double>(c.step));
+    const double bias2 = 1 - std::pow(c.beta2, static_cast<double>(c.step));
+    AdamArgs<T> args{T(c.lr),           T(c.beta1),           T(c.beta2), T(c.eps), T(c.weight_decay),
+                     T(c.lr / bias1), T(std::sqrt(bias2)), c.decoupled_weight_decay};
+    adam_kernel<T><<<blocks_for(n), kThreads, 0, stream_>>>(ptr<T>(param), ptr<const T>(grad), ptr<T>(exp_avg),
+                                                            ptr<T>(exp_avg_sq), n, args);
+    CUDA_LAUNCH_CHECK(adam_kernel);
+  });
+}
+
+}  // namespace minidl

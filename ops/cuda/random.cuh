@@ -1,0 +1,55 @@
+#pragma once
+// Random fills on cuRAND's Philox4x32-10 (device API). A fill reserves a range of the global
+// generator's Philox stream with take_offset and draws element i from a fixed position in it, so a
+// result depends only on manual_seed and the sequence of draws, never on the launch shape.
+//
+// Thread t handles kPer elements starting at t * kPer: four floats from one curand_uniform4 /
+// curand_normal4, or two doubles from curand_uniform2_double / curand_normal2_double; either way it
+// consumes four 32-bit draws, at stream offset base + 4 t.
+#include <curand_kernel.h>
+
+#include <mutex>
+
+#include "core/random.h"
+#include "ops/cuda/common.cuh"
+
+namespace minidl::cuda {
+
+template <class T>
+constexpr int kRandomPer = std::is_same_v<T, float> ? 4 : 2;
+
+/// Reserves the Philox draws for `numel` elements of T; returns (seed, offset of the first draw).
+template <class T>
+std::pair<uint64_t, uint64_t> reserve_philox(int64_t numel) {
+  Generator& gen = default_generator();
+  std::lock_guard lock(gen.mutex());
+  const uint64_t threads = static_cast<uint64_t>((numel + kRandomPer<T> - 1) / kRandomPer<T>);
+  return {gen.seed(), gen.take_offset(threads * 4)};
+}
+
+/// Calls store(i, value) for each element, value being a uniform on (0, 1] (Uniform = true) or a
+/// standard normal draw.
+template <class T, bool Uniform, class Store>
+__device__ __forceinline__ void philox_for_each(uint64_t seed, uint64_t offset, int64_t numel, Store store) {
+  constexpr int per = kRandomPer<T>;
+  const int64_t threads = (numel + per - 1) / per;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < threads; t += int64_t(gridDim.x) * blockDim.x) {
+    curandStatePhilox4_32_10_t state;
+    curand_init(seed, 0, offset + 4 * static_cast<uint64_t>(t), &state);
+    T v[per];
+    if constexpr (std::is_same_v<T, float>) {
+      float4 r = Uniform ? curand_uniform4(&state) : curand_normal4(&state);
+      v[0] = r.x, v[1] = r.y, v[2] = r.z, v[3] = r.w;
+    } else {
+      double2 r = Uniform ? curand_uniform2_double(&state) : curand_normal2_double(&state);
+      v[0] = r.x, v[1] = r.y;
+    }
+#pragma unroll
+    for (int j = 0; j < per; ++j) {
+      const int64_t i = t * per + j;
+      if (i < numel) store(i, v[j]);
+    }
+  }
+}
+
+}  // namespace minidl::cuda

@@ -1,0 +1,171 @@
+// Reductions of x viewed as [outer, n, inner] over n, with CUB's block-wide reduction.
+//  - inner == 1 (rows are contiguous: sum of a row, max over the last dim, a full sum): blocks
+//    reduce rows with cub::BlockReduce; a few rows with many elements are split across blocks into
+//    partials that a second pass combines, so a full sum of millions of elements fills the GPU.
+//  - inner > 1 (sum over dim 0 of a bias gradient, max over a middle dim): a 32 x 8 thread tile
+//    reads 32 adjacent columns per row (coalesced) and reduces the 8 row-strided partials in shared memory.
+// Every combination order is fixed, so results are deterministic run to run. float sums accumulate
+// in double, like the CPU kernels; Max keeps the first maximum and lets a NaN win, like the CPU.
+#include <cub/block/block_reduce.cuh>
+
+#include "ops/cuda/common.cuh"
+
+namespace minidl {
+
+namespace {
+
+using namespace cuda;
+
+template <class T>
+struct SumReducer {
+  using Acc = AccT<T>;
+  __device__ static Acc identity() { return Acc(0); }
+  __device__ static Acc from(T v, int64_t) { return Acc(v); }
+  __device__ Acc operator()(const Acc& a, const Acc& b) const { return a + b; }
+  __device__ static void store(const Acc& a, T* out, int64_t*, int64_t pos) { out[pos] = static_cast<T>(a); }
+};
+
+template <class T>
+struct MaxPair {
+  T v;
+  int64_t i;  // -1: no element yet
+};
+
+template <class T>
+struct MaxReducer {
+  using Acc = MaxPair<T>;
+  __device__ static Acc identity() { return {T(0), -1}; }
+  __device__ static Acc from(T v, int64_t i) { return {v, i}; }
+  // Associative and commutative, so any combination order gives the CPU's answer: the first NaN if
+  // there is one, else the largest value at its smallest index.
+  __device__ Acc operator()(const Acc& a, const Acc& b) const {
+    if (a.i < 0) return b;
+    if (b.i < 0) return a;
+    const bool an = d_isnan(a.v), bn = d_isnan(b.v);
+    if (an || bn) {
+      if (an && bn) return a.i < b.i ? a : b;
+      return an ? a : b;
+    }
+    if (a.v > b.v) return a;
+    if (b.v > a.v) return b;
+    return a.i < b.i ? a : b;
+  }
+  __device__ static void store(const Acc& a, T* out, int64_t* idx, int64_t pos) {
+    out[pos] = a.v;
+    if (idx) idx[pos] = a.i;
+  }
+};
+
+constexpr int kRowThreads = 256;
+
+// Block b reduces chunk (b % chunks) of row (b / chunks). With one chunk it writes the result;
+// otherwise the chunk's partial.
+template <class T, class R>
+__global__ void reduce_rows(const T* x, int64_t n, int64_t chunks, int64_t chunk_len, T* out, int64_t* idx,
+                            typename R::Acc* partial) {
+  using Acc = typename R::Acc;
+  using BlockReduce = cub::BlockReduce<Acc, kRowThreads>;
+  __shared__ typename BlockReduce::TempStorage temp;
+  const int64_t row = blockIdx.x / chunks, chunk = blockIdx.x % chunks;
+  const int64_t begin = chunk * chunk_len, end = begin + chunk_len < n ? begin + chunk_len : n;
+  const T* p = x + row * n;
+  R r;
+  Acc acc = R::identity();
+  for (int64_t i = begin + threadIdx.x; i < end; i += kRowThreads) acc = r(acc, R::from(p[i], i));
+  acc = BlockReduce(temp).Reduce(acc, r);
+  if (threadIdx.x == 0) {
+    if (chunks == 1) R::store(acc, out, idx, row);
+    else partial[blockIdx.x] = acc;
+  }
+}
+
+// Second pass: block `row` combines that row's `chunks` partials.
+template <class T, class R>
+__global__ void reduce_partials(const typename R::Acc* partial, int64_t chunks, T* out, int64_t* idx) {
+  using Acc = typename R::Acc;
+  using BlockReduce = cub::BlockReduce<Acc, kRowThreads>;
+  __shared__ typename BlockReduce::TempStorage temp;
+  const int64_t row = blockIdx.x;
+  R r;
+  Acc acc = R::identity();
+  for (int64_t j = threadIdx.x; j < chunks; j += kRowThreads) acc = r(acc, partial[row * chunks + j]);
+  acc = BlockReduce(temp).Reduce(acc, r);
+  if (threadIdx.x == 0) R::store(acc, out, idx, row);
+}
+
+constexpr int kColTile = 32, kColRows = 8;
+
+template <class T, class R>
+__global__ void reduce_cols(const T* x, int64_t outer, int64_t n, int64_t inner, T* out, int64_t* idx) {
+  using Acc = typename R::Acc;
+  __shared__ Acc tile[kColRows][kColTile];
+  R r;
+  const int64_t c = blockIdx.x * int64_t(kColTile) + threadIdx.x;
+  for (int64_t a = blockIdx.y; a < outer; a += gridDim.y) {
+    Acc acc = R::identity();
+    if (c < inner) {
+      const T* p = x + a * n * inner + c;
+      for (int64_t i = threadIdx.y; i < n; i += kColRows) acc = r(acc, R::from(p[i * inner], i));
+    }
+    tile[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < inner) {
+      for (int j = 1; j < kColRows; ++j) acc = r(acc, tile[j][threadIdx.x]);
+      R::store(acc, out, idx, a * inner + c);
+    }
+    __syncthreads();
+  }
+}
+
+template <class T, class R>
+void launch_reduce(const T* x, int64_t outer, int64_t n, int64_t inner, T* out, int64_t* idx, int device,
+                   cudaStream_t stream) {
+  using Acc = typename R::Acc;
+  if (inner > 1) {
+    dim3 block(kColTile, kColRows);
+    dim3 grid(static_cast<unsigned>((inner + kColTile - 1) / kColTile),
+              static_cast<unsigned>(std::min<int64_t>(outer, 65535)));
+    reduce_cols<T, R><<<grid, block, 0, stream>>>(x, outer, n, inner, out, idx);
+    CUDA_LAUNCH_CHECK(reduce_cols);
+    return;
+  }
+  // Split long rows while there are too few rows to fill the GPU (about 1024 blocks in flight).
+  constexpr int64_t kMinChunk = kRowThreads * 16;
+  int64_t chunks = 1;
+  if (outer < 1024 && n > kMinChunk) chunks = std::min((n + kMinChunk - 1) / kMinChunk, std::max<int64_t>(1, 1024 / outer));
+  const int64_t chunk_len = (n + chunks - 1) / chunks;
+  Acc* partial = nullptr;
+  Allocator& alloc = allocator_for(Device::cuda(device));
+  const size_t partial_bytes = chunks > 1 ? static_cast<size_t>(outer * chunks) * sizeof(Acc) : 0;
+  if (partial_bytes) partial = static_cast<Acc*>(alloc.allocate(partial_bytes));
+  reduce_rows<T, R><<<static_cast<unsigned>(outer * chunks), kRowThreads, 0, stream>>>(x, n, chunks, chunk_len, out,
+                                                                                       idx, partial);
+  CUDA_LAUNCH_CHECK(reduce_rows);
+  if (partial_bytes) {
+    reduce_partials<T, R><<<static_cast<unsigned>(outer), kRowThreads, 0, stream>>>(partial, chunks, out, idx);
+    CUDA_LAUNCH_CHECK(reduce_partials);
+    // Returned at once: the caching allocator reuses it only for work queued later on this stream.
+    alloc.deallocate(partial, partial_bytes);
+  }
+}
+
+}  // namespace
+
+void CudaKernels::reduce(ReduceOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor& out,
+                         Tensor* argmax) {
+  if (outer * inner == 0) return;
+  cuda::DeviceGuard guard(device_);
+  dispatch_all(x.dtype(), "reduce", [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = ptr<const T>(x);
+    T* o = ptr<T>(out);
+    if (op == ReduceOp::Sum) {
+      launch_reduce<T, SumReducer<T>>(in, outer, n, inner, o, nullptr, device_, stream_);
+    } else {
+      int64_t* idx = argmax ? ptr<int64_t>(*argmax) : nullptr;
+      launch_reduce<T, MaxReducer<T>>(in, outer, n, inner, o, idx, device_, stream_);
+    }
+  });
+}
+
+}  // namespace minidl

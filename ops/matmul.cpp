@@ -1,0 +1,196 @@
+// Matrix products on the GEMM kernel. Shapes:
+//   matmul  [M, K] @ [K, N] -> [M, N]
+//           [B, M, K] @ [B, K, N] -> [B, M, N]
+//           [B, M, K] @ [K, N] -> [B, M, N]   and   [M, K] @ [B, K, N] -> [B, M, N]
+//           (the 2-D side is shared by every batch; its gradient is summed over the batch)
+//   linear  x [..., in], weight [out, in], bias [out] or undefined -> [..., out]
+// Backward: grad_a = g @ b^T, grad_b = a^T @ g. Transposes are never materialized: a transposed
+// view goes to the kernel as its contiguous storage plus a trans flag, and so does every b^T, a^T.
+#include "ops/matmul.h"
+
+#include "core/autograd.h"
+#include "ops/kernels.h"
+#include "ops/view.h"
+
+namespace minidl {
+
+namespace {
+
+// A matrix (or batch of matrices) as the kernel takes it: contiguous `data`, read as its transpose
+// when `trans`. The logical matrix is op(data).
+struct Operand {
+  Tensor data;
+  bool trans = false;
+  Operand transposed() const { return {data, !trans}; }
+};
+
+// Batch slice i of a contiguous 3-D tensor as a 2-D tensor.
+Tensor slice(const Tensor& t, int64_t i) {
+  const int64_t rows = t.size(1), cols = t.size(2);
+  return Tensor::make_view(t, {rows, cols}, {cols, 1}, t.offset() + i * rows * cols);
+}
+
+// The same contiguous memory viewed with another (contiguous) shape, outside the tape.
+Tensor flat_view(const Tensor& t, Shape shape) {
+  Strides strides = contiguous_strides(shape);
+  return Tensor::make_view(t, std::move(shape), std::move(strides), t.offset());
+}
+
+// Called without grad mode: a copy made here is plumbing, not a node of the graph.
+Operand as_operand(const Tensor& x) {
+  if (x.is_contiguous()) return {x.detach(), false};
+  Shape shape = x.shape();
+  Strides strides = x.strides();
+  const size_t r = shape.size();
+  std::swap(shape[r - 1], shape[r - 2]);
+  std::swap(strides[r - 1], strides[r - 2]);
+  Tensor swapped = Tensor::make_view(x, std::move(shape), std::move(strides), x.offset());
+  if (swapped.is_contiguous()) return {swapped, true};
+  return {x.contiguous().detach(), false};
+}
+
+// c = op(a) @ op(b); a 2-D side is shared by a batched other side.
+void product(const Operand& a, const Operand& b, Tensor& c) {
+  Kernels& k = kernels_for(c.device());
+  if (a.data.dim() == 3 && !a.trans && b.data.dim() == 2) {
+    // [B, M, K] @ [K, N] is one [B*M, K] @ [K, N] product: a single large GEMM beats B small ones.
+    const int64_t rows = a.data.size(0) * a.data.size(1);
+    Tensor c2 = flat_view(c, {rows, c.size(-1)});
+    k.gemm(flat_view(a.data, {rows, a.data.size(2)}), false, b.data, b.trans, c2, 1, 0);
+    return;
+  }
+  k.gemm(a.data, a.trans, b.data, b.trans, c, 1, 0);
+}
+
+// c (2-D) = sum over the batch of op(a)_i @ op(b)_i, for the gradient of a shared 2-D operand.
+void product_summed(const Operand& a, const Operand& b, Tensor& c) {
+  Kernels& k = kernels_for(c.device());
+  const int64_t batch = a.data.size(0);
+  if (a.trans && !b.trans) {
+    // sum_i A_i^T B_i stacks into one product: [B*M, K]^T @ [B*M, N].
+    const int64_t rows = batch * a.data.size(1);
+    k.gemm(flat_view(a.data, {rows, a.data.size(2)}), true, flat_view(b.data, {rows, b.data.size(2)}), false, c, 1, 0);
+    return;
+  }
+  for (int64_t i = 0; i < batch; ++i) k.gemm(slice(a.data, i), a.trans, slice(b.data, i), b.trans, c, 1, i ? 1 : 0);
+}
+
+void check_matmul(const Tensor& a, const Tensor& b) {
+  check_same_device("matmul", {a, b});
+  MINIDL_CHECK((a.dim() == 2 || a.dim() == 3) && (b.dim() == 2 || b.dim() == 3),
+               "matmul: expected 2-D or 3-D (batched) tensors, got shapes ", a.shape(), " and ", b.shape());
+  MINIDL_CHECK(a.dtype() == b.dtype(), "matmul: expected both tensors to have one dtype, got ", a.dtype(), " ",
+               a.shape(), " and ", b.dtype(), " ", b.shape());
+  MINIDL_CHECK(is_floating(a.dtype()), "matmul: expected floating tensors, got ", a.dtype(), " for shapes ", a.shape(),
+               " and ", b.shape());
+  MINIDL_CHECK(a.size(-1) == b.size(-2), "matmul: shapes ", a.shape(), " and ", b.shape(),
+               " cannot be multiplied (inner dimensions ", a.size(-1), " and ", b.size(-2), " differ)");
+  MINIDL_CHECK(a.dim() == 2 || b.dim() == 2 || a.size(0) == b.size(0), "matmul: batch sizes of shapes ", a.shape(),
+               " and ", b.shape(), " differ (", a.size(0), " vs ", b.size(0), ")");
+}
+
+void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_same_device("linear", {x, weight, bias});
+  MINIDL_CHECK(weight.dim() == 2, "linear: expected a weight of shape [out, in], got ", weight.shape());
+  MINIDL_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: input of shape ", x.shape(),
+               " does not match weight of shape ", weight.shape(), " (expected input [..., ", weight.size(1), "])");
+  MINIDL_CHECK(x.dtype() == weight.dtype() && is_floating(x.dtype()),
+               "linear: expected floating input and weight of one dtype, got ", x.dtype(), " and ", weight.dtype());
+  if (bias.defined()) {
+    MINIDL_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: expected a bias of shape [",
+                 weight.size(0), "] for weight of shape ", weight.shape(), ", got ", bias.shape());
+    MINIDL_CHECK(bias.dtype() == weight.dtype(), "linear: bias has dtype ", bias.dtype(), ", weight has ",
+                 weight.dtype());
+  }
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  check_matmul(a, b);
+  const bool batched = a.dim() == 3 || b.dim() == 3;
+  Shape out_shape{a.size(-2), b.size(-1)};
+  if (batched) out_shape.insert(out_shape.begin(), a.dim() == 3 ? a.size(0) : b.size(0));
+  Operand oa, ob;
+  {
+    NoGradGuard no_grad;
+    oa = as_operand(a);
+    ob = as_operand(b);
+  }
+  Tensor out = Tensor::empty(out_shape, a.dtype(), a.device());
+  product(oa, ob, out);
+  if (autograd::needs_recording({a, b})) {
+    // Each operand is saved only for the other's gradient.
+    Operand saved_a = b.requires_grad() ? oa : Operand{};
+    Operand saved_b = a.requires_grad() ? ob : Operand{};
+    autograd::record("matmul", out, {a, b}, [saved_a, saved_b, sa = a.shape(), sb = b.shape()](
+                                                const Tensor& g, const std::vector<bool>& needs) {
+      const Operand og = as_operand(g);
+      Tensor ga, gb;
+      if (needs[0]) {
+        ga = Tensor::empty(sa, g.dtype(), g.device());
+        if (sa.size() == 2 && g.dim() == 3) product_summed(og, saved_b.transposed(), ga);
+        else product(og, saved_b.transposed(), ga);
+      }
+      if (needs[1]) {
+        gb = Tensor::empty(sb, g.dtype(), g.device());
+        if (sb.size() == 2 && g.dim() == 3) product_summed(saved_a.transposed(), og, gb);
+        else product(saved_a.transposed(), og, gb);
+      }
+      return std::vector<Tensor>{ga, gb};
+    });
+  }
+  return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_linear(x, weight, bias);
+  const int64_t in = weight.size(1), out_features = weight.size(0);
+  const int64_t rows = in == 0 ? shape_numel(Shape(x.shape().begin(), x.shape().end() - 1)) : x.numel() / in;
+  Shape out_shape = x.shape();
+  out_shape.back() = out_features;
+  Operand ox, ow;
+  {
+    NoGradGuard no_grad;
+    ox = as_operand(x.dim() == 2 ? x : reshape(x, {rows, in}));
+    ow = as_operand(weight);
+  }
+  Kernels& k = kernels_for(x.device());
+  Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
+  Tensor out2 = flat_view(out, {rows, out_features});
+  if (bias.defined()) {
+    // Bias rows first, then the GEMM accumulates onto them: no separate pass to add the bias.
+    const Tensor bias_rows = Tensor::make_view(bias, {rows, out_features}, {0, bias.strides()[0]}, bias.offset());
+    k.copy(bias_rows, out2);
+  }
+  k.gemm(ox.data, ox.trans, ow.data, !ow.trans, out2, 1, bias.defined() ? 1 : 0);
+
+  if (autograd::needs_recording({x, weight, bias})) {
+    Operand saved_x = weight.requires_grad() ? ox : Operand{};
+    Operand saved_w = x.requires_grad() ? ow : Operand{};
+    autograd::record("linear", out, {x, weight, bias}, [saved_x, saved_w, x_shape = x.shape(), rows, in, out_features](
+                                                           const Tensor& g, const std::vector<bool>& needs) {
+      Kernels& kg = kernels_for(g.device());
+      const Operand og = as_operand(g.dim() == 2 ? g : reshape(g, {rows, out_features}));
+      Tensor gx, gw, gb;
+      if (needs[0]) {  // g @ W
+        gx = Tensor::empty(x_shape, g.dtype(), g.device());
+        Tensor gx2 = flat_view(gx, {rows, in});
+        kg.gemm(og.data, og.trans, saved_w.data, saved_w.trans, gx2, 1, 0);
+      }
+      if (needs[1]) {  // g^T @ x
+        gw = Tensor::empty({out_features, in}, g.dtype(), g.device());
+        kg.gemm(og.data, !og.trans, saved_x.data, saved_x.trans, gw, 1, 0);
+      }
+      if (needs[2]) {  // sum of g over rows, read in whichever layout g is stored
+        gb = Tensor::empty({out_features}, g.dtype(), g.device());
+        if (og.trans) kg.reduce(ReduceOp::Sum, og.data, out_features, rows, 1, gb, nullptr);
+        else kg.reduce(ReduceOp::Sum, og.data, 1, rows, out_features, gb, nullptr);
+      }
+      return std::vector<Tensor>{gx, gw, gb};
+    });
+  }
+  return out;
+}
+
+}  // namespace minidl

@@ -1,0 +1,55 @@
+// Softmax and log-softmax over one dim. Shapes: the output has the input's shape. The kernel sees
+// the input as [outer, n, inner] with n the softmax dim, so any dim of a contiguous input works
+// without a permute. Backward needs only the output y:
+//   softmax:      grad_in = y * (g - sum_n(g * y))
+//   log_softmax:  grad_in = g - exp(y) * sum_n(g)
+#include "ops/softmax.h"
+
+#include "core/autograd.h"
+#include "ops/kernels.h"
+
+namespace minidl {
+
+namespace {
+
+struct RowGeometry {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+
+RowGeometry geometry(const Shape& shape, int64_t dim) {
+  RowGeometry g;
+  if (shape.empty()) return g;  // a 0-d tensor is one row of one element
+  for (int64_t d = 0; d < dim; ++d) g.outer *= shape[d];
+  g.n = shape[dim];
+  for (int64_t d = dim + 1; d < static_cast<int64_t>(shape.size()); ++d) g.inner *= shape[d];
+  return g;
+}
+
+Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
+  const char* name = log ? "log_softmax" : "softmax";
+  MINIDL_CHECK(is_floating(x.dtype()), name, ": expected a floating tensor, got ", x.dtype(), " of shape ", x.shape());
+  const RowGeometry geo = geometry(x.shape(), wrap_dim(dim, x.dim(), name));
+  Tensor src;
+  {
+    NoGradGuard no_grad;  // the copy is plumbing; the tape gets one entry for the whole op
+    src = x.contiguous();
+  }
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  kernels_for(x.device()).softmax(src, geo.outer, geo.n, geo.inner, log, out);
+  if (autograd::needs_recording({x})) {
+    autograd::record(name, out, {x}, [y = out.detach(), geo, log](const Tensor& g, const std::vector<bool>&) {
+      Tensor grad_in = Tensor::empty(y.shape(), y.dtype(), y.device());
+      kernels_for(y.device()).softmax_backward(g.contiguous(), y, geo.outer, geo.n, geo.inner, log, grad_in);
+      return std::vector<Tensor>{grad_in};
+    });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false); }
+
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true); }
+
+}  // namespace minidl

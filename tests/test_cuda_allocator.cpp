@@ -1,0 +1,173 @@
+// The caching device allocator (statistics, reuse, a steady training loop with no new cudaMalloc,
+// empty_cache) and the checked-call macros' error messages.
+#include <cstdlib>
+
+#include "test_cuda_util.h"
+
+#ifdef MINIDL_WITH_CUDA
+#include "core/cuda/check.h"
+#ifdef MINIDL_WITH_CUDNN
+#include "core/cuda/cudnn_check.h"
+#endif
+#endif
+
+using namespace minidl;
+using namespace minidl::testing;
+
+namespace {
+
+bool cache_disabled() {
+  const char* v = std::getenv("MINIDL_CUDA_NO_CACHE");
+  return v && *v && std::string(v) != "0";
+}
+
+#define MINIDL_REQUIRE_CACHE()                                                                       \
+  do {                                                                                               \
+    if (cache_disabled()) GTEST_SKIP() << "MINIDL_CUDA_NO_CACHE is set: every block is a cudaMalloc"; \
+  } while (0)
+
+}  // namespace
+
+TEST(CudaAllocator, StatisticsFollowTensors) {
+  MINIDL_REQUIRE_CUDA();
+  const MemoryStats base = memory_stats(gpu());
+  {
+    Tensor t = Tensor::empty({1000}, kFloat32, gpu());  // 4000 bytes, rounded up
+    MemoryStats s = memory_stats(gpu());
+    EXPECT_GE(s.bytes_in_use, base.bytes_in_use + 4000);
+    EXPECT_LE(s.bytes_in_use, base.bytes_in_use + 4096 + 1024);
+    EXPECT_GE(s.bytes_held, s.bytes_in_use);
+    EXPECT_GE(s.peak_bytes, s.bytes_in_use);
+  }
+  EXPECT_EQ(memory_stats(gpu()).bytes_in_use, base.bytes_in_use);
+  reset_peak_memory_stats(gpu());
+  EXPECT_EQ(memory_stats(gpu()).peak_bytes, memory_stats(gpu()).bytes_in_use);
+}
+
+TEST(CudaAllocator, FreedBlocksAreReused) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_REQUIRE_CACHE();
+  { Tensor warm = Tensor::empty({12345}, kFloat32, gpu()); }
+  const size_t allocs = memory_stats(gpu()).system_allocs;
+  for (int i = 0; i < 10; ++i) {
+    Tensor t = Tensor::empty({12345}, kFloat32, gpu());
+    Tensor u = Tensor::empty({12300}, kFloat32, gpu());  // same rounded size class: also cached after one round
+    (void)u;
+  }
+  EXPECT_LE(memory_stats(gpu()).system_allocs, allocs + 1);
+}
+
+// A training loop (forward, loss, backward, SGD with momentum) reaches a steady state: after the
+// first iterations every block comes from the cache, and in_use returns to where it started.
+TEST(CudaAllocator, TrainingLoopReachesSteadyState) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_REQUIRE_CACHE();
+  MINIDL_FRESH_SEED();
+  const MemoryStats base = memory_stats(gpu());
+  size_t allocs_after_warmup = 0;
+  {
+    std::vector<Tensor> params = {(randn({128, 784}) * 0.05).to(gpu()).requires_grad_(),
+                                  zeros({128}, kFloat32, gpu()).requires_grad_(),
+                                  (randn({10, 128}) * 0.05).to(gpu()).requires_grad_(),
+                                  zeros({10}, kFloat32, gpu()).requires_grad_()};
+    std::vector<Tensor> momentum;
+    for (const Tensor& p : params) momentum.push_back(zeros_like(p));
+    Tensor images = randn({512, 784}, kFloat32, gpu());
+    Tensor labels = Tensor::from_vector(std::vector<int64_t>(512, 3)).to(gpu());
+    float first_loss = 0, last_loss = 0;
+    for (int it = 0; it < 30; ++it) {
+      Tensor batch_index = arange(it % 8 * 64, it % 8 * 64 + 64, 1, kInt64, gpu());
+      Tensor x = index_select(images, batch_index), y = index_select(labels, batch_index);
+      for (Tensor& p : params) p.set_grad(Tensor());
+      Tensor h = relu(linear(x, params[0], params[1]));
+      Tensor loss = cross_entropy(linear(dropout(h, 0.25), params[2], params[3]), y);
+      loss.backward();
+      {
+        NoGradGuard no_grad;
+        for (size_t i = 0; i < params.size(); ++i) {
+          sgd_update_(params[i], params[i].grad(), &momentum[i], SgdConfig{0.01, 0.9, 0, 0, false, it == 0});
+        }
+      }
+      if (it == 0) first_loss = loss.item<float>();
+      last_loss = loss.item<float>();
+      if (it == 9) allocs_after_warmup = memory_stats(gpu()).system_allocs;
+    }
+    EXPECT_EQ(memory_stats(gpu()).system_allocs, allocs_after_warmup)
+        << "cudaMalloc was called after the warm-up iterations";
+    EXPECT_LT(last_loss, first_loss);  // it trains
+  }
+  EXPECT_EQ(memory_stats(gpu()).bytes_in_use, base.bytes_in_use) << "tensors leaked";
+}
+
+TEST(CudaAllocator, EmptyCacheReturnsCachedBlocks) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_REQUIRE_CACHE();
+  { Tensor big = Tensor::empty({16 << 20}, kFloat32, gpu()); }  // 64 MiB, now cached
+  const MemoryStats before = memory_stats(gpu());
+  EXPECT_GE(before.bytes_held - before.bytes_in_use, size_t{64} << 20);
+  empty_cache(gpu());
+  const MemoryStats after = memory_stats(gpu());
+  EXPECT_LE(after.bytes_held + (size_t{64} << 20), before.bytes_held);
+  EXPECT_EQ(after.bytes_held, after.bytes_in_use);  // nothing cached is left
+  EXPECT_EQ(after.bytes_in_use, before.bytes_in_use);
+}
+
+TEST(CudaAllocator, OutOfMemoryIsAClearError) {
+  MINIDL_REQUIRE_CUDA();
+  try {
+    Tensor huge = Tensor::empty({int64_t{1} << 45}, kFloat32, gpu());  // 128 TiB
+    ADD_FAILURE() << "a 128 TiB allocation succeeded";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("out of memory"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("cuda:0"), std::string::npos) << msg;
+  }
+  EXPECT_NO_THROW(ones({10}, kFloat32, gpu()).to_vector<float>());  // the device is still usable
+}
+
+#ifdef MINIDL_WITH_CUDA
+
+// The macros need no GPU: a failing status names the call, the library's text, file and line.
+TEST(CudaErrors, CheckedCallsNameCallTextFileAndLine) {
+  auto message = [](auto&& fn) {
+    try {
+      fn();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  std::string m = message([] { CUBLAS_CHECK(CUBLAS_STATUS_INVALID_VALUE); });
+  EXPECT_NE(m.find("cuBLAS call CUBLAS_STATUS_INVALID_VALUE failed"), std::string::npos) << m;
+  EXPECT_NE(m.find("CUBLAS_STATUS_INVALID_VALUE)"), std::string::npos) << m;  // the library's own name for it
+  EXPECT_NE(m.find("test_cuda_allocator.cpp:"), std::string::npos) << m;
+  m = message([] { CURAND_CHECK(CURAND_STATUS_LAUNCH_FAILURE); });
+  EXPECT_NE(m.find("cuRAND call"), std::string::npos) << m;
+  EXPECT_NE(m.find("kernel launch failure"), std::string::npos) << m;
+#ifdef MINIDL_WITH_CUDNN
+  m = message([] { CUDNN_CHECK(CUDNN_STATUS_BAD_PARAM); });
+  EXPECT_NE(m.find("cuDNN call"), std::string::npos) << m;
+  EXPECT_NE(m.find("BAD_PARAM"), std::string::npos) << m;
+#endif
+  m = message([] { CUDA_CHECK(cudaErrorInvalidValue); });
+  EXPECT_NE(m.find("CUDA call cudaErrorInvalidValue failed: invalid argument (cudaErrorInvalidValue)"),
+            std::string::npos)
+      << m;
+}
+
+TEST(CudaErrors, FailingRuntimeCallCarriesItsText) {
+  MINIDL_REQUIRE_CUDA();
+  void* p = nullptr;
+  try {
+    CUDA_CHECK(cudaMalloc(&p, size_t{1} << 50));  // 1 PiB
+    ADD_FAILURE() << "cudaMalloc of 1 PiB succeeded";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("cudaMalloc(&p, size_t{1} << 50)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("cudaErrorMemoryAllocation"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("test_cuda_allocator.cpp:"), std::string::npos) << msg;
+  }
+  cudaGetLastError();
+}
+
+#endif

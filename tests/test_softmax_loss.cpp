@@ -1,0 +1,193 @@
+// softmax / log_softmax over any dim, nll_loss and the fused cross_entropy: values against direct
+// formulas, stability for large logits, gradients against central differences, bad targets.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include "minidl.h"
+
+using namespace minidl;
+
+namespace {
+
+// softmax over `dim` of a contiguous row-major array of `shape`, the textbook way (no max shift).
+std::vector<double> reference_softmax(const std::vector<double>& x, const Shape& shape, int64_t dim, bool log) {
+  int64_t outer = 1, inner = 1, n = shape[dim];
+  for (int64_t d = 0; d < dim; ++d) outer *= shape[d];
+  for (size_t d = dim + 1; d < shape.size(); ++d) inner *= shape[d];
+  std::vector<double> out(x.size());
+  for (int64_t a = 0; a < outer; ++a)
+    for (int64_t c = 0; c < inner; ++c) {
+      double total = 0;
+      for (int64_t i = 0; i < n; ++i) total += std::exp(x[(a * n + i) * inner + c]);
+      for (int64_t i = 0; i < n; ++i) {
+        size_t at = static_cast<size_t>((a * n + i) * inner + c);
+        out[at] = log ? x[at] - std::log(total) : std::exp(x[at]) / total;
+      }
+    }
+  return out;
+}
+
+Tensor target_of(const std::vector<int64_t>& t) { return Tensor::from_vector<int64_t>(t); }
+
+void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an Error";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    for (const std::string& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+  }
+}
+
+}  // namespace
+
+TEST(Softmax, ForwardMatchesReferenceOnEveryDim) {
+  manual_seed(11);
+  const Shape shape{3, 4, 5};
+  for (DType dtype : {kFloat32, kFloat64}) {
+    Tensor x = randn(shape, dtype);
+    std::vector<double> xv = x.to(kFloat64).to_vector<double>();
+    for (int64_t dim : {0, 1, 2, -1}) {
+      for (bool log : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + " dim " + std::to_string(dim) + (log ? " log" : ""));
+        Tensor y = log ? log_softmax(x, dim) : softmax(x, dim);
+        EXPECT_EQ(y.shape(), shape);
+        EXPECT_EQ(y.dtype(), dtype);
+        std::vector<double> ref = reference_softmax(xv, shape, dim < 0 ? dim + 3 : dim, log);
+        std::vector<double> got = y.to(kFloat64).to_vector<double>();
+        for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], ref[i], dtype == kFloat32 ? 1e-6 : 1e-14) << i;
+      }
+      // Every slice along dim sums to 1.
+      std::vector<double> sums = sum(softmax(x, dim).to(kFloat64), {dim}).to_vector<double>();
+      for (double s : sums) EXPECT_NEAR(s, 1.0, 1e-6);
+    }
+  }
+}
+
+TEST(Softmax, NonContiguousInputAndWideInner) {
+  manual_seed(12);
+  // A transposed input is made contiguous first; an inner size past one kernel chunk (256) is split.
+  Tensor x = randn({7, 3}, kFloat64).t();  // [3, 7]
+  std::vector<double> ref = reference_softmax(x.contiguous().to_vector<double>(), {3, 7}, 1, false);
+  std::vector<double> got = softmax(x, 1).to_vector<double>();
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], ref[i], 1e-14);
+  Tensor wide = randn({2, 3, 300}, kFloat64);
+  ref = reference_softmax(wide.to_vector<double>(), {2, 3, 300}, 1, true);
+  got = log_softmax(wide, 1).to_vector<double>();
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], ref[i], 1e-13);
+}
+
+TEST(Softmax, StableForLargeLogits) {
+  for (DType dtype : {kFloat32, kFloat64}) {
+    // exp(1000) overflows both float types; the shifted computation must not.
+    Tensor x = Tensor::from_vector<double>({1000, 999, 998, -1000, 1000, 1000}, {2, 3}).to(dtype);
+    std::vector<double> p = softmax(x, 1).to(kFloat64).to_vector<double>();
+    std::vector<double> lp = log_softmax(x, 1).to(kFloat64).to_vector<double>();
+    const double z = 1 + std::exp(-1.0) + std::exp(-2.0);
+    EXPECT_NEAR(p[0], 1 / z, 1e-6);
+    EXPECT_NEAR(p[2], std::exp(-2.0) / z, 1e-6);
+    EXPECT_NEAR(lp[0], -std::log(z), 1e-5);
+    EXPECT_NEAR(p[3], 0.0, 1e-30);
+    EXPECT_NEAR(p[4], 0.5, 1e-6);
+    EXPECT_NEAR(lp[3], -2000 - std::log(2.0), 1e-3);
+    for (double v : lp) EXPECT_TRUE(std::isfinite(v));
+    // Also over dim 0 (the strided kernel).
+    std::vector<double> p0 = softmax(x.t(), 0).to(kFloat64).to_vector<double>();
+    EXPECT_NEAR(p0[0], 1 / z, 1e-6);
+    for (double v : p0) EXPECT_TRUE(std::isfinite(v));
+  }
+}
+
+TEST(Softmax, Gradcheck) {
+  manual_seed(13);
+  for (int64_t dim : {0, 1, -1}) {
+    for (bool log : {false, true}) {
+      SCOPED_TRACE("dim " + std::to_string(dim) + (log ? " log" : ""));
+      // Random output weights, so that a gradient which only sums correctly would still be caught.
+      Tensor w = randn({2, 3, 5}, kFloat64);
+      auto f = [&](const std::vector<Tensor>& in) { return mul(log ? log_softmax(in[0], dim) : softmax(in[0], dim), w); };
+      auto r = gradcheck(f, {randn({2, 3, 5}, kFloat64).requires_grad_()});
+      EXPECT_TRUE(r) << r.message;
+    }
+  }
+  // A transposed incoming gradient and a single-row input.
+  auto r = gradcheck([](const std::vector<Tensor>& in) { return log_softmax(in[0], 1).t(); },
+                     {randn({3, 4}, kFloat64).requires_grad_()});
+  EXPECT_TRUE(r) << r.message;
+  r = gradcheck([](const std::vector<Tensor>& in) { return softmax(in[0], 0); }, {randn({1, 7}, kFloat64).requires_grad_()});
+  EXPECT_TRUE(r) << r.message;
+}
+
+TEST(Loss, NllLossValue) {
+  Tensor lp = Tensor::from_vector<double>({-0.5, -1.0, -2.0, -0.1, -3.0, -0.7}, {2, 3});
+  Tensor loss = nll_loss(lp, target_of({2, 0}));
+  EXPECT_EQ(loss.dim(), 0);
+  EXPECT_DOUBLE_EQ(loss.item<double>(), (2.0 + 0.1) / 2);
+}
+
+TEST(Loss, CrossEntropyValueAndFusionMatch) {
+  manual_seed(14);
+  Tensor logits = Tensor::from_vector<double>({1, 2, 3, 0, 0, 0}, {2, 3});
+  // Row 0: -log(e^1 / (e^1+e^2+e^3)); row 1: log 3.
+  const double row0 = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)) - 1;
+  EXPECT_NEAR(cross_entropy(logits, target_of({0, 1})).item<double>(), (row0 + std::log(3.0)) / 2, 1e-14);
+  for (DType dtype : {kFloat32, kFloat64}) {
+    Tensor x = randn({7, 5}, dtype);
+    Tensor t = target_of({0, 4, 2, 2, 1, 3, 4});
+    double fused = cross_entropy(x, t).to(kFloat64).item<double>();
+    double composed = nll_loss(log_softmax(x, 1), t).to(kFloat64).item<double>();
+    EXPECT_NEAR(fused, composed, dtype == kFloat32 ? 1e-6 : 1e-14);
+    // Large logits stay finite.
+    EXPECT_TRUE(std::isfinite(cross_entropy(mul(x, scalar_like(1000, x)), t).item<float>()));
+  }
+}
+
+TEST(Loss, Gradcheck) {
+  manual_seed(15);
+  struct Size {
+    int64_t n, c;
+  };
+  for (Size s : {Size{1, 3}, Size{5, 7}, Size{3, 1}}) {
+    SCOPED_TRACE("N=" + std::to_string(s.n) + " C=" + std::to_string(s.c));
+    std::vector<int64_t> t;
+    for (int64_t i = 0; i < s.n; ++i) t.push_back((i * 3 + 1) % s.c);
+    Tensor target = target_of(t);
+    auto ce = gradcheck([&](const std::vector<Tensor>& in) { return cross_entropy(in[0], target); },
+                        {randn({s.n, s.c}, kFloat64).requires_grad_()});
+    EXPECT_TRUE(ce) << ce.message;
+    auto nll = gradcheck([&](const std::vector<Tensor>& in) { return nll_loss(in[0], target); },
+                         {randn({s.n, s.c}, kFloat64).requires_grad_()});
+    EXPECT_TRUE(nll) << nll.message;
+    auto composed = gradcheck([&](const std::vector<Tensor>& in) { return nll_loss(log_softmax(in[0], 1), target); },
+                              {randn({s.n, s.c}, kFloat64).requires_grad_()});
+    EXPECT_TRUE(composed) << composed.message;
+  }
+  // The upstream gradient reaches the kernels as a 0-d tensor; scale it so that it matters.
+  Tensor target = target_of({1, 0});
+  auto r = gradcheck([&](const std::vector<Tensor>& in) { return mul(cross_entropy(in[0], target), scalar_like(-3, in[0])); },
+                     {randn({2, 4}, kFloat64).requires_grad_()});
+  EXPECT_TRUE(r) << r.message;
+  r = gradcheck([&](const std::vector<Tensor>& in) { return mul(nll_loss(in[0], target), scalar_like(-3, in[0])); },
+                {randn({2, 4}, kFloat64).requires_grad_()});
+  EXPECT_TRUE(r) << r.message;
+}
+
+TEST(Loss, BadTargetsGiveClearErrors) {
+  Tensor x = zeros({3, 4});
+  for (const char* op : {"nll_loss", "cross_entropy"}) {
+    SCOPED_TRACE(op);
+    auto call = [&](const Tensor& input, const Tensor& t) {
+      return std::string(op) == "nll_loss" ? nll_loss(input, t) : cross_entropy(input, t);
+    };
+    expect_error([&] { call(x, target_of({0, 7, 1})); }, {op, "target 7", "position 1", "4 classes"});
+    expect_error([&] { call(x, target_of({0, 1, -1})); }, {"target -1", "position 2"});
+    expect_error([&] { call(x, Tensor::from_vector<float>({0, 1, 2})); }, {"int64", "float32"});
+    expect_error([&] { call(x, target_of({0, 1})); }, {"[2]", "[3, 4]"});
+    expect_error([&] { call(x, zeros({3, 1}, kInt64)); }, {"[3, 1]", "[3, 4]"});
+    expect_error([&] { call(zeros({3}), target_of({0, 1, 2})); }, {"[N, C]", "[3]"});
+    expect_error([&] { call(zeros({3, 4}, kInt64), target_of({0, 1, 2})); }, {"floating", "int64"});
+  }
+}

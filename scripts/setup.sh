@@ -10,9 +10,14 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$repo/build}"
 
-packages=(g++ cmake ninja-build libeigen3-dev libgtest-dev libcli11-dev zlib1g-dev npm)
+# Tools count as present when they are on the PATH, whoever installed them (node and npm often
+# come from elsewhere, and Debian's npm package would conflict with them); libraries when dpkg has them.
 missing=()
-for p in "${packages[@]}"; do
+declare -A tools=([g++]=g++ [cmake]=cmake [ninja]=ninja-build [npm]=npm)
+for tool in "${!tools[@]}"; do
+  command -v "$tool" >/dev/null 2>&1 || missing+=("${tools[$tool]}")
+done
+for p in libeigen3-dev libgtest-dev libcli11-dev zlib1g-dev; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [[ ${#missing[@]} -gt 0 ]]; then

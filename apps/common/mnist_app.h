@@ -21,7 +21,7 @@ namespace mnist_app {
 using namespace minidl;
 
 struct Flags {
-  int epochs;
+  int epochs = 10;
   int64_t batch_size = 64, test_batch_size = 1000, limit = 0;
   double lr = 0.01, momentum = 0.9;
   uint64_t seed = 1;
@@ -31,7 +31,8 @@ struct Flags {
 
 /// Parses pytorch/examples-style flags; prints usage and exits on --help or a bad flag.
 inline Flags parse_flags(int argc, char** argv, const std::string& description, int default_epochs) {
-  Flags f{default_epochs};
+  Flags f;
+  f.epochs = default_epochs;
   CLI::App app(description);
   app.add_option("--epochs", f.epochs, "number of epochs to train")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--batch-size", f.batch_size, "training batch size")->check(CLI::PositiveNumber)->capture_default_str();

@@ -17,42 +17,12 @@
 #include "ops/backend_setting.h"
 #include "ops/kernels.h"
 #include "ops/view.h"
+#include "ops/window.h"
 
 namespace minidl {
 
 namespace {
 
-// Validates the window parameters against an image of C x H x W and derives the output size.
-ConvGeometry make_geometry(const char* op, int64_t channels, int64_t height, int64_t width, Size2 kernel,
-                           Size2 stride, Size2 padding, Size2 dilation) {
-  MINIDL_CHECK(kernel.h > 0 && kernel.w > 0, op, ": expected a positive kernel size, got ", kernel.h, "x", kernel.w);
-  MINIDL_CHECK(stride.h > 0 && stride.w > 0, op, ": expected a positive stride, got ", stride.h, "x", stride.w);
-  MINIDL_CHECK(padding.h >= 0 && padding.w >= 0, op, ": expected non-negative padding, got ", padding.h, "x",
-               padding.w);
-  MINIDL_CHECK(dilation.h > 0 && dilation.w > 0, op, ": expected a positive dilation, got ", dilation.h, "x",
-               dilation.w);
-  const int64_t span_h = dilation.h * (kernel.h - 1) + 1, span_w = dilation.w * (kernel.w - 1) + 1;
-  const int64_t padded_h = height + 2 * padding.h, padded_w = width + 2 * padding.w;
-  MINIDL_CHECK(span_h <= padded_h && span_w <= padded_w, op, ": the kernel ", kernel.h, "x", kernel.w,
-               " with dilation ", dilation.h, "x", dilation.w, " spans ", span_h, "x", span_w,
-               ", larger than the input ", height, "x", width, " with padding ", padding.h, "x", padding.w, " (",
-               padded_h, "x", padded_w, "); the output would be empty");
-  ConvGeometry g{};
-  g.channels = channels;
-  g.height = height;
-  g.width = width;
-  g.kernel_h = kernel.h;
-  g.kernel_w = kernel.w;
-  g.stride_h = stride.h;
-  g.stride_w = stride.w;
-  g.pad_h = padding.h;
-  g.pad_w = padding.w;
-  g.dilation_h = dilation.h;
-  g.dilation_w = dilation.w;
-  g.out_h = (padded_h - span_h) / stride.h + 1;
-  g.out_w = (padded_w - span_w) / stride.w + 1;
-  return g;
-}
 
 void check_image(const char* op, const char* name, const Tensor& x) {
   MINIDL_CHECK(x.defined(), op, ": ", name, " is undefined");
@@ -164,7 +134,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 s
                  bias.dtype());
   }
   check_same_device("conv2d", {x, weight, bias});
-  const ConvGeometry g = make_geometry("conv2d", c, x.size(2), x.size(3), {weight.size(2), weight.size(3)}, stride,
+  const ConvGeometry g = window_geometry("conv2d", c, x.size(2), x.size(3), {weight.size(2), weight.size(3)}, stride,
                                        padding, dilation);
   if (conv_backend() == ConvBackend::Cudnn) {
     if (Tensor out = conv2d_cudnn_path(x, weight, bias, g); out.defined()) return out;
@@ -211,7 +181,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 s
 
 Tensor im2col(const Tensor& x, Size2 kernel, Size2 stride, Size2 padding, Size2 dilation) {
   check_image("im2col", "x", x);
-  const ConvGeometry g = make_geometry("im2col", x.size(1), x.size(2), x.size(3), kernel, stride, padding, dilation);
+  const ConvGeometry g = window_geometry("im2col", x.size(1), x.size(2), x.size(3), kernel, stride, padding, dilation);
   Tensor cols = im2col_raw(x, g);
   if (autograd::needs_recording({x})) {
     autograd::record("im2col", cols, {x}, [kernel, stride, padding, dilation, image = Size2(g.height, g.width)](
@@ -233,7 +203,7 @@ Tensor col2im(const Tensor& cols, Size2 image, Size2 kernel, Size2 stride, Size2
   MINIDL_CHECK(cols.size(1) % window == 0, "col2im: cols of shape ", cols.shape(), " has ", cols.size(1),
                " rows, not a multiple of the kernel's ", kernel.h, "x", kernel.w, " = ", window);
   const ConvGeometry g =
-      make_geometry("col2im", cols.size(1) / window, image.h, image.w, kernel, stride, padding, dilation);
+      window_geometry("col2im", cols.size(1) / window, image.h, image.w, kernel, stride, padding, dilation);
   MINIDL_CHECK(cols.size(2) == g.out_h * g.out_w, "col2im: expected ", g.out_h * g.out_w, " columns (", g.out_h, "x",
                g.out_w, " windows over a ", image.h, "x", image.w, " image), got cols of shape ", cols.shape());
   Tensor out = col2im_raw(cols, g);

@@ -9,37 +9,18 @@
 #include "core/autograd.h"
 #include "ops/backend_setting.h"
 #include "ops/kernels.h"
+#include "ops/window.h"
 
 namespace minidl {
 
 namespace {
 
 ConvGeometry pool_geometry(const Tensor& x, Size2 kernel, Size2 stride, Size2 padding) {
-  MINIDL_CHECK(kernel.h > 0 && kernel.w > 0, "max_pool2d: expected a positive kernel size, got ", kernel.h, "x",
-               kernel.w);
-  MINIDL_CHECK(stride.h > 0 && stride.w > 0, "max_pool2d: expected a positive stride, got ", stride.h, "x", stride.w);
   // Padding beyond half the kernel would let a window hold only padding, whose maximum is undefined.
   MINIDL_CHECK(padding.h >= 0 && padding.w >= 0 && padding.h <= kernel.h / 2 && padding.w <= kernel.w / 2,
                "max_pool2d: padding must be between 0 and half the kernel size (", kernel.h / 2, "x", kernel.w / 2,
                " for a ", kernel.h, "x", kernel.w, " kernel), got ", padding.h, "x", padding.w);
-  const int64_t height = x.size(2), width = x.size(3);
-  const int64_t padded_h = height + 2 * padding.h, padded_w = width + 2 * padding.w;
-  MINIDL_CHECK(kernel.h <= padded_h && kernel.w <= padded_w, "max_pool2d: the kernel ", kernel.h, "x", kernel.w,
-               " is larger than the input ", height, "x", width, " with padding ", padding.h, "x", padding.w, " (",
-               padded_h, "x", padded_w, "); the output would be empty");
-  ConvGeometry g{};
-  g.channels = x.size(1);
-  g.height = height;
-  g.width = width;
-  g.kernel_h = kernel.h;
-  g.kernel_w = kernel.w;
-  g.stride_h = stride.h;
-  g.stride_w = stride.w;
-  g.pad_h = padding.h;
-  g.pad_w = padding.w;
-  g.out_h = (padded_h - kernel.h) / stride.h + 1;
-  g.out_w = (padded_w - kernel.w) / stride.w + 1;
-  return g;
+  return window_geometry("max_pool2d", x.size(1), x.size(2), x.size(3), kernel, stride, padding, 1);
 }
 
 // The cuDNN path (ops/backend_setting.h): its backward needs x and out instead of indices. An

@@ -18,22 +18,16 @@ Adam::Adam(std::vector<ParamGroup> groups, AdamOptions options, bool decoupled, 
 
 void Adam::step() {
   NoGradGuard no_grad;
-  for (size_t gi = 0; gi < groups_.size(); ++gi) {
-    ParamGroup& group = groups_[gi];
-    for (size_t i = 0; i < group.params.size(); ++i) {
-      Tensor& p = group.params[i];
-      Tensor grad = p.grad();
-      if (!grad.defined()) continue;
-      State& s = state_[gi][i];
-      if (!s.exp_avg.defined() || s.exp_avg.device() != p.device() || s.exp_avg.dtype() != p.dtype()) {
-        s = State{zeros_like(p), zeros_like(p), 0};
-      }
-      ++s.step;
-      AdamConfig config{*group.lr, options_.betas().first, options_.betas().second, options_.eps(),
-                        options_.weight_decay(), decoupled_, s.step};
-      adam_update_(p, grad.contiguous(), s.exp_avg, s.exp_avg_sq, config);
+  for_each_gradient([&](size_t gi, size_t i, Tensor& p, const Tensor& grad) {
+    State& s = state_[gi][i];
+    if (!s.exp_avg.defined() || s.exp_avg.device() != p.device() || s.exp_avg.dtype() != p.dtype()) {
+      s = State{zeros_like(p), zeros_like(p), 0};
     }
-  }
+    ++s.step;
+    AdamConfig config{*groups_[gi].lr, options_.betas().first, options_.betas().second, options_.eps(),
+                      options_.weight_decay(), decoupled_, s.step};
+    adam_update_(p, grad.contiguous(), s.exp_avg, s.exp_avg_sq, config);
+  });
 }
 
 }  // namespace minidl::optim

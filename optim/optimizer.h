@@ -30,6 +30,17 @@ class Optimizer {
 
  protected:
   Optimizer(std::vector<ParamGroup> groups, double default_lr, const char* name);
+  /// Calls fn(group_index, param_index, param, grad) for every parameter that has a gradient.
+  template <class Fn>
+  void for_each_gradient(Fn&& fn) {
+    for (size_t gi = 0; gi < groups_.size(); ++gi) {
+      for (size_t i = 0; i < groups_[gi].params.size(); ++i) {
+        Tensor& p = groups_[gi].params[i];
+        Tensor grad = p.grad();
+        if (grad.defined()) fn(gi, i, p, grad);
+      }
+    }
+  }
   std::vector<ParamGroup> groups_;
 };
 

@@ -17,28 +17,22 @@ SGD::SGD(std::vector<ParamGroup> groups, SGDOptions options)
 
 void SGD::step() {
   NoGradGuard no_grad;
-  for (size_t gi = 0; gi < groups_.size(); ++gi) {
-    ParamGroup& group = groups_[gi];
-    for (size_t i = 0; i < group.params.size(); ++i) {
-      Tensor& p = group.params[i];
-      Tensor grad = p.grad();
-      if (!grad.defined()) continue;
-      Tensor* buf = nullptr;
-      bool first = false;
-      if (options_.momentum() != 0) {
-        Tensor& b = momentum_[gi][i];
-        // The buffer follows the parameter: a model moved after the optimizer was built starts afresh.
-        if (!b.defined() || b.device() != p.device() || b.dtype() != p.dtype()) {
-          b = Tensor::empty(p.shape(), p.dtype(), p.device());
-          first = true;
-        }
-        buf = &b;
+  for_each_gradient([&](size_t gi, size_t i, Tensor& p, const Tensor& grad) {
+    Tensor* buf = nullptr;
+    bool first = false;
+    if (options_.momentum() != 0) {
+      Tensor& b = momentum_[gi][i];
+      // The buffer follows the parameter: a model moved after the optimizer was built starts afresh.
+      if (!b.defined() || b.device() != p.device() || b.dtype() != p.dtype()) {
+        b = Tensor::empty(p.shape(), p.dtype(), p.device());
+        first = true;
       }
-      SgdConfig config{*group.lr, options_.momentum(), options_.dampening(), options_.weight_decay(),
-                       options_.nesterov(), first};
-      sgd_update_(p, grad.contiguous(), buf, config);
+      buf = &b;
     }
-  }
+    SgdConfig config{*groups_[gi].lr, options_.momentum(), options_.dampening(), options_.weight_decay(),
+                     options_.nesterov(), first};
+    sgd_update_(p, grad.contiguous(), buf, config);
+  });
 }
 
 }  // namespace minidl::optim

@@ -178,7 +178,8 @@ TEST(MaxPool2d, Errors) {
             std::string::npos) << pad;
   EXPECT_NE(error_of([&] { max_pool2d(x, 3, 1, {0, 2}); }).find("got 0x2"), std::string::npos);
   std::string big = error_of([&] { max_pool2d(x, 6); });
-  EXPECT_NE(big.find("the kernel 6x6 is larger than the input 5x5"), std::string::npos) << big;
+  EXPECT_NE(big.find("the kernel 6x6"), std::string::npos) << big;
+  EXPECT_NE(big.find("larger than the input 5x5"), std::string::npos) << big;
   EXPECT_NE(error_of([&] { max_pool2d(x, 2, 0); }).find("positive stride"), std::string::npos);
   EXPECT_NE(error_of([&] { max_pool2d(x, 0); }).find("positive kernel"), std::string::npos);
   EXPECT_NE(error_of([&] { max_pool2d(zeros({1, 1, 2, 2}, kInt64), 2); }).find("floating"), std::string::npos);

@@ -1,0 +1,37 @@
+#include "ops/window.h"
+
+namespace minidl {
+
+// Validates the window parameters against an image of C x H x W and derives the output size.
+ConvGeometry window_geometry(const char* op, int64_t channels, int64_t height, int64_t width, Size2 kernel,
+                           Size2 stride, Size2 padding, Size2 dilation) {
+  MINIDL_CHECK(kernel.h > 0 && kernel.w > 0, op, ": expected a positive kernel size, got ", kernel.h, "x", kernel.w);
+  MINIDL_CHECK(stride.h > 0 && stride.w > 0, op, ": expected a positive stride, got ", stride.h, "x", stride.w);
+  MINIDL_CHECK(padding.h >= 0 && padding.w >= 0, op, ": expected non-negative padding, got ", padding.h, "x",
+               padding.w);
+  MINIDL_CHECK(dilation.h > 0 && dilation.w > 0, op, ": expected a positive dilation, got ", dilation.h, "x",
+               dilation.w);
+  const int64_t span_h = dilation.h * (kernel.h - 1) + 1, span_w = dilation.w * (kernel.w - 1) + 1;
+  const int64_t padded_h = height + 2 * padding.h, padded_w = width + 2 * padding.w;
+  MINIDL_CHECK(span_h <= padded_h && span_w <= padded_w, op, ": the kernel ", kernel.h, "x", kernel.w,
+               " with dilation ", dilation.h, "x", dilation.w, " spans ", span_h, "x", span_w,
+               ", larger than the input ", height, "x", width, " with padding ", padding.h, "x", padding.w, " (",
+               padded_h, "x", padded_w, "); the output would be empty");
+  ConvGeometry g{};
+  g.channels = channels;
+  g.height = height;
+  g.width = width;
+  g.kernel_h = kernel.h;
+  g.kernel_w = kernel.w;
+  g.stride_h = stride.h;
+  g.stride_w = stride.w;
+  g.pad_h = padding.h;
+  g.pad_w = padding.w;
+  g.dilation_h = dilation.h;
+  g.dilation_w = dilation.w;
+  g.out_h = (padded_h - span_h) / stride.h + 1;
+  g.out_w = (padded_w - span_w) / stride.w + 1;
+  return g;
+}
+
+}  // namespace minidl

@@ -23,7 +23,6 @@ namespace minidl {
 
 namespace {
 
-
 void check_image(const char* op, const char* name, const Tensor& x) {
   MINIDL_CHECK(x.defined(), op, ": ", name, " is undefined");
   MINIDL_CHECK(x.dim() == 4, op, ": expected ", name, " of shape [N, C, H, W] (4-D), got shape ", x.shape(), " (",

@@ -1,0 +1,137 @@
+// Training throughput, peak memory and test accuracy under ../shared/BENCHMARK.md: the data set
+// sits in the memory of the training device, each step gathers its batch there with index_select,
+// 50 warm-up steps are not counted, then one full epoch (last partial batch included) is timed
+// with forward, loss, backward and the SGD step inside. Accuracy, when asked for, comes from
+// --epochs full epochs after a fresh seeded initialization.
+//
+//   build/bench --model cnn --device cuda --batch-size 64 [--epochs 3]
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+
+#include "apps/common/mnist_app.h"
+#include "apps/common/models.h"
+
+using namespace minidl;
+
+namespace {
+
+// Peak resident set size of this process (CPU runs), from /proc.
+double peak_rss_mb() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  for (double kb; status >> key;) {
+    if (key == "VmHWM:" && status >> kb) return kb / 1024;
+  }
+  return 0;
+}
+
+struct Trainer {
+  std::shared_ptr<nn::Module> model;
+  optim::SGD optimizer;
+  Tensor images, targets, order;  // all on the device; order: this epoch's shuffled indices
+  int64_t batch;
+
+  int64_t steps() const { return (images.size(0) + batch - 1) / batch; }
+
+  void shuffle(uint64_t seed, int64_t epoch) {
+    std::vector<int64_t> idx(static_cast<size_t>(images.size(0)));
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int64_t>(i);
+    std::shuffle(idx.begin(), idx.end(), std::mt19937_64(seed * 1000003 + static_cast<uint64_t>(epoch)));
+    order = Tensor::from_vector(idx).to(images.device());
+  }
+
+  Tensor step(int64_t s) {
+    int64_t begin = s * batch, n = std::min(batch, images.size(0) - begin);
+    Tensor index = Tensor::make_view(order, {n}, {1}, order.offset() + begin);
+    optimizer.zero_grad();
+    Tensor loss = cross_entropy(model->forward(index_select(images, index)), index_select(targets, index));
+    loss.backward();
+    optimizer.step();
+    return loss;
+  }
+};
+
+double accuracy(nn::Module& model, const Tensor& images, const Tensor& targets) {
+  NoGradGuard no_grad;
+  model.eval();
+  int64_t correct = 0;
+  for (int64_t begin = 0; begin < images.size(0); begin += 1000) {
+    int64_t n = std::min<int64_t>(1000, images.size(0) - begin);
+    Tensor index = arange(static_cast<double>(begin), static_cast<double>(begin + n), 1, kInt64, images.device());
+    correct += eq(argmax(model.forward(index_select(images, index)), 1), index_select(targets, index)).sum().item<int64_t>();
+  }
+  model.train();
+  return 100.0 * static_cast<double>(correct) / static_cast<double>(images.size(0));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model_name = "mlp", device_spec = "auto", data_dir;
+  int64_t batch = 64;
+  int epochs = 0, warmup = 50, threads = 0;
+  uint64_t seed = 1;
+  CLI::App app("minidl training benchmark (../shared/BENCHMARK.md)");
+  app.add_option("--model", model_name, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}))->capture_default_str();
+  app.add_option("--batch-size", batch, "training batch size")->check(CLI::Range(int64_t{1}, int64_t{60000}))->capture_default_str();
+  app.add_option("--device", device_spec, "cpu, cuda, cuda:N or auto")->capture_default_str();
+  app.add_option("--epochs", epochs, "also train this many epochs from scratch and report test accuracy")->check(CLI::Range(0, 1000));
+  app.add_option("--warmup", warmup, "uncounted steps before the timed epoch")->check(CLI::Range(0, 100000))->capture_default_str();
+  app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 4096));
+  app.add_option("--seed", seed, "random seed")->capture_default_str();
+  app.add_option("--data", data_dir, "data folder (default: $MINIDL_DATA, else <repo>/datasets)");
+  CLI11_PARSE(app, argc, argv);
+
+  return mnist_app::guarded_main([&] {
+    if (threads > 0) set_num_threads(threads);
+    Device device = mnist_app::resolve_device(device_spec);
+    data::MNIST train(data::data_root(data_dir), true), test(data::data_root(data_dir), false);
+    auto make = [&]() -> std::shared_ptr<nn::Module> {
+      manual_seed(seed);
+      std::shared_ptr<nn::Module> m;
+      if (model_name == "mlp") m = std::make_shared<mnist_app::Mlp>();
+      else m = std::make_shared<mnist_app::Cnn>();
+      m->to(device);
+      return m;
+    };
+    auto new_trainer = [&] {
+      auto m = make();
+      return Trainer{m, optim::SGD(m->parameters(), optim::SGDOptions(0.01).momentum(0.9)), train.images().to(device),
+                     train.targets().to(device), Tensor(), batch};
+    };
+
+    // Throughput: warm-up steps, then one timed epoch. item() at each end waits for the device.
+    Trainer t = new_trainer();
+    t.shuffle(seed, 0);
+    for (int s = 0; s < warmup; ++s) t.step(s % t.steps());
+    t.step(0).item<float>();
+    if (device.is_cuda()) reset_peak_memory_stats(device);
+    t.shuffle(seed, 1);
+    auto start = std::chrono::steady_clock::now();
+    Tensor loss;
+    for (int64_t s = 0; s < t.steps(); ++s) loss = t.step(s);
+    loss.item<float>();
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double peak_mb = device.is_cuda() ? memory_stats(device).peak_bytes / 1048576.0 : peak_rss_mb();
+    std::printf("model %s  device %s  batch %lld  threads %d  %.0f img/s  epoch %.2f s  peak %s %.0f MB\n",
+                model_name.c_str(), device.str().c_str(), static_cast<long long>(batch), get_num_threads(),
+                static_cast<double>(train.size()) / seconds, seconds, device.is_cuda() ? "device" : "RSS", peak_mb);
+
+    if (epochs > 0) {
+      Trainer fresh = new_trainer();
+      Tensor test_images = test.images().to(device), test_targets = test.targets().to(device);
+      for (int e = 1; e <= epochs; ++e) {
+        fresh.shuffle(seed, e);
+        for (int64_t s = 0; s < fresh.steps(); ++s) fresh.step(s);
+        std::printf("epoch %d  test accuracy %.2f%%\n", e, accuracy(*fresh.model, test_images, test_targets));
+      }
+    }
+    std::fflush(stdout);
+    return 0;
+  });
+}

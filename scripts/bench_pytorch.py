@@ -1,0 +1,102 @@
+# The same measurement as apps/bench, in PyTorch, for side-by-side ratios (../shared/BENCHMARK.md):
+# data on the device, each step gathers its batch with index_select, 50 uncounted warm-up steps,
+# one timed epoch of 60,000 images (last partial batch included), strict float32 (no TF32).
+# --graph captures the whole step (gather, forward, loss, backward, SGD) in one CUDA graph; the
+# last partial batch then runs eagerly, since a graph has fixed shapes.
+#
+#   python3 scripts/bench_pytorch.py --model cnn --batch-size 64 --data DIR/mnist [--graph]
+import argparse, gzip, os, time
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+p = argparse.ArgumentParser()
+p.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
+p.add_argument("--batch-size", type=int, default=64)
+p.add_argument("--device", default="cuda")
+p.add_argument("--data", required=True, help="folder with the MNIST IDX files (raw or .gz)")
+p.add_argument("--graph", action="store_true")
+p.add_argument("--warmup", type=int, default=50)
+p.add_argument("--seed", type=int, default=1)
+a = p.parse_args()
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+
+
+def idx(name, offset):
+    for path in (f"{a.data}/{name}", f"{a.data}/{name}.gz"):
+        if os.path.exists(path):
+            raw = gzip.open(path).read() if path.endswith(".gz") else open(path, "rb").read()
+            return np.frombuffer(raw, dtype=np.uint8, offset=offset)
+    raise SystemExit(f"missing {name} under {a.data}")
+
+
+dev = torch.device(a.device)
+images = torch.tensor(idx("train-images-idx3-ubyte", 16).reshape(-1, 1, 28, 28), dtype=torch.float32)
+images = ((images / 255 - 0.1307) / 0.3081).to(dev)
+targets = torch.tensor(idx("train-labels-idx1-ubyte", 8), dtype=torch.int64).to(dev)
+
+
+class Cnn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv2d(1, 32, 3), nn.Conv2d(32, 64, 3)
+        self.fc1, self.fc2 = nn.Linear(9216, 128), nn.Linear(128, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv2(F.relu(self.conv1(x)))), 2)
+        x = F.relu(self.fc1(torch.flatten(F.dropout(x, 0.25, self.training), 1)))
+        return self.fc2(F.dropout(x, 0.5, self.training))
+
+
+torch.manual_seed(a.seed)
+model = (Cnn() if a.model == "cnn" else nn.Sequential(
+    nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10))).to(dev)
+opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+n, bs = images.shape[0], a.batch_size
+order = torch.randperm(n, device=dev)
+index = torch.empty(bs, dtype=torch.int64, device=dev)
+
+
+def step(ix):
+    opt.zero_grad(set_to_none=False)
+    loss = F.cross_entropy(model(images.index_select(0, ix)), targets.index_select(0, ix))
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def sync():
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+
+
+graph = None
+if a.graph:
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # warm-up on a side stream, as graph capture requires
+        for i in range(max(a.warmup, 3)):
+            index.copy_(order[(i * bs) % (n - bs):][:bs])
+            step(index)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_loss = step(index)
+else:
+    for i in range(a.warmup):
+        step(order[(i * bs) % (n - bs):][:bs])
+sync()
+order = torch.randperm(n, device=dev)
+t0 = time.perf_counter()
+for begin in range(0, n, bs):
+    ix = order[begin:begin + bs]
+    if graph is not None and ix.numel() == bs:
+        index.copy_(ix)
+        graph.replay()
+    else:
+        step(ix)
+sync()
+sec = time.perf_counter() - t0
+print(f"pytorch {'graph' if a.graph else 'eager'}  model {a.model}  batch {bs}  {n / sec:.0f} img/s  epoch {sec:.3f} s")

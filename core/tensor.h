@@ -136,7 +136,7 @@ Tensor Tensor::from_vector(const std::vector<T>& values, Shape shape, Device dev
 template <class T>
 std::vector<T> Tensor::to_vector() const {
   MINIDL_CHECK(dtype() == dtype_of<T>(), "to_vector<", dtype_name(dtype_of<T>()), ">(): tensor has dtype ", dtype());
-  Tensor c = contiguous();
+  Tensor c = detach().contiguous();  // a read, never part of a graph
   std::vector<T> out(static_cast<size_t>(c.numel()));
   copy_bytes(out.data(), Device::cpu(), c.raw_data(), c.device(), c.nbytes());
   return out;
@@ -145,7 +145,7 @@ std::vector<T> Tensor::to_vector() const {
 template <class T>
 T Tensor::item() const {
   MINIDL_CHECK(numel() == 1, "item(): expected a tensor with one element, got shape ", shape());
-  Tensor v = dtype() == dtype_of<T>() ? *this : to(dtype_of<T>());
+  Tensor v = dtype() == dtype_of<T>() ? *this : detach().to(dtype_of<T>());  // a read, never part of a graph
   T value;
   copy_bytes(&value, Device::cpu(), v.raw_data(), v.device(), sizeof(T));
   return value;

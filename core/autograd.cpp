@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <unordered_map>
+#include <unordered_set>
 
 // The engine adds gradients that meet at one tensor and seeds a scalar's gradient with ones; these
 // two ops are the only ones core/ calls.
@@ -21,15 +22,112 @@ struct TapeInput {
   bool requires_grad = false;
 };
 
+// One recorded op. Its output tensor is held weakly: once every handle to the output is gone, the
+// entry is dead, and it is dropped as soon as no live entry needs it as an input. A released entry
+// (its backward ran without retain_graph) keeps only its id and name, so that a later backward
+// reaching it can say which op was freed.
 struct TapeEntry {
   uint64_t id;
   const char* name;
+  std::weak_ptr<TensorImpl> output;
   std::vector<TapeInput> inputs;
-  autograd::BackwardFn backward;
+  autograd::BackwardFn backward;  // empty once released
+
+  bool released() const { return !backward; }
+  bool output_alive() const { return !output.expired(); }
+  void release() {
+    backward = nullptr;  // frees the tensors the closure saved
+    inputs.clear();      // and the leaves it would accumulate into
+    inputs.shrink_to_fit();
+  }
 };
 
-thread_local std::vector<TapeEntry> tape;
+// Entries are in id order (ids only grow), so a tensor finds its entry by binary search and a
+// backward walks its graph by going down the tape.
+constexpr size_t kMinSweep = 256;
+
+thread_local bool tape_gone = false;  // trivially destructible: still readable while `tape` is destroyed
+
+struct Tape {
+  std::vector<TapeEntry> entries;
+  size_t sweep_at = kMinSweep;  // entries.size() that triggers the next sweep
+  // Set while the tape itself frees entries or walks a graph: tensors destroyed meanwhile must not
+  // pop entries under its feet.
+  bool busy = false;
+  ~Tape() { tape_gone = true; }
+};
+
+thread_local Tape tape;
 std::atomic<uint64_t> next_node_id{1};
+
+struct BusyGuard {
+  BusyGuard() { tape.busy = true; }
+  ~BusyGuard() { tape.busy = false; }
+};
+
+// The newest entries are inputs of nothing, so a dead one there can go at once: a forward whose
+// output is dropped frees its whole graph here, newest first, as each freed closure lets go of
+// the tensors it saved.
+void pop_dead_tail() {
+  if (tape.busy) return;
+  BusyGuard guard;
+  while (!tape.entries.empty() && !tape.entries.back().output_alive()) tape.entries.pop_back();
+}
+
+// Drops every entry that no live tensor can reach: dead (its output is gone) and not an input of a
+// kept entry. One pass from the newest entry down, since inputs are always older than their users;
+// dropping an entry frees its closure at once, so whatever that closure kept alive is seen dead
+// further down in the same pass.
+void sweep() {
+  {
+    BusyGuard guard;
+    std::unordered_set<uint64_t> needed;
+    for (size_t i = tape.entries.size(); i-- > 0;) {
+      TapeEntry& e = tape.entries[i];
+      if (!e.output_alive() && !needed.count(e.id)) {
+        e.release();
+        e.id = 0;  // marks it for removal below
+        continue;
+      }
+      for (const TapeInput& in : e.inputs)
+        if (in.node) needed.insert(in.node);
+    }
+    std::erase_if(tape.entries, [](const TapeEntry& e) { return e.id == 0; });
+  }
+  // Sweeping again only after the tape doubles keeps the cost amortized O(1) per recorded op.
+  tape.sweep_at = std::max(kMinSweep, 2 * tape.entries.size());
+}
+
+TapeEntry* find_entry(uint64_t id) {
+  auto it = std::lower_bound(tape.entries.begin(), tape.entries.end(), id,
+                             [](const TapeEntry& e, uint64_t id) { return e.id < id; });
+  return it != tape.entries.end() && it->id == id ? &*it : nullptr;
+}
+
+void check_not_released(const TapeEntry& e, bool is_root) {
+  MINIDL_CHECK(!e.released(), "backward: ", is_root ? "this tensor's op '" : "the graph goes through '", e.name,
+               "', which was already freed by an earlier backward(); use retain_graph=true on the first backward() "
+               "to walk this graph again");
+}
+
+// The entries reachable from `root`, newest first: the walk's order, since every input is older than
+// its user. Throws before any gradient is computed if one of them was freed or is not on this tape.
+std::vector<size_t> reachable_from(size_t root) {
+  std::vector<size_t> walk;
+  std::unordered_set<uint64_t> wanted{tape.entries[root].id};
+  for (size_t i = root + 1; i-- > 0 && !wanted.empty();) {
+    const TapeEntry& e = tape.entries[i];
+    if (!wanted.erase(e.id)) continue;
+    check_not_released(e, i == root);
+    walk.push_back(i);
+    for (const TapeInput& in : e.inputs)
+      if (in.node) wanted.insert(in.node);
+  }
+  MINIDL_CHECK(wanted.empty(), "backward: the graph reaches ", wanted.size(),
+               " op(s) that are not on this thread's tape (dropped by clear_tape(), or recorded on another thread: "
+               "the tape is per thread)");
+  return walk;
+}
 
 void accumulate_into_leaf(TensorImpl& leaf, const Tensor& grad) {
   if (!leaf.grad) {
@@ -57,7 +155,8 @@ bool needs_recording(std::initializer_list<Tensor> inputs) {
 }
 
 void record(const char* name, Tensor& output, const std::vector<Tensor>& inputs, BackwardFn backward) {
-  TapeEntry entry{next_node_id++, name, {}, std::move(backward)};
+  if (tape.entries.size() >= tape.sweep_at) sweep();
+  TapeEntry entry{next_node_id++, name, output.impl_ptr(), {}, std::move(backward)};
   entry.inputs.reserve(inputs.size());
   for (const Tensor& input : inputs) {
     TapeInput in;
@@ -70,7 +169,7 @@ void record(const char* name, Tensor& output, const std::vector<Tensor>& inputs,
   }
   output.impl().requires_grad = true;
   output.impl().node = entry.id;
-  tape.push_back(std::move(entry));
+  tape.entries.push_back(std::move(entry));
 }
 
 void backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
@@ -91,42 +190,61 @@ void backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
     accumulate_into_leaf(root.impl(), grad);
     return;
   }
-  uint64_t root_id = root.impl().node;
-  auto found = std::lower_bound(tape.begin(), tape.end(), root_id,
-                                [](const TapeEntry& e, uint64_t id) { return e.id < id; });
-  MINIDL_CHECK(found != tape.end() && found->id == root_id,
-               "backward: the graph of this tensor was already released by an earlier backward() (or recorded on "
-               "another thread); pass retain_graph=true to the first backward() to walk it again");
+  const TapeEntry* root_entry = find_entry(root.impl().node);
+  MINIDL_CHECK(root_entry, "backward: this tensor's graph is not on this thread's tape (dropped by clear_tape(), or "
+                           "recorded on another thread: the tape is per thread)");
 
-  std::unordered_map<uint64_t, Tensor> pending{{root_id, grad.detach()}};
-  for (auto it = std::make_reverse_iterator(found + 1); it != tape.rend() && !pending.empty(); ++it) {
-    auto g = pending.find(it->id);
-    if (g == pending.end()) continue;
-    Tensor grad_output = std::move(g->second);
-    pending.erase(g);
-    std::vector<bool> needs;
-    for (const TapeInput& in : it->inputs) needs.push_back(in.requires_grad);
-    std::vector<Tensor> grads = it->backward(grad_output, needs);
-    MINIDL_CHECK(grads.size() == it->inputs.size(), it->name, " backward returned ", grads.size(),
-                 " gradients for ", it->inputs.size(), " inputs");
-    for (size_t i = 0; i < grads.size(); ++i) {
-      const TapeInput& in = it->inputs[i];
-      if (!in.requires_grad || !grads[i].defined()) continue;
-      if (in.leaf) {
-        accumulate_into_leaf(*in.leaf, grads[i]);
-      } else if (auto p = pending.find(in.node); p == pending.end()) {
-        pending.emplace(in.node, std::move(grads[i]));
-      } else {
-        p->second = add(p->second, grads[i]);
+  // Nothing may pop entries while the walk holds their positions; tensors freed meanwhile are
+  // collected by pop_dead_tail() at the end.
+  {
+    BusyGuard guard;
+    const std::vector<size_t> walk = reachable_from(static_cast<size_t>(root_entry - tape.entries.data()));
+    std::unordered_map<uint64_t, Tensor> pending{{root.impl().node, grad.detach()}};
+    for (size_t index : walk) {
+      TapeEntry& e = tape.entries[index];
+      auto g = pending.find(e.id);
+      if (g == pending.end()) continue;  // every path to it carried a zero gradient
+      Tensor grad_output = std::move(g->second);
+      pending.erase(g);
+      std::vector<bool> needs;
+      for (const TapeInput& in : e.inputs) needs.push_back(in.requires_grad);
+      std::vector<Tensor> grads = e.backward(grad_output, needs);
+      MINIDL_CHECK(grads.size() == e.inputs.size(), e.name, " backward returned ", grads.size(),
+                   " gradients for ", e.inputs.size(), " inputs");
+      for (size_t i = 0; i < grads.size(); ++i) {
+        const TapeInput& in = e.inputs[i];
+        if (!in.requires_grad || !grads[i].defined()) continue;
+        if (in.leaf) {
+          accumulate_into_leaf(*in.leaf, grads[i]);
+        } else if (auto p = pending.find(in.node); p == pending.end()) {
+          pending.emplace(in.node, std::move(grads[i]));
+        } else {
+          p->second = add(p->second, grads[i]);
+        }
       }
     }
+    // Exactly the entries this backward walked are released; other graphs on the tape stay intact.
+    if (!retain_graph)
+      for (size_t index : walk) tape.entries[index].release();
   }
-  // Everything recorded up to the root is released: a training loop's tape is empty after each step.
-  if (!retain_graph) tape.erase(tape.begin(), found + 1);
+  pop_dead_tail();
 }
 
-size_t tape_size() { return tape.size(); }
-void clear_tape() { tape.clear(); }
+size_t tape_size() {
+  sweep();
+  return static_cast<size_t>(std::count_if(tape.entries.begin(), tape.entries.end(),
+                                           [](const TapeEntry& e) { return !e.released(); }));
+}
+
+void clear_tape() {
+  BusyGuard guard;
+  tape.entries.clear();
+}
+
+void output_released(uint64_t node) {
+  if (tape_gone) return;
+  if (!tape.entries.empty() && tape.entries.back().id == node) pop_dead_tail();
+}
 
 }  // namespace autograd
 

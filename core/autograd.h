@@ -1,7 +1,8 @@
 #pragma once
 // Tape-based reverse-mode autograd. Each differentiable op run while grad mode is on appends one
 // entry to a thread-local tape: its inputs, and a closure that maps the output's gradient to the
-// inputs' gradients. Tensor::backward walks the tape in reverse and releases what it walked.
+// inputs' gradients. Tensor::backward walks, newest first, only the entries reachable from its
+// root and releases exactly those; entries that no live tensor can reach any more are dropped.
 #include <cstddef>
 #include <functional>
 #include <vector>
@@ -41,10 +42,16 @@ void record(const char* name, Tensor& output, const std::vector<Tensor>& inputs,
 /// Runs backward from `root` with the seed gradient `grad` (ones for a scalar when undefined).
 void backward(const Tensor& root, const Tensor& grad, bool retain_graph);
 
-/// Number of entries on this thread's tape: 0 after a backward without retain_graph.
+/// Number of entries on this thread's tape that a live tensor can still backward through (dead
+/// entries are dropped first): 0 once every graph was backwarded without retain_graph or dropped.
 size_t tape_size();
-/// Drops every entry on this thread's tape, e.g. after a forward pass that will never be backwarded.
+/// Drops every entry on this thread's tape; a later backward through any of them is an error.
+/// Rarely needed: a graph is freed by itself when its last tensor is gone.
 void clear_tape();
+
+/// Called by ~TensorImpl for a tensor that a recorded op made: frees the entry at once when it is the
+/// newest on this thread's tape (nothing can need it then); others wait for the next sweep.
+void output_released(uint64_t node);
 
 }  // namespace autograd
 }  // namespace minidl

@@ -2,7 +2,13 @@
 
 #include <iomanip>
 
+#include "core/autograd.h"
+
 namespace minidl {
+
+TensorImpl::~TensorImpl() {
+  if (node != 0) autograd::output_released(node);
+}
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t s : shape) MINIDL_CHECK(s >= 0, "empty: negative dimension in shape ", shape);

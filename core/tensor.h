@@ -22,9 +22,12 @@ struct TensorImpl {
   DType dtype = DType::Float32;
 
   // Autograd. A tensor made by a recorded op has `node` = the id of its tape entry; a leaf has 0.
+  // The entry holds its output weakly: it is dead once this impl is destroyed.
   bool requires_grad = false;
   uint64_t node = 0;
   std::shared_ptr<TensorImpl> grad;
+
+  ~TensorImpl();
 };
 
 /// A handle to n-dimensional data on one device. Copying a Tensor copies the handle, not the data.

@@ -1,10 +1,13 @@
 # The same measurement as apps/bench, in PyTorch, for side-by-side ratios (../shared/BENCHMARK.md):
 # data on the device, each step gathers its batch with index_select, 50 uncounted warm-up steps,
 # one timed epoch of 60,000 images (last partial batch included), strict float32 (no TF32).
-# --graph captures the whole step (gather, forward, loss, backward, SGD) in one CUDA graph; the
-# last partial batch then runs eagerly, since a graph has fixed shapes.
+# --mode graph captures the whole step (gather, forward, loss, backward, SGD) in one CUDA graph; the
+# last partial batch then runs eagerly, since a graph has fixed shapes. --mode best is what a
+# PyTorch user would pick for speed: the graph captured with the gradients set to None first (so
+# they live in the graph's pool), cudnn.benchmark = True and SGD(fused=True). --mode all runs the
+# three, one after the other, in fresh models.
 #
-#   python3 scripts/bench_pytorch.py --model cnn --batch-size 64 --data DIR/mnist [--graph]
+#   python3 scripts/bench_pytorch.py --model cnn --batch-size 64 --data DIR/mnist [--mode eager|graph|best|all]
 import argparse, gzip, os, time
 import numpy as np
 import torch
@@ -16,7 +19,8 @@ p.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
 p.add_argument("--batch-size", type=int, default=64)
 p.add_argument("--device", default="cuda")
 p.add_argument("--data", required=True, help="folder with the MNIST IDX files (raw or .gz)")
-p.add_argument("--graph", action="store_true")
+p.add_argument("--mode", choices=["eager", "graph", "best", "all"], default="eager")
+p.add_argument("--graph", action="store_true", help="same as --mode graph")
 p.add_argument("--warmup", type=int, default=50)
 p.add_argument("--seed", type=int, default=1)
 a = p.parse_args()
@@ -50,21 +54,60 @@ class Cnn(nn.Module):
         return self.fc2(F.dropout(x, 0.5, self.training))
 
 
-torch.manual_seed(a.seed)
-model = (Cnn() if a.model == "cnn" else nn.Sequential(
-    nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10))).to(dev)
-opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-n, bs = images.shape[0], a.batch_size
-order = torch.randperm(n, device=dev)
-index = torch.empty(bs, dtype=torch.int64, device=dev)
 
 
-def step(ix):
-    opt.zero_grad(set_to_none=False)
-    loss = F.cross_entropy(model(images.index_select(0, ix)), targets.index_select(0, ix))
-    loss.backward()
-    opt.step()
-    return loss
+def run(mode):
+    torch.backends.cudnn.benchmark = mode == "best"
+    torch.manual_seed(a.seed)
+    model = (Cnn() if a.model == "cnn" else nn.Sequential(
+        nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10))).to(dev)
+    fused = mode == "best" and dev.type == "cuda"
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, **({"fused": True} if fused else {}))
+    n, bs = images.shape[0], a.batch_size
+    order = torch.randperm(n, device=dev)
+    index = torch.empty(bs, dtype=torch.int64, device=dev)
+
+    def step(ix, set_to_none):
+        opt.zero_grad(set_to_none=set_to_none)
+        loss = F.cross_entropy(model(images.index_select(0, ix)), targets.index_select(0, ix))
+        loss.backward()
+        opt.step()
+        return loss
+
+    graph = None
+    if mode in ("graph", "best"):
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):  # warm-up on a side stream, as graph capture requires
+            for i in range(max(a.warmup, 3)):
+                index.copy_(order[(i * bs) % (n - bs):][:bs])
+                step(index, set_to_none=mode == "best")
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        if mode == "best":
+            opt.zero_grad(set_to_none=True)  # the gradients are then allocated in the graph's pool
+        with torch.cuda.graph(graph):
+            step(index, set_to_none=mode == "best")
+    else:
+        for i in range(a.warmup):
+            step(order[(i * bs) % (n - bs):][:bs], set_to_none=True)
+    sync()
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(dev)
+    order = torch.randperm(n, device=dev)
+    t0 = time.perf_counter()
+    for begin in range(0, n, bs):
+        ix = order[begin:begin + bs]
+        if graph is not None and ix.numel() == bs:
+            index.copy_(ix)
+            graph.replay()
+        else:
+            step(ix, set_to_none=True)
+    sync()
+    sec = time.perf_counter() - t0
+    peak = torch.cuda.max_memory_allocated(dev) / 2**20 if dev.type == "cuda" else 0
+    print(f"pytorch {mode}  model {a.model}  batch {bs}  {n / sec:.0f} img/s  epoch {sec:.3f} s  peak device {peak:.0f} MB",
+          flush=True)
 
 
 def sync():
@@ -72,31 +115,6 @@ def sync():
         torch.cuda.synchronize()
 
 
-graph = None
-if a.graph:
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):  # warm-up on a side stream, as graph capture requires
-        for i in range(max(a.warmup, 3)):
-            index.copy_(order[(i * bs) % (n - bs):][:bs])
-            step(index)
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        static_loss = step(index)
-else:
-    for i in range(a.warmup):
-        step(order[(i * bs) % (n - bs):][:bs])
-sync()
-order = torch.randperm(n, device=dev)
-t0 = time.perf_counter()
-for begin in range(0, n, bs):
-    ix = order[begin:begin + bs]
-    if graph is not None and ix.numel() == bs:
-        index.copy_(ix)
-        graph.replay()
-    else:
-        step(ix)
-sync()
-sec = time.perf_counter() - t0
-print(f"pytorch {'graph' if a.graph else 'eager'}  model {a.model}  batch {bs}  {n / sec:.0f} img/s  epoch {sec:.3f} s")
+mode = "graph" if a.graph else a.mode
+for m in (["eager", "graph", "best"] if mode == "all" else [mode]):
+    run(m)

@@ -2,9 +2,11 @@
 // sits in the memory of the training device, each step gathers its batch there with index_select,
 // 50 warm-up steps are not counted, then one full epoch (last partial batch included) is timed
 // with forward, loss, backward and the SGD step inside. Accuracy, when asked for, comes from
-// --epochs full epochs after a fresh seeded initialization.
+// --epochs full epochs after a fresh seeded initialization. On cuda each step is one CUDA graph
+// replay (cuda::GraphedStep; --no-cuda-graph runs it op by op), and the report says where the time
+// goes: kernels per step, GPU busy fraction (CUPTI) and host microseconds to issue one step.
 //
-//   build/bench --model cnn --device cuda --batch-size 64 [--epochs 3]
+//   build/bench --model cnn --device cuda --batch-size 64 [--epochs 3] [--no-cuda-graph]
 #include <CLI/CLI.hpp>
 
 #include <chrono>
@@ -35,6 +37,21 @@ struct Trainer {
   optim::SGD optimizer;
   Tensor images, targets, order;  // all on the device; order: this epoch's shuffled indices
   int64_t batch;
+  // The step gathers its batch itself, as PyTorch's script does inside its graph: only the index
+  // is copied in before a replay.
+  cuda::GraphedStep train_step;
+
+  Trainer(std::shared_ptr<nn::Module> m, Tensor images_, Tensor targets_, int64_t batch_, bool graph)
+      : model(m),
+        optimizer(m->parameters(), optim::SGDOptions(0.01).momentum(0.9)),
+        images(std::move(images_)),
+        targets(std::move(targets_)),
+        batch(batch_),
+        train_step(
+            [this](const std::vector<Tensor>& in) {
+              return cross_entropy(model->forward(index_select(images, in[0])), index_select(targets, in[0]));
+            },
+            optimizer, cuda::GraphedStepOptions().enabled(graph)) {}
 
   int64_t steps() const { return (images.size(0) + batch - 1) / batch; }
 
@@ -47,14 +64,23 @@ struct Trainer {
 
   Tensor step(int64_t s) {
     int64_t begin = s * batch, n = std::min(batch, images.size(0) - begin);
-    Tensor index = Tensor::make_view(order, {n}, {1}, order.offset() + begin);
-    optimizer.zero_grad();
-    Tensor loss = cross_entropy(model->forward(index_select(images, index)), index_select(targets, index));
-    loss.backward();
-    optimizer.step();
-    return loss;
+    return train_step({Tensor::make_view(order, {n}, {1}, order.offset() + begin)});
   }
 };
+
+// Host time to issue one step: the best of a few windows of 10 steps, each after a sync, short
+// enough that the launch queue never fills (a full queue would make the host wait for the GPU).
+double host_us_per_step(Trainer& t) {
+  double best = 1e30;
+  for (int window = 0; window < 5; ++window) {
+    cuda::synchronize();
+    auto start = std::chrono::steady_clock::now();
+    for (int s = 0; s < 10; ++s) t.step(s);
+    best = std::min(best, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / 10);
+  }
+  cuda::synchronize();
+  return best;
+}
 
 double accuracy(nn::Module& model, const Tensor& images, const Tensor& targets) {
   NoGradGuard no_grad;
@@ -76,6 +102,7 @@ int main(int argc, char** argv) {
   int64_t batch = 64;
   int epochs = 0, warmup = 50, threads = 0;
   uint64_t seed = 1;
+  bool graph = true;
   CLI::App app("minidl training benchmark (../shared/BENCHMARK.md)");
   app.add_option("--model", model_name, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}))->capture_default_str();
   app.add_option("--batch-size", batch, "training batch size")->check(CLI::Range(int64_t{1}, int64_t{60000}))->capture_default_str();
@@ -85,6 +112,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 4096));
   app.add_option("--seed", seed, "random seed")->capture_default_str();
   app.add_option("--data", data_dir, "data folder (default: $MINIDL_DATA, else <repo>/datasets)");
+  app.add_flag("--cuda-graph,!--no-cuda-graph", graph, "on cuda, replay each step as one CUDA graph (default on)");
   CLI11_PARSE(app, argc, argv);
 
   return mnist_app::guarded_main([&] {
@@ -100,13 +128,12 @@ int main(int argc, char** argv) {
       return m;
     };
     auto new_trainer = [&] {
-      auto m = make();
-      return Trainer{m, optim::SGD(m->parameters(), optim::SGDOptions(0.01).momentum(0.9)), train.images().to(device),
-                     train.targets().to(device), Tensor(), batch};
+      return std::make_unique<Trainer>(make(), train.images().to(device), train.targets().to(device), batch, graph);
     };
 
     // Throughput: warm-up steps, then one timed epoch. item() at each end waits for the device.
-    Trainer t = new_trainer();
+    auto trainer = new_trainer();
+    Trainer& t = *trainer;
     t.shuffle(seed, 0);
     for (int s = 0; s < warmup; ++s) t.step(s % t.steps());
     t.step(0).item<float>();
@@ -121,9 +148,19 @@ int main(int argc, char** argv) {
     std::printf("model %s  device %s  batch %lld  threads %d  %.0f img/s  epoch %.2f s  peak %s %.0f MB\n",
                 model_name.c_str(), device.str().c_str(), static_cast<long long>(batch), get_num_threads(),
                 static_cast<double>(train.size()) / seconds, seconds, device.is_cuda() ? "device" : "RSS", peak_mb);
+    if (device.is_cuda()) {
+      const int steps = 100;
+      cuda::KernelActivity a = cuda::profile_kernels([&] {
+        for (int s = 0; s < steps; ++s) t.step(s);
+      });
+      std::printf("  %s: %.1f kernels/step, %.0f us of kernels/step, GPU busy %.0f%%, host %.0f us/step to issue\n",
+                  t.train_step.graphed() ? "one CUDA graph per step" : "eager (no CUDA graph)",
+                  static_cast<double>(a.kernels) / steps, a.kernel_us / steps, 100 * a.busy(), host_us_per_step(t));
+    }
 
     if (epochs > 0) {
-      Trainer fresh = new_trainer();
+      auto fresh_trainer = new_trainer();
+      Trainer& fresh = *fresh_trainer;
       Tensor test_images = test.images().to(device), test_targets = test.targets().to(device);
       for (int e = 1; e <= epochs; ++e) {
         fresh.shuffle(seed, e);

@@ -3,6 +3,8 @@
 // pinned, stream-ordered transfer a data loader uses. Includes no CUDA header, so any layer may
 // include it; in a build without CUDA every query answers "none" and transfers throw.
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <string>
 
 #include "core/device.h"
@@ -20,6 +22,14 @@ struct DeviceProperties {
   size_t l2_cache_bytes = 0;
   size_t shared_memory_per_block_optin = 0;
   int warp_size = 32;
+};
+
+/// What the GPU did while some host code ran (see profile_kernels).
+struct KernelActivity {
+  int64_t kernels = 0;    // kernels that ran
+  double kernel_us = 0;   // their durations, summed
+  double span_us = 0;     // from the first kernel's start to the last one's end
+  double busy() const { return span_us > 0 ? kernel_us / span_us : 0; }
 };
 
 #ifdef MINIDL_WITH_CUDA
@@ -46,6 +56,11 @@ DeviceProperties device_properties(int index = 0);
 ///   Tensor images = cuda::to_device_pinned(batch_images, Device::cuda(0));
 Tensor to_device_pinned(const Tensor& host, Device device);
 
+/// Runs `work`, waits for every device, and returns what CUPTI recorded of the kernels it ran
+/// (graph replays included). For measurement only: recording slows launches a little.
+///   auto a = cuda::profile_kernels([&] { for (int i = 0; i < 100; ++i) step(); });
+KernelActivity profile_kernels(const std::function<void()>& work);
+
 #else  // built without CUDA: the same API, answering "none"
 
 inline bool is_available() { return false; }
@@ -60,6 +75,9 @@ inline void synchronize(int = -1) {}
 inline DeviceProperties device_properties(int = 0) { MINIDL_FAIL("cuda::device_properties: ", unavailable_reason()); }
 inline Tensor to_device_pinned(const Tensor&, Device device) {
   MINIDL_FAIL("cuda::to_device_pinned to ", device, ": ", unavailable_reason());
+}
+inline KernelActivity profile_kernels(const std::function<void()>&) {
+  MINIDL_FAIL("cuda::profile_kernels: ", unavailable_reason());
 }
 
 #endif

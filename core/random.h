@@ -4,12 +4,22 @@
 #include <cstdint>
 #include <mutex>
 #include <random>
+#include <thread>
 
 namespace minidl {
 
 /// Seeds every random draw that follows (rand, randn, dropout, initialization, shuffling defaults).
 ///   manual_seed(1);
 void manual_seed(uint64_t seed);
+
+/// Where a CUDA random kernel starts drawing in the Philox stream. Outside graph capture it is
+/// (seed, offset). While a graph captures, `device_state` points at the graph's [seed, base offset]
+/// on the device and `offset` is relative to that base: each replay sets the base afresh, so every
+/// replay draws new numbers, the same ones the step would have drawn eagerly.
+struct PhiloxDraw {
+  uint64_t seed = 0, offset = 0;
+  const uint64_t* device_state = nullptr;
+};
 
 class Generator {
  public:
@@ -29,8 +39,35 @@ class Generator {
   }
   std::mutex& mutex() { return mutex_; }
 
+  /// Reserves `count` draws for a CUDA kernel (see PhiloxDraw). Takes the lock itself.
+  PhiloxDraw philox_draw(uint64_t count) {
+    std::lock_guard lock(mutex_);
+    if (capture_state_ && std::this_thread::get_id() == capture_thread_) {
+      PhiloxDraw draw{0, capture_used_, capture_state_};
+      capture_used_ += (count + 3) / 4 * 4;
+      return draw;
+    }
+    return {seed_, take_offset(count), nullptr};
+  }
+  /// While this thread captures a graph, its draws are taken relative to `device_state` (see
+  /// PhiloxDraw); capture_end returns how many draws one replay uses.
+  void capture_begin(const uint64_t* device_state) {
+    std::lock_guard lock(mutex_);
+    capture_state_ = device_state;
+    capture_thread_ = std::this_thread::get_id();
+    capture_used_ = 0;
+  }
+  uint64_t capture_end() {
+    std::lock_guard lock(mutex_);
+    capture_state_ = nullptr;
+    return capture_used_;
+  }
+
  private:
   uint64_t seed_ = 0, offset_ = 0;
+  const uint64_t* capture_state_ = nullptr;
+  std::thread::id capture_thread_;
+  uint64_t capture_used_ = 0;
   std::mt19937_64 engine_;
   std::mutex mutex_;
 };

@@ -12,6 +12,11 @@ Tensor full(const Shape& shape, double value, DType dtype, Device device) {
   return t;
 }
 
+void fill_(Tensor& t, double value) {
+  MINIDL_CHECK(t.is_contiguous(), "fill_: expected a contiguous tensor, got shape ", t.shape(), " strides ", t.strides());
+  kernels_for(t.device()).fill(t, value);
+}
+
 Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0.0, dtype, device); }
 Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
 

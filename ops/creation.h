@@ -9,6 +9,8 @@ Tensor zeros(const Shape& shape, DType dtype = kFloat32, Device device = Device:
 Tensor ones(const Shape& shape, DType dtype = kFloat32, Device device = Device::cpu());
 /// full({2}, 0.5)
 Tensor full(const Shape& shape, double value, DType dtype = kFloat32, Device device = Device::cpu());
+/// Sets every element of a contiguous tensor to `value`, in place; not recorded.   fill_(lr, 0.01);
+void fill_(Tensor& t, double value);
 /// arange(5) = [0, 1, 2, 3, 4]; arange(1, 2, 0.25) = [1, 1.25, 1.5, 1.75]
 Tensor arange(double end, DType dtype = kFloat32, Device device = Device::cpu());
 Tensor arange(double start, double end, double step = 1, DType dtype = kFloat32, Device device = Device::cpu());

@@ -38,6 +38,9 @@ struct SgdConfig {
   double lr, momentum, dampening, weight_decay;
   bool nesterov;
   bool first_step;  // the momentum buffer is initialized with the gradient, as in PyTorch
+  // CUDA: a 0-d tensor of the parameter's dtype on its device holding lr, read there instead of
+  // `lr`, so that a step captured in a CUDA graph follows learning-rate changes. Null: use `lr`.
+  const Tensor* lr_on_device = nullptr;
 };
 
 struct AdamConfig {

@@ -24,6 +24,8 @@ class Adam : public Optimizer {
   Adam(std::vector<Tensor> params, AdamOptions options = {})
       : Adam(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options) {}
   void step() override;
+  /// The step count and bias corrections are host values baked into each update.
+  bool capturable() const override { return false; }
   const AdamOptions& options() const { return options_; }
 
  protected:

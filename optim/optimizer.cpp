@@ -18,6 +18,31 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, double default_lr, const ch
   }
 }
 
+const Tensor* Optimizer::lr_on_device(size_t gi, const Tensor& like) {
+  if (!like.device().is_cuda()) return nullptr;
+  device_lr_.resize(groups_.size());
+  DeviceLr& d = device_lr_[gi];
+  const double lr = *groups_[gi].lr;
+  if (!d.value.defined() || d.value.device() != like.device() || d.value.dtype() != like.dtype()) {
+    d.value = full({}, lr, like.dtype(), like.device());
+    d.written = lr;
+  } else if (d.written != lr) {
+    fill_(d.value, lr);
+    d.written = lr;
+  }
+  return &d.value;
+}
+
+void Optimizer::sync_device_state() {
+  for (size_t gi = 0; gi < device_lr_.size(); ++gi) {
+    DeviceLr& d = device_lr_[gi];
+    if (d.value.defined() && d.written != *groups_[gi].lr) {
+      fill_(d.value, *groups_[gi].lr);
+      d.written = *groups_[gi].lr;
+    }
+  }
+}
+
 void Optimizer::zero_grad(bool set_to_none) {
   for (ParamGroup& g : groups_) {
     for (Tensor& p : g.params) p.set_grad(set_to_none || !p.grad().defined() ? Tensor() : zeros_like(p));

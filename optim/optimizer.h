@@ -27,6 +27,12 @@ class Optimizer {
   std::vector<ParamGroup>& param_groups() { return groups_; }
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
   double lr(size_t group = 0) const { return *groups_.at(group).lr; }
+  /// Copies learning rates changed since the last step to the device scalars that CUDA kernels read
+  /// (one fill each). step() does it itself; a captured step (cuda::GraphedStep) needs it before
+  /// each replay, since replaying runs no host code.
+  void sync_device_state();
+  /// False where a step holds per-step host state that a CUDA graph would freeze (Adam's step count).
+  virtual bool capturable() const { return true; }
 
  protected:
   Optimizer(std::vector<ParamGroup> groups, double default_lr, const char* name);
@@ -41,7 +47,18 @@ class Optimizer {
       }
     }
   }
+  /// Group `gi`'s learning rate as a 0-d tensor on `like`'s CUDA device and dtype, refreshed when the
+  /// host value changed; null on the CPU, where kernels take the value itself.
+  const Tensor* lr_on_device(size_t gi, const Tensor& like);
+
   std::vector<ParamGroup> groups_;
+
+ private:
+  struct DeviceLr {
+    Tensor value;
+    double written = 0;
+  };
+  std::vector<DeviceLr> device_lr_;
 };
 
 }  // namespace minidl::optim

@@ -29,8 +29,8 @@ void SGD::step() {
       }
       buf = &b;
     }
-    SgdConfig config{*groups_[gi].lr, options_.momentum(), options_.dampening(), options_.weight_decay(),
-                     options_.nesterov(), first};
+    SgdConfig config{*groups_[gi].lr,     options_.momentum(), options_.dampening(), options_.weight_decay(),
+                     options_.nesterov(), first,               lr_on_device(gi, p)};
     sgd_update_(p, grad.contiguous(), buf, config);
   });
 }

@@ -27,6 +27,7 @@ struct Flags {
   uint64_t seed = 1;
   std::string device = "auto", data, dataset = "mnist";
   int threads = 0, log_interval = 100;
+  bool cuda_graph = true;
 };
 
 /// Parses pytorch/examples-style flags; prints usage and exits on --help or a bad flag.
@@ -46,6 +47,8 @@ inline Flags parse_flags(int argc, char** argv, const std::string& description, 
   app.add_option("--limit", f.limit, "train on the first N images only (0: all)")->check(CLI::Range(int64_t{0}, int64_t{1000000000}));
   app.add_option("--threads", f.threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 4096));
   app.add_option("--log-interval", f.log_interval, "batches between progress updates")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_flag("--cuda-graph,!--no-cuda-graph", f.cuda_graph,
+               "on cuda, capture the training step once as a CUDA graph and replay it (default on)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -74,17 +77,15 @@ inline std::shared_ptr<data::MNIST> load(const Flags& f, bool train) {
   return std::make_shared<data::MNIST>(root, train);
 }
 
+/// One epoch of `train_step` (zero_grad, forward, loss, backward, SGD step; graphed on cuda).
 template <class Model>
-void train_epoch(Model& model, data::DataLoader& loader, optim::Optimizer& optimizer, int epoch, const Flags& f,
+void train_epoch(Model& model, data::DataLoader& loader, cuda::GraphedStep& train_step, int epoch, const Flags& f,
                  int64_t num_images) {
   model.train();
   ProgressBar bar(epoch, num_images);
   int64_t seen = 0, step = 0;
   for (data::Batch& batch : loader) {
-    optimizer.zero_grad();
-    Tensor loss = nn::functional::cross_entropy(model.forward(batch.data), batch.target);
-    loss.backward();
-    optimizer.step();
+    Tensor loss = train_step(batch.data, batch.target);
     seen += batch.data.size(0);
     // Reading the loss waits for the device: only at log points.
     if (++step % f.log_interval == 0 || seen == num_images) bar.update(seen, loss.item<float>());
@@ -131,9 +132,11 @@ int run(std::shared_ptr<Model> model, const Flags& f) {
   data::DataLoader test_loader(test_set, data::DataLoaderOptions().batch_size(f.test_batch_size).device(device));
   model->to(device);
   optim::SGD optimizer(model->parameters(), optim::SGDOptions(f.lr).momentum(f.momentum));
+  cuda::GraphedStep train_step(model, optimizer, nn::functional::cross_entropy,
+                               cuda::GraphedStepOptions().enabled(f.cuda_graph));
   for (int epoch = 1; epoch <= f.epochs; ++epoch) {
     ProgressBar timer(epoch, 0);
-    train_epoch(*model, train_loader, optimizer, epoch, f, train_data->size());
+    train_epoch(*model, train_loader, train_step, epoch, f, train_data->size());
     double seconds = timer.elapsed();
     test(*model, test_loader, test_set->size(), seconds);
   }

@@ -9,17 +9,24 @@
 //
 // MINIDL_CUDA_NO_CACHE=1 turns the cache off: every allocation is a cudaMalloc and every free a
 // cudaFree, so compute-sanitizer sees each block's true bounds and lifetime.
+//
+// Private pools, for CUDA graphs (core/cuda/graph.cu): while a thread captures, its allocations come
+// from the capturing graph's own pool, and blocks of that pool, freed or not, go back only to that
+// pool. A replay writes the very addresses the capture saw, so no tensor outside the graph may ever
+// be handed one of them while the graph lives; when it is destroyed, its pool joins the general cache.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "core/allocator.h"
 #include "core/cuda.h"
+#include "core/cuda/allocator.h"
 #include "core/cuda/context.h"
 
 namespace minidl {
@@ -52,21 +59,24 @@ class CudaCachingAllocator final : public Allocator {
 
   void* allocate(size_t nbytes) override {
     if (nbytes == 0) return nullptr;
-    const size_t size = no_cache_ ? nbytes : round_size(nbytes);
     std::lock_guard lock(mutex_);
+    const uint64_t pool = capture_pool_ && std::this_thread::get_id() == capture_thread_ ? capture_pool_ : 0;
+    // A private pool always caches: freeing to the system would synchronize inside a capture.
+    const size_t size = no_cache_ && pool == 0 ? nbytes : round_size(nbytes);
     void* ptr = nullptr;
     size_t block = size;
     // Best fit among cached blocks, wasting at most a quarter of the request (small blocks never
     // satisfy large requests: they sit in a different size range).
-    auto it = free_.lower_bound(size);
-    if (it != free_.end() && it->first <= size + size / 4) {
+    auto& free = free_[pool];
+    auto it = free.lower_bound(size);
+    if (it != free.end() && it->first <= size + size / 4) {
       block = it->first;
       ptr = it->second;
-      free_.erase(it);
+      free.erase(it);
     } else {
       ptr = system_alloc(size);
     }
-    live_.emplace(ptr, block);
+    live_.emplace(ptr, Block{block, pool});
     in_use_ += block;
     if (in_use_ > peak_) peak_ = in_use_;
     return ptr;
@@ -77,13 +87,36 @@ class CudaCachingAllocator final : public Allocator {
     std::lock_guard lock(mutex_);
     auto it = live_.find(ptr);
     if (it == live_.end()) return;  // not ours: nothing sane to do in a destructor path
-    const size_t block = it->second;
+    const Block block = it->second;
     live_.erase(it);
-    in_use_ -= block;
-    if (no_cache_) {
-      system_free(ptr, block);
+    in_use_ -= block.size;
+    if (no_cache_ && block.pool == 0) {
+      system_free(ptr, block.size);
     } else {
-      free_.emplace(block, ptr);
+      free_[block.pool].emplace(block.size, ptr);
+    }
+  }
+
+  void begin_private_pool(uint64_t pool) {
+    std::lock_guard lock(mutex_);
+    capture_pool_ = pool;
+    capture_thread_ = std::this_thread::get_id();
+  }
+
+  void end_private_pool() {
+    std::lock_guard lock(mutex_);
+    capture_pool_ = 0;
+  }
+
+  void release_private_pool(uint64_t pool) {
+    std::lock_guard lock(mutex_);
+    for (auto& [ptr, block] : live_)
+      if (block.pool == pool) block.pool = 0;  // freed later, they go to the general cache
+    auto node = free_.extract(pool);
+    if (node.empty()) return;
+    for (auto& [size, ptr] : node.mapped()) {
+      if (no_cache_) system_free(ptr, size);
+      else free_[0].emplace(size, ptr);
     }
   }
 
@@ -107,7 +140,7 @@ class CudaCachingAllocator final : public Allocator {
     cuda::DeviceGuard guard(device_);
     void* ptr = nullptr;
     cudaError_t status = cudaMalloc(&ptr, size);
-    if (status == cudaErrorMemoryAllocation && !free_.empty()) {
+    if (status == cudaErrorMemoryAllocation && !free_[0].empty() && capture_pool_ == 0) {
       cudaGetLastError();
       release_cached();  // give the cache back and try once more
       status = cudaMalloc(&ptr, size);
@@ -141,24 +174,36 @@ class CudaCachingAllocator final : public Allocator {
     held_ -= size;
   }
 
+  // Only the general cache: a private pool's blocks belong to its graph.
   void release_cached() {
-    for (auto& [size, ptr] : free_) system_free(ptr, size);
-    free_.clear();
+    for (auto& [size, ptr] : free_[0]) system_free(ptr, size);
+    free_[0].clear();
   }
 
   const int device_;
   const bool no_cache_;
   mutable std::mutex mutex_;
-  std::multimap<size_t, void*> free_;       // cached blocks by size
-  std::unordered_map<void*, size_t> live_;  // blocks handed out, with their true size
+  struct Block {
+    size_t size;    // the true size
+    uint64_t pool;  // 0: the general cache, else a graph's private pool
+  };
+  std::map<uint64_t, std::multimap<size_t, void*>> free_;  // cached blocks by pool, then size
+  std::unordered_map<void*, Block> live_;                  // blocks handed out
   size_t in_use_ = 0, held_ = 0, peak_ = 0, system_allocs_ = 0;
+  uint64_t capture_pool_ = 0;  // the private pool of the graph this device captures now, if any
+  std::thread::id capture_thread_;
 };
+
+CudaCachingAllocator& caching_allocator(int device);
 
 }  // namespace
 
 // Called by allocator_for (core/allocator.cpp). One allocator per device, made on first use and never
 // destroyed (tensors in statics may be freed at exit, after any destructor order we could pick).
-Allocator& cuda_allocator(int device_index) {
+Allocator& cuda_allocator(int device_index) { return caching_allocator(device_index); }
+
+namespace {
+CudaCachingAllocator& caching_allocator(int device_index) {
   cuda::check_device(device_index);
   static auto* allocators = [] {
     auto* v = new std::vector<std::unique_ptr<CudaCachingAllocator>>();
@@ -167,5 +212,12 @@ Allocator& cuda_allocator(int device_index) {
   }();
   return *(*allocators)[static_cast<size_t>(device_index)];
 }
+}  // namespace
+
+namespace cuda {
+void begin_private_pool(int device, uint64_t pool) { caching_allocator(device).begin_private_pool(pool); }
+void end_private_pool(int device) { caching_allocator(device).end_private_pool(); }
+void release_private_pool(int device, uint64_t pool) { caching_allocator(device).release_private_pool(pool); }
+}  // namespace cuda
 
 }  // namespace minidl

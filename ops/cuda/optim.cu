@@ -12,10 +12,12 @@ template <class T>
 struct SgdArgs {
   T lr, wd, momentum, damp;  // damp = 1 - dampening
   bool nesterov, first_step;
+  const T* lr_on_device;  // overrides lr when set
 };
 
 template <class T>
 __global__ void sgd_kernel(T* p, const T* g, T* buf, int64_t n, SgdArgs<T> c) {
+  if (c.lr_on_device) c.lr = *c.lr_on_device;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     T d = g[i] + c.wd * p[i];
     if (buf) {
@@ -56,7 +58,9 @@ void CudaKernels::sgd_step(Tensor& param, const Tensor& grad, Tensor* momentum_b
   cuda::DeviceGuard guard(device_);
   dispatch_floating(param.dtype(), "sgd_step", [&](auto tag) {
     using T = decltype(tag);
-    SgdArgs<T> args{T(c.lr), T(c.weight_decay), T(c.momentum), T(1 - c.dampening), c.nesterov, c.first_step};
+    SgdArgs<T> args{T(c.lr),     T(c.weight_decay), T(c.momentum),
+                    T(1 - c.dampening), c.nesterov,   c.first_step,
+                    c.lr_on_device ? ptr<const T>(*c.lr_on_device) : nullptr};
     sgd_kernel<T><<<blocks_for(n), kThreads, 0, stream_>>>(ptr<T>(param), ptr<const T>(grad),
                                                            momentum_buf ? ptr<T>(*momentum_buf) : nullptr, n, args);
     CUDA_LAUNCH_CHECK(sgd_kernel);

@@ -18,19 +18,20 @@ namespace minidl::cuda {
 template <class T>
 constexpr int kRandomPer = std::is_same_v<T, float> ? 4 : 2;
 
-/// Reserves the Philox draws for `numel` elements of T; returns (seed, offset of the first draw).
+/// Reserves the Philox draws for `numel` elements of T (relative to a graph's device state while
+/// one captures: core/random.h).
 template <class T>
-std::pair<uint64_t, uint64_t> reserve_philox(int64_t numel) {
-  Generator& gen = default_generator();
-  std::lock_guard lock(gen.mutex());
+PhiloxDraw reserve_philox(int64_t numel) {
   const uint64_t threads = static_cast<uint64_t>((numel + kRandomPer<T> - 1) / kRandomPer<T>);
-  return {gen.seed(), gen.take_offset(threads * 4)};
+  return default_generator().philox_draw(threads * 4);
 }
 
 /// Calls store(i, value) for each element, value being a uniform on (0, 1] (Uniform = true) or a
 /// standard normal draw.
 template <class T, bool Uniform, class Store>
-__device__ __forceinline__ void philox_for_each(uint64_t seed, uint64_t offset, int64_t numel, Store store) {
+__device__ __forceinline__ void philox_for_each(PhiloxDraw draw, int64_t numel, Store store) {
+  const uint64_t seed = draw.device_state ? draw.device_state[0] : draw.seed;
+  const uint64_t offset = draw.offset + (draw.device_state ? draw.device_state[1] : 0);
   constexpr int per = kRandomPer<T>;
   const int64_t threads = (numel + per - 1) / per;
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < threads; t += int64_t(gridDim.x) * blockDim.x) {

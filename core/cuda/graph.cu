@@ -1,0 +1,142 @@
+// CUDA graphs (core/cuda_graph.h): stream capture on the device's compute stream, a private memory
+// pool (core/cuda/allocator.h) and the Philox state on the device (core/random.h).
+#include <atomic>
+
+#include "core/cuda.h"
+#include "core/cuda/allocator.h"
+#include "core/cuda/context.h"
+#include "core/cuda_graph.h"
+#include "core/random.h"
+#include "core/tensor.h"
+
+namespace minidl::cuda {
+
+namespace {
+
+std::atomic<uint64_t> next_pool{1};
+
+// The seed and base offset of one replay, set on the device just before the graph runs: a kernel
+// launch carries them as arguments, so the host never waits and never writes memory the previous
+// replay may still read.
+__global__ void set_philox_state(uint64_t* state, uint64_t seed, uint64_t offset) {
+  state[0] = seed;
+  state[1] = offset;
+}
+
+}  // namespace
+
+struct Graph::Impl {
+  Device device;
+  uint64_t pool = next_pool++;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  Tensor philox_state;        // int64 [2] on the device: seed, base offset
+  uint64_t random_draws = 0;  // Philox draws one replay takes
+  bool capturing = false;
+  bool pool_used = false;
+
+  void destroy_graph() {
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    exec = nullptr;
+    graph = nullptr;
+  }
+
+  // Ends stream capture and the private pool, whatever state they are in. Never throws.
+  cudaError_t stop_capture() {
+    cudaGraph_t captured = nullptr;
+    cudaError_t status = cudaStreamEndCapture(compute_stream(device.index), &captured);
+    if (status == cudaSuccess) graph = captured;
+    else if (captured) cudaGraphDestroy(captured);
+    end_private_pool(device.index);
+    random_draws = default_generator().capture_end();
+    capturing = false;
+    return status;
+  }
+};
+
+Graph::Graph(Device device) : impl_(std::make_unique<Impl>()) {
+  MINIDL_CHECK(device.is_cuda(), "cuda::Graph: expected a CUDA device, got ", device);
+  check_device(device.index);
+  impl_->device = device;
+  impl_->philox_state = Tensor::empty({2}, kInt64, device);
+}
+
+Graph::~Graph() {
+  if (impl_->capturing) capture_abort();
+  impl_->destroy_graph();
+  if (impl_->pool_used) release_private_pool(impl_->device.index, impl_->pool);
+}
+
+void Graph::capture_begin() {
+  MINIDL_CHECK(!impl_->capturing, "cuda::Graph::capture_begin: already capturing");
+  MINIDL_CHECK(!captured(), "cuda::Graph::capture_begin: this graph was already captured; make a new one");
+  DeviceGuard guard(impl_->device.index);
+  // Work queued before the capture must not land in it.
+  cudaStream_t stream = compute_stream(impl_->device.index);
+  // Thread-local mode: other threads (a data loader's uploads) keep working while this one captures.
+  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  impl_->capturing = true;
+  impl_->pool_used = true;
+  begin_private_pool(impl_->device.index, impl_->pool);
+  default_generator().capture_begin(static_cast<const uint64_t*>(impl_->philox_state.raw_data()));
+}
+
+void Graph::capture_end() {
+  MINIDL_CHECK(impl_->capturing, "cuda::Graph::capture_end: not capturing");
+  DeviceGuard guard(impl_->device.index);
+  cudaError_t status = impl_->stop_capture();
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    MINIDL_FAIL("cuda::Graph: the capture failed (", detail::cuda_error_text(status),
+                "); something in the captured code synchronized with the device or the host (item(), to(cpu), "
+                "printing a tensor) or used another stream");
+  }
+  status = cudaGraphInstantiate(&impl_->exec, impl_->graph, 0);
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    impl_->destroy_graph();
+    MINIDL_FAIL("cuda::Graph: cudaGraphInstantiate failed: ", detail::cuda_error_text(status));
+  }
+}
+
+void Graph::capture_abort() noexcept {
+  if (!impl_->capturing) return;
+  int previous = -1;
+  cudaGetDevice(&previous);
+  cudaSetDevice(impl_->device.index);
+  impl_->stop_capture();
+  cudaGetLastError();  // the error that interrupted the capture is the caller's to report
+  impl_->destroy_graph();
+  if (previous >= 0) cudaSetDevice(previous);
+}
+
+void Graph::replay() {
+  MINIDL_CHECK(captured(), "cuda::Graph::replay: nothing captured");
+  DeviceGuard guard(impl_->device.index);
+  cudaStream_t stream = compute_stream(impl_->device.index);
+  if (impl_->random_draws > 0) {
+    Generator& gen = default_generator();
+    uint64_t seed, offset;
+    {
+      std::lock_guard lock(gen.mutex());
+      seed = gen.seed();
+      offset = gen.take_offset(impl_->random_draws);
+    }
+    set_philox_state<<<1, 1, 0, stream>>>(static_cast<uint64_t*>(impl_->philox_state.raw_data()), seed, offset);
+    CUDA_LAUNCH_CHECK(set_philox_state);
+  }
+  CUDA_CHECK(cudaGraphLaunch(impl_->exec, stream));
+}
+
+bool Graph::captured() const { return impl_->exec != nullptr; }
+
+size_t Graph::num_nodes() const {
+  size_t n = 0;
+  if (impl_->graph) CUDA_CHECK(cudaGraphGetNodes(impl_->graph, nullptr, &n));
+  return n;
+}
+
+Device Graph::device() const { return impl_->device; }
+
+}  // namespace minidl::cuda

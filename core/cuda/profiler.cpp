@@ -1,0 +1,81 @@
+// cuda::profile_kernels on CUPTI's activity API: kernel records (start, end) are collected in
+// buffers CUPTI fills asynchronously and hands back on a flush.
+#include <cstdlib>
+#include <mutex>
+
+#include "core/cuda.h"
+
+#ifdef MINIDL_WITH_CUPTI
+#include <cupti.h>
+
+namespace minidl::cuda {
+
+namespace {
+
+std::mutex mutex;
+KernelActivity* sink = nullptr;
+uint64_t first_start = 0, last_end = 0;
+
+constexpr size_t kBufferBytes = size_t{8} << 20;
+
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
+  *size = kBufferBytes;
+  *max_records = 0;
+}
+
+void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  std::lock_guard lock(mutex);
+  CUpti_Activity* record = nullptr;
+  while (sink && cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+    if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
+    const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+    ++sink->kernels;
+    sink->kernel_us += static_cast<double>(k->end - k->start) / 1000;
+    if (first_start == 0 || k->start < first_start) first_start = k->start;
+    if (k->end > last_end) last_end = k->end;
+  }
+  std::free(buffer);
+}
+
+void check(CUptiResult status, const char* call) {
+  if (status == CUPTI_SUCCESS) return;
+  const char* text = nullptr;
+  cuptiGetResultString(status, &text);
+  MINIDL_FAIL("CUPTI call ", call, " failed: ", text ? text : "unknown error");
+}
+
+}  // namespace
+
+KernelActivity profile_kernels(const std::function<void()>& work) {
+  synchronize();
+  static std::once_flag once;
+  std::call_once(once, [] { check(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "register"); });
+  KernelActivity result;
+  {
+    std::lock_guard lock(mutex);
+    sink = &result;
+    first_start = last_end = 0;
+  }
+  check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityEnable");
+  work();
+  synchronize();
+  check(cuptiActivityFlushAll(1), "cuptiActivityFlushAll");
+  check(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityDisable");
+  std::lock_guard lock(mutex);
+  sink = nullptr;
+  result.span_us = last_end > first_start ? static_cast<double>(last_end - first_start) / 1000 : 0;
+  return result;
+}
+
+}  // namespace minidl::cuda
+
+#else
+
+namespace minidl::cuda {
+KernelActivity profile_kernels(const std::function<void()>&) {
+  MINIDL_FAIL("cuda::profile_kernels: minidl was built without CUPTI (the CUDA toolkit's libcupti was not found)");
+}
+}  // namespace minidl::cuda
+
+#endif

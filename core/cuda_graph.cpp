@@ -1,0 +1,22 @@
+// cuda::Graph in a build without CUDA: the same API, explaining that there is no GPU.
+#ifndef MINIDL_WITH_CUDA
+#include "core/cuda_graph.h"
+
+#include "core/cuda.h"
+
+namespace minidl::cuda {
+
+struct Graph::Impl {};
+
+Graph::Graph(Device device) { MINIDL_FAIL("cuda::Graph on ", device, ": ", unavailable_reason()); }
+Graph::~Graph() = default;
+void Graph::capture_begin() {}
+void Graph::capture_end() {}
+void Graph::capture_abort() noexcept {}
+void Graph::replay() {}
+bool Graph::captured() const { return false; }
+size_t Graph::num_nodes() const { return 0; }
+Device Graph::device() const { return Device::cpu(); }
+
+}  // namespace minidl::cuda
+#endif

@@ -1,0 +1,91 @@
+#pragma once
+// A whole training step (forward, loss, backward, optimizer update) captured once as a CUDA graph
+// and replayed with one launch per step, as PyTorch's whole-network capture does by hand.
+#include <functional>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "core/cuda_graph.h"
+#include "core/tensor.h"
+#include "optim/optimizer.h"
+
+namespace minidl::cuda {
+
+struct GraphedStepOptions {
+  /// Steps run eagerly before the capture: they create the optimizer's state (momentum buffers) and
+  /// warm the caches, so that the captured step is a steady-state one.
+  GraphedStepOptions& warmup(int steps) {
+    warmup_ = steps;
+    return *this;
+  }
+  /// false: every step runs eagerly (the same code path, for comparisons and debugging).
+  GraphedStepOptions& enabled(bool on) {
+    enabled_ = on;
+    return *this;
+  }
+  int warmup() const { return warmup_; }
+  bool enabled() const { return enabled_; }
+
+ private:
+  int warmup_ = 3;
+  bool enabled_ = true;
+};
+
+/// Runs training steps, each `zero_grad(); loss = loss_fn(inputs); loss.backward(); step()`. On a
+/// CUDA device, after `warmup` eager steps, the step is captured once into a CUDA graph (its memory
+/// in the graph's private pool, its gradients written there, dropout drawing fresh numbers on every
+/// replay) and then replayed: the inputs are copied into the graph's static buffers on the device,
+/// changed learning rates are written to the device, and one launch runs the rest. It falls back to
+/// the eager step by itself where a graph cannot serve: inputs of another shape (the last partial
+/// batch), the CPU, an optimizer with per-step host state (Adam), or a step that cannot be captured
+/// (it synchronizes, say), which is reported once on stderr.
+///   cuda::GraphedStep step(model, optimizer, [](const Tensor& out, const Tensor& y) { return cross_entropy(out, y); });
+///   for (auto& batch : loader) loss = step(batch.data, batch.target);
+/// The returned loss lives on the device (no sync until read). From a replay it is the graph's
+/// static output, overwritten by the next step: read or clone it before then.
+class GraphedStep {
+ public:
+  using LossFn = std::function<Tensor(const std::vector<Tensor>& inputs)>;
+
+  GraphedStep(LossFn loss_fn, optim::Optimizer& optimizer, GraphedStepOptions options = {});
+  /// A model (anything with `->forward(x)`) and a criterion(output, target).
+  template <class Model, class Criterion>
+    requires std::is_invocable_r_v<Tensor, Criterion, Tensor, Tensor>
+  GraphedStep(Model model, optim::Optimizer& optimizer, Criterion criterion, GraphedStepOptions options = {})
+      : GraphedStep(
+            [model, criterion](const std::vector<Tensor>& in) { return criterion(model->forward(in.at(0)), in.at(1)); },
+            optimizer, options) {}
+  ~GraphedStep();
+
+  Tensor operator()(const Tensor& data, const Tensor& target) { return (*this)(std::vector<Tensor>{data, target}); }
+  Tensor operator()(const std::vector<Tensor>& inputs);
+
+  /// True once a graph is captured (steps of its input shapes replay it).
+  bool graphed() const { return graph_ != nullptr; }
+  /// Steps that replayed the graph, and steps that ran eagerly.
+  int64_t replays() const { return replays_; }
+  int64_t eager_steps() const { return eager_steps_; }
+  /// Why no graph is used, when one is not (empty otherwise, and before the capture).
+  const std::string& eager_reason() const { return eager_reason_; }
+  /// Nodes (kernels and copies) in the captured graph; 0 before the capture.
+  size_t graph_nodes() const { return graph_ ? graph_->num_nodes() : 0; }
+
+ private:
+  Tensor eager(const std::vector<Tensor>& inputs);
+  bool matches(const std::vector<Tensor>& inputs) const;
+  void capture(const std::vector<Tensor>& inputs);
+
+  LossFn loss_fn_;
+  optim::Optimizer& optimizer_;
+  GraphedStepOptions options_;
+  std::unique_ptr<Graph> graph_;
+  std::vector<Tensor> static_inputs_;  // what the graph reads; refilled before each replay
+  std::vector<Tensor> graph_grads_;    // the gradients the graph writes, one per parameter
+  Tensor static_loss_;
+  int64_t replays_ = 0, eager_steps_ = 0;
+  std::string eager_reason_;
+};
+
+}  // namespace minidl::cuda

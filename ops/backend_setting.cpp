@@ -17,17 +17,24 @@ std::atomic<int> g_backend{kUnset};
 }  // namespace
 
 ConvBackend parse_conv_backend(const std::string& name) {
+  if (name == "auto") return ConvBackend::Auto;
   if (name == "im2col") return ConvBackend::Im2col;
   if (name == "cudnn") return ConvBackend::Cudnn;
-  MINIDL_FAIL("conv backend: expected \"im2col\" or \"cudnn\", got \"", name, "\"");
+  MINIDL_FAIL("conv backend: expected \"auto\", \"im2col\" or \"cudnn\", got \"", name, "\"");
 }
 
-const char* conv_backend_name(ConvBackend backend) { return backend == ConvBackend::Cudnn ? "cudnn" : "im2col"; }
+const char* conv_backend_name(ConvBackend backend) {
+  switch (backend) {
+    case ConvBackend::Cudnn: return "cudnn";
+    case ConvBackend::Im2col: return "im2col";
+    default: return "auto";
+  }
+}
 
 ConvBackend conv_backend() {
   int value = g_backend.load(std::memory_order_relaxed);
   if (value != kUnset) return static_cast<ConvBackend>(value);
-  ConvBackend backend = ConvBackend::Im2col;
+  ConvBackend backend = ConvBackend::Auto;
   if (const char* env = std::getenv("MINIDL_CONV_BACKEND"); env && *env) {
     try {
       backend = parse_conv_backend(env);

@@ -135,7 +135,9 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 s
   check_same_device("conv2d", {x, weight, bias});
   const ConvGeometry g = window_geometry("conv2d", c, x.size(2), x.size(3), {weight.size(2), weight.size(3)}, stride,
                                        padding, dilation);
-  if (conv_backend() == ConvBackend::Cudnn) {
+  const ConvBackend backend = conv_backend();
+  if (backend == ConvBackend::Cudnn ||
+      (backend == ConvBackend::Auto && kernels_for(x.device()).conv2d_cudnn_is_faster(x.dtype(), n, o, g))) {
     if (Tensor out = conv2d_cudnn_path(x, weight, bias, g); out.defined()) return out;
   }
   const int64_t kk = c * g.kernel_h * g.kernel_w, l = g.out_h * g.out_w;

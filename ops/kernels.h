@@ -129,6 +129,12 @@ class Kernels {
                                      Tensor* /*grad_bias*/) {
     return false;
   }
+  /// ConvBackend::Auto: true when cuDNN ran this convolution (forward and both gradients) faster than
+  /// the im2col kernels; measured the first time a shape comes (outside graph capture) and cached.
+  virtual bool conv2d_cudnn_is_faster(DType /*dtype*/, int64_t /*batch*/, int64_t /*out_channels*/,
+                                      const ConvGeometry& /*g*/) {
+    return false;
+  }
   /// out [N, C, out_h, out_w]: max over each window, padding counting as -infinity (no indices:
   /// the backward recomputes them from x and out).
   virtual bool max_pool2d_cudnn(const Tensor& /*x*/, const ConvGeometry& /*g*/, Tensor& /*out*/) { return false; }

@@ -200,7 +200,10 @@ TEST(CudaGraphedStep, UncapturableStepRunsEagerlyAndSaysWhy) {
         return loss;
       },
       opt, cuda::GraphedStepOptions().warmup(1));
-  for (const Batch& b : data) EXPECT_FLOAT_EQ(step(b.x, b.y).item<float>(), seen);
+  for (const Batch& b : data) {
+    const float loss = step(b.x, b.y).item<float>();
+    EXPECT_FLOAT_EQ(loss, seen);
+  }
   EXPECT_FALSE(step.graphed());
   EXPECT_EQ(step.eager_steps(), 5);
   EXPECT_NE(step.eager_reason().find("could not be captured"), std::string::npos) << step.eager_reason();

@@ -72,10 +72,11 @@ void Graph::capture_begin() {
   MINIDL_CHECK(!impl_->capturing, "cuda::Graph::capture_begin: already capturing");
   MINIDL_CHECK(!captured(), "cuda::Graph::capture_begin: this graph was already captured; make a new one");
   DeviceGuard guard(impl_->device.index);
-  // Work queued before the capture must not land in it.
   cudaStream_t stream = compute_stream(impl_->device.index);
-  // Thread-local mode: other threads (a data loader's uploads) keep working while this one captures.
-  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  // Relaxed mode: the private pool may still cudaMalloc a new block while capturing (the stricter
+  // modes forbid it), and other threads (a data loader's uploads) keep working. Synchronizing the
+  // captured stream stays an error that invalidates the capture.
+  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
   impl_->capturing = true;
   impl_->pool_used = true;
   begin_private_pool(impl_->device.index, impl_->pool);

@@ -1,10 +1,14 @@
-// The cuDNN path for conv2d and max_pool2d (taken when conv_backend() == Cudnn; ops/backend_setting.h).
-// Each geometry gets its descriptors and algorithms once (cached by shape): algorithms come from
-// cuDNN's heuristics (the _v7 queries), preferring deterministic ones so a seeded run repeats, and
-// restricted to FMA math: strict float32, no TF32 tensor cores. Workspaces come from the caching
+// The cuDNN path for conv2d and max_pool2d (ops/backend_setting.h). Each geometry gets its
+// descriptors and algorithms once (cached by shape), restricted to FMA math: strict float32, no TF32
+// tensor cores. Algorithms come from cuDNN's heuristics (the _v7 queries, preferring deterministic
+// ones) until conv_backend() Auto measures the shape: then from timing every algorithm (the Find
+// queries, as cudnn.benchmark), the fastest of each pass, and the choice between cuDNN and our
+// im2col path is the faster of the two measured (conv2d_cudnn_is_faster, logged once per shape). Workspaces come from the caching
 // allocator and go back to it as soon as the call is queued (reuse is ordered on the compute stream).
 #include <cudnn.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -104,6 +108,7 @@ struct ConvPlan {
   cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
   size_t fwd_ws = 0, bwd_data_ws = 0, bwd_filter_ws = 0;
   bool ok = false;  // false: cuDNN has no algorithm for this geometry; the caller falls back
+  int faster = -1;  // Auto's verdict: 1 cuDNN, 0 im2col, -1 not measured yet
   ~ConvPlan() {
     if (w) cudnnDestroyFilterDescriptor(w);
     if (conv) cudnnDestroyConvolutionDescriptor(conv);
@@ -113,14 +118,15 @@ struct ConvPlan {
 using ConvKey = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                            int64_t, int64_t, int64_t, int64_t>;
 
+std::mutex plans_mutex;
+
 ConvPlan& conv_plan(int device, cudnnHandle_t handle, DType dtype, int64_t batch, int64_t out_channels,
                     const ConvGeometry& g) {
-  static std::mutex mutex;
   static auto* plans = new std::map<ConvKey, std::unique_ptr<ConvPlan>>();
   ConvKey key{device,     static_cast<int>(dtype), batch,      g.channels, g.height,     g.width,      out_channels,
               g.kernel_h, g.kernel_w,              g.stride_h, g.stride_w, g.pad_h,      g.pad_w,      g.dilation_h,
               g.dilation_w};
-  std::lock_guard lock(mutex);
+  std::lock_guard lock(plans_mutex);
   auto& slot = (*plans)[key];
   if (slot) return *slot;
   auto plan = std::make_unique<ConvPlan>();
@@ -208,7 +214,115 @@ PoolPlan& pool_plan(int device, DType dtype, int64_t batch, const ConvGeometry& 
   return *slot;
 }
 
+// The fastest FMA-math algorithm of a Find query's results (sorted by time), and its time in ms.
+template <class Perf>
+const Perf* fastest(const Perf* perf, int count) {
+  for (int i = 0; i < count; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS &&
+        (perf[i].mathType == CUDNN_DEFAULT_MATH || perf[i].mathType == CUDNN_FMA_MATH))
+      return &perf[i];
+  return nullptr;
+}
+
+// Times every algorithm of the three passes (cuDNN runs each on scratch memory it allocates) and
+// keeps the fastest. Returns their summed time in ms, or a negative number when a pass has none.
+float find_fastest(cudnnHandle_t handle, ConvPlan& p) {
+  cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  cudnnConvolutionBwdDataAlgoPerf_t bwd_data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+  cudnnConvolutionBwdFilterAlgoPerf_t bwd_filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+  int nf = 0, nd = 0, nw = 0;
+  CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(handle, p.x.d, p.w, p.conv, p.y.d, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                                   &nf, fwd));
+  CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(handle, p.w, p.y.d, p.conv, p.x.d,
+                                                        CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd, bwd_data));
+  CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(handle, p.x.d, p.y.d, p.conv, p.w,
+                                                          CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nw, bwd_filter));
+  const auto* f = fastest(fwd, nf);
+  const auto* d = fastest(bwd_data, nd);
+  const auto* w = fastest(bwd_filter, nw);
+  if (!f || !d || !w) return -1;
+  p.fwd = f->algo;
+  p.bwd_data = d->algo;
+  p.bwd_filter = w->algo;
+  CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle, p.x.d, p.w, p.conv, p.y.d, p.fwd, &p.fwd_ws));
+  CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, p.w, p.y.d, p.conv, p.x.d, p.bwd_data,
+                                                           &p.bwd_data_ws));
+  CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, p.x.d, p.y.d, p.conv, p.w, p.bwd_filter,
+                                                             &p.bwd_filter_ws));
+  return f->time + d->time + w->time;
+}
+
+// Median time in ms of `reps` runs of `work` on `stream`, after one uncounted run.
+template <class Work>
+float median_ms(cudaStream_t stream, int reps, Work&& work) {
+  cudaEvent_t start, stop;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  work();
+  std::vector<float> times;
+  for (int i = 0; i < reps; ++i) {
+    CUDA_CHECK(cudaEventRecord(start, stream));
+    work();
+    CUDA_CHECK(cudaEventRecord(stop, stream));
+    CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    times.push_back(ms);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::nth_element(times.begin(), times.begin() + reps / 2, times.end());
+  return times[static_cast<size_t>(reps / 2)];
+}
+
 }  // namespace
+
+bool CudaKernels::conv2d_cudnn_is_faster(DType dtype, int64_t batch, int64_t out_channels, const ConvGeometry& g) {
+  cuda::DeviceGuard guard(device_);
+  cudnnHandle_t handle = cudnn_handle(device_);
+  ConvPlan& p = conv_plan(device_, handle, dtype, batch, out_channels, g);
+  if (!p.ok) return false;
+  if (p.faster >= 0) return p.faster == 1;
+  // Timing needs the device to run now: inside a graph capture, keep im2col and measure later.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
+  if (capture != cudaStreamCaptureStatusNone) return false;
+
+  std::lock_guard lock(plans_mutex);
+  const float cudnn_ms = find_fastest(handle, p);
+  // The im2col path on scratch tensors: forward (im2col, GEMM, bias), input gradient (GEMM, col2im)
+  // and weight and bias gradients, as ops/conv2d.cpp runs them.
+  const int64_t k = g.channels * g.kernel_h * g.kernel_w, l = g.out_h * g.out_w, o = out_channels;
+  const Device dev = Device::cuda(device_);
+  Tensor x = Tensor::empty({batch, g.channels, g.height, g.width}, dtype, dev), gx = Tensor::empty(x.shape(), dtype, dev);
+  Tensor w = Tensor::empty({o, k}, dtype, dev), gw = Tensor::empty({o, k}, dtype, dev);
+  Tensor cols = Tensor::empty({batch, k, l}, dtype, dev), gcols = Tensor::empty({batch, k, l}, dtype, dev);
+  Tensor out = Tensor::empty({batch, o, l}, dtype, dev), per_sample = Tensor::empty({batch, o, k}, dtype, dev);
+  Tensor bias = Tensor::empty({o}, dtype, dev), gb = Tensor::empty({o}, dtype, dev), gb_rows = Tensor::empty({batch, o}, dtype, dev);
+  for (Tensor* t : {&x, &w, &out, &bias}) fill(*t, 0.5);
+  const Tensor bias_view = Tensor::make_view(bias, {batch, o, l}, {0, 1, 0}, 0);
+  const float im2col_ms = median_ms(stream_, 5, [&] {
+    im2col(x, g, cols);
+    gemm(w, false, cols, false, out, 1, 0);
+    binary(BinaryOp::Add, out, bias_view, out);
+    gemm(w, true, out, false, gcols, 1, 0);
+    col2im(gcols, g, gx);
+    gemm(out, false, cols, true, per_sample, 1, 0);
+    reduce(ReduceOp::Sum, per_sample, 1, batch, o * k, gw, nullptr);
+    reduce(ReduceOp::Sum, out, batch * o, l, 1, gb_rows, nullptr);
+    reduce(ReduceOp::Sum, gb_rows, 1, batch, o, gb, nullptr);
+  });
+  p.faster = cudnn_ms >= 0 && cudnn_ms < im2col_ms ? 1 : 0;
+  std::fprintf(stderr,
+               "minidl: conv2d [%lld, %lld, %lld, %lld] * [%lld, %lld, %lld, %lld]: %s (cuDNN algorithms %d/%d/%d "
+               "%.3f ms, im2col %.3f ms, forward and backward)\n",
+               static_cast<long long>(batch), static_cast<long long>(g.channels), static_cast<long long>(g.height),
+               static_cast<long long>(g.width), static_cast<long long>(o), static_cast<long long>(g.channels),
+               static_cast<long long>(g.kernel_h), static_cast<long long>(g.kernel_w), p.faster ? "cuDNN" : "im2col",
+               static_cast<int>(p.fwd), static_cast<int>(p.bwd_data), static_cast<int>(p.bwd_filter), cudnn_ms,
+               im2col_ms);
+  return p.faster == 1;
+}
 
 bool CudaKernels::conv2d_cudnn(const Tensor& x, const Tensor& weight, const Tensor* bias, const ConvGeometry& g,
                                Tensor& out) {

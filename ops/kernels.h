@@ -147,6 +147,13 @@ class Kernels {
   // ---- optimizer updates, in place (optim/) ----
   /// One SGD step on `param`; `momentum_buf` is null when momentum == 0.
   virtual void sgd_step(Tensor& param, const Tensor& grad, Tensor* momentum_buf, const SgdConfig& config) = 0;
+  /// One SGD step on several parameters of one dtype at once: `momentum_bufs` is empty when
+  /// momentum == 0, else one per parameter. The CUDA kernels update them all in one launch.
+  virtual void sgd_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                              std::vector<Tensor>& momentum_bufs, const SgdConfig& config) {
+    for (size_t i = 0; i < params.size(); ++i)
+      sgd_step(params[i], grads[i], momentum_bufs.empty() ? nullptr : &momentum_bufs[i], config);
+  }
   virtual void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
                          const AdamConfig& config) = 0;
 };

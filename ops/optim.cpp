@@ -18,6 +18,22 @@ void sgd_update_(Tensor& param, const Tensor& grad, Tensor* momentum_buf, const 
   kernels_for(param.device()).sgd_step(param, grad, momentum_buf, config);
 }
 
+void sgd_update_(std::vector<Tensor>& params, const std::vector<Tensor>& grads, std::vector<Tensor>& momentum_bufs,
+                 const SgdConfig& config) {
+  MINIDL_CHECK(grads.size() == params.size() && (momentum_bufs.empty() || momentum_bufs.size() == params.size()),
+               "sgd: expected one gradient", momentum_bufs.empty() ? "" : " and one momentum buffer", " per parameter");
+  if (params.empty()) return;
+  for (size_t i = 0; i < params.size(); ++i) {
+    MINIDL_CHECK(params[i].is_contiguous(), "sgd: parameters must be contiguous");
+    MINIDL_CHECK(params[i].device() == params[0].device() && params[i].dtype() == params[0].dtype(),
+                 "sgd: one multi-tensor update takes parameters of one device and dtype, got ", params[0].dtype(),
+                 " on ", params[0].device(), " and ", params[i].dtype(), " on ", params[i].device());
+    check_state("sgd", params[i], grads[i], "the gradient");
+    if (!momentum_bufs.empty()) check_state("sgd", params[i], momentum_bufs[i], "the momentum buffer");
+  }
+  kernels_for(params[0].device()).sgd_step_multi(params, grads, momentum_bufs, config);
+}
+
 void adam_update_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamConfig& config) {
   MINIDL_CHECK(param.is_contiguous(), "adam: parameters must be contiguous");
   check_state("adam", param, grad, "the gradient");

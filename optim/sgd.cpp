@@ -1,5 +1,7 @@
 #include "optim/sgd.h"
 
+#include <algorithm>
+
 #include "core/autograd.h"
 #include "ops/creation.h"
 #include "ops/optim.h"
@@ -17,8 +19,17 @@ SGD::SGD(std::vector<ParamGroup> groups, SGDOptions options)
 
 void SGD::step() {
   NoGradGuard no_grad;
+  // Parameters that share a group, device, dtype and first-step flag are updated together: one
+  // kernel launch for all of them on CUDA.
+  struct Batch {
+    size_t group;
+    Device device;
+    DType dtype;
+    bool first;
+    std::vector<Tensor> params, grads, bufs;
+  };
+  std::vector<Batch> batches;
   for_each_gradient([&](size_t gi, size_t i, Tensor& p, const Tensor& grad) {
-    Tensor* buf = nullptr;
     bool first = false;
     if (options_.momentum() != 0) {
       Tensor& b = momentum_[gi][i];
@@ -27,12 +38,20 @@ void SGD::step() {
         b = Tensor::empty(p.shape(), p.dtype(), p.device());
         first = true;
       }
-      buf = &b;
     }
-    SgdConfig config{*groups_[gi].lr,     options_.momentum(), options_.dampening(), options_.weight_decay(),
-                     options_.nesterov(), first,               lr_on_device(gi, p)};
-    sgd_update_(p, grad.contiguous(), buf, config);
+    auto it = std::find_if(batches.begin(), batches.end(), [&](const Batch& b) {
+      return b.group == gi && b.device == p.device() && b.dtype == p.dtype() && b.first == first;
+    });
+    if (it == batches.end()) it = batches.insert(batches.end(), Batch{gi, p.device(), p.dtype(), first, {}, {}, {}});
+    it->params.push_back(p);
+    it->grads.push_back(grad.contiguous());
+    if (options_.momentum() != 0) it->bufs.push_back(momentum_[gi][i]);
   });
+  for (Batch& b : batches) {
+    SgdConfig config{*groups_[b.group].lr, options_.momentum(), options_.dampening(), options_.weight_decay(),
+                     options_.nesterov(),  b.first,             lr_on_device(b.group, b.params[0])};
+    sgd_update_(b.params, b.grads, b.bufs, config);
+  }
 }
 
 }  // namespace minidl::optim

@@ -409,6 +409,35 @@ TEST(CudaKernels, MaxPool2dForwardBackward) {
   }
 }
 
+TEST(CudaKernels, MultiTensorSgdEqualsOneStepPerParameter) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  // 30 parameters (more than one launch takes), sizes from empty to several blocks' worth.
+  const int64_t sizes[] = {1, 7, 0, 2048, 2049, 5000, 100000, 3};
+  for (DType dt : kFloats) {
+    for (const SgdConfig& c : {SgdConfig{0.1, 0.0, 0.0, 0.0, false, false}, SgdConfig{0.01, 0.9, 0.1, 1e-4, false, false},
+                               SgdConfig{0.05, 0.8, 0.0, 0.0, true, true}}) {
+      std::vector<Tensor> params, grads, bufs, ref_params, ref_bufs;
+      for (int i = 0; i < 30; ++i) {
+        const int64_t n = sizes[i % 8];
+        params.push_back(rnd({n}, dt).to(gpu()));
+        grads.push_back(rnd({n}, dt).to(gpu()));
+        if (c.momentum != 0) bufs.push_back(rnd({n}, dt).to(gpu()));
+        ref_params.push_back(params.back().clone());
+        if (c.momentum != 0) ref_bufs.push_back(bufs.back().clone());
+      }
+      gpu_k().sgd_step_multi(params, grads, bufs, c);
+      for (int i = 0; i < 30; ++i) gpu_k().sgd_step(ref_params[i], grads[i], c.momentum != 0 ? &ref_bufs[i] : nullptr, c);
+      for (int i = 0; i < 30; ++i) {
+        EXPECT_TRUE(all_equal(params[i], ref_params[i])) << "parameter " << i << " momentum " << c.momentum;
+        if (c.momentum != 0) {
+          EXPECT_TRUE(all_equal(bufs[i], ref_bufs[i])) << "buffer " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST(CudaKernels, OptimizerSteps) {
   MINIDL_REQUIRE_CUDA();
   MINIDL_FRESH_SEED();

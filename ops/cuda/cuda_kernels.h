@@ -39,6 +39,8 @@ class CudaKernels final : public Kernels {
   void max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const ConvGeometry& g,
                            Tensor& grad_in) override;
   void sgd_step(Tensor& param, const Tensor& grad, Tensor* momentum_buf, const SgdConfig& config) override;
+  void sgd_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>& grads, std::vector<Tensor>& momentum_bufs,
+                      const SgdConfig& config) override;
   void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
                  const AdamConfig& config) override;
 

@@ -29,6 +29,42 @@ __global__ void sgd_kernel(T* p, const T* g, T* buf, int64_t n, SgdArgs<T> c) {
   }
 }
 
+// Up to kMax parameters in one launch: block b works on the parameter whose block range holds b,
+// kChunk elements of it. The list travels by value as the kernel's argument (well under 4 KB).
+constexpr int kMaxTensors = 24;
+constexpr int64_t kChunk = 8 * kThreads;
+
+template <class T>
+struct SgdList {
+  T* p[kMaxTensors];
+  const T* g[kMaxTensors];
+  T* buf[kMaxTensors];
+  int64_t n[kMaxTensors];
+  unsigned block_start[kMaxTensors + 1];
+  int count;
+};
+
+template <class T>
+__global__ void sgd_multi_kernel(SgdList<T> list, SgdArgs<T> c) {
+  if (c.lr_on_device) c.lr = *c.lr_on_device;
+  int t = 0;
+  while (t + 1 < list.count && blockIdx.x >= list.block_start[t + 1]) ++t;
+  T* p = list.p[t];
+  const T* g = list.g[t];
+  T* buf = list.buf[t];
+  const int64_t begin = (blockIdx.x - list.block_start[t]) * kChunk;
+  const int64_t end = begin + kChunk < list.n[t] ? begin + kChunk : list.n[t];
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    T d = g[i] + c.wd * p[i];
+    if (buf) {
+      const T b = c.first_step ? d : c.momentum * buf[i] + c.damp * d;
+      buf[i] = b;
+      d = c.nesterov ? d + c.momentum * b : b;
+    }
+    p[i] -= c.lr * d;
+  }
+}
+
 template <class T>
 struct AdamArgs {
   T lr, b1, b2, eps, wd, step_size, bias2_sqrt;
@@ -64,6 +100,37 @@ void CudaKernels::sgd_step(Tensor& param, const Tensor& grad, Tensor* momentum_b
     sgd_kernel<T><<<blocks_for(n), kThreads, 0, stream_>>>(ptr<T>(param), ptr<const T>(grad),
                                                            momentum_buf ? ptr<T>(*momentum_buf) : nullptr, n, args);
     CUDA_LAUNCH_CHECK(sgd_kernel);
+  });
+}
+
+void CudaKernels::sgd_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                                 std::vector<Tensor>& momentum_bufs, const SgdConfig& c) {
+  if (params.empty()) return;
+  cuda::DeviceGuard guard(device_);
+  dispatch_floating(params[0].dtype(), "sgd_step", [&](auto tag) {
+    using T = decltype(tag);
+    SgdArgs<T> args{T(c.lr),     T(c.weight_decay), T(c.momentum),
+                    T(1 - c.dampening), c.nesterov,   c.first_step,
+                    c.lr_on_device ? ptr<const T>(*c.lr_on_device) : nullptr};
+    for (size_t first = 0; first < params.size(); first += kMaxTensors) {
+      SgdList<T> list{};
+      unsigned blocks = 0;
+      for (size_t i = first; i < params.size() && list.count < kMaxTensors; ++i) {
+        const int64_t n = params[i].numel();
+        if (n == 0) continue;
+        const int k = list.count++;
+        list.p[k] = ptr<T>(params[i]);
+        list.g[k] = ptr<const T>(grads[i]);
+        list.buf[k] = momentum_bufs.empty() ? nullptr : ptr<T>(momentum_bufs[i]);
+        list.n[k] = n;
+        list.block_start[k] = blocks;
+        blocks += static_cast<unsigned>((n + kChunk - 1) / kChunk);
+      }
+      if (list.count == 0) continue;
+      list.block_start[list.count] = blocks;
+      sgd_multi_kernel<T><<<blocks, kThreads, 0, stream_>>>(list, args);
+      CUDA_LAUNCH_CHECK(sgd_multi_kernel);
+    }
   });
 }
 

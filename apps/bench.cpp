@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
   int64_t batch = 64;
   int epochs = 0, warmup = 50, threads = 0;
   uint64_t seed = 1;
-  bool graph = true;
+  bool graph = true, profile = false;
   CLI::App app("minidl training benchmark (../shared/BENCHMARK.md)");
   app.add_option("--model", model_name, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}))->capture_default_str();
   app.add_option("--batch-size", batch, "training batch size")->check(CLI::Range(int64_t{1}, int64_t{60000}))->capture_default_str();
@@ -113,6 +113,7 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "random seed")->capture_default_str();
   app.add_option("--data", data_dir, "data folder (default: $MINIDL_DATA, else <repo>/datasets)");
   app.add_flag("--cuda-graph,!--no-cuda-graph", graph, "on cuda, replay each step as one CUDA graph (default on)");
+  app.add_flag("--profile", profile, "on cuda, also list each kernel's time and launches per step");
   CLI11_PARSE(app, argc, argv);
 
   return mnist_app::guarded_main([&] {
@@ -156,6 +157,10 @@ int main(int argc, char** argv) {
       std::printf("  %s: %.1f kernels/step, %.0f us of kernels/step, GPU busy %.0f%%, host %.0f us/step to issue\n",
                   t.train_step.graphed() ? "one CUDA graph per step" : "eager (no CUDA graph)",
                   static_cast<double>(a.kernels) / steps, a.kernel_us / steps, 100 * a.busy(), host_us_per_step(t));
+      if (profile) {
+        for (const auto& k : a.by_time)
+          std::printf("    %6.1f us  %4.1fx  %s\n", k.us / steps, static_cast<double>(k.count) / steps, k.name.c_str());
+      }
     }
 
     if (epochs > 0) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "core/device.h"
 #include "core/tensor.h"
@@ -30,6 +31,12 @@ struct KernelActivity {
   double kernel_us = 0;   // their durations, summed
   double span_us = 0;     // from the first kernel's start to the last one's end
   double busy() const { return span_us > 0 ? kernel_us / span_us : 0; }
+  struct Kernel {
+    std::string name;  // demangled, without its arguments
+    int64_t count = 0;
+    double us = 0;
+  };
+  std::vector<Kernel> by_time;  // one entry per kernel name, the longest total first
 };
 
 #ifdef MINIDL_WITH_CUDA

@@ -15,6 +15,7 @@ namespace {
 
 struct DeviceContext {
   std::once_flag streams_once, cublas_once;
+  std::shared_mutex capture;
   cudaStream_t compute = nullptr;
   cudaStream_t copy = nullptr;
   cublasHandle_t cublas = nullptr;
@@ -59,6 +60,15 @@ DeviceGuard::~DeviceGuard() {
 }
 
 cudaStream_t compute_stream(int index) { return context(index).compute; }
+
+std::shared_mutex& capture_mutex(int index) { return context(index).capture; }
+
+namespace {
+thread_local bool capturing = false;
+}  // namespace
+
+bool this_thread_captures() { return capturing; }
+void set_this_thread_captures(bool on) { capturing = on; }
 cudaStream_t copy_stream(int index) { return context(index).copy; }
 
 cublasHandle_t cublas_handle(int index) {

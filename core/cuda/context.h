@@ -6,6 +6,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <shared_mutex>
+
 #include "core/cuda/check.h"
 
 namespace minidl::cuda {
@@ -29,6 +31,14 @@ class DeviceGuard {
 cudaStream_t compute_stream(int index);
 /// The stream host-to-device batch transfers run on (core/cuda/transfer.cpp).
 cudaStream_t copy_stream(int index);
+/// Keeps other threads' work off the compute stream while a graph captures it (core/cuda/graph.cu):
+/// in relaxed capture mode, what another thread queued there would land in the graph. The
+/// capturing thread holds it exclusively; to_device_pinned holds it shared.
+std::shared_mutex& capture_mutex(int index);
+/// True on the thread that is capturing a graph now (it must not wait for its own lock).
+bool this_thread_captures();
+void set_this_thread_captures(bool on);
+
 /// cuBLAS handle of device `index`, bound to its compute stream, strict float32 math (no TF32).
 cublasHandle_t cublas_handle(int index);
 

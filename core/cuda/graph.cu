@@ -1,6 +1,8 @@
 // CUDA graphs (core/cuda_graph.h): stream capture on the device's compute stream, a private memory
 // pool (core/cuda/allocator.h) and the Philox state on the device (core/random.h).
 #include <atomic>
+#include <mutex>
+#include <shared_mutex>
 
 #include "core/cuda.h"
 #include "core/cuda/allocator.h"
@@ -34,6 +36,7 @@ struct Graph::Impl {
   uint64_t random_draws = 0;  // Philox draws one replay takes
   bool capturing = false;
   bool pool_used = false;
+  std::unique_lock<std::shared_mutex> others_off_stream;  // held while capturing
 
   void destroy_graph() {
     if (exec) cudaGraphExecDestroy(exec);
@@ -51,6 +54,8 @@ struct Graph::Impl {
     end_private_pool(device.index);
     random_draws = default_generator().capture_end();
     capturing = false;
+    set_this_thread_captures(false);
+    if (others_off_stream.owns_lock()) others_off_stream.unlock();
     return status;
   }
 };
@@ -73,10 +78,16 @@ void Graph::capture_begin() {
   MINIDL_CHECK(!captured(), "cuda::Graph::capture_begin: this graph was already captured; make a new one");
   DeviceGuard guard(impl_->device.index);
   cudaStream_t stream = compute_stream(impl_->device.index);
+  impl_->others_off_stream = std::unique_lock(capture_mutex(impl_->device.index));
+  set_this_thread_captures(true);
   // Relaxed mode: the private pool may still cudaMalloc a new block while capturing (the stricter
   // modes forbid it), and other threads (a data loader's uploads) keep working. Synchronizing the
   // captured stream stays an error that invalidates the capture.
-  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+  if (cudaError_t status = cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed); status != cudaSuccess) {
+    set_this_thread_captures(false);
+    impl_->others_off_stream.unlock();
+    CUDA_CHECK(status);
+  }
   impl_->capturing = true;
   impl_->pool_used = true;
   begin_private_pool(impl_->device.index, impl_->pool);

@@ -1,6 +1,10 @@
 // cuda::profile_kernels on CUPTI's activity API: kernel records (start, end) are collected in
 // buffers CUPTI fills asynchronously and hands back on a flush.
+#include <cxxabi.h>
+
+#include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 
 #include "core/cuda.h"
@@ -15,6 +19,19 @@ namespace {
 std::mutex mutex;
 KernelActivity* sink = nullptr;
 uint64_t first_start = 0, last_end = 0;
+std::map<std::string, KernelActivity::Kernel>* per_name = nullptr;
+
+// "void minidl::(anonymous namespace)::relu_kernel<float>(float*, ...)" -> "relu_kernel<float>".
+std::string short_name(const char* mangled) {
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  std::string name = status == 0 && demangled ? demangled : mangled;
+  std::free(demangled);
+  if (auto paren = name.find('('); paren != std::string::npos) name.resize(paren);
+  if (auto space = name.rfind(' ', name.find('<')); space != std::string::npos) name.erase(0, space + 1);
+  if (auto colons = name.rfind("::", name.find('<')); colons != std::string::npos) name.erase(0, colons + 2);
+  return name;
+}
 
 constexpr size_t kBufferBytes = size_t{8} << 20;
 
@@ -31,7 +48,11 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
     if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
     const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
     ++sink->kernels;
-    sink->kernel_us += static_cast<double>(k->end - k->start) / 1000;
+    const double us = static_cast<double>(k->end - k->start) / 1000;
+    sink->kernel_us += us;
+    KernelActivity::Kernel& entry = (*per_name)[k->name ? k->name : "?"];
+    ++entry.count;
+    entry.us += us;
     if (first_start == 0 || k->start < first_start) first_start = k->start;
     if (k->end > last_end) last_end = k->end;
   }
@@ -52,9 +73,11 @@ KernelActivity profile_kernels(const std::function<void()>& work) {
   static std::once_flag once;
   std::call_once(once, [] { check(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "register"); });
   KernelActivity result;
+  std::map<std::string, KernelActivity::Kernel> names;
   {
     std::lock_guard lock(mutex);
     sink = &result;
+    per_name = &names;
     first_start = last_end = 0;
   }
   check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityEnable");
@@ -64,6 +87,12 @@ KernelActivity profile_kernels(const std::function<void()>& work) {
   check(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityDisable");
   std::lock_guard lock(mutex);
   sink = nullptr;
+  per_name = nullptr;
+  for (auto& [mangled, k] : names) {
+    k.name = short_name(mangled.c_str());
+    result.by_time.push_back(k);
+  }
+  std::sort(result.by_time.begin(), result.by_time.end(), [](const auto& a, const auto& b) { return a.us > b.us; });
   result.span_us = last_end > first_start ? static_cast<double>(last_end - first_start) / 1000 : 0;
   return result;
 }

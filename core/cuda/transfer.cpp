@@ -59,6 +59,9 @@ class PinnedStage {
   }
 
   void copy_to_device(void* dst, const void* src, size_t nbytes) {
+    // The events below go on the compute stream: wait out another thread's graph capture.
+    std::shared_lock<std::shared_mutex> no_capture;
+    if (!this_thread_captures()) no_capture = std::shared_lock(capture_mutex(device_));
     std::lock_guard lock(mutex_);
     DeviceGuard guard(device_);
     Slot& s = slots_[next_++ % kSlots];

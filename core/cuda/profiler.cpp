@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -27,6 +28,8 @@ std::string short_name(const char* mangled) {
   char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
   std::string name = status == 0 && demangled ? demangled : mangled;
   std::free(demangled);
+  for (const char* noise : {"(anonymous namespace)::", "void "})
+    for (auto at = name.find(noise); at != std::string::npos; at = name.find(noise)) name.erase(at, std::strlen(noise));
   if (auto paren = name.find('('); paren != std::string::npos) name.resize(paren);
   if (auto space = name.rfind(' ', name.find('<')); space != std::string::npos) name.erase(0, space + 1);
   if (auto colons = name.rfind("::", name.find('<')); colons != std::string::npos) name.erase(0, colons + 2);

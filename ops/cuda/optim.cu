@@ -112,10 +112,10 @@ void CudaKernels::sgd_step_multi(std::vector<Tensor>& params, const std::vector<
     SgdArgs<T> args{T(c.lr),     T(c.weight_decay), T(c.momentum),
                     T(1 - c.dampening), c.nesterov,   c.first_step,
                     c.lr_on_device ? ptr<const T>(*c.lr_on_device) : nullptr};
-    for (size_t first = 0; first < params.size(); first += kMaxTensors) {
+    for (size_t i = 0; i < params.size();) {
       SgdList<T> list{};
       unsigned blocks = 0;
-      for (size_t i = first; i < params.size() && list.count < kMaxTensors; ++i) {
+      for (; i < params.size() && list.count < kMaxTensors; ++i) {
         const int64_t n = params[i].numel();
         if (n == 0) continue;
         const int k = list.count++;

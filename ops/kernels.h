@@ -84,17 +84,6 @@ class Kernels {
   virtual void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, double alpha,
                     double beta) = 0;
 
-  // ---- optional fused linear (ops/matmul.cpp); false where a device has no such path ----
-  /// out [M, N] = x [M, K] @ weight [N, K]^T + bias [N], the bias added in the GEMM's epilogue.
-  virtual bool linear_bias(const Tensor& /*x*/, const Tensor& /*weight*/, const Tensor& /*bias*/, Tensor& /*out*/) {
-    return false;
-  }
-  /// grad_weight [N, K] = grad [M, N]^T @ x [M, K] and grad_bias [N] = grad summed over M, in one GEMM.
-  virtual bool linear_weight_bias_grad(const Tensor& /*grad*/, const Tensor& /*x*/, Tensor& /*grad_weight*/,
-                                       Tensor& /*grad_bias*/) {
-    return false;
-  }
-
   // ---- softmax and losses (ops/softmax.cpp, ops/loss.cpp) ----
   /// (log-)softmax of x viewed as [outer, n, inner] over n.
   virtual void softmax(const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool log, Tensor& out) = 0;

@@ -158,17 +158,12 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Kernels& k = kernels_for(x.device());
   Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
   Tensor out2 = flat_view(out, {rows, out_features});
-  // Where the device can, the bias is added in the GEMM's epilogue (one kernel). Otherwise bias rows
-  // first, then the GEMM accumulates onto them: still no separate pass to add the bias.
-  const bool fused = bias.defined() && !ox.trans && !ow.trans && bias.is_contiguous() &&
-                     k.linear_bias(ox.data, ow.data, bias, out2);
-  if (!fused) {
-    if (bias.defined()) {
-      const Tensor bias_rows = Tensor::make_view(bias, {rows, out_features}, {0, bias.strides()[0]}, bias.offset());
-      k.copy(bias_rows, out2);
-    }
-    k.gemm(ox.data, ox.trans, ow.data, !ow.trans, out2, 1, bias.defined() ? 1 : 0);
+  if (bias.defined()) {
+    // Bias rows first, then the GEMM accumulates onto them: no separate pass to add the bias.
+    const Tensor bias_rows = Tensor::make_view(bias, {rows, out_features}, {0, bias.strides()[0]}, bias.offset());
+    k.copy(bias_rows, out2);
   }
+  k.gemm(ox.data, ox.trans, ow.data, !ow.trans, out2, 1, bias.defined() ? 1 : 0);
 
   if (autograd::needs_recording({x, weight, bias})) {
     Operand saved_x = weight.requires_grad() ? ox : Operand{};
@@ -183,13 +178,12 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
         Tensor gx2 = flat_view(gx, {rows, in});
         kg.gemm(og.data, og.trans, saved_w.data, saved_w.trans, gx2, 1, 0);
       }
-      if (needs[1]) gw = Tensor::empty({out_features, in}, g.dtype(), g.device());
-      if (needs[2]) gb = Tensor::empty({out_features}, g.dtype(), g.device());
-      // g^T @ x with the bias gradient reduced in the same GEMM, where the device can.
-      const bool fused = needs[1] && needs[2] && !og.trans && !saved_x.trans &&
-                         kg.linear_weight_bias_grad(og.data, saved_x.data, gw, gb);
-      if (needs[1] && !fused) kg.gemm(og.data, !og.trans, saved_x.data, saved_x.trans, gw, 1, 0);
-      if (needs[2] && !fused) {  // sum of g over rows, read in whichever layout g is stored
+      if (needs[1]) {  // g^T @ x
+        gw = Tensor::empty({out_features, in}, g.dtype(), g.device());
+        kg.gemm(og.data, !og.trans, saved_x.data, saved_x.trans, gw, 1, 0);
+      }
+      if (needs[2]) {  // sum of g over rows, read in whichever layout g is stored
+        gb = Tensor::empty({out_features}, g.dtype(), g.device());
         if (og.trans) kg.reduce(ReduceOp::Sum, og.data, out_features, rows, 1, gb, nullptr);
         else kg.reduce(ReduceOp::Sum, og.data, 1, rows, out_features, gb, nullptr);
       }

@@ -25,8 +25,6 @@ class CudaKernels final : public Kernels {
               Tensor* argmax) override;
   void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, double alpha,
             double beta) override;
-  bool linear_bias(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out) override;
-  bool linear_weight_bias_grad(const Tensor& grad, const Tensor& x, Tensor& grad_weight, Tensor& grad_bias) override;
   void softmax(const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool log, Tensor& out) override;
   void softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t outer, int64_t n, int64_t inner, bool log,
                         Tensor& grad_in) override;

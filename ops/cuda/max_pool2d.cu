@@ -1,7 +1,9 @@
 // Max pooling on CUDA. Forward: one thread per output, padding as -infinity, the index of the
 // window's first maximum (a NaN wins), as the CPU kernel. Backward: one thread per input element,
 // gathering grad_out from every window whose recorded index is that element: overlapping windows
-// need no atomics and the sum order is fixed.
+// need no atomics and the sum order is fixed. Index arithmetic is 32-bit wherever the sizes allow:
+// 64-bit division is emulated on the GPU, and with it the backward of a [512, 64, 24, 24] input
+// took 531 us instead of tens.
 #include "ops/cuda/common.cuh"
 
 namespace minidl {
@@ -10,22 +12,31 @@ namespace {
 
 using namespace cuda;
 
-template <class T>
-__global__ void max_pool_kernel(const T* x, T* out, int64_t* indices, ConvGeometry g, int64_t total) {
-  const int64_t L = g.out_h * g.out_w;
-  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
-       idx += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t plane = idx / L, p = idx - plane * L;
-    const int64_t oh = p / g.out_w, ow = p - oh * g.out_w;
-    const int64_t h0 = oh * g.stride_h - g.pad_h, w0 = ow * g.stride_w - g.pad_w;
-    const T* src = x + plane * g.height * g.width;
+// The geometry in the kernel's index type.
+template <class I>
+struct Geometry {
+  I height, width, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, out_h, out_w;
+  explicit Geometry(const ConvGeometry& g)
+      : height(I(g.height)), width(I(g.width)), kernel_h(I(g.kernel_h)), kernel_w(I(g.kernel_w)),
+        stride_h(I(g.stride_h)), stride_w(I(g.stride_w)), pad_h(I(g.pad_h)), pad_w(I(g.pad_w)),
+        dilation_h(I(g.dilation_h)), dilation_w(I(g.dilation_w)), out_h(I(g.out_h)), out_w(I(g.out_w)) {}
+};
+
+template <class T, class I>
+__global__ void max_pool_kernel(const T* x, T* out, int64_t* indices, Geometry<I> g, I total) {
+  const I L = g.out_h * g.out_w;
+  for (I idx = blockIdx.x * I(blockDim.x) + threadIdx.x; idx < total; idx += I(gridDim.x) * blockDim.x) {
+    const I plane = idx / L, p = idx - plane * L;
+    const I oh = p / g.out_w, ow = p - oh * g.out_w;
+    const I h0 = oh * g.stride_h - g.pad_h, w0 = ow * g.stride_w - g.pad_w;
+    const T* src = x + int64_t(plane) * g.height * g.width;
     T best = -d_infinity<T>();
-    int64_t best_i = -1;
-    for (int64_t ki = 0; ki < g.kernel_h; ++ki) {
-      const int64_t ih = h0 + ki * g.dilation_h;
+    I best_i = -1;
+    for (I ki = 0; ki < g.kernel_h; ++ki) {
+      const I ih = h0 + ki * g.dilation_h;
       if (ih < 0 || ih >= g.height) continue;
-      for (int64_t kj = 0; kj < g.kernel_w; ++kj) {
-        const int64_t iw = w0 + kj * g.dilation_w;
+      for (I kj = 0; kj < g.kernel_w; ++kj) {
+        const I iw = w0 + kj * g.dilation_w;
         if (iw < 0 || iw >= g.width) continue;
         const T v = src[ih * g.width + iw];
         if (best_i < 0 || v > best || d_isnan(v)) {
@@ -39,30 +50,27 @@ __global__ void max_pool_kernel(const T* x, T* out, int64_t* indices, ConvGeomet
   }
 }
 
-template <class T>
-__global__ void max_pool_backward_kernel(const T* grad_out, const int64_t* indices, T* grad_in, ConvGeometry g,
-                                         int64_t total) {
-  const int64_t L = g.out_h * g.out_w;
-  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
-       idx += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t w = idx % g.width;
-    const int64_t h = (idx / g.width) % g.height;
-    const int64_t plane = idx / (g.width * g.height);
-    const int64_t self = h * g.width + w;
-    const T* go = grad_out + plane * L;
-    const int64_t* ix = indices + plane * L;
+template <class T, class I>
+__global__ void max_pool_backward_kernel(const T* grad_out, const int64_t* indices, T* grad_in, Geometry<I> g,
+                                         I total) {
+  const I L = g.out_h * g.out_w, HW = g.height * g.width;
+  for (I idx = blockIdx.x * I(blockDim.x) + threadIdx.x; idx < total; idx += I(gridDim.x) * blockDim.x) {
+    const I plane = idx / HW, self = idx - plane * HW;
+    const I h = self / g.width, w = self - h * g.width;
+    const T* go = grad_out + int64_t(plane) * L;
+    const int64_t* ix = indices + int64_t(plane) * L;
     T s = 0;
-    for (int64_t ki = 0; ki < g.kernel_h; ++ki) {
-      const int64_t hh = h + g.pad_h - ki * g.dilation_h;
+    for (I ki = 0; ki < g.kernel_h; ++ki) {
+      const I hh = h + g.pad_h - ki * g.dilation_h;
       if (hh < 0 || hh % g.stride_h != 0) continue;
-      const int64_t oh = hh / g.stride_h;
+      const I oh = hh / g.stride_h;
       if (oh >= g.out_h) continue;
-      for (int64_t kj = 0; kj < g.kernel_w; ++kj) {
-        const int64_t ww = w + g.pad_w - kj * g.dilation_w;
+      for (I kj = 0; kj < g.kernel_w; ++kj) {
+        const I ww = w + g.pad_w - kj * g.dilation_w;
         if (ww < 0 || ww % g.stride_w != 0) continue;
-        const int64_t ow = ww / g.stride_w;
+        const I ow = ww / g.stride_w;
         if (ow >= g.out_w) continue;
-        const int64_t o = oh * g.out_w + ow;
+        const I o = oh * g.out_w + ow;
         if (ix[o] == self) s += go[o];
       }
     }
@@ -78,8 +86,13 @@ void CudaKernels::max_pool2d(const Tensor& x, const ConvGeometry& g, Tensor& out
   cuda::DeviceGuard guard(device_);
   dispatch_floating(x.dtype(), "max_pool2d", [&](auto tag) {
     using T = decltype(tag);
-    max_pool_kernel<T><<<blocks_for(total), kThreads, 0, stream_>>>(ptr<const T>(x), ptr<T>(out),
-                                                                    ptr<int64_t>(indices), g, total);
+    if (x.numel() <= INT32_MAX) {
+      max_pool_kernel<T, int32_t><<<blocks_for(total), kThreads, 0, stream_>>>(
+          ptr<const T>(x), ptr<T>(out), ptr<int64_t>(indices), Geometry<int32_t>(g), static_cast<int32_t>(total));
+    } else {
+      max_pool_kernel<T, int64_t><<<blocks_for(total), kThreads, 0, stream_>>>(
+          ptr<const T>(x), ptr<T>(out), ptr<int64_t>(indices), Geometry<int64_t>(g), total);
+    }
     CUDA_LAUNCH_CHECK(max_pool_kernel);
   });
 }
@@ -91,8 +104,14 @@ void CudaKernels::max_pool2d_backward(const Tensor& grad_out, const Tensor& indi
   cuda::DeviceGuard guard(device_);
   dispatch_floating(grad_out.dtype(), "max_pool2d_backward", [&](auto tag) {
     using T = decltype(tag);
-    max_pool_backward_kernel<T><<<blocks_for(total), kThreads, 0, stream_>>>(
-        ptr<const T>(grad_out), ptr<const int64_t>(indices), ptr<T>(grad_in), g, total);
+    if (total <= INT32_MAX) {
+      max_pool_backward_kernel<T, int32_t><<<blocks_for(total), kThreads, 0, stream_>>>(
+          ptr<const T>(grad_out), ptr<const int64_t>(indices), ptr<T>(grad_in), Geometry<int32_t>(g),
+          static_cast<int32_t>(total));
+    } else {
+      max_pool_backward_kernel<T, int64_t><<<blocks_for(total), kThreads, 0, stream_>>>(
+          ptr<const T>(grad_out), ptr<const int64_t>(indices), ptr<T>(grad_in), Geometry<int64_t>(g), total);
+    }
     CUDA_LAUNCH_CHECK(max_pool_backward_kernel);
   });
 }

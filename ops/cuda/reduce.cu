@@ -1,12 +1,15 @@
 // Reductions of x viewed as [outer, n, inner] over n, with CUB's block-wide reduction.
-//  - inner == 1 (rows are contiguous: sum of a row, max over the last dim, a full sum): blocks
-//    reduce rows with cub::BlockReduce; a few rows with many elements are split across blocks into
+//  - inner == 1 (rows are contiguous: sum of a row, max over the last dim, a full sum): short rows
+//    (up to 1024 elements, like a convolution's bias gradient per image and channel) one warp each
+//    with cub::WarpReduce, since a block per row left most of its threads idle; longer rows a block
+//    each with cub::BlockReduce; a few rows with many elements are split across blocks into
 //    partials that a second pass combines, so a full sum of millions of elements fills the GPU.
 //  - inner > 1 (sum over dim 0 of a bias gradient, max over a middle dim): a 32 x 8 thread tile
 //    reads 32 adjacent columns per row (coalesced) and reduces the 8 row-strided partials in shared memory.
 // Every combination order is fixed, so results are deterministic run to run. float sums accumulate
 // in double, like the CPU kernels; Max keeps the first maximum and lets a NaN win, like the CPU.
 #include <cub/block/block_reduce.cuh>
+#include <cub/warp/warp_reduce.cuh>
 
 #include "ops/cuda/common.cuh"
 
@@ -57,6 +60,25 @@ struct MaxReducer {
 };
 
 constexpr int kRowThreads = 256;
+
+constexpr int kWarpRows = 8;     // rows per block of reduce_rows_warp
+constexpr int64_t kWarpRowMax = 1024;
+
+template <class T, class R>
+__global__ void reduce_rows_warp(const T* x, int64_t rows, int64_t n, T* out, int64_t* idx) {
+  using Acc = typename R::Acc;
+  using WarpReduce = cub::WarpReduce<Acc>;
+  __shared__ typename WarpReduce::TempStorage temp[kWarpRows];
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int64_t row = blockIdx.x * int64_t(kWarpRows) + warp;
+  if (row >= rows) return;  // the whole warp leaves together
+  const T* p = x + row * n;
+  R r;
+  Acc acc = R::identity();
+  for (int64_t i = lane; i < n; i += 32) acc = r(acc, R::from(p[i], i));
+  acc = WarpReduce(temp[warp]).Reduce(acc, r);
+  if (lane == 0) R::store(acc, out, idx, row);
+}
 
 // Block b reduces chunk (b % chunks) of row (b / chunks). With one chunk it writes the result;
 // otherwise the chunk's partial.
@@ -127,6 +149,12 @@ void launch_reduce(const T* x, int64_t outer, int64_t n, int64_t inner, T* out, 
               static_cast<unsigned>(std::min<int64_t>(outer, 65535)));
     reduce_cols<T, R><<<grid, block, 0, stream>>>(x, outer, n, inner, out, idx);
     CUDA_LAUNCH_CHECK(reduce_cols);
+    return;
+  }
+  if (n <= kWarpRowMax) {
+    reduce_rows_warp<T, R><<<static_cast<unsigned>((outer + kWarpRows - 1) / kWarpRows), kWarpRows * 32, 0, stream>>>(
+        x, outer, n, out, idx);
+    CUDA_LAUNCH_CHECK(reduce_rows_warp);
     return;
   }
   // Split long rows while there are too few rows to fill the GPU (about 1024 blocks in flight).

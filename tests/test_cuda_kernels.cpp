@@ -385,7 +385,9 @@ TEST(CudaKernels, MaxPool2dForwardBackward) {
   MINIDL_REQUIRE_CUDA();
   MINIDL_FRESH_SEED();
   const ConvGeometry pools[] = {
-      geometry(4, 24, 24, 2, 2, 2, 2, 0, 0, 1, 1),  // MNIST CNN
+      geometry(4, 24, 24, 2, 2, 2, 2, 0, 0, 1, 1),  // MNIST CNN: windows tile the input
+      geometry(2, 6, 9, 2, 3, 2, 3, 0, 0, 1, 1),    // tiling, non-square windows
+      geometry(2, 7, 7, 2, 2, 2, 2, 0, 0, 1, 1),    // stride = kernel, a row and column left over
       geometry(3, 7, 9, 3, 3, 2, 2, 1, 1, 1, 1),    // overlapping windows with padding
       geometry(2, 8, 5, 3, 2, 1, 2, 1, 0, 1, 1),    // stride 1 (heavy overlap), non-square
       geometry(2, 9, 9, 2, 2, 2, 2, 1, 1, 2, 2),    // dilation

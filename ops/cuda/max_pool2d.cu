@@ -78,6 +78,35 @@ __global__ void max_pool_backward_kernel(const T* grad_out, const int64_t* indic
   }
 }
 
+// Windows that tile the input exactly (stride = kernel, no padding or dilation, sizes divisible):
+// every input element lies in one window, so a thread per window writes all of it, the gradient at
+// the recorded index and zeros elsewhere, in one pass without the gather's index arithmetic (the
+// gather took 314 us for a [512, 64, 24, 24] input).
+template <class T>
+__global__ void max_pool_backward_tiled(const T* grad_out, const int64_t* indices, T* grad_in, Geometry<int32_t> g,
+                                        int32_t total) {
+  const int32_t L = g.out_h * g.out_w, HW = g.height * g.width;
+  for (int32_t o = blockIdx.x * blockDim.x + threadIdx.x; o < total; o += gridDim.x * blockDim.x) {
+    const int32_t plane = o / L, p = o - plane * L;
+    const int32_t oh = p / g.out_w, ow = p - oh * g.out_w;
+    const int32_t hit = static_cast<int32_t>(indices[o]);
+    const T v = grad_out[o];
+    T* dst = grad_in + int64_t(plane) * HW;
+    for (int32_t ki = 0; ki < g.kernel_h; ++ki) {
+      const int32_t row = (oh * g.kernel_h + ki) * g.width;
+      for (int32_t kj = 0; kj < g.kernel_w; ++kj) {
+        const int32_t at = row + ow * g.kernel_w + kj;
+        dst[at] = at == hit ? v : T(0);
+      }
+    }
+  }
+}
+
+bool tiles_exactly(const ConvGeometry& g) {
+  return g.stride_h == g.kernel_h && g.stride_w == g.kernel_w && g.pad_h == 0 && g.pad_w == 0 && g.dilation_h == 1 &&
+         g.dilation_w == 1 && g.out_h * g.stride_h == g.height && g.out_w * g.stride_w == g.width;
+}
+
 }  // namespace
 
 void CudaKernels::max_pool2d(const Tensor& x, const ConvGeometry& g, Tensor& out, Tensor& indices) {
@@ -104,6 +133,13 @@ void CudaKernels::max_pool2d_backward(const Tensor& grad_out, const Tensor& indi
   cuda::DeviceGuard guard(device_);
   dispatch_floating(grad_out.dtype(), "max_pool2d_backward", [&](auto tag) {
     using T = decltype(tag);
+    if (total <= INT32_MAX && tiles_exactly(g)) {
+      const int32_t windows = static_cast<int32_t>(grad_out.numel());
+      max_pool_backward_tiled<T><<<blocks_for(windows), kThreads, 0, stream_>>>(
+          ptr<const T>(grad_out), ptr<const int64_t>(indices), ptr<T>(grad_in), Geometry<int32_t>(g), windows);
+      CUDA_LAUNCH_CHECK(max_pool_backward_tiled);
+      return;
+    }
     if (total <= INT32_MAX) {
       max_pool_backward_kernel<T, int32_t><<<blocks_for(total), kThreads, 0, stream_>>>(
           ptr<const T>(grad_out), ptr<const int64_t>(indices), ptr<T>(grad_in), Geometry<int32_t>(g),

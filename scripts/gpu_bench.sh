@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The side-by-side throughput comparison of docs/benchmarks.md on a GPU machine: for each row
-# (model, batch size), apps/bench and scripts/bench_pytorch.py (eager, whole-step graph, and PyTorch
-# at its best) run one right after the other, REPS times, alternating. Strict float32 on both sides.
+# (model, batch size), apps/bench (graphed, then with --no-cuda-graph) and scripts/bench_pytorch.py
+# (eager, whole-step graph, and PyTorch at its best) run one right after the other, REPS times,
+# alternating. Strict float32 on both sides.
 #
 #   BUILD_DIR=build-gpu MINIDL_DATA=datasets scripts/gpu_bench.sh [extra apps/bench flags]
 #
@@ -19,7 +20,10 @@ log="$OUT/bench.log"
 for rep in $(seq 1 "$REPS"); do
   for row in $ROWS; do
     model=${row%%:*} batch=${row##*:}
-    "$BUILD_DIR/bench" --model "$model" --batch-size "$batch" --device cuda --data "$DATA" "$@" 2>&1 | tee -a "$log"
+    for graph in --cuda-graph --no-cuda-graph; do
+      "$BUILD_DIR/bench" --model "$model" --batch-size "$batch" --device cuda --data "$DATA" $graph "$@" 2>&1 |
+        grep -v "^minidl: conv2d" | tee -a "$log"
+    done
     python3 scripts/bench_pytorch.py --model "$model" --batch-size "$batch" --data "$DATA/mnist" --mode all 2>&1 |
       tee -a "$log"
   done

@@ -22,7 +22,7 @@ for rep in $(seq 1 "$REPS"); do
     model=${row%%:*} batch=${row##*:}
     for graph in --cuda-graph --no-cuda-graph; do
       "$BUILD_DIR/bench" --model "$model" --batch-size "$batch" --device cuda --data "$DATA" $graph "$@" 2>&1 |
-        grep -v "^minidl: conv2d" | tee -a "$log"
+        tee -a "$log"
     done
     python3 scripts/bench_pytorch.py --model "$model" --batch-size "$batch" --data "$DATA/mnist" --mode all 2>&1 |
       tee -a "$log"

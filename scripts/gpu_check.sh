@@ -18,6 +18,7 @@
 #   STEPS               which steps to run (default "build test sanitize apps")
 #   SANITIZER_FILTER    gtest filter for memcheck (default: the CUDA tests but the two that fail
 #                       CUDA calls on purpose, which the sanitizer would report as API errors)
+#   RACECHECK_FILTER    gtest filter for racecheck (default: the kernel and graph tests)
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -112,6 +113,10 @@ if want sanitize && [ -x "$TESTS" ]; then
     step memcheck env MINIDL_CUDA_NO_CACHE=1 "$SAN" --tool memcheck --error-exitcode 3 --print-limit 50 \
       "$TESTS" --gtest_filter="${SANITIZER_FILTER:-$SANITIZER_DEFAULT}"
     grep -E "ERROR SUMMARY" "$OUT/memcheck.log" | tee -a "$SUMMARY"
+    # racecheck: shared-memory hazards in our kernels (reductions, softmax) and in graph replays.
+    step racecheck "$SAN" --tool racecheck --error-exitcode 3 --print-limit 50 \
+      "$TESTS" --gtest_filter="${RACECHECK_FILTER:-CudaKernels.*:CudaGraph*}"
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/racecheck.log" | tee -a "$SUMMARY"
   else
     say "memcheck: skipped (compute-sanitizer not found)"
   fi

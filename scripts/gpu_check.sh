@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One command for a GPU machine: configure and build minidl with CUDA (Release), run the whole
-# ctest suite, run compute-sanitizer memcheck over the CUDA tests, then (when they were built and the
-# MNIST data is present) train apps/mnist_mlp and apps/mnist_cnn on cuda.
+# ctest suite, run compute-sanitizer memcheck over the CUDA tests and racecheck over the kernel and
+# graph tests, then (when they were built and the MNIST data is present) train apps/mnist_mlp and
+# apps/mnist_cnn on cuda.
 #
 #   scripts/gpu_check.sh [flags passed to both apps, e.g. --epochs 1]
 #

@@ -252,18 +252,28 @@ float find_fastest(cudnnHandle_t handle, ConvPlan& p) {
   return f->time + d->time + w->time;
 }
 
+// 128 MB to overwrite between timed runs, past any L2. Straight from cudaMalloc and freed at once:
+// it is measurement scaffolding, not memory of the model (the caching allocator would count it in
+// the peak of whatever step first meets a new shape).
+struct L2Flush {
+  void* ptr = nullptr;
+  size_t bytes = size_t{128} << 20;
+  L2Flush() { CUDA_CHECK(cudaMalloc(&ptr, bytes)); }
+  ~L2Flush() { cudaFree(ptr); }
+};
+
 // Median time in ms of `reps` runs of `work` on `stream`, after one uncounted run. Before each run
 // `flush` is overwritten: a step's tensors are not in L2 when a convolution reads them, and the
 // MNIST CNN's at batch 64 would fit in the H100's 50 MB.
 template <class Work>
-float median_ms(cudaStream_t stream, Tensor& flush, int reps, Work&& work) {
+float median_ms(cudaStream_t stream, const L2Flush& flush, int reps, Work&& work) {
   cudaEvent_t start, stop;
   CUDA_CHECK(cudaEventCreate(&start));
   CUDA_CHECK(cudaEventCreate(&stop));
   work();
   std::vector<float> times;
   for (int i = 0; i < reps; ++i) {
-    CUDA_CHECK(cudaMemsetAsync(flush.raw_data(), i & 1, flush.nbytes(), stream));
+    CUDA_CHECK(cudaMemsetAsync(flush.ptr, i & 1, flush.bytes, stream));
     CUDA_CHECK(cudaEventRecord(start, stream));
     work();
     CUDA_CHECK(cudaEventRecord(stop, stream));
@@ -307,7 +317,7 @@ bool CudaKernels::conv2d_cudnn_is_faster(DType dtype, int64_t batch, int64_t out
   Tensor bias = Tensor::empty({o}, dtype, dev), gb = Tensor::empty({o}, dtype, dev), gb_rows = Tensor::empty({batch, o}, dtype, dev);
   for (Tensor* t : {&x, &w, &out, &bias}) fill(*t, 0.5);
   const Tensor bias_view = Tensor::make_view(bias, {batch, o, l}, {0, 1, 0}, 0);
-  Tensor flush = Tensor::empty({32 << 20}, kFloat32, dev);  // 128 MB, past any L2
+  const L2Flush flush;
   const auto bias_grad = [&] {
     reduce(ReduceOp::Sum, out, batch * o, l, 1, gb_rows, nullptr);
     reduce(ReduceOp::Sum, gb_rows, 1, batch, o, gb, nullptr);

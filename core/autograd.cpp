@@ -135,9 +135,14 @@ void accumulate_into_leaf(TensorImpl& leaf, const Tensor& grad) {
     // that changing one .grad in place never changes another.
     bool shared = grad.impl_ptr().use_count() > 1 || grad.impl().storage.use_count() > 1;
     leaf.grad = shared ? grad.clone().impl_ptr() : grad.impl_ptr();
-  } else {
-    leaf.grad = add(Tensor(leaf.grad), grad).impl_ptr();
+    return;
   }
+  // In place, as PyTorch accumulates: .grad keeps its memory, so a captured CUDA graph that
+  // accumulates (cuda::GraphedStep with accumulation steps) reads and writes the same buffer on
+  // every replay, and nothing is allocated.
+  Tensor existing(leaf.grad);
+  if (existing.is_contiguous()) add_(existing, grad);
+  else leaf.grad = add(existing, grad).impl_ptr();
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include "core/autograd.h"
 #include "ops/copy.h"
+#include "ops/creation.h"
 
 namespace minidl::cuda {
 
@@ -15,13 +16,29 @@ GraphedStep::GraphedStep(LossFn loss_fn, optim::Optimizer& optimizer, GraphedSte
 
 GraphedStep::~GraphedStep() = default;
 
-Tensor GraphedStep::eager(const std::vector<Tensor>& inputs) {
+Tensor GraphedStep::eager(const std::vector<Tensor>& inputs, Phase phase) {
   ++eager_steps_;
-  optimizer_.zero_grad();
+  if (phase.zero) {
+    if (graph_grads_.empty()) {
+      optimizer_.zero_grad();
+    } else {
+      // The graphs read and write these buffers: zero them in place and accumulate into them.
+      use_graph_grads();
+      for (Tensor& g : graph_grads_) fill_(g, 0);
+    }
+  } else if (!graph_grads_.empty()) {
+    use_graph_grads();
+  }
   Tensor loss = loss_fn_(inputs);
   loss.backward();
-  optimizer_.step();
+  if (phase.step) optimizer_.step();
   return loss;
+}
+
+void GraphedStep::use_graph_grads() {
+  size_t k = 0;
+  for (auto& group : optimizer_.param_groups())
+    for (Tensor& p : group.params) p.set_grad(graph_grads_[k++]);
 }
 
 bool GraphedStep::matches(const std::vector<Tensor>& inputs) const {
@@ -33,53 +50,73 @@ bool GraphedStep::matches(const std::vector<Tensor>& inputs) const {
   return true;
 }
 
-Tensor GraphedStep::operator()(const std::vector<Tensor>& inputs) {
-  const bool on_cuda = !inputs.empty() && inputs[0].device().is_cuda();
-  if (!eager_reason_.empty() || !on_cuda) return eager(inputs);
-  if (!graph_) {
-    if (eager_steps_ < options_.warmup()) return eager(inputs);
-    capture(inputs);
-    if (!graph_) return eager(inputs);
-  }
-  if (!matches(inputs)) return eager(inputs);
-  for (size_t i = 0; i < inputs.size(); ++i) copy_(static_inputs_[i], inputs[i]);
-  optimizer_.sync_device_state();
-  // An eager step in between (a partial batch) replaced the gradients; the graph writes its own.
-  size_t k = 0;
-  for (auto& group : optimizer_.param_groups())
-    for (Tensor& p : group.params) p.set_grad(graph_grads_[k++]);
-  graph_->replay();
-  ++replays_;
-  return static_loss_;
+size_t GraphedStep::graph_nodes() const {
+  size_t n = 0;
+  for (const auto& g : graphs_)
+    if (g) n += g->num_nodes();
+  return n;
 }
 
-void GraphedStep::capture(const std::vector<Tensor>& inputs) {
-  static_inputs_.clear();
-  for (const Tensor& in : inputs) static_inputs_.push_back(in.detach().clone());
+Tensor GraphedStep::operator()(const std::vector<Tensor>& inputs) {
+  const int k = options_.accumulation_steps();
+  const int64_t position = calls_++ % k;
+  const Phase phase{position == 0, position == k - 1};
+  const bool on_cuda = !inputs.empty() && inputs[0].device().is_cuda();
+  if (!eager_reason_.empty() || !on_cuda) return eager(inputs, phase);
+  std::unique_ptr<Graph>& graph = graphs_[phase.index()];
+  if (!graph) {
+    // Capture from the start of a cycle after the warm-up, so that the first graph allocates the
+    // gradients in its pool; the other phases' graphs follow as their calls come.
+    const bool started = !graph_grads_.empty();
+    if (eager_steps_ < options_.warmup() || (!started && !phase.zero) || (started && !matches(inputs)))
+      return eager(inputs, phase);
+    capture(inputs, phase);
+    if (!graph) return eager(inputs, phase);
+  }
+  if (!matches(inputs)) return eager(inputs, phase);
+  for (size_t i = 0; i < inputs.size(); ++i) copy_(static_inputs_[i], inputs[i]);
   optimizer_.sync_device_state();
-  // Gradients set to none, so that the backward allocates them in the graph's pool and writes
-  // them rather than zeroing and accumulating.
-  optimizer_.zero_grad();
+  use_graph_grads();  // an eager call in between (a partial batch) may have pointed .grad elsewhere
+  graph->replay();
+  ++replays_;
+  return static_losses_[phase.index()];
+}
+
+void GraphedStep::capture(const std::vector<Tensor>& inputs, Phase phase) {
+  const bool first = graph_grads_.empty();
+  if (first) {
+    static_inputs_.clear();
+    for (const Tensor& in : inputs) static_inputs_.push_back(in.detach().clone());
+  }
+  optimizer_.sync_device_state();
+  // The first graph starts from gradients set to none, so that its backward allocates them in the
+  // graph's pool and writes them rather than zeroing and accumulating; later graphs accumulate
+  // into those same buffers in place.
+  if (first) optimizer_.zero_grad();
+  else use_graph_grads();
   auto graph = std::make_unique<Graph>(inputs[0].device());
   try {
     graph->capture_begin();
     Tensor loss = loss_fn_(static_inputs_);
     loss.backward();
-    optimizer_.step();
+    if (phase.step) optimizer_.step();
     graph->capture_end();
-    static_loss_ = loss.detach();
+    static_losses_[phase.index()] = loss.detach();
   } catch (const std::exception& e) {
     graph->capture_abort();
     eager_reason_ = std::string("the step could not be captured as a CUDA graph: ") + e.what();
     std::fprintf(stderr, "minidl: GraphedStep runs every step eagerly: %s\n", eager_reason_.c_str());
-    static_inputs_.clear();
-    optimizer_.zero_grad();  // the captured gradients were never computed
+    if (first) {
+      static_inputs_.clear();
+      optimizer_.zero_grad();  // the captured gradients were never computed
+    }
     return;
   }
-  graph_grads_.clear();
-  for (auto& group : optimizer_.param_groups())
-    for (Tensor& p : group.params) graph_grads_.push_back(p.grad());
-  graph_ = std::move(graph);
+  if (first) {
+    for (auto& group : optimizer_.param_groups())
+      for (Tensor& p : group.params) graph_grads_.push_back(p.grad());
+  }
+  graphs_[phase.index()] = std::move(graph);
 }
 
 }  // namespace minidl::cuda

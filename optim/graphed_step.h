@@ -25,15 +25,26 @@ struct GraphedStepOptions {
     enabled_ = on;
     return *this;
   }
+  /// Gradient accumulation: each call runs forward and backward on one micro-batch; the gradients
+  /// are zeroed on the first call of every `steps` and the optimizer steps on the last. The loss
+  /// function scales the loss if it wants a mean over micro-batches.
+  GraphedStepOptions& accumulation_steps(int steps) {
+    MINIDL_CHECK(steps >= 1, "GraphedStepOptions: accumulation_steps must be at least 1, got ", steps);
+    accumulation_steps_ = steps;
+    return *this;
+  }
   int warmup() const { return warmup_; }
   bool enabled() const { return enabled_; }
+  int accumulation_steps() const { return accumulation_steps_; }
 
  private:
   int warmup_ = 3;
   bool enabled_ = true;
+  int accumulation_steps_ = 1;
 };
 
-/// Runs training steps, each `zero_grad(); loss = loss_fn(inputs); loss.backward(); step()`. On a
+/// Runs training steps, each `zero_grad(); loss = loss_fn(inputs); loss.backward(); step()` (with
+/// accumulation_steps(k): zero_grad on the first of every k calls, step on the last). On a
 /// CUDA device, after `warmup` eager steps, the step is captured once into a CUDA graph (its memory
 /// in the graph's private pool, its gradients written there, dropout drawing fresh numbers on every
 /// replay) and then replayed: the inputs are copied into the graph's static buffers on the device,
@@ -63,28 +74,35 @@ class GraphedStep {
   Tensor operator()(const std::vector<Tensor>& inputs);
 
   /// True once a graph is captured (steps of its input shapes replay it).
-  bool graphed() const { return graph_ != nullptr; }
+  bool graphed() const { return !graph_grads_.empty(); }
   /// Steps that replayed the graph, and steps that ran eagerly.
   int64_t replays() const { return replays_; }
   int64_t eager_steps() const { return eager_steps_; }
   /// Why no graph is used, when one is not (empty otherwise, and before the capture).
   const std::string& eager_reason() const { return eager_reason_; }
-  /// Nodes (kernels and copies) in the captured graph; 0 before the capture.
-  size_t graph_nodes() const { return graph_ ? graph_->num_nodes() : 0; }
+  /// Nodes (kernels and copies) in the captured graphs; 0 before the capture.
+  size_t graph_nodes() const;
 
  private:
-  Tensor eager(const std::vector<Tensor>& inputs);
+  // What a call does, from its place in the accumulation cycle: zero the gradients first (the
+  // first call), step the optimizer last (the last call). One graph for each kind that occurs.
+  struct Phase {
+    bool zero, step;
+    int index() const { return 2 * zero + step; }
+  };
+  Tensor eager(const std::vector<Tensor>& inputs, Phase phase);
   bool matches(const std::vector<Tensor>& inputs) const;
-  void capture(const std::vector<Tensor>& inputs);
+  void capture(const std::vector<Tensor>& inputs, Phase phase);
+  void use_graph_grads();
 
   LossFn loss_fn_;
   optim::Optimizer& optimizer_;
   GraphedStepOptions options_;
-  std::unique_ptr<Graph> graph_;
-  std::vector<Tensor> static_inputs_;  // what the graph reads; refilled before each replay
-  std::vector<Tensor> graph_grads_;    // the gradients the graph writes, one per parameter
-  Tensor static_loss_;
-  int64_t replays_ = 0, eager_steps_ = 0;
+  std::unique_ptr<Graph> graphs_[4];   // by Phase::index()
+  Tensor static_losses_[4];            // each graph's loss output
+  std::vector<Tensor> static_inputs_;  // what the graphs read; refilled before each replay
+  std::vector<Tensor> graph_grads_;    // the gradients the graphs write, one per parameter
+  int64_t calls_ = 0, replays_ = 0, eager_steps_ = 0;
   std::string eager_reason_;
 };
 

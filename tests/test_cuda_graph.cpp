@@ -47,12 +47,13 @@ struct Trained {
 
 Trained train(const std::vector<Batch>& data, bool graphed, uint64_t seed,
           const std::function<double(int)>& lr_at = [](int) { return 0.05; },
-          const std::function<void(cuda::GraphedStep&)>& check = nullptr) {
+          const std::function<void(cuda::GraphedStep&)>& check = nullptr, int accumulation = 1) {
   manual_seed(seed);
   auto net = std::make_shared<Net>();
   net->to(gpu());
   optim::SGD opt(net->parameters(), optim::SGDOptions(0.05).momentum(0.9));
-  cuda::GraphedStep step(net, opt, criterion, cuda::GraphedStepOptions().enabled(graphed).warmup(2));
+  cuda::GraphedStep step(net, opt, criterion,
+                         cuda::GraphedStepOptions().enabled(graphed).warmup(2).accumulation_steps(accumulation));
   Trained run;
   for (size_t i = 0; i < data.size(); ++i) {
     opt.param_groups()[0].lr = lr_at(static_cast<int>(i));
@@ -173,6 +174,24 @@ TEST(CudaGraphedStep, ShapeChangeFallsBackToTheEagerStep) {
     EXPECT_EQ(s.eager_steps(), 4);  // two warm-up steps and the two short batches
     EXPECT_EQ(s.replays(), 4);
   });
+  expect_same_training(graphed, eager);
+}
+
+TEST(CudaGraphedStep, GradientAccumulationMatchesTheEagerStep) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  // Three micro-batches a step: a graph that zeroes and accumulates, one that accumulates, one that
+  // accumulates and steps; a short batch lands mid-cycle and runs eagerly into the same buffers.
+  auto data = batches(15, 16);
+  auto partial = batches(1, 3);
+  data[10] = partial[0];
+  const auto lr = [](int) { return 0.05; };
+  Trained eager = train(data, false, 9, lr, nullptr, 3);
+  Trained graphed = train(data, true, 9, lr, [](cuda::GraphedStep& s) {
+    EXPECT_TRUE(s.graphed());
+    EXPECT_EQ(s.replays() + s.eager_steps(), 15);
+    EXPECT_EQ(s.eager_steps(), 4);  // the warm-up cycle (3) and the short batch
+  }, 3);
   expect_same_training(graphed, eager);
 }
 

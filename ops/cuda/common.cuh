@@ -25,6 +25,17 @@ inline unsigned blocks_for(int64_t n, int threads = kThreads) {
   return static_cast<unsigned>(std::clamp<int64_t>(b, 1, kMaxBlocks));
 }
 
+// A window geometry (ops/window.h) in a kernel's index type: 32-bit when every index fits (the usual
+// case: 64-bit division is emulated and several times slower), else 64-bit.
+template <class I>
+struct Geo {
+  I height, width, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, out_h, out_w;
+  explicit Geo(const ConvGeometry& g)
+      : height(I(g.height)), width(I(g.width)), kernel_h(I(g.kernel_h)), kernel_w(I(g.kernel_w)),
+        stride_h(I(g.stride_h)), stride_w(I(g.stride_w)), pad_h(I(g.pad_h)), pad_w(I(g.pad_w)),
+        dilation_h(I(g.dilation_h)), dilation_w(I(g.dilation_w)), out_h(I(g.out_h)), out_w(I(g.out_w)) {}
+};
+
 // Float-or-double math that picks the single-precision function for float.
 __device__ __forceinline__ float d_exp(float x) { return expf(x); }
 __device__ __forceinline__ double d_exp(double x) { return exp(x); }

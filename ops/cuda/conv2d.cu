@@ -10,17 +10,6 @@ namespace {
 
 using namespace cuda;
 
-// The geometry in the kernels' index type: 32-bit when every index fits (the usual case, with
-// cheaper division), else 64-bit.
-template <class I>
-struct Geo {
-  I height, width, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, out_h, out_w;
-  explicit Geo(const ConvGeometry& g)
-      : height(I(g.height)), width(I(g.width)), kernel_h(I(g.kernel_h)), kernel_w(I(g.kernel_w)),
-        stride_h(I(g.stride_h)), stride_w(I(g.stride_w)), pad_h(I(g.pad_h)), pad_w(I(g.pad_w)),
-        dilation_h(I(g.dilation_h)), dilation_w(I(g.dilation_w)), out_h(I(g.out_h)), out_w(I(g.out_w)) {}
-};
-
 template <class T, class I>
 __global__ void im2col_kernel(const T* x, T* cols, Geo<I> g, I total) {
   const I L = g.out_h * g.out_w, K = g.kernel_h * g.kernel_w;

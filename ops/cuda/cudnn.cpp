@@ -115,6 +115,23 @@ struct ConvPlan {
   }
 };
 
+// Takes one algorithm per pass and their workspace sizes (from the queries, not the perf records:
+// the records may be estimates). False, changing nothing, when a pass has none.
+bool use_algorithms(cudnnHandle_t handle, ConvPlan& p, const cudnnConvolutionFwdAlgoPerf_t* fwd,
+                    const cudnnConvolutionBwdDataAlgoPerf_t* bwd_data,
+                    const cudnnConvolutionBwdFilterAlgoPerf_t* bwd_filter) {
+  if (!fwd || !bwd_data || !bwd_filter) return false;
+  p.fwd = fwd->algo;
+  p.bwd_data = bwd_data->algo;
+  p.bwd_filter = bwd_filter->algo;
+  CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle, p.x.d, p.w, p.conv, p.y.d, p.fwd, &p.fwd_ws));
+  CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, p.w, p.y.d, p.conv, p.x.d, p.bwd_data,
+                                                           &p.bwd_data_ws));
+  CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, p.x.d, p.y.d, p.conv, p.w, p.bwd_filter,
+                                                             &p.bwd_filter_ws));
+  return true;
+}
+
 using ConvKey = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                            int64_t, int64_t, int64_t, int64_t>;
 
@@ -157,21 +174,7 @@ ConvPlan& conv_plan(int device, cudnnHandle_t handle, DType dtype, int64_t batch
                                                             CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd, bwd_data));
     CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, p.x.d, p.y.d, p.conv, p.w,
                                                               CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nw, bwd_filter));
-    const auto* f = pick(fwd, nf);
-    const auto* d = pick(bwd_data, nd);
-    const auto* fw = pick(bwd_filter, nw);
-    if (f && d && fw) {
-      p.fwd = f->algo;
-      p.bwd_data = d->algo;
-      p.bwd_filter = fw->algo;
-      // Sizes from the queries, not the perf records: the records may be estimates.
-      CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle, p.x.d, p.w, p.conv, p.y.d, p.fwd, &p.fwd_ws));
-      CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, p.w, p.y.d, p.conv, p.x.d, p.bwd_data,
-                                                               &p.bwd_data_ws));
-      CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, p.x.d, p.y.d, p.conv, p.w, p.bwd_filter,
-                                                                 &p.bwd_filter_ws));
-      p.ok = true;
-    }
+    p.ok = use_algorithms(handle, p, pick(fwd, nf), pick(bwd_data, nd), pick(bwd_filter, nw));
   }
   slot = std::move(plan);
   return *slot;
@@ -225,8 +228,8 @@ const Perf* fastest(const Perf* perf, int count) {
 }
 
 // Times every algorithm of the three passes (cuDNN runs each on scratch memory it allocates) and
-// keeps the fastest. Returns their summed time in ms, or a negative number when a pass has none.
-float find_fastest(cudnnHandle_t handle, ConvPlan& p) {
+// keeps the fastest of each; false when a pass has none.
+bool find_fastest(cudnnHandle_t handle, ConvPlan& p) {
   cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   cudnnConvolutionBwdDataAlgoPerf_t bwd_data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
   cudnnConvolutionBwdFilterAlgoPerf_t bwd_filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
@@ -237,19 +240,7 @@ float find_fastest(cudnnHandle_t handle, ConvPlan& p) {
                                                         CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd, bwd_data));
   CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(handle, p.x.d, p.y.d, p.conv, p.w,
                                                           CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nw, bwd_filter));
-  const auto* f = fastest(fwd, nf);
-  const auto* d = fastest(bwd_data, nd);
-  const auto* w = fastest(bwd_filter, nw);
-  if (!f || !d || !w) return -1;
-  p.fwd = f->algo;
-  p.bwd_data = d->algo;
-  p.bwd_filter = w->algo;
-  CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle, p.x.d, p.w, p.conv, p.y.d, p.fwd, &p.fwd_ws));
-  CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, p.w, p.y.d, p.conv, p.x.d, p.bwd_data,
-                                                           &p.bwd_data_ws));
-  CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, p.x.d, p.y.d, p.conv, p.w, p.bwd_filter,
-                                                             &p.bwd_filter_ws));
-  return f->time + d->time + w->time;
+  return use_algorithms(handle, p, fastest(fwd, nf), fastest(bwd_data, nd), fastest(bwd_filter, nw));
 }
 
 // 128 MB to overwrite between timed runs, past any L2. Straight from cudaMalloc and freed at once:
@@ -305,7 +296,7 @@ bool CudaKernels::conv2d_cudnn_is_faster(DType dtype, int64_t batch, int64_t out
   static std::mutex measuring;
   std::lock_guard lock(measuring);
   if (p.faster >= 0) return p.faster == 1;
-  const bool found = find_fastest(handle, p) >= 0;
+  const bool found = find_fastest(handle, p);
   // Both paths on the same scratch tensors, as ops/conv2d.cpp runs them: forward with the bias, the
   // input gradient, and the weight and bias gradients (by our reductions on either path).
   const int64_t k = g.channels * g.kernel_h * g.kernel_w, l = g.out_h * g.out_w, o = out_channels;

@@ -1,9 +1,8 @@
 // Max pooling on CUDA. Forward: one thread per output, padding as -infinity, the index of the
 // window's first maximum (a NaN wins), as the CPU kernel. Backward: one thread per input element,
 // gathering grad_out from every window whose recorded index is that element: overlapping windows
-// need no atomics and the sum order is fixed. Index arithmetic is 32-bit wherever the sizes allow:
-// 64-bit division is emulated on the GPU, and with it the backward of a [512, 64, 24, 24] input
-// took 531 us instead of tens.
+// need no atomics and the sum order is fixed. Index arithmetic is 32-bit wherever the sizes allow
+// (Geo<int32_t>): with 64-bit division the backward of a [512, 64, 24, 24] input took 531 us.
 #include "ops/cuda/common.cuh"
 
 namespace minidl {
@@ -12,18 +11,8 @@ namespace {
 
 using namespace cuda;
 
-// The geometry in the kernel's index type.
-template <class I>
-struct Geometry {
-  I height, width, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, out_h, out_w;
-  explicit Geometry(const ConvGeometry& g)
-      : height(I(g.height)), width(I(g.width)), kernel_h(I(g.kernel_h)), kernel_w(I(g.kernel_w)),
-        stride_h(I(g.stride_h)), stride_w(I(g.stride_w)), pad_h(I(g.pad_h)), pad_w(I(g.pad_w)),
-        dilation_h(I(g.dilation_h)), dilation_w(I(g.dilation_w)), out_h(I(g.out_h)), out_w(I(g.out_w)) {}
-};
-
 template <class T, class I>
-__global__ void max_pool_kernel(const T* x, T* out, int64_t* indices, Geometry<I> g, I total) {
+__global__ void max_pool_kernel(const T* x, T* out, int64_t* indices, Geo<I> g, I total) {
   const I L = g.out_h * g.out_w;
   for (I idx = blockIdx.x * I(blockDim.x) + threadIdx.x; idx < total; idx += I(gridDim.x) * blockDim.x) {
     const I plane = idx / L, p = idx - plane * L;
@@ -51,7 +40,7 @@ __global__ void max_pool_kernel(const T* x, T* out, int64_t* indices, Geometry<I
 }
 
 template <class T, class I>
-__global__ void max_pool_backward_kernel(const T* grad_out, const int64_t* indices, T* grad_in, Geometry<I> g,
+__global__ void max_pool_backward_kernel(const T* grad_out, const int64_t* indices, T* grad_in, Geo<I> g,
                                          I total) {
   const I L = g.out_h * g.out_w, HW = g.height * g.width;
   for (I idx = blockIdx.x * I(blockDim.x) + threadIdx.x; idx < total; idx += I(gridDim.x) * blockDim.x) {
@@ -83,7 +72,7 @@ __global__ void max_pool_backward_kernel(const T* grad_out, const int64_t* indic
 // the recorded index and zeros elsewhere, in one pass without the gather's index arithmetic (the
 // gather took 314 us for a [512, 64, 24, 24] input).
 template <class T>
-__global__ void max_pool_backward_tiled(const T* grad_out, const int64_t* indices, T* grad_in, Geometry<int32_t> g,
+__global__ void max_pool_backward_tiled(const T* grad_out, const int64_t* indices, T* grad_in, Geo<int32_t> g,
                                         int32_t total) {
   const int32_t L = g.out_h * g.out_w, HW = g.height * g.width;
   for (int32_t o = blockIdx.x * blockDim.x + threadIdx.x; o < total; o += gridDim.x * blockDim.x) {
@@ -117,10 +106,10 @@ void CudaKernels::max_pool2d(const Tensor& x, const ConvGeometry& g, Tensor& out
     using T = decltype(tag);
     if (x.numel() <= INT32_MAX) {
       max_pool_kernel<T, int32_t><<<blocks_for(total), kThreads, 0, stream_>>>(
-          ptr<const T>(x), ptr<T>(out), ptr<int64_t>(indices), Geometry<int32_t>(g), static_cast<int32_t>(total));
+          ptr<const T>(x), ptr<T>(out), ptr<int64_t>(indices), Geo<int32_t>(g), static_cast<int32_t>(total));
     } else {
       max_pool_kernel<T, int64_t><<<blocks_for(total), kThreads, 0, stream_>>>(
-          ptr<const T>(x), ptr<T>(out), ptr<int64_t>(indices), Geometry<int64_t>(g), total);
+          ptr<const T>(x), ptr<T>(out), ptr<int64_t>(indices), Geo<int64_t>(g), total);
     }
     CUDA_LAUNCH_CHECK(max_pool_kernel);
   });
@@ -136,17 +125,17 @@ void CudaKernels::max_pool2d_backward(const Tensor& grad_out, const Tensor& indi
     if (total <= INT32_MAX && tiles_exactly(g)) {
       const int32_t windows = static_cast<int32_t>(grad_out.numel());
       max_pool_backward_tiled<T><<<blocks_for(windows), kThreads, 0, stream_>>>(
-          ptr<const T>(grad_out), ptr<const int64_t>(indices), ptr<T>(grad_in), Geometry<int32_t>(g), windows);
+          ptr<const T>(grad_out), ptr<const int64_t>(indices), ptr<T>(grad_in), Geo<int32_t>(g), windows);
       CUDA_LAUNCH_CHECK(max_pool_backward_tiled);
       return;
     }
     if (total <= INT32_MAX) {
       max_pool_backward_kernel<T, int32_t><<<blocks_for(total), kThreads, 0, stream_>>>(
-          ptr<const T>(grad_out), ptr<const int64_t>(indices), ptr<T>(grad_in), Geometry<int32_t>(g),
+          ptr<const T>(grad_out), ptr<const int64_t>(indices), ptr<T>(grad_in), Geo<int32_t>(g),
           static_cast<int32_t>(total));
     } else {
       max_pool_backward_kernel<T, int64_t><<<blocks_for(total), kThreads, 0, stream_>>>(
-          ptr<const T>(grad_out), ptr<const int64_t>(indices), ptr<T>(grad_in), Geometry<int64_t>(g), total);
+          ptr<const T>(grad_out), ptr<const int64_t>(indices), ptr<T>(grad_in), Geo<int64_t>(g), total);
     }
     CUDA_LAUNCH_CHECK(max_pool_backward_kernel);
   });

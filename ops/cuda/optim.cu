@@ -15,21 +15,7 @@ struct SgdArgs {
   const T* lr_on_device;  // overrides lr when set
 };
 
-template <class T>
-__global__ void sgd_kernel(T* p, const T* g, T* buf, int64_t n, SgdArgs<T> c) {
-  if (c.lr_on_device) c.lr = *c.lr_on_device;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    T d = g[i] + c.wd * p[i];
-    if (buf) {
-      const T b = c.first_step ? d : c.momentum * buf[i] + c.damp * d;
-      buf[i] = b;
-      d = c.nesterov ? d + c.momentum * b : b;
-    }
-    p[i] -= c.lr * d;
-  }
-}
-
-// Up to kMax parameters in one launch: block b works on the parameter whose block range holds b,
+// Up to kMaxTensors parameters in one launch: block b works on the parameter whose block range holds b,
 // kChunk elements of it. The list travels by value as the kernel's argument (well under 4 KB).
 constexpr int kMaxTensors = 24;
 constexpr int64_t kChunk = 8 * kThreads;
@@ -89,18 +75,9 @@ __global__ void adam_kernel(T* p, const T* g, T* m, T* v, int64_t n, AdamArgs<T>
 }  // namespace
 
 void CudaKernels::sgd_step(Tensor& param, const Tensor& grad, Tensor* momentum_buf, const SgdConfig& c) {
-  const int64_t n = param.numel();
-  if (n == 0) return;
-  cuda::DeviceGuard guard(device_);
-  dispatch_floating(param.dtype(), "sgd_step", [&](auto tag) {
-    using T = decltype(tag);
-    SgdArgs<T> args{T(c.lr),     T(c.weight_decay), T(c.momentum),
-                    T(1 - c.dampening), c.nesterov,   c.first_step,
-                    c.lr_on_device ? ptr<const T>(*c.lr_on_device) : nullptr};
-    sgd_kernel<T><<<blocks_for(n), kThreads, 0, stream_>>>(ptr<T>(param), ptr<const T>(grad),
-                                                           momentum_buf ? ptr<T>(*momentum_buf) : nullptr, n, args);
-    CUDA_LAUNCH_CHECK(sgd_kernel);
-  });
+  std::vector<Tensor> params{param}, bufs;
+  if (momentum_buf) bufs.push_back(*momentum_buf);
+  sgd_step_multi(params, {grad}, bufs, c);
 }
 
 void CudaKernels::sgd_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>& grads,

@@ -18,16 +18,13 @@ GraphedStep::~GraphedStep() = default;
 
 Tensor GraphedStep::eager(const std::vector<Tensor>& inputs, Phase phase) {
   ++eager_steps_;
+  // Once graphs exist they read and write their gradient buffers: an eager call zeroes those in
+  // place and accumulates into them too.
+  if (!graph_grads_.empty()) use_graph_grads();
   if (phase.zero) {
-    if (graph_grads_.empty()) {
-      optimizer_.zero_grad();
-    } else {
-      // The graphs read and write these buffers: zero them in place and accumulate into them.
-      use_graph_grads();
+    if (graph_grads_.empty()) optimizer_.zero_grad();
+    else
       for (Tensor& g : graph_grads_) fill_(g, 0);
-    }
-  } else if (!graph_grads_.empty()) {
-    use_graph_grads();
   }
   Tensor loss = loss_fn_(inputs);
   loss.backward();
@@ -76,7 +73,7 @@ Tensor GraphedStep::operator()(const std::vector<Tensor>& inputs) {
   if (!matches(inputs)) return eager(inputs, phase);
   for (size_t i = 0; i < inputs.size(); ++i) copy_(static_inputs_[i], inputs[i]);
   optimizer_.sync_device_state();
-  use_graph_grads();  // an eager call in between (a partial batch) may have pointed .grad elsewhere
+  use_graph_grads();  // the caller may have set .grad to none (zero_grad) since the last call
   graph->replay();
   ++replays_;
   return static_losses_[phase.index()];

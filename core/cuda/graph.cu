@@ -35,7 +35,6 @@ struct Graph::Impl {
   Tensor philox_state;        // int64 [2] on the device: seed, base offset
   uint64_t random_draws = 0;  // Philox draws one replay takes
   bool capturing = false;
-  bool pool_used = false;
   std::unique_lock<std::shared_mutex> others_off_stream;  // held while capturing
 
   void destroy_graph() {
@@ -70,7 +69,7 @@ Graph::Graph(Device device) : impl_(std::make_unique<Impl>()) {
 Graph::~Graph() {
   if (impl_->capturing) capture_abort();
   impl_->destroy_graph();
-  if (impl_->pool_used) release_private_pool(impl_->device.index, impl_->pool);
+  release_private_pool(impl_->device.index, impl_->pool);
 }
 
 void Graph::capture_begin() {
@@ -89,7 +88,6 @@ void Graph::capture_begin() {
     CUDA_CHECK(status);
   }
   impl_->capturing = true;
-  impl_->pool_used = true;
   begin_private_pool(impl_->device.index, impl_->pool);
   default_generator().capture_begin(static_cast<const uint64_t*>(impl_->philox_state.raw_data()));
 }

@@ -3,4 +3,5 @@
 #include "optim/graphed_step.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
+#include "optim/reduce_lr_on_plateau.h"
 #include "optim/sgd.h"

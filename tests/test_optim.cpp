@@ -127,6 +127,90 @@ TEST(LRScheduler, CosineAnnealing) {
   EXPECT_NEAR(sched.get_last_lr()[0], 0.1, 1e-12);
 }
 
+namespace {
+
+// The lr after each of `steps` calls to step(), starting with the value before the first.
+template <class Scheduler>
+std::vector<double> schedule(optim::Optimizer& opt, Scheduler& sched, int steps) {
+  std::vector<double> seen{opt.lr()};
+  for (int i = 0; i < steps; ++i) {
+    sched.step();
+    seen.push_back(opt.lr());
+  }
+  return seen;
+}
+
+void expect_near(const std::vector<double>& got, const std::vector<double>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12) << "step " << i;
+}
+
+}  // namespace
+
+TEST(LRScheduler, MultiStepAndExponential) {
+  Tensor p = param({1});
+  optim::SGD opt({p}, optim::SGDOptions(1.0));
+  optim::MultiStepLR multi(opt, {2, 4}, 0.5);
+  expect_near(schedule(opt, multi, 5), {1, 1, 0.5, 0.5, 0.25, 0.25});
+  EXPECT_THROW(optim::MultiStepLR(opt, {4, 2}), Error);
+  optim::SGD opt2({p}, optim::SGDOptions(2.0));
+  optim::ExponentialLR exp(opt2, 0.5);
+  expect_near(schedule(opt2, exp, 3), {2, 1, 0.5, 0.25});
+}
+
+TEST(LRScheduler, LinearWarmup) {
+  Tensor p = param({1});
+  optim::SGD opt({p}, optim::SGDOptions(1.0));
+  optim::LinearLR warmup(opt, 0.25, 1.0, 3);  // applied at construction, as in PyTorch
+  expect_near(schedule(opt, warmup, 4), {0.25, 0.5, 0.75, 1.0, 1.0});
+  EXPECT_THROW(optim::LinearLR(opt, 0.0), Error);
+}
+
+TEST(LRScheduler, OneCycle) {
+  Tensor p = param({1});
+  optim::SGD opt({p}, optim::SGDOptions(0.123));  // ignored: the cycle is set by max_lr
+  // total 10, pct_start 0.3: up over steps 0..2 (0.3 * 10 - 1 = 2), down over steps 2..9.
+  optim::OneCycleLR cycle(opt, 1.0, 10, 0.3, 25, 1e4);
+  const double initial = 1.0 / 25, min_lr = initial / 1e4;
+  auto cos_anneal = [](double from, double to, double pct) { return to + (from - to) / 2 * (std::cos(M_PI * pct) + 1); };
+  std::vector<double> want;
+  for (int s = 0; s <= 9; ++s)
+    want.push_back(s <= 2 ? cos_anneal(initial, 1.0, s / 2.0) : cos_anneal(1.0, min_lr, (s - 2) / 7.0));
+  expect_near(schedule(opt, cycle, 9), want);
+  EXPECT_NEAR(want[2], 1.0, 1e-12);  // the peak
+  EXPECT_NEAR(want[9], min_lr, 1e-12);
+  cycle.step();  // step 10 == total_steps: still allowed, as in PyTorch
+  EXPECT_THROW(cycle.step(), Error);
+}
+
+TEST(LRScheduler, ReduceOnPlateau) {
+  Tensor p = param({1});
+  optim::SGD opt({p}, optim::SGDOptions(1.0));
+  optim::ReduceLROnPlateauOptions o;
+  o.patience = 1;
+  o.factor = 0.5;
+  o.cooldown = 1;
+  o.min_lr = 0.2;
+  optim::ReduceLROnPlateau plateau(opt, o);
+  std::vector<double> seen;
+  // Improves, then stalls: the second bad epoch (> patience 1) halves lr; the cooldown epoch after
+  // it does not count; two more bad epochs halve again; min_lr stops the third.
+  for (double metric : {10.0, 9.0, 9.0, 9.0, 9.0, 9.0, 9.0, 9.0, 9.0, 9.0}) {
+    plateau.step(metric);
+    seen.push_back(opt.lr());
+  }
+  expect_near(seen, {1, 1, 1, 0.5, 0.5, 0.5, 0.25, 0.25, 0.25, 0.2});
+  // A relative threshold: 8.9995 is not 1e-4 better than 9 (9 * (1 - 1e-4) = 8.9991).
+  optim::SGD opt2({p}, optim::SGDOptions(1.0));
+  optim::ReduceLROnPlateauOptions strict;
+  strict.patience = 0;
+  optim::ReduceLROnPlateau p2(opt2, strict);
+  p2.step(9.0);
+  p2.step(8.9995);
+  EXPECT_NEAR(opt2.lr(), 0.1, 1e-12);
+  EXPECT_EQ(p2.num_bad_epochs(), 0);
+}
+
 TEST(Optimizer, RejectsBadParameters) {
   EXPECT_THROW(optim::SGD(std::vector<Tensor>{}, optim::SGDOptions(0.1)), Error);
   EXPECT_THROW(optim::SGD({Tensor::from_vector<double>({1})}, optim::SGDOptions(0.1)), Error);  // no requires_grad

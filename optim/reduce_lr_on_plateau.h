@@ -1,0 +1,40 @@
+#pragma once
+// Lowers the learning rate when a watched metric stops improving, as PyTorch's ReduceLROnPlateau.
+#include <cstdint>
+#include <vector>
+
+#include "optim/optimizer.h"
+
+namespace minidl::optim {
+
+struct ReduceLROnPlateauOptions {
+  bool maximize = false;     // mode "max": a larger metric is better
+  double factor = 0.1;       // new lr = lr * factor
+  int64_t patience = 10;     // epochs without improvement tolerated before reducing
+  double threshold = 1e-4;   // what counts as an improvement (relative unless threshold_abs)
+  bool threshold_abs = false;
+  int64_t cooldown = 0;      // epochs to wait after a reduction before counting again
+  double min_lr = 0;
+  double eps = 1e-8;         // reductions smaller than this are skipped
+};
+
+/// After each epoch, step(metric): when the metric has not improved for more than `patience`
+/// epochs, every group's lr is multiplied by `factor` (not below min_lr).
+///   optim::ReduceLROnPlateau plateau(optimizer);  ...  plateau.step(validation_loss);
+class ReduceLROnPlateau {
+ public:
+  explicit ReduceLROnPlateau(Optimizer& optimizer, ReduceLROnPlateauOptions options = {});
+  void step(double metric);
+  std::vector<double> get_last_lr() const;
+  int64_t num_bad_epochs() const { return num_bad_; }
+
+ private:
+  bool is_better(double metric) const;
+
+  Optimizer& optimizer_;
+  ReduceLROnPlateauOptions options_;
+  double best_;
+  int64_t num_bad_ = 0, cooldown_left_ = 0;
+};
+
+}  // namespace minidl::optim

@@ -1,6 +1,7 @@
 #include "nn/conv2d.h"
 
 #include <cmath>
+#include <sstream>
 
 #include "nn/init.h"
 #include "ops/conv2d.h"
@@ -24,6 +25,16 @@ void Conv2dImpl::reset_parameters() {
     double bound = 1.0 / std::sqrt(static_cast<double>(init::fan_in(weight)));
     init::uniform_(bias, -bound, bound);
   }
+}
+
+std::string Conv2dImpl::extra_repr() const {
+  std::ostringstream os;
+  os << options.in_channels() << ", " << options.out_channels() << ", kernel_size=" << repr(options.kernel_size())
+     << ", stride=" << repr(options.stride());
+  if (!(options.padding() == Size2(0))) os << ", padding=" << repr(options.padding());
+  if (!(options.dilation() == Size2(1))) os << ", dilation=" << repr(options.dilation());
+  if (!options.bias()) os << ", bias=false";
+  return os.str();
 }
 
 Tensor Conv2dImpl::forward(const Tensor& input) {

@@ -25,6 +25,7 @@ class Conv2dImpl : public Module {
   explicit Conv2dImpl(const Conv2dOptions& options);
   Tensor forward(const Tensor& input) override;
   std::string name() const override { return "Conv2d"; }
+  std::string extra_repr() const override;
   void reset_parameters();
 
   Conv2dOptions options;

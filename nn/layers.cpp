@@ -1,5 +1,7 @@
 #include "nn/layers.h"
 
+#include <sstream>
+
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/max_pool2d.h"
@@ -8,6 +10,21 @@
 namespace minidl::nn {
 
 Tensor ReLUImpl::forward(const Tensor& input) { return relu(input); }
+
+std::string FlattenImpl::extra_repr() const {
+  return "start_dim=" + std::to_string(options.start_dim()) + ", end_dim=" + std::to_string(options.end_dim());
+}
+
+std::string DropoutImpl::extra_repr() const {
+  std::ostringstream os;
+  os << "p=" << options.p();
+  return os.str();
+}
+
+std::string MaxPool2dImpl::extra_repr() const {
+  return "kernel_size=" + repr(options.kernel_size()) + ", stride=" + repr(options.stride().value_or(options.kernel_size())) +
+         ", padding=" + repr(options.padding());
+}
 
 Tensor FlattenImpl::forward(const Tensor& input) { return flatten(input, options.start_dim(), options.end_dim()); }
 

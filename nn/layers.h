@@ -26,6 +26,7 @@ class FlattenImpl : public Module {
   explicit FlattenImpl(const FlattenOptions& options = {}) : options(options) {}
   Tensor forward(const Tensor& input) override;
   std::string name() const override { return "Flatten"; }
+  std::string extra_repr() const override;
   FlattenOptions options;
 };
 MINIDL_MODULE(Flatten);
@@ -42,6 +43,7 @@ class DropoutImpl : public Module {
   explicit DropoutImpl(const DropoutOptions& options = {});
   Tensor forward(const Tensor& input) override;
   std::string name() const override { return "Dropout"; }
+  std::string extra_repr() const override;
   DropoutOptions options;
 };
 MINIDL_MODULE(Dropout);
@@ -60,6 +62,7 @@ class MaxPool2dImpl : public Module {
   explicit MaxPool2dImpl(const MaxPool2dOptions& options) : options(options) {}
   Tensor forward(const Tensor& input) override;
   std::string name() const override { return "MaxPool2d"; }
+  std::string extra_repr() const override;
   MaxPool2dOptions options;
 };
 MINIDL_MODULE(MaxPool2d);

@@ -1,6 +1,7 @@
 #include "nn/linear.h"
 
 #include <cmath>
+#include <sstream>
 
 #include "nn/init.h"
 #include "ops/creation.h"
@@ -22,6 +23,13 @@ void LinearImpl::reset_parameters() {
     double bound = 1.0 / std::sqrt(static_cast<double>(init::fan_in(weight)));
     init::uniform_(bias, -bound, bound);
   }
+}
+
+std::string LinearImpl::extra_repr() const {
+  std::ostringstream os;
+  os << "in_features=" << options.in_features() << ", out_features=" << options.out_features()
+     << ", bias=" << (options.bias() ? "true" : "false");
+  return os.str();
 }
 
 Tensor LinearImpl::forward(const Tensor& input) {

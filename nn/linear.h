@@ -19,6 +19,7 @@ class LinearImpl : public Module {
   explicit LinearImpl(const LinearOptions& options);
   Tensor forward(const Tensor& input) override;
   std::string name() const override { return "Linear"; }
+  std::string extra_repr() const override;
   void reset_parameters();
 
   LinearOptions options;

@@ -1,12 +1,27 @@
 #include "nn/module.h"
 
+#include <cxxabi.h>
+
+#include <cstdlib>
 #include <set>
 #include <sstream>
+#include <typeinfo>
 
 #include "core/autograd.h"
 #include "ops/copy.h"
+#include "ops/creation.h"
 
 namespace minidl::nn {
+
+std::string Module::name() const {
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(typeid(*this).name(), nullptr, nullptr, &status);
+  std::string full = status == 0 && demangled ? demangled : typeid(*this).name();
+  std::free(demangled);
+  if (auto colons = full.rfind("::"); colons != std::string::npos) full.erase(0, colons + 2);
+  if (full.size() > 4 && full.ends_with("Impl")) full.resize(full.size() - 4);
+  return full;
+}
 
 Tensor Module::forward(const Tensor&) {
   MINIDL_FAIL(name(), " has no forward(const Tensor&); override it to use this module inside nn::Sequential");
@@ -62,6 +77,28 @@ std::vector<Tensor> Module::parameters(bool recurse) const {
   return out;
 }
 
+namespace {
+void collect_modules(const Module& m, const std::string& prefix,
+                     std::vector<std::pair<std::string, std::shared_ptr<Module>>>& out) {
+  for (const auto& [name, child] : m.named_children()) {
+    out.emplace_back(prefix + name, child);
+    collect_modules(*child, prefix + name + ".", out);
+  }
+}
+}  // namespace
+
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules() const {
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
+  collect_modules(*this, "", out);
+  return out;
+}
+
+int64_t Module::num_parameters() const {
+  int64_t n = 0;
+  for (const Tensor& p : parameters()) n += p.numel();
+  return n;
+}
+
 std::vector<std::shared_ptr<Module>> Module::children() const {
   std::vector<std::shared_ptr<Module>> out;
   for (auto& [name, m] : children_) out.push_back(m);
@@ -110,8 +147,16 @@ void Module::to(DType dtype) {
   });
 }
 
-void Module::zero_grad() {
-  for (Tensor& p : parameters()) p.set_grad(Tensor());
+void Module::zero_grad(bool set_to_none) {
+  NoGradGuard no_grad;
+  for (Tensor& p : parameters()) {
+    if (set_to_none || !p.grad().defined()) {
+      p.set_grad(Tensor());
+    } else {
+      Tensor g = p.grad();
+      fill_(g, 0);  // in place: a captured CUDA graph keeps writing the same buffer
+    }
+  }
 }
 
 StateDict Module::state_dict() const {
@@ -146,6 +191,28 @@ void Module::load_state_dict(const StateDict& state) {
     Tensor target = t;
     copy_(target, state.at(name));
   }
+}
+
+namespace {
+void print(std::ostream& os, const Module& m, const std::string& indent) {
+  os << m.name() << '(' << m.extra_repr();
+  if (m.named_children().empty()) {
+    os << ')';
+    return;
+  }
+  os << '\n';
+  for (const auto& [name, child] : m.named_children()) {
+    os << indent << "  (" << name << "): ";
+    print(os, *child, indent + "  ");
+    os << '\n';
+  }
+  os << indent << ')';
+}
+}  // namespace
+
+std::ostream& operator<<(std::ostream& os, const Module& module) {
+  print(os, module, "");
+  return os;
 }
 
 }  // namespace minidl::nn

@@ -3,6 +3,7 @@
 // modules, in registration order, and moves them between devices together.
 #include <map>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -24,8 +25,11 @@ class Module {
   /// The module's computation for one input. Layers override it; a model may define its own
   /// forward with any signature instead. Needed for use inside nn::Sequential.
   virtual Tensor forward(const Tensor& input);
-  /// The type name, for printing and errors.
-  virtual std::string name() const { return "Module"; }
+  /// The type name, for printing and errors: the class's own name (without namespace or an
+  /// "Impl" suffix) unless a layer overrides it.
+  virtual std::string name() const;
+  /// The layer's options, as printing a model shows them: "in_features=784, out_features=512, bias=true".
+  virtual std::string extra_repr() const { return ""; }
 
   /// Adds a trainable tensor and returns a handle that shares it.   weight = register_parameter("weight", w);
   Tensor& register_parameter(const std::string& name, Tensor tensor, bool requires_grad = true);
@@ -49,6 +53,10 @@ class Module {
   std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
   std::vector<std::shared_ptr<Module>> children() const;
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const { return children_; }
+  /// Every descendant, depth first, by dotted name ("layers.0"); the module itself is not included.
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules() const;
+  /// Elements in all parameters (trainable or not), as sum(p.numel() for p in model.parameters()).
+  int64_t num_parameters() const;
 
   /// Training mode on (default) or off, recursively; layers like Dropout read it.
   virtual void train(bool on = true);
@@ -59,8 +67,8 @@ class Module {
   void to(Device device);
   /// Converts floating parameters and buffers, e.g. to kFloat64 for gradient checks.
   void to(DType dtype);
-  /// Drops every parameter's gradient (set to none, as PyTorch does by default).
-  void zero_grad();
+  /// Drops every parameter's gradient (set to none, as PyTorch does by default), or zeroes it in place.
+  void zero_grad(bool set_to_none = true);
 
   /// Detached handles to every parameter and buffer by dotted name.
   StateDict state_dict() const;
@@ -107,11 +115,17 @@ class ModuleHolder {
   std::shared_ptr<Impl> impl_;
 };
 
-/// Declares `Name` as the holder of `NameImpl`.
-#define MINIDL_MODULE(Name)                      \
-  class Name : public ModuleHolder<Name##Impl> { \
-   public:                                       \
-    using ModuleHolder<Name##Impl>::ModuleHolder; \
+/// Declares `Name` as the holder of `NameImpl`, in any namespace.
+#define MINIDL_MODULE(Name)                                    \
+  class Name : public ::minidl::nn::ModuleHolder<Name##Impl> { \
+   public:                                                     \
+    using ::minidl::nn::ModuleHolder<Name##Impl>::ModuleHolder; \
   }
+
+/// Prints the module tree with each layer's options, as PyTorch does:
+///   Net(
+///     (fc1): Linear(in_features=784, out_features=128, bias=true)
+///   )
+std::ostream& operator<<(std::ostream& os, const Module& module);
 
 }  // namespace minidl::nn

@@ -12,3 +12,17 @@
                                                  \
  private:                                        \
   type name##_
+
+#include <sstream>
+#include <string>
+
+#include "core/shape.h"
+
+namespace minidl::nn {
+/// "[3, 3]": a pair of sizes as a layer's printed options show it.
+inline std::string repr(const Size2& s) {
+  std::ostringstream os;
+  os << '[' << s.h << ", " << s.w << ']';
+  return os.str();
+}
+}  // namespace minidl::nn

@@ -45,7 +45,14 @@ void Optimizer::sync_device_state() {
 
 void Optimizer::zero_grad(bool set_to_none) {
   for (ParamGroup& g : groups_) {
-    for (Tensor& p : g.params) p.set_grad(set_to_none || !p.grad().defined() ? Tensor() : zeros_like(p));
+    for (Tensor& p : g.params) {
+      if (set_to_none || !p.grad().defined()) {
+        p.set_grad(Tensor());
+      } else {
+        Tensor grad = p.grad();
+        fill_(grad, 0);  // in place, as PyTorch: the buffer (and a graph that writes it) stays
+      }
+    }
   }
 }
 

@@ -40,20 +40,25 @@ Tensor binary_backward_op(BinaryOp op, const Tensor& grad, const Tensor& saved) 
 
 Tensor scalar_like(double value, const Tensor& like) { return full({}, value, like.dtype(), like.device()); }
 
-Tensor& add_(Tensor& a, const Tensor& b) {
-  check_same_device("add_", {a, b});
-  MINIDL_CHECK(a.dtype() == b.dtype(), "add_: expected both tensors to have one dtype, got ", a.dtype(), " and ",
+// a = a op b in place, b broadcast to a's shape. Not recorded, so a must not need a gradient.
+Tensor& binary_inplace(BinaryOp op, const char* name, Tensor& a, const Tensor& b) {
+  check_same_device(name, {a, b});
+  MINIDL_CHECK(a.dtype() == b.dtype(), name, ": expected both tensors to have one dtype, got ", a.dtype(), " and ",
                b.dtype());
-  MINIDL_CHECK(a.is_contiguous(), "add_: expected a contiguous destination, got shape ", a.shape(), " strides ",
+  MINIDL_CHECK(a.is_contiguous(), name, ": expected a contiguous destination, got shape ", a.shape(), " strides ",
                a.strides());
-  MINIDL_CHECK(!(grad_mode_enabled() && a.requires_grad()),
-               "add_: an in-place change of a tensor that requires grad is not recorded; use add(), or NoGradGuard");
-  MINIDL_CHECK(broadcast_shapes(a.shape(), b.shape(), "add_") == a.shape(), "add_: shape ", b.shape(),
+  MINIDL_CHECK(!(grad_mode_enabled() && a.requires_grad()), name,
+               ": an in-place change of a tensor that requires grad is not recorded; use the out-of-place op, or "
+               "NoGradGuard");
+  MINIDL_CHECK(broadcast_shapes(a.shape(), b.shape(), name) == a.shape(), name, ": shape ", b.shape(),
                " does not broadcast to the destination's shape ", a.shape());
   NoGradGuard no_grad;
-  kernels_for(a.device()).binary(BinaryOp::Add, a, expand(b, a.shape()), a);
+  kernels_for(a.device()).binary(op, a, expand(b, a.shape()), a);
   return a;
 }
+
+Tensor& add_(Tensor& a, const Tensor& b) { return binary_inplace(BinaryOp::Add, "add_", a, b); }
+Tensor& mul_(Tensor& a, const Tensor& b) { return binary_inplace(BinaryOp::Mul, "mul_", a, b); }
 
 Tensor add(const Tensor& a, const Tensor& b) {
   Tensor out = binary_forward(BinaryOp::Add, "add", a, b);

@@ -8,6 +8,8 @@ Tensor add(const Tensor& a, const Tensor& b);
 /// a += b in place (b broadcast to a's shape; a contiguous); not recorded, so a must not need a
 /// gradient while grad mode is on.   add_(param.grad(), g);
 Tensor& add_(Tensor& a, const Tensor& b);
+/// a *= b in place, under the same rules as add_.   mul_(param.grad(), scale);
+Tensor& mul_(Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);

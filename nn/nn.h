@@ -1,6 +1,7 @@
 #pragma once
 // The layers and losses users build models from.
 #include "nn/clip_grad.h"
+#include "nn/containers.h"
 #include "nn/conv2d.h"
 #include "nn/functional.h"
 #include "nn/init.h"

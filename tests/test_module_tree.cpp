@@ -80,3 +80,39 @@ TEST(ModuleTree, PrintsTheTreeWithEachLayersOptions) {
             "  )\n"
             ")");
 }
+
+TEST(ModuleTree, ModuleListAndDictRegisterTheirModules) {
+  struct Model : nn::Module {
+    Model() : blocks(nn::Linear(4, 4), nn::Linear(4, 4)) {
+      blocks->push_back(nn::Linear(4, 2));
+      heads->insert("a", nn::Linear(2, 1));
+      heads->insert("b", nn::Linear(2, 3));
+      register_module("blocks", blocks);
+      register_module("heads", heads);
+    }
+    Tensor forward(const Tensor& x) override {
+      Tensor h = x;
+      for (const auto& block : *blocks) h = relu(block->forward(h));
+      return (*heads)["b"]->forward(h);
+    }
+    nn::ModuleList blocks;
+    nn::ModuleDict heads;
+  };
+  Model m;
+  EXPECT_EQ(m.blocks->size(), 3u);
+  EXPECT_EQ(m.forward(randn({5, 4})).shape(), (Shape{5, 3}));
+  EXPECT_EQ(m.heads->keys(), (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(m.heads->contains("a"));
+  EXPECT_EQ(m.num_parameters(), 2 * (16 + 4) + (8 + 2) + (2 + 1) + (6 + 3));
+  std::vector<std::string> names;
+  for (auto& [name, p] : m.named_parameters()) names.push_back(name);
+  EXPECT_EQ(names.front(), "blocks.0.weight");
+  EXPECT_EQ(names.back(), "heads.b.bias");
+  try {
+    (*m.heads)["c"];
+    FAIL() << "a missing key must throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[a, b]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((*m.blocks)[3], Error);
+}

@@ -17,6 +17,7 @@ using minidl::flatten;
 using minidl::linear;
 using minidl::log_softmax;
 using minidl::max_pool2d;
+using minidl::mse_loss;
 using minidl::nll_loss;
 using minidl::relu;
 using minidl::sigmoid;

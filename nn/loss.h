@@ -1,5 +1,6 @@
 #pragma once
 #include "nn/module.h"
+#include "ops/loss.h"
 
 namespace minidl::nn {
 
@@ -11,5 +12,15 @@ class CrossEntropyLossImpl : public Module {
   std::string name() const override { return "CrossEntropyLoss"; }
 };
 MINIDL_MODULE(CrossEntropyLoss);
+
+/// Mean (or summed, or per-element) squared error.   nn::MSELoss criterion;  criterion(output, target)
+class MSELossImpl : public Module {
+ public:
+  explicit MSELossImpl(Reduction reduction = Reduction::Mean) : reduction(reduction) {}
+  Tensor forward(const Tensor& input, const Tensor& target);
+  std::string name() const override { return "MSELoss"; }
+  Reduction reduction;
+};
+MINIDL_MODULE(MSELoss);
 
 }  // namespace minidl::nn

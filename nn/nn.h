@@ -1,5 +1,6 @@
 #pragma once
 // The layers and losses users build models from.
+#include "nn/activation.h"
 #include "nn/clip_grad.h"
 #include "nn/containers.h"
 #include "nn/conv2d.h"

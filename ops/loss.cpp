@@ -1,13 +1,16 @@
-// Classification losses, averaged over the batch. Shapes:
-//   nll_loss:      log_probs [N, C], target int64 [N] -> 0-d
-//   cross_entropy: logits    [N, C], target int64 [N] -> 0-d
+// Losses. Shapes:
+//   nll_loss:      log_probs [N, C], target int64 [N] -> 0-d (mean over N)
+//   cross_entropy: logits    [N, C], target int64 [N] -> 0-d (mean over N)
+//   mse_loss:      input, target of one shape -> 0-d, or that shape with Reduction::None
 // cross_entropy runs log-softmax and the NLL in one kernel and keeps the log-probs, from which its
 // backward, (softmax - one_hot(target)) * grad / N, is a single pass. Target values are range-checked
 // by the kernels, which are the ones reading them.
 #include "ops/loss.h"
 
 #include "core/autograd.h"
+#include "ops/elementwise.h"
 #include "ops/kernels.h"
+#include "ops/reduce.h"
 
 namespace minidl {
 
@@ -66,6 +69,23 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
     });
   }
   return loss;
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  MINIDL_CHECK(input.defined() && target.defined(), "mse_loss: input and target must be defined");
+  MINIDL_CHECK(input.shape() == target.shape(), "mse_loss: input of shape ", input.shape(),
+               " and target of shape ", target.shape(), " differ (expected the same shape)");
+  MINIDL_CHECK(is_floating(input.dtype()) && input.dtype() == target.dtype(),
+               "mse_loss: expected floating input and target of one dtype, got ", input.dtype(), " and ",
+               target.dtype());
+  // Composed: d/dinput = 2 (input - target) comes from the ops' own backwards.
+  Tensor diff = sub(input, target);
+  Tensor squared = mul(diff, diff);
+  switch (reduction) {
+    case Reduction::Sum: return sum(squared);
+    case Reduction::None: return squared;
+    default: return mean(squared);
+  }
 }
 
 }  // namespace minidl

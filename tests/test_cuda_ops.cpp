@@ -93,6 +93,9 @@ TEST(CudaOps, GradcheckSoftmaxAndLosses) {
   expect_gradcheck("nll_loss", [&](auto& in) { return nll_loss(log_softmax(in[0], 1), target); }, {leaf({4, 5})});
   expect_gradcheck("nll_loss direct", [&](auto& in) { return nll_loss(in[0], target); }, {leaf({4, 5})});
   expect_gradcheck("cross_entropy", [&](auto& in) { return cross_entropy(in[0], target); }, {leaf({4, 5})});
+  expect_gradcheck("mse_loss", [](auto& in) { return mse_loss(in[0], in[1]); }, {leaf({3, 4}), leaf({3, 4})});
+  expect_gradcheck("mse_loss sum", [](auto& in) { return mse_loss(in[0], in[1], Reduction::Sum); },
+                   {leaf({2, 3}), leaf({2, 3})});
   expect_gradcheck("cross_entropy scaled", [&](auto& in) { return cross_entropy(in[0], target) * 3.0; }, {leaf({4, 5})});
 }
 

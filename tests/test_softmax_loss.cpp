@@ -1,12 +1,15 @@
-// softmax / log_softmax over any dim, nll_loss and the fused cross_entropy: values against direct
-// formulas, stability for large logits, gradients against central differences, bad targets.
+// softmax / log_softmax over any dim, nll_loss, the fused cross_entropy and mse_loss: values against
+// direct formulas, stability for large logits, gradients against central differences, bad targets;
+// the activation and loss modules over them.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <functional>
+#include <sstream>
 #include <string>
 
 #include "minidl.h"
+#include "nn/nn.h"
 
 using namespace minidl;
 
@@ -190,4 +193,33 @@ TEST(Loss, BadTargetsGiveClearErrors) {
     expect_error([&] { call(zeros({3}), target_of({0, 1, 2})); }, {"[N, C]", "[3]"});
     expect_error([&] { call(zeros({3, 4}, kInt64), target_of({0, 1, 2})); }, {"floating", "int64"});
   }
+}
+
+TEST(MseLoss, ValuesReductionsAndGradients) {
+  Tensor a = Tensor::from_vector<double>({1, 2, 3, 4}, {2, 2}), b = Tensor::from_vector<double>({0, 2, 5, 1}, {2, 2});
+  EXPECT_DOUBLE_EQ(mse_loss(a, b).item<double>(), (1 + 0 + 4 + 9) / 4.0);
+  EXPECT_DOUBLE_EQ(mse_loss(a, b, Reduction::Sum).item<double>(), 14.0);
+  EXPECT_EQ(mse_loss(a, b, Reduction::None).to_vector<double>(), (std::vector<double>{1, 0, 4, 9}));
+  manual_seed(21);
+  for (Reduction r : {Reduction::Mean, Reduction::Sum, Reduction::None}) {
+    auto result = gradcheck([r](const std::vector<Tensor>& in) { return mse_loss(in[0], in[1], r); },
+                            {randn({3, 4}, kFloat64).requires_grad_(), randn({3, 4}, kFloat64).requires_grad_()});
+    EXPECT_TRUE(result) << result.message;
+  }
+  nn::MSELoss criterion;
+  EXPECT_DOUBLE_EQ(criterion(a, b).item<double>(), 3.5);
+  EXPECT_THROW(mse_loss(a, Tensor::from_vector<double>({1, 2})), Error);  // shapes differ
+  EXPECT_THROW(mse_loss(a, b.to(kFloat32)), Error);                      // dtypes differ
+}
+
+TEST(ActivationModules, MatchTheirOps) {
+  manual_seed(22);
+  Tensor x = randn({3, 5});
+  EXPECT_EQ(nn::Sigmoid()(x).to_vector<float>(), sigmoid(x).to_vector<float>());
+  EXPECT_EQ(nn::Tanh()(x).to_vector<float>(), tanh(x).to_vector<float>());
+  EXPECT_EQ(nn::Softmax(1)(x).to_vector<float>(), softmax(x, 1).to_vector<float>());
+  EXPECT_EQ(nn::LogSoftmax(0)(x).to_vector<float>(), log_softmax(x, 0).to_vector<float>());
+  std::ostringstream os;
+  os << *nn::Sequential(nn::Tanh(), nn::LogSoftmax(1));
+  EXPECT_EQ(os.str(), "Sequential(\n  (0): Tanh()\n  (1): LogSoftmax(dim=1)\n)");
 }

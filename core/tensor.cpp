@@ -1,7 +1,5 @@
 #include "core/tensor.h"
 
-#include <iomanip>
-
 #include "core/autograd.h"
 
 namespace minidl {
@@ -71,55 +69,6 @@ void Tensor::set_grad(const Tensor& grad) {
 
 Tensor Tensor::detach() const {
   return make_view(*this, shape(), strides(), offset());
-}
-
-namespace {
-
-template <class T>
-void print_values(std::ostream& os, const std::vector<T>& values, const Shape& shape, size_t d, size_t& pos,
-                  bool summarize) {
-  if (shape.empty()) {
-    os << values[pos++];
-    return;
-  }
-  os << '[';
-  int64_t n = shape[d];
-  int64_t inner = 1;
-  for (size_t i = d + 1; i < shape.size(); ++i) inner *= shape[i];
-  for (int64_t i = 0; i < n; ++i) {
-    if (summarize && n > 6 && i == 3) {
-      os << "..., ";
-      pos += static_cast<size_t>((n - 6) * inner);
-      i = n - 3;
-    }
-    if (d + 1 == shape.size()) {
-      os << values[pos++];
-    } else {
-      print_values(os, values, shape, d + 1, pos, summarize);
-    }
-    if (i + 1 < n) os << (d + 1 == shape.size() ? ", " : ",\n ");
-  }
-  os << ']';
-}
-
-}  // namespace
-
-std::ostream& operator<<(std::ostream& os, const Tensor& tensor) {
-  if (!tensor.defined()) return os << "Tensor(undefined)";
-  os << "tensor(";
-  dispatch_all(tensor.dtype(), "print", [&](auto tag) {
-    using T = decltype(tag);
-    std::vector<T> values = tensor.to_vector<T>();
-    size_t pos = 0;
-    auto flags = os.flags();
-    if constexpr (!std::is_integral_v<T>) os << std::setprecision(4);
-    print_values(os, values, tensor.shape(), 0, pos, tensor.numel() > 1000);
-    os.flags(flags);
-  });
-  os << ", shape=" << tensor.shape() << ", dtype=" << tensor.dtype();
-  if (!tensor.device().is_cpu()) os << ", device=" << tensor.device();
-  if (tensor.requires_grad()) os << ", requires_grad";
-  return os << ')';
 }
 
 }  // namespace minidl

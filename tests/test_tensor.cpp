@@ -61,13 +61,40 @@ TEST(Tensor, ViewsShareStorage) {
   EXPECT_THROW(x.view({5, -1}), Error);
 }
 
-TEST(Tensor, Printing) {
+namespace {
+std::string printed(const Tensor& t) {
   std::ostringstream os;
-  os << Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2});
-  EXPECT_EQ(os.str(), "tensor([[1, 2],\n [3, 4]], shape=[2, 2], dtype=float32)");
-  std::ostringstream big;
-  big << arange(5000);
-  EXPECT_NE(big.str().find("..."), std::string::npos);
+  os << t;
+  return os.str();
+}
+}  // namespace
+
+TEST(Tensor, PrintingAsPyTorchDoes) {
+  // Integral floats print as "1.", columns right-aligned, rows under their bracket.
+  EXPECT_EQ(printed(Tensor::from_vector<float>({1, 2, -3, 40}, {2, 2})),
+            "tensor([[ 1.,  2.],\n        [-3., 40.]], shape=[2, 2], dtype=float32)");
+  // Fixed with 4 decimals.
+  EXPECT_EQ(printed(Tensor::from_vector<double>({0.5, -1.25, 3})),
+            "tensor([ 0.5000, -1.2500,  3.0000], shape=[3], dtype=float64)");
+  // Magnitudes 1000x apart: scientific, as PyTorch.
+  EXPECT_EQ(printed(Tensor::from_vector<float>({0.001f, 2.5f})),
+            "tensor([1.0000e-03, 2.5000e+00], shape=[2], dtype=float32)");
+  // Integers, a 0-d tensor, non-finite values, requires_grad.
+  EXPECT_EQ(printed(Tensor::from_vector<int64_t>({7, -12})), "tensor([  7, -12], shape=[2], dtype=int64)");
+  EXPECT_EQ(printed(full({}, 3.5)), "tensor(3.5000, shape=[], dtype=float32)");
+  EXPECT_EQ(printed(Tensor::from_vector<float>({INFINITY, NAN, 1})),
+            "tensor([inf, nan,  1.], shape=[3], dtype=float32)");
+  EXPECT_EQ(printed(Tensor::from_vector<double>({1}).requires_grad_()),
+            "tensor([1.], shape=[1], dtype=float64, requires_grad=true)");
+  // 3-D: a blank line between matrices.
+  EXPECT_EQ(printed(arange(8, kInt64).view({2, 2, 2})),
+            "tensor([[[0, 1],\n         [2, 3]],\n\n        [[4, 5],\n         [6, 7]]], shape=[2, 2, 2], dtype=int64)");
+  // Past 1000 elements, three at each end of every dimension.
+  EXPECT_EQ(printed(arange(5000, kInt64)),
+            "tensor([   0,    1,    2,  ..., 4997, 4998, 4999], shape=[5000], dtype=int64)");
+  const std::string rows = printed(arange(2000, kInt64).view({400, 5}));
+  EXPECT_NE(rows.find("[   0,    1,    2,    3,    4],\n        [   5,"), std::string::npos) << rows;
+  EXPECT_NE(rows.find("        ...,\n        [1985,"), std::string::npos) << rows;
 }
 
 TEST(Tensor, DeviceParsing) {

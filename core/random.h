@@ -34,7 +34,7 @@ class Generator {
   /// Reserves `count` Philox draws and returns the offset they start at.
   uint64_t take_offset(uint64_t count) {
     uint64_t start = offset_;
-    offset_ += (count + 3) / 4 * 4;  // Philox yields four values per counter step
+    offset_ += whole_steps(count);
     return start;
   }
   std::mutex& mutex() { return mutex_; }
@@ -44,7 +44,7 @@ class Generator {
     std::lock_guard lock(mutex_);
     if (capture_state_ && std::this_thread::get_id() == capture_thread_) {
       PhiloxDraw draw{0, capture_used_, capture_state_};
-      capture_used_ += (count + 3) / 4 * 4;
+      capture_used_ += whole_steps(count);
       return draw;
     }
     return {seed_, take_offset(count), nullptr};
@@ -64,6 +64,9 @@ class Generator {
   }
 
  private:
+  // Philox yields four values per counter step: a reservation takes whole steps.
+  static uint64_t whole_steps(uint64_t count) { return (count + 3) / 4 * 4; }
+
   uint64_t seed_ = 0, offset_ = 0;
   const uint64_t* capture_state_ = nullptr;
   std::thread::id capture_thread_;

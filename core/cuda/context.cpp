@@ -60,6 +60,7 @@ DeviceGuard::~DeviceGuard() {
 }
 
 cudaStream_t compute_stream(int index) { return context(index).compute; }
+cudaStream_t copy_stream(int index) { return context(index).copy; }
 
 std::shared_mutex& capture_mutex(int index) { return context(index).capture; }
 
@@ -69,7 +70,6 @@ thread_local bool capturing = false;
 
 bool this_thread_captures() { return capturing; }
 void set_this_thread_captures(bool on) { capturing = on; }
-cudaStream_t copy_stream(int index) { return context(index).copy; }
 
 cublasHandle_t cublas_handle(int index) {
   DeviceContext& ctx = context(index);

@@ -94,7 +94,7 @@ function(minidl_add_cuda_backend target)
   file(GLOB _cu CONFIGURE_DEPENDS ${_root}/core/cuda/*.cu ${_root}/ops/cuda/*.cu)
   file(GLOB _cpp CONFIGURE_DEPENDS ${_root}/core/cuda/*.cpp ${_root}/ops/cuda/*.cpp)
   if(NOT MINIDL_WITH_CUDNN)
-    list(FILTER _cpp EXCLUDE REGEX ".*/ops/cuda/cudnn\\.cpp$")
+    list(FILTER _cpp EXCLUDE REGEX ".*/ops/cuda/cudnn[a-z_]*\\.cpp$")
   endif()
 
   add_library(${target}_cuda_kernels OBJECT ${_cu})
@@ -118,7 +118,8 @@ function(minidl_add_cuda_backend target)
     target_compile_definitions(${target} PUBLIC MINIDL_WITH_CUDNN)
     target_compile_definitions(${target}_cuda_kernels PRIVATE MINIDL_WITH_CUDNN)
     target_link_libraries(${target} PUBLIC CUDNN::cudnn)
-    # cudnn.cpp uses the legacy (v7-style) convolution API, deprecated but present through cuDNN 9.
-    set_source_files_properties(${_root}/ops/cuda/cudnn.cpp PROPERTIES COMPILE_OPTIONS -Wno-deprecated-declarations)
+    # The cuDNN files use the legacy (v7-style) convolution API, deprecated but present through cuDNN 9.
+    set_source_files_properties(${_root}/ops/cuda/cudnn.cpp ${_root}/ops/cuda/cudnn_autotune.cpp
+                                PROPERTIES COMPILE_OPTIONS -Wno-deprecated-declarations)
   endif()
 endfunction()

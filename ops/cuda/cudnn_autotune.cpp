@@ -1,0 +1,148 @@
+// ConvBackend::Auto (ops/backend_setting.h): the first time a convolution shape comes, time cuDNN
+// with the fastest of its algorithms (the Find queries time every one, as cudnn.benchmark) against
+// our im2col path, both forward and backward in one harness, and keep the faster; one log line per
+// shape names the pick and both times.
+#include <algorithm>
+#include <cstdio>
+#include <mutex>
+#include <vector>
+
+#include "core/cuda.h"
+#include "ops/cuda/cudnn_plan.h"
+
+namespace minidl {
+
+using namespace cudnn;
+
+namespace {
+
+// The fastest FMA-math algorithm of a Find query's results (sorted by time), and its time in ms.
+template <class Perf>
+const Perf* fastest(const Perf* perf, int count) {
+  for (int i = 0; i < count; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS &&
+        (perf[i].mathType == CUDNN_DEFAULT_MATH || perf[i].mathType == CUDNN_FMA_MATH))
+      return &perf[i];
+  return nullptr;
+}
+
+// Times every algorithm of the three passes (cuDNN runs each on scratch memory it allocates) and
+// keeps the fastest of each; false when a pass has none.
+bool find_fastest(cudnnHandle_t handle, ConvPlan& p) {
+  cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  cudnnConvolutionBwdDataAlgoPerf_t bwd_data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+  cudnnConvolutionBwdFilterAlgoPerf_t bwd_filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+  int nf = 0, nd = 0, nw = 0;
+  CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(handle, p.x.d, p.w, p.conv, p.y.d, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                                   &nf, fwd));
+  CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(handle, p.w, p.y.d, p.conv, p.x.d,
+                                                        CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd, bwd_data));
+  CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(handle, p.x.d, p.y.d, p.conv, p.w,
+                                                          CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nw, bwd_filter));
+  return use_algorithms(handle, p, fastest(fwd, nf), fastest(bwd_data, nd), fastest(bwd_filter, nw));
+}
+
+// 128 MB to overwrite between timed runs, past any L2. Straight from cudaMalloc and freed at once:
+// it is measurement scaffolding, not memory of the model (the caching allocator would count it in
+// the peak of whatever step first meets a new shape).
+struct L2Flush {
+  void* ptr = nullptr;
+  size_t bytes = size_t{128} << 20;
+  L2Flush() { CUDA_CHECK(cudaMalloc(&ptr, bytes)); }
+  ~L2Flush() { cudaFree(ptr); }
+};
+
+// Median time in ms of `reps` runs of `work` on `stream`, after one uncounted run. Before each run
+// `flush` is overwritten: a step's tensors are not in L2 when a convolution reads them, and the
+// MNIST CNN's at batch 64 would fit in the H100's 50 MB.
+template <class Work>
+float median_ms(cudaStream_t stream, const L2Flush& flush, int reps, Work&& work) {
+  cudaEvent_t start, stop;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  work();
+  std::vector<float> times;
+  for (int i = 0; i < reps; ++i) {
+    CUDA_CHECK(cudaMemsetAsync(flush.ptr, i & 1, flush.bytes, stream));
+    CUDA_CHECK(cudaEventRecord(start, stream));
+    work();
+    CUDA_CHECK(cudaEventRecord(stop, stream));
+    CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    times.push_back(ms);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::nth_element(times.begin(), times.begin() + reps / 2, times.end());
+  return times[static_cast<size_t>(reps / 2)];
+}
+
+}  // namespace
+
+bool CudaKernels::conv2d_cudnn_is_faster(DType dtype, int64_t batch, int64_t out_channels, const ConvGeometry& g) {
+  cuda::DeviceGuard guard(device_);
+  cudnnHandle_t handle = cudnn_handle(device_);
+  ConvPlan& p = conv_plan(device_, handle, dtype, batch, out_channels, g);
+  if (!p.ok) return false;
+  if (p.faster >= 0) return p.faster == 1;
+  // Timing needs the device to run now: inside a graph capture, keep im2col and measure later.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
+  if (capture != cudaStreamCaptureStatusNone) return false;
+
+  // One measurement at a time (conv2d_cudnn below takes the plans' lock itself).
+  static std::mutex measuring;
+  std::lock_guard lock(measuring);
+  if (p.faster >= 0) return p.faster == 1;
+  const bool found = find_fastest(handle, p);
+  // Both paths on the same scratch tensors, as ops/conv2d.cpp runs them: forward with the bias, the
+  // input gradient, and the weight and bias gradients (by our reductions on either path).
+  const int64_t k = g.channels * g.kernel_h * g.kernel_w, l = g.out_h * g.out_w, o = out_channels;
+  const Device dev = Device::cuda(device_);
+  Tensor x = Tensor::empty({batch, g.channels, g.height, g.width}, dtype, dev), gx = Tensor::empty(x.shape(), dtype, dev);
+  Tensor w = Tensor::empty({o, k}, dtype, dev), gw = Tensor::empty({o, k}, dtype, dev);
+  Tensor cols = Tensor::empty({batch, k, l}, dtype, dev), gcols = Tensor::empty({batch, k, l}, dtype, dev);
+  Tensor out = Tensor::empty({batch, o, l}, dtype, dev), per_sample = Tensor::empty({batch, o, k}, dtype, dev);
+  Tensor bias = Tensor::empty({o}, dtype, dev), gb = Tensor::empty({o}, dtype, dev), gb_rows = Tensor::empty({batch, o}, dtype, dev);
+  for (Tensor* t : {&x, &w, &out, &bias}) fill(*t, 0.5);
+  const Tensor bias_view = Tensor::make_view(bias, {batch, o, l}, {0, 1, 0}, 0);
+  const L2Flush flush;
+  const auto bias_grad = [&] {
+    reduce(ReduceOp::Sum, out, batch * o, l, 1, gb_rows, nullptr);
+    reduce(ReduceOp::Sum, gb_rows, 1, batch, o, gb, nullptr);
+  };
+  float cudnn_ms = -1;
+  if (found) {
+    Tensor w4 = Tensor::make_view(w, {o, g.channels, g.kernel_h, g.kernel_w}, contiguous_strides({o, g.channels, g.kernel_h, g.kernel_w}), 0);
+    Tensor gw4 = Tensor::make_view(gw, w4.shape(), w4.strides(), 0);
+    Tensor out4 = Tensor::make_view(out, {batch, o, g.out_h, g.out_w}, contiguous_strides({batch, o, g.out_h, g.out_w}), 0);
+    cudnn_ms = median_ms(stream_, flush, 7, [&] {
+      conv2d_cudnn(x, w4, &bias, g, out4);
+      conv2d_backward_cudnn(out4, x, w4, g, &gx, &gw4, nullptr);
+      bias_grad();
+    });
+  }
+  const float im2col_ms = median_ms(stream_, flush, 7, [&] {
+    im2col(x, g, cols);
+    gemm(w, false, cols, false, out, 1, 0);
+    binary(BinaryOp::Add, out, bias_view, out);
+    gemm(w, true, out, false, gcols, 1, 0);
+    col2im(gcols, g, gx);
+    gemm(out, false, cols, true, per_sample, 1, 0);
+    reduce(ReduceOp::Sum, per_sample, 1, batch, o * k, gw, nullptr);
+    bias_grad();
+  });
+  p.faster = cudnn_ms >= 0 && cudnn_ms < im2col_ms ? 1 : 0;
+  std::fprintf(stderr,
+               "minidl: conv2d [%lld, %lld, %lld, %lld] * [%lld, %lld, %lld, %lld]: %s (cuDNN algorithms %d/%d/%d "
+               "%.3f ms, im2col %.3f ms, forward and backward, L2 flushed)\n",
+               static_cast<long long>(batch), static_cast<long long>(g.channels), static_cast<long long>(g.height),
+               static_cast<long long>(g.width), static_cast<long long>(o), static_cast<long long>(g.channels),
+               static_cast<long long>(g.kernel_h), static_cast<long long>(g.kernel_w), p.faster ? "cuDNN" : "im2col",
+               static_cast<int>(p.fwd), static_cast<int>(p.bwd_data), static_cast<int>(p.bwd_filter), cudnn_ms,
+               im2col_ms);
+  return p.faster == 1;
+}
+
+}  // namespace minidl

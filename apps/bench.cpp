@@ -15,6 +15,7 @@
 #include <random>
 #include <string>
 
+#include "apps/common/gpu_report.h"
 #include "apps/common/mnist_app.h"
 #include "apps/common/models.h"
 
@@ -67,20 +68,6 @@ struct Trainer {
     return train_step({Tensor::make_view(order, {n}, {1}, order.offset() + begin)});
   }
 };
-
-// Host time to issue one step: the best of a few windows of 10 steps, each after a sync, short
-// enough that the launch queue never fills (a full queue would make the host wait for the GPU).
-double host_us_per_step(Trainer& t) {
-  double best = 1e30;
-  for (int window = 0; window < 5; ++window) {
-    cuda::synchronize();
-    auto start = std::chrono::steady_clock::now();
-    for (int s = 0; s < 10; ++s) t.step(s);
-    best = std::min(best, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / 10);
-  }
-  cuda::synchronize();
-  return best;
-}
 
 double accuracy(nn::Module& model, const Tensor& images, const Tensor& targets) {
   NoGradGuard no_grad;
@@ -150,17 +137,8 @@ int main(int argc, char** argv) {
                 model_name.c_str(), device.str().c_str(), static_cast<long long>(batch), get_num_threads(),
                 static_cast<double>(train.size()) / seconds, seconds, device.is_cuda() ? "device" : "RSS", peak_mb);
     if (device.is_cuda()) {
-      const int steps = 100;
-      cuda::KernelActivity a = cuda::profile_kernels([&] {
-        for (int s = 0; s < steps; ++s) t.step(s);
-      });
-      std::printf("  %s: %.1f kernels/step, %.0f us of kernels/step, GPU busy %.0f%%, host %.0f us/step to issue\n",
-                  t.train_step.graphed() ? "one CUDA graph per step" : "eager (no CUDA graph)",
-                  static_cast<double>(a.kernels) / steps, a.kernel_us / steps, 100 * a.busy(), host_us_per_step(t));
-      if (profile) {
-        for (const auto& k : a.by_time)
-          std::printf("    %6.1f us  %4.1fx  %s\n", k.us / steps, static_cast<double>(k.count) / steps, k.name.c_str());
-      }
+      mnist_app::report_gpu_time([&](int s) { t.step(s); },
+                                 t.train_step.graphed() ? "one CUDA graph per step" : "eager (no CUDA graph)", profile);
     }
 
     if (epochs > 0) {

@@ -15,6 +15,7 @@ namespace minidl {
 namespace {
 
 thread_local bool grad_mode = true;
+thread_local bool inference_mode = false;
 
 struct TapeInput {
   uint64_t node = 0;                  // tape id of a non-leaf input
@@ -152,6 +153,11 @@ bool grad_mode_enabled() { return grad_mode; }
 NoGradGuard::NoGradGuard() : previous_(grad_mode) { grad_mode = false; }
 NoGradGuard::~NoGradGuard() { grad_mode = previous_; }
 
+bool inference_mode_enabled() { return inference_mode; }
+
+InferenceMode::InferenceMode() : previous_(inference_mode) { inference_mode = true; }
+InferenceMode::~InferenceMode() { inference_mode = previous_; }
+
 namespace autograd {
 
 bool needs_recording(std::initializer_list<Tensor> inputs) {
@@ -164,6 +170,9 @@ void record(const char* name, Tensor& output, const std::vector<Tensor>& inputs,
   TapeEntry entry{next_node_id++, name, output.impl_ptr(), {}, std::move(backward)};
   entry.inputs.reserve(inputs.size());
   for (const Tensor& input : inputs) {
+    MINIDL_CHECK(!input.defined() || !input.impl().inference, name,
+                 ": an input is an inference tensor (made under InferenceMode), which an op recorded for backward "
+                 "cannot use; clone() it outside InferenceMode to get a normal tensor");
     TapeInput in;
     if (input.defined() && input.requires_grad()) {
       in.requires_grad = true;

@@ -27,6 +27,25 @@ class NoGradGuard {
   bool previous_;
 };
 
+/// True while an InferenceMode guard is alive on this thread.
+bool inference_mode_enabled();
+
+/// Evaluation at its strictest, as torch.inference_mode: nothing is recorded (as NoGradGuard), and
+/// every tensor made meanwhile is an inference tensor, which no recorded op accepts later as an
+/// input and which cannot be made to require grad: its values were never meant for a backward.
+///   { InferenceMode guard; predictions = model->forward(x); }   // clone() one to train on it
+class InferenceMode {
+ public:
+  InferenceMode();
+  ~InferenceMode();
+  InferenceMode(const InferenceMode&) = delete;
+  InferenceMode& operator=(const InferenceMode&) = delete;
+
+ private:
+  bool previous_;
+  NoGradGuard no_grad_;
+};
+
 namespace autograd {
 
 /// Maps the gradient of an op's output to the gradients of its inputs, in input order. An entry may

@@ -15,6 +15,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
+  impl->inference = inference_mode_enabled();
   return Tensor(std::move(impl));
 }
 
@@ -25,6 +26,7 @@ Tensor Tensor::make_view(const Tensor& base, Shape shape, Strides strides, int64
   impl->shape = std::move(shape);
   impl->strides = std::move(strides);
   impl->dtype = base.dtype();
+  impl->inference = base.impl().inference || inference_mode_enabled();
   return Tensor(std::move(impl));
 }
 
@@ -54,6 +56,8 @@ Tensor& Tensor::requires_grad_(bool requires_grad) {
   MINIDL_CHECK(is_leaf(), "requires_grad_: only leaf tensors can change requires_grad; use detach() first");
   MINIDL_CHECK(!requires_grad || is_floating(dtype()), "requires_grad_: only floating tensors can require grad, got ",
                dtype());
+  MINIDL_CHECK(!requires_grad || !is_inference(), "requires_grad_: this is an inference tensor (made under "
+                                                  "InferenceMode); clone() it outside InferenceMode first");
   impl().requires_grad = requires_grad;
   return *this;
 }

@@ -26,6 +26,7 @@ struct TensorImpl {
   bool requires_grad = false;
   uint64_t node = 0;
   std::shared_ptr<TensorImpl> grad;
+  bool inference = false;  // made under InferenceMode (core/autograd.h)
 
   ~TensorImpl();
 };
@@ -80,6 +81,8 @@ class Tensor {
   Tensor grad() const { return Tensor(impl().grad); }
   void set_grad(const Tensor& grad);
   bool is_leaf() const { return impl().node == 0; }
+  /// Made under InferenceMode: no recorded op takes it as an input.
+  bool is_inference() const { return impl().inference; }
   /// Walks the tape back from this tensor. Without `gradient`, the tensor must hold one element.
   /// The tape entries walked are released unless `retain_graph`.
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;

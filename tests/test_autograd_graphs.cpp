@@ -292,3 +292,35 @@ TEST(AutogradGraphs, ClearedGraphIsAnErrorNotASkip) {
   EXPECT_FALSE(x.grad().defined());
   autograd::clear_tape();
 }
+
+TEST(AutogradGraphs, InferenceModeRecordsNothingAndItsTensorsStayOutOfGraphs) {
+  Tensor w = Tensor::from_vector<double>({1, 2}).requires_grad_();
+  Tensor x = Tensor::from_vector<double>({3, 4});
+  const size_t before = autograd::tape_size();
+  Tensor y;
+  {
+    InferenceMode guard;
+    EXPECT_TRUE(inference_mode_enabled());
+    EXPECT_FALSE(grad_mode_enabled());
+    y = exp(w * x);
+    EXPECT_FALSE(y.requires_grad());
+    EXPECT_TRUE(y.is_inference());
+    EXPECT_TRUE(y.detach().is_inference());
+  }
+  EXPECT_FALSE(inference_mode_enabled());
+  EXPECT_TRUE(grad_mode_enabled());
+  EXPECT_EQ(autograd::tape_size(), before);
+  EXPECT_FALSE(x.is_inference());
+  // Outside: a recorded op refuses it, naming the op; a read or an unrecorded op is fine.
+  std::string msg = error_of([&] { (w * y).sum(); });
+  EXPECT_NE(msg.find("mul"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("clone()"), std::string::npos) << msg;
+  EXPECT_NEAR(y.to_vector<double>()[0], std::exp(3.0), 1e-9);
+  EXPECT_FALSE((x * y).requires_grad());
+  EXPECT_THROW(Tensor(y).requires_grad_(), Error);
+  // clone() outside InferenceMode gives a normal tensor that trains.
+  Tensor normal = y.clone();
+  EXPECT_FALSE(normal.is_inference());
+  (w * normal).sum().backward();
+  EXPECT_NEAR(w.grad().to_vector<double>()[1], std::exp(8.0), 1e-6);
+}

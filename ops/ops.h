@@ -11,5 +11,6 @@
 #include "ops/max_pool2d.h"
 #include "ops/optim.h"
 #include "ops/reduce.h"
+#include "ops/slice.h"
 #include "ops/softmax.h"
 #include "ops/view.h"

@@ -1,0 +1,116 @@
+// Shapes: narrow keeps x's shape but `length` along dim, with x's strides and an offset of
+// start * stride[dim]; cat's output has the sum of the inputs' sizes along dim. Backward: narrow's
+// gradient is zeros with g copied into the same window; cat's gradient for each input is the
+// narrow of g at that input's place.
+#include "ops/slice.h"
+
+#include <string>
+
+#include "core/autograd.h"
+#include "ops/creation.h"
+#include "ops/kernels.h"
+#include "ops/view.h"
+
+namespace minidl {
+
+namespace {
+
+// The narrow view without recording it.
+Tensor window(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
+  Shape shape = x.shape();
+  shape[dim] = length;
+  return Tensor::make_view(x, shape, x.strides(), x.offset() + start * x.strides()[dim]);
+}
+
+}  // namespace
+
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
+  MINIDL_CHECK(x.dim() > 0, "narrow: expected a tensor with at least one dimension, got a scalar");
+  dim = wrap_dim(dim, x.dim(), "narrow");
+  MINIDL_CHECK(start >= 0 && length >= 0 && start + length <= x.size(dim), "narrow: [", start, ", ", start + length,
+               ") is outside dimension ", dim, " of shape ", x.shape(), " (size ", x.size(dim), ")");
+  Tensor out = window(x, dim, start, length);
+  if (autograd::needs_recording({x})) {
+    autograd::record("narrow", out, {x}, [in_shape = x.shape(), dim, start, length](const Tensor& g,
+                                                                                    const std::vector<bool>&) {
+      Tensor grad = zeros(in_shape, g.dtype(), g.device());
+      Tensor place = window(grad, dim, start, length);
+      kernels_for(g.device()).copy(g, place);
+      return std::vector<Tensor>{grad};
+    });
+  }
+  return out;
+}
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  MINIDL_CHECK(!tensors.empty(), "cat: expected at least one tensor");
+  const Tensor& first = tensors[0];
+  MINIDL_CHECK(first.defined() && first.dim() > 0, "cat: expected tensors with at least one dimension");
+  dim = wrap_dim(dim, first.dim(), "cat");
+  Shape shape = first.shape();
+  shape[dim] = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    MINIDL_CHECK(t.defined(), "cat: tensor ", i, " is undefined");
+    MINIDL_CHECK(t.device() == first.device() && t.dtype() == first.dtype(), "cat: tensor ", i, " is ", t.dtype(),
+                 " on ", t.device(), ", but tensor 0 is ", first.dtype(), " on ", first.device());
+    bool agrees = t.dim() == first.dim();
+    for (int64_t d = 0; agrees && d < t.dim(); ++d) agrees = d == dim || t.size(d) == first.size(d);
+    MINIDL_CHECK(agrees, "cat: tensor ", i, " has shape ", t.shape(), ", which differs from tensor 0's ",
+                 first.shape(), " in a dimension other than ", dim);
+    shape[dim] += t.size(dim);
+  }
+  Tensor out = Tensor::empty(shape, first.dtype(), first.device());
+  std::vector<int64_t> starts;
+  int64_t at = 0;
+  for (const Tensor& t : tensors) {
+    starts.push_back(at);
+    Tensor place = window(out, dim, at, t.size(dim));
+    kernels_for(out.device()).copy(t, place);
+    at += t.size(dim);
+  }
+  bool record = false;
+  for (const Tensor& t : tensors) record = record || autograd::needs_recording({t});
+  if (record) {
+    std::vector<int64_t> lengths;
+    for (const Tensor& t : tensors) lengths.push_back(t.size(dim));
+    autograd::record("cat", out, tensors, [dim, starts, lengths](const Tensor& g, const std::vector<bool>& needs) {
+      std::vector<Tensor> grads(needs.size());
+      for (size_t i = 0; i < needs.size(); ++i)
+        if (needs[i]) grads[i] = window(g, dim, starts[i], lengths[i]);
+      return grads;
+    });
+  }
+  return out;
+}
+
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  MINIDL_CHECK(!tensors.empty() && tensors[0].defined(), "stack: expected at least one tensor");
+  for (size_t i = 1; i < tensors.size(); ++i)
+    MINIDL_CHECK(tensors[i].defined() && tensors[i].shape() == tensors[0].shape(), "stack: tensor ", i,
+                 " has shape ", tensors[i].defined() ? tensors[i].shape() : Shape{}, ", tensor 0 has ",
+                 tensors[0].shape(), " (stack needs one shape)");
+  dim = wrap_dim(dim, tensors[0].dim() + 1, "stack");
+  std::vector<Tensor> expanded;
+  for (const Tensor& t : tensors) expanded.push_back(unsqueeze(t, dim));
+  return cat(expanded, dim);
+}
+
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
+  MINIDL_CHECK(x.dim() > 0, "split: expected a tensor with at least one dimension, got a scalar");
+  MINIDL_CHECK(split_size > 0, "split: expected split_size > 0, got ", split_size);
+  dim = wrap_dim(dim, x.dim(), "split");
+  std::vector<Tensor> parts;
+  for (int64_t start = 0; start < x.size(dim); start += split_size)
+    parts.push_back(narrow(x, dim, start, std::min(split_size, x.size(dim) - start)));
+  return parts;
+}
+
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+  MINIDL_CHECK(chunks > 0, "chunk: expected chunks > 0, got ", chunks);
+  MINIDL_CHECK(x.dim() > 0, "chunk: expected a tensor with at least one dimension, got a scalar");
+  const int64_t size = x.size(wrap_dim(dim, x.dim(), "chunk"));
+  return split(x, std::max<int64_t>(1, (size + chunks - 1) / chunks), dim);
+}
+
+}  // namespace minidl

@@ -1,0 +1,23 @@
+#pragma once
+// Slicing and joining along one dimension: narrow/split/chunk are views (no copy); cat and stack
+// copy into one new tensor. Each is differentiable.
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace minidl {
+
+/// The view of `length` elements from `start` along `dim`, as x.narrow(dim, start, length).
+///   narrow(x, 1, 2, 3)  // x[:, 2:5]
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
+/// Joins tensors that agree in every dimension but `dim`, along it.   cat({a, b}, 1)
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+/// Joins tensors of one shape along a new dimension `dim`.   stack({a, b})  // [2, ...a.shape]
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+/// Views of `split_size` elements along `dim`; the last may be shorter.   split(x, 2, 1)
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+/// `chunks` views along `dim`, each ceil(size / chunks) long but the last, as torch.chunk (which
+/// may give fewer).   auto [q, k, v] = chunk(qkv, 3, -1)
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+
+}  // namespace minidl

@@ -198,4 +198,6 @@ Tensor tanh(const Tensor& x) {
   return out;
 }
 
+Tensor abs(const Tensor& x) { return add(relu(x), relu(neg(x))); }
+
 }  // namespace minidl

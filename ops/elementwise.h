@@ -26,6 +26,8 @@ Tensor sqrt(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
+/// |x|, composed as relu(x) + relu(-x): its gradient is sign(x), 0 at 0, as PyTorch's.
+Tensor abs(const Tensor& x);
 
 /// A 0-d tensor holding `value`, in `like`'s dtype and device, for mixing scalars into ops.
 Tensor scalar_like(double value, const Tensor& like);

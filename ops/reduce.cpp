@@ -143,6 +143,30 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
   return max(x, dim, keepdim).indices;
 }
 
+// min and var are compositions: the Max kernel on -x, and mean / sub / mul / sum, whose backwards
+// give their gradients.
+MaxResult min(const Tensor& x, int64_t dim, bool keepdim) {
+  MaxResult m = max(neg(x), dim, keepdim);
+  return {neg(m.values), m.indices};
+}
+
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
+  NoGradGuard no_grad;
+  return min(x, dim, keepdim).indices;
+}
+
+Tensor var(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, bool keepdim) {
+  MINIDL_CHECK(is_floating(x.dtype()), "var: expected a floating tensor, got ", x.dtype());
+  std::vector<int64_t> d = normalize_dims(dims, x.dim(), "var");
+  int64_t count = 1;
+  for (int64_t i : d) count *= x.shape()[i];
+  MINIDL_CHECK(!unbiased || count > 1, "var: the unbiased variance of ", count,
+               " element(s) divides by zero; pass unbiased=false");
+  Tensor centered = sub(x, mean(x, d, true));
+  Tensor squares = sum(mul(centered, centered), d, keepdim);
+  return div(squares, scalar_like(static_cast<double>(unbiased ? count - 1 : count), x));
+}
+
 Tensor sum_to_shape(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;
   MINIDL_CHECK(x.dim() >= static_cast<int64_t>(shape.size()), "sum_to_shape: cannot reduce ", x.shape(), " to ", shape);

@@ -95,6 +95,8 @@ TEST(CudaOps, GradcheckSoftmaxAndLosses) {
   expect_gradcheck("cross_entropy", [&](auto& in) { return cross_entropy(in[0], target); }, {leaf({4, 5})});
   expect_gradcheck("mse_loss", [](auto& in) { return mse_loss(in[0], in[1]); }, {leaf({3, 4}), leaf({3, 4})});
   expect_gradcheck("narrow", [](auto& in) { return narrow(in[0], 1, 1, 2) * 2.0; }, {leaf({2, 4, 3})});
+  expect_gradcheck("min, var, abs", [](auto& in) { return min(in[0], 1).values + var(in[0], {1}) + abs(in[0]).sum(); },
+                   {leaf({3, 4})});
   expect_gradcheck("cat", [](auto& in) { return cat({in[0], exp(in[1])}, -1); }, {leaf({2, 3}), leaf({2, 2})});
   expect_gradcheck("stack and chunk", [](auto& in) {
     auto c = chunk(stack({in[0], in[0] * in[0]}, 0), 2, 0);

@@ -192,3 +192,28 @@ TEST(Reduce, SumToShape) {
   EXPECT_EQ(sum_to_shape(g, {}).shape(), Shape{});
   EXPECT_THROW(sum_to_shape(g, {5, 2, 3, 4}), Error);
 }
+
+TEST(Reduce, MinArgminVarAndAbs) {
+  Tensor x = Tensor::from_vector<double>({3, -1, 2, -1, 5, 0}, {2, 3});
+  MaxResult m = min(x, 1);
+  EXPECT_EQ(m.values.to_vector<double>(), (std::vector<double>{-1, -1}));
+  EXPECT_EQ(m.indices.to_vector<int64_t>(), (std::vector<int64_t>{1, 0}));  // the first on ties
+  EXPECT_EQ(argmin(x, 0, true).shape(), (Shape{1, 3}));
+  // Row 0: mean 4/3, squares (25 + 49 + 4) / 9 = 78 / 9; unbiased divides by 2.
+  std::vector<double> v = var(x, {1}).to_vector<double>();
+  EXPECT_NEAR(v[0], 78.0 / 9 / 2, 1e-12);
+  // E[x^2] - E[x]^2 = 40 / 6 - (8 / 6)^2.
+  EXPECT_NEAR(var(x, {0, 1}, false).item<double>(), 40.0 / 6 - (8.0 / 6) * (8.0 / 6), 1e-12);
+  EXPECT_EQ(var(x, {1}, true, true).shape(), (Shape{2, 1}));
+  EXPECT_THROW(var(Tensor::from_vector<double>({1}), {0}), Error);  // n - 1 = 0
+  EXPECT_EQ(abs(x).to_vector<double>(), (std::vector<double>{3, 1, 2, 1, 5, 0}));
+  manual_seed(41);
+  for (auto [what, f] : std::vector<std::pair<const char*, std::function<Tensor(const std::vector<Tensor>&)>>>{
+           {"min", [](auto& in) { return min(in[0], 1).values; }},
+           {"var", [](auto& in) { return var(in[0], {0, 2}); }},
+           {"var biased keepdim", [](auto& in) { return var(in[0], {1}, false, true); }},
+           {"abs", [](auto& in) { return abs(in[0]); }}}) {
+    GradcheckResult r = gradcheck(f, {randn({3, 4, 2}, kFloat64).requires_grad_()});
+    EXPECT_TRUE(r) << what << ": " << r.message;
+  }
+}

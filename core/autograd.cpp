@@ -43,12 +43,12 @@ struct TapeEntry {
   }
 };
 
-// Entries are in id order (ids only grow), so a tensor finds its entry by binary search and a
-// backward walks its graph by going down the tape.
 constexpr size_t kMinSweep = 256;
 
 thread_local bool tape_gone = false;  // trivially destructible: still readable while `tape` is destroyed
 
+// Entries are in id order (ids only grow), so a tensor finds its entry by binary search and a
+// backward walks its graph by going down the tape.
 struct Tape {
   std::vector<TapeEntry> entries;
   size_t sweep_at = kMinSweep;  // entries.size() that triggers the next sweep
@@ -62,8 +62,9 @@ thread_local Tape tape;
 std::atomic<uint64_t> next_node_id{1};
 
 struct BusyGuard {
+  bool previous = tape.busy;
   BusyGuard() { tape.busy = true; }
-  ~BusyGuard() { tape.busy = false; }
+  ~BusyGuard() { tape.busy = previous; }
 };
 
 // The newest entries are inputs of nothing, so a dead one there can go at once: a forward whose

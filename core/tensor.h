@@ -4,7 +4,9 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <ostream>
+#include <type_traits>
 #include <vector>
 
 #include "core/device.h"
@@ -98,12 +100,19 @@ class Tensor {
   Tensor reshape(const Shape& shape) const;
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   Tensor squeeze(int64_t dim) const;
+  /// Removes every dimension of size 1.
+  Tensor squeeze() const;
   Tensor unsqueeze(int64_t dim) const;
+  /// The view of every `step`-th element of [start, end) along `dim` (ops/slice.h).
+  Tensor slice(int64_t dim = 0, std::optional<int64_t> start = std::nullopt, std::optional<int64_t> end = std::nullopt,
+               int64_t step = 1) const;
   Tensor transpose(int64_t dim0, int64_t dim1) const;
   Tensor permute(const std::vector<int64_t>& dims) const;
   Tensor t() const { return transpose(0, 1); }
   Tensor sum() const;
   Tensor mean() const;
+  /// Sets every element to 0 in place (any layout); not recorded (ops/elementwise.h).
+  Tensor& zero_();
 
   TensorImpl& impl() const;
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
@@ -136,16 +145,28 @@ Tensor Tensor::from_vector(const std::vector<T>& values, Shape shape, Device dev
   if (shape.empty()) shape = {static_cast<int64_t>(values.size())};
   MINIDL_CHECK(shape_numel(shape) == static_cast<int64_t>(values.size()), "from_vector: shape ", shape,
                " holds ", shape_numel(shape), " elements, but ", values.size(), " values were given");
-  return from_buffer(values.data(), shape, device);
+  if constexpr (std::is_same_v<T, bool>) {  // std::vector<bool> packs bits: unpack to one byte each
+    std::unique_ptr<bool[]> bytes(new bool[values.size()]);
+    for (size_t i = 0; i < values.size(); ++i) bytes[i] = values[i];
+    return from_buffer(bytes.get(), shape, device);
+  } else {
+    return from_buffer(values.data(), shape, device);
+  }
 }
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {
   MINIDL_CHECK(dtype() == dtype_of<T>(), "to_vector<", dtype_name(dtype_of<T>()), ">(): tensor has dtype ", dtype());
   Tensor c = detach().contiguous();  // a read, never part of a graph
-  std::vector<T> out(static_cast<size_t>(c.numel()));
-  copy_bytes(out.data(), Device::cpu(), c.raw_data(), c.device(), c.nbytes());
-  return out;
+  if constexpr (std::is_same_v<T, bool>) {  // std::vector<bool> packs bits: copy bytes, then unpack
+    std::unique_ptr<bool[]> bytes(new bool[static_cast<size_t>(c.numel())]);
+    copy_bytes(bytes.get(), Device::cpu(), c.raw_data(), c.device(), c.nbytes());
+    return std::vector<bool>(bytes.get(), bytes.get() + c.numel());
+  } else {
+    std::vector<T> out(static_cast<size_t>(c.numel()));
+    copy_bytes(out.data(), Device::cpu(), c.raw_data(), c.device(), c.nbytes());
+    return out;
+  }
 }
 
 template <class T>

@@ -1,6 +1,7 @@
 // Printing a tensor as PyTorch does: values in aligned columns, one format for the whole tensor
 // chosen from the values shown (integers as "1.", fixed with 4 decimals, or scientific when the
-// nonzero magnitudes span more than 1000x, pass 1e8, or go below 1e-4), rows indented under their
+// nonzero magnitudes span more than 1000x, pass 1e8, or go below 1e-4; bools as True / False,
+// right-aligned like every column), rows indented under their
 // opening bracket, the middle of long dimensions elided past 1000 elements; then shape and dtype
 // always (minidl prints no default), device and requires_grad where they apply.
 #include <cmath>
@@ -27,7 +28,10 @@ template <class T>
 std::vector<std::string> format_all(const std::vector<T>& values) {
   std::vector<std::string> out;
   char buf[64];
-  if constexpr (std::is_integral_v<T>) {
+  if constexpr (std::is_same_v<T, bool>) {
+    for (bool v : values) out.push_back(v ? "True" : "False");
+    return out;
+  } else if constexpr (std::is_integral_v<T>) {
     for (T v : values) out.push_back(std::to_string(v));
     return out;
   } else {
@@ -113,7 +117,7 @@ std::ostream& operator<<(std::ostream& os, const Tensor& tensor) {
   std::vector<int64_t> positions;
   shown_positions(tensor.shape(), 0, 0, summarize, positions);
   Printed printed;
-  dispatch_all(tensor.dtype(), "print", [&](auto tag) {
+  dispatch_with_bool(tensor.dtype(), "print", [&](auto tag) {
     using T = decltype(tag);
     std::vector<T> all = tensor.to_vector<T>();  // a read: a device tensor is copied to the host
     std::vector<T> shown;

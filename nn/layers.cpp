@@ -22,8 +22,12 @@ std::string DropoutImpl::extra_repr() const {
 }
 
 std::string MaxPool2dImpl::extra_repr() const {
-  return "kernel_size=" + repr(options.kernel_size()) + ", stride=" + repr(options.stride().value_or(options.kernel_size())) +
-         ", padding=" + repr(options.padding());
+  std::string s = "kernel_size=" + repr(options.kernel_size()) +
+                  ", stride=" + repr(options.stride().value_or(options.kernel_size())) +
+                  ", padding=" + repr(options.padding());
+  if (!(options.dilation() == Size2(1))) s += ", dilation=" + repr(options.dilation());
+  if (options.ceil_mode()) s += ", ceil_mode=true";
+  return s;
 }
 
 Tensor FlattenImpl::forward(const Tensor& input) { return flatten(input, options.start_dim(), options.end_dim()); }
@@ -35,7 +39,8 @@ DropoutImpl::DropoutImpl(const DropoutOptions& options) : options(options) {
 Tensor DropoutImpl::forward(const Tensor& input) { return dropout(input, options.p(), is_training()); }
 
 Tensor MaxPool2dImpl::forward(const Tensor& input) {
-  return max_pool2d(input, options.kernel_size(), options.stride(), options.padding());
+  return max_pool2d(input, options.kernel_size(), options.stride(), options.padding(), options.dilation(),
+                    options.ceil_mode());
 }
 
 }  // namespace minidl::nn

@@ -53,6 +53,8 @@ struct MaxPool2dOptions {
   MINIDL_ARG(Size2, kernel_size);
   MINIDL_ARG(std::optional<Size2>, stride);  // defaults to kernel_size
   MINIDL_ARG(Size2, padding) = 0;
+  MINIDL_ARG(Size2, dilation) = 1;
+  MINIDL_ARG(bool, ceil_mode) = false;  // round the output size up (ops/window.h)
 };
 
 /// Max over windows of [N, C, H, W].   nn::MaxPool2d(2)

@@ -4,8 +4,43 @@
 
 namespace minidl::nn {
 
-Tensor CrossEntropyLossImpl::forward(const Tensor& logits, const Tensor& target) { return cross_entropy(logits, target); }
+namespace {
+
+// Registers a weight option as a buffer, as PyTorch's loss modules do, so that it moves with the
+// module; returns the handle forward() reads (undefined when the option was not given).
+Tensor buffer_of(Module& module, const char* name, const Tensor& option) {
+  return option.defined() ? module.register_buffer(name, option) : Tensor();
+}
+
+}  // namespace
+
+CrossEntropyLossImpl::CrossEntropyLossImpl(const CrossEntropyLossOptions& options)
+    : options(options), weight(buffer_of(*this, "weight", options.weight())) {}
+
+Tensor CrossEntropyLossImpl::forward(const Tensor& logits, const Tensor& target) {
+  return cross_entropy(logits, target, options.reduction(), options.ignore_index(), options.label_smoothing(), weight);
+}
+
+NLLLossImpl::NLLLossImpl(const NLLLossOptions& options)
+    : options(options), weight(buffer_of(*this, "weight", options.weight())) {}
+
+Tensor NLLLossImpl::forward(const Tensor& log_probs, const Tensor& target) {
+  return nll_loss(log_probs, target, options.reduction(), options.ignore_index(), weight);
+}
 
 Tensor MSELossImpl::forward(const Tensor& input, const Tensor& target) { return mse_loss(input, target, reduction); }
+
+Tensor L1LossImpl::forward(const Tensor& input, const Tensor& target) {
+  return l1_loss(input, target, options.reduction());
+}
+
+BCEWithLogitsLossImpl::BCEWithLogitsLossImpl(const BCEWithLogitsLossOptions& options)
+    : options(options),
+      weight(buffer_of(*this, "weight", options.weight())),
+      pos_weight(buffer_of(*this, "pos_weight", options.pos_weight())) {}
+
+Tensor BCEWithLogitsLossImpl::forward(const Tensor& input, const Tensor& target) {
+  return binary_cross_entropy_with_logits(input, target, options.reduction(), pos_weight, weight);
+}
 
 }  // namespace minidl::nn

@@ -1,17 +1,50 @@
 #pragma once
+// Loss modules: each holds its options (and its weight tensors as buffers, so that to(device) moves
+// them) and calls the functional loss of ops/loss.h.
 #include "nn/module.h"
+#include "nn/options.h"
 #include "ops/loss.h"
 
 namespace minidl::nn {
 
-/// Cross-entropy of logits [N, C] against int64 class indices [N], mean over the batch.
+struct CrossEntropyLossOptions {
+  MINIDL_ARG(Tensor, weight);  // [C], optional
+  MINIDL_ARG(int64_t, ignore_index) = -100;
+  MINIDL_ARG(Reduction, reduction) = Reduction::Mean;
+  MINIDL_ARG(double, label_smoothing) = 0.0;
+};
+
+/// Cross-entropy of logits [N, C] against int64 class indices [N]; by default the mean over the
+/// batch, through one fused kernel.
 ///   nn::CrossEntropyLoss criterion;  Tensor loss = criterion(logits, target);
+///   nn::CrossEntropyLoss smoothed(nn::CrossEntropyLossOptions().label_smoothing(0.1).ignore_index(0));
 class CrossEntropyLossImpl : public Module {
  public:
+  explicit CrossEntropyLossImpl(const CrossEntropyLossOptions& options = {});
   Tensor forward(const Tensor& logits, const Tensor& target);
   std::string name() const override { return "CrossEntropyLoss"; }
+  CrossEntropyLossOptions options;
+  Tensor weight;  // the registered buffer (undefined without class weights)
 };
 MINIDL_MODULE(CrossEntropyLoss);
+
+struct NLLLossOptions {
+  MINIDL_ARG(Tensor, weight);  // [C], optional
+  MINIDL_ARG(int64_t, ignore_index) = -100;
+  MINIDL_ARG(Reduction, reduction) = Reduction::Mean;
+};
+
+/// Negative log-likelihood of int64 class indices [N] under log-probabilities [N, C].
+///   nn::NLLLoss criterion;  criterion(log_softmax(logits, 1), target)
+class NLLLossImpl : public Module {
+ public:
+  explicit NLLLossImpl(const NLLLossOptions& options = {});
+  Tensor forward(const Tensor& log_probs, const Tensor& target);
+  std::string name() const override { return "NLLLoss"; }
+  NLLLossOptions options;
+  Tensor weight;
+};
+MINIDL_MODULE(NLLLoss);
 
 /// Mean (or summed, or per-element) squared error.   nn::MSELoss criterion;  criterion(output, target)
 class MSELossImpl : public Module {
@@ -22,5 +55,38 @@ class MSELossImpl : public Module {
   Reduction reduction;
 };
 MINIDL_MODULE(MSELoss);
+
+struct L1LossOptions {
+  L1LossOptions(Reduction reduction = Reduction::Mean) : reduction_(reduction) {}  // NOLINT: implicit, as in PyTorch
+  MINIDL_ARG(Reduction, reduction);
+};
+
+/// Mean (or summed, or per-element) absolute error.   nn::L1Loss criterion;  criterion(output, target)
+class L1LossImpl : public Module {
+ public:
+  explicit L1LossImpl(const L1LossOptions& options = {}) : options(options) {}
+  Tensor forward(const Tensor& input, const Tensor& target);
+  std::string name() const override { return "L1Loss"; }
+  L1LossOptions options;
+};
+MINIDL_MODULE(L1Loss);
+
+struct BCEWithLogitsLossOptions {
+  MINIDL_ARG(Tensor, weight);      // broadcast to the input: each element's loss is scaled by it
+  MINIDL_ARG(Reduction, reduction) = Reduction::Mean;
+  MINIDL_ARG(Tensor, pos_weight);  // broadcast to the input, usually [C]: the weight of positive targets
+};
+
+/// Binary cross-entropy on logits, computed stably (sigmoid and log in one).
+///   nn::BCEWithLogitsLoss criterion(nn::BCEWithLogitsLossOptions().pos_weight(full({3}, 2.0)));
+class BCEWithLogitsLossImpl : public Module {
+ public:
+  explicit BCEWithLogitsLossImpl(const BCEWithLogitsLossOptions& options = {});
+  Tensor forward(const Tensor& input, const Tensor& target);
+  std::string name() const override { return "BCEWithLogitsLoss"; }
+  BCEWithLogitsLossOptions options;
+  Tensor weight, pos_weight;  // the registered buffers (undefined when not given)
+};
+MINIDL_MODULE(BCEWithLogitsLoss);
 
 }  // namespace minidl::nn

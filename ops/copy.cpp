@@ -1,5 +1,6 @@
-// Copies: dtype conversion, device transfer, making a layout contiguous, cloning, and the batch
-// gather. to() and clone() are differentiable, so a model may move its inputs inside forward().
+// Copies: dtype conversion, device transfer, making a layout contiguous, cloning, and the gather
+// index_select. to(), clone() and index_select are differentiable, so a model may move its inputs
+// inside forward(). Shapes: index_select(x, dim, index [K]) has x's shape with K at dim.
 #include "ops/copy.h"
 
 #include "core/autograd.h"
@@ -23,7 +24,8 @@ Tensor copy_to(const Tensor& x, DType dtype, Device device) {
     }
     copy_bytes(out.raw_data(), device, src.raw_data(), src.device(), out.nbytes());
   }
-  if (autograd::needs_recording({x})) {
+  // A conversion to int64 or bool ends the graph, as in PyTorch: such tensors carry no gradient.
+  if (is_floating(dtype) && autograd::needs_recording({x})) {
     DType from_dtype = x.dtype();
     Device from_device = x.device();
     autograd::record("to", out, {x}, [from_dtype, from_device](const Tensor& g, const std::vector<bool>&) {
@@ -52,16 +54,35 @@ void copy_(Tensor& dst, const Tensor& src) {
   kernels_for(dst.device()).copy(staged, dst);
 }
 
-Tensor index_select(const Tensor& src, const Tensor& index) {
+Tensor index_select(const Tensor& src, int64_t dim, const Tensor& index) {
   check_same_device("index_select", {src, index});
   MINIDL_CHECK(src.dim() >= 1, "index_select: expected a tensor with at least one dimension, got a scalar");
-  MINIDL_CHECK(index.dtype() == kInt64 && index.dim() == 1, "index_select: expected a 1-D int64 index, got ",
+  MINIDL_CHECK(index.dtype() == kInt64 && index.dim() <= 1, "index_select: expected a 1-D int64 index, got ",
                index.dtype(), " of shape ", index.shape());
+  dim = wrap_dim(dim, src.dim(), "index_select");
   Shape shape = src.shape();
-  shape[0] = index.numel();
+  shape[static_cast<size_t>(dim)] = index.numel();
   Tensor out = Tensor::empty(shape, src.dtype(), src.device());
-  kernels_for(src.device()).index_select(src.contiguous(), index.contiguous(), out);
+  Tensor flat_index, source;
+  {
+    NoGradGuard no_grad;  // plumbing: the tape gets one entry for the whole op
+    flat_index = index.reshape({index.numel()}).contiguous();
+    source = src.contiguous();
+  }
+  kernels_for(src.device()).index_select(source, dim, flat_index, out);
+  if (autograd::needs_recording({src})) {
+    // The adjoint of the gather: zeros, then each picked slice of g added back at its index.
+    autograd::record("index_select", out, {src}, [flat_index, dim, in_shape = src.shape()](
+                                                     const Tensor& g, const std::vector<bool>&) {
+      Tensor grad = Tensor::empty(in_shape, g.dtype(), g.device());
+      kernels_for(g.device()).fill(grad, 0);
+      kernels_for(g.device()).index_add(g.contiguous(), dim, flat_index, grad);
+      return std::vector<Tensor>{grad};
+    });
+  }
   return out;
 }
+
+Tensor index_select(const Tensor& src, const Tensor& index) { return index_select(src, 0, index); }
 
 }  // namespace minidl

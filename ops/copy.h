@@ -8,8 +8,11 @@ namespace minidl {
 /// tape: for loading weights and optimizer state.   copy_(param, loaded);
 void copy_(Tensor& dst, const Tensor& src);
 
-/// Rows of `src` picked by int64 `index` along dim 0: the batch gather of a data loader.
-///   Tensor batch = index_select(images, index);
+/// The slices of `src` along `dim` picked by the 1-D int64 `index` (repeats allowed), as
+/// torch.index_select; the gradient adds back into the picked slices, accumulating over repeats.
+///   Tensor cols = index_select(x, 1, Tensor::from_vector<int64_t>({2, 0, 2}));
+Tensor index_select(const Tensor& src, int64_t dim, const Tensor& index);
+/// index_select along dim 0: the batch gather of a data loader.   Tensor batch = index_select(images, index);
 Tensor index_select(const Tensor& src, const Tensor& index);
 
 }  // namespace minidl

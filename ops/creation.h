@@ -24,5 +24,7 @@ Tensor uniform(const Shape& shape, double low, double high, DType dtype = kFloat
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor empty_like(const Tensor& t);
+/// `value` everywhere, in t's shape, dtype and device.   full_like(mask, 1.0)
+Tensor full_like(const Tensor& t, double value);
 
 }  // namespace minidl

@@ -16,6 +16,8 @@ Tensor binary_forward(BinaryOp op, const char* name, const Tensor& a, const Tens
   check_same_device(name, {a, b});
   MINIDL_CHECK(a.dtype() == b.dtype(), name, ": expected both tensors to have one dtype, got ", a.dtype(), " and ",
                b.dtype());
+  MINIDL_CHECK(a.dtype() != kBool, name, ": bool tensors take no arithmetic; convert with .to(kFloat32) first, or "
+                                        "select with where()");
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
   Tensor out = Tensor::empty(shape, a.dtype(), a.device());
   NoGradGuard no_grad;  // expand() views are plumbing here, not part of the graph
@@ -23,12 +25,12 @@ Tensor binary_forward(BinaryOp op, const char* name, const Tensor& a, const Tens
   return out;
 }
 
-Tensor unary_forward(UnaryOp op, const char* name, const Tensor& x) {
+Tensor unary_forward(UnaryOp op, const char* name, const Tensor& x, double scalar = 0) {
   if (op != UnaryOp::Neg) {
     MINIDL_CHECK(is_floating(x.dtype()), name, ": expected a floating tensor, got ", x.dtype());
   }
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
-  kernels_for(x.device()).unary(op, x, out);
+  kernels_for(x.device()).unary(op, x, out, scalar);
   return out;
 }
 
@@ -40,16 +42,29 @@ Tensor binary_backward_op(BinaryOp op, const Tensor& grad, const Tensor& saved) 
 
 Tensor scalar_like(double value, const Tensor& like) { return full({}, value, like.dtype(), like.device()); }
 
+namespace {
+
+// In-place ops are not recorded, so their destination must not need a gradient while grad mode is
+// on. A leaf gets PyTorch's own message: changing it in place would make its gradient meaningless.
+void check_inplace_allowed(const char* name, const Tensor& a) {
+  if (!grad_mode_enabled() || !a.requires_grad()) return;
+  MINIDL_CHECK(!a.is_leaf(), name, ": a leaf Variable that requires grad is being used in an in-place operation; "
+                                   "do it under NoGradGuard (as torch.no_grad()), or use the out-of-place op");
+  MINIDL_FAIL(name, ": an in-place change of a tensor that requires grad is not recorded by autograd; use the "
+                    "out-of-place op (x = x + y), or NoGradGuard");
+}
+
+}  // namespace
+
 // a = a op b in place, b broadcast to a's shape. Not recorded, so a must not need a gradient.
 Tensor& binary_inplace(BinaryOp op, const char* name, Tensor& a, const Tensor& b) {
+  check_inplace_allowed(name, a);
   check_same_device(name, {a, b});
   MINIDL_CHECK(a.dtype() == b.dtype(), name, ": expected both tensors to have one dtype, got ", a.dtype(), " and ",
                b.dtype());
+  MINIDL_CHECK(a.dtype() != kBool, name, ": bool tensors take no arithmetic; convert with .to(kFloat32) first");
   MINIDL_CHECK(a.is_contiguous(), name, ": expected a contiguous destination, got shape ", a.shape(), " strides ",
                a.strides());
-  MINIDL_CHECK(!(grad_mode_enabled() && a.requires_grad()), name,
-               ": an in-place change of a tensor that requires grad is not recorded; use the out-of-place op, or "
-               "NoGradGuard");
   MINIDL_CHECK(broadcast_shapes(a.shape(), b.shape(), name) == a.shape(), name, ": shape ", b.shape(),
                " does not broadcast to the destination's shape ", a.shape());
   NoGradGuard no_grad;
@@ -59,6 +74,20 @@ Tensor& binary_inplace(BinaryOp op, const char* name, Tensor& a, const Tensor& b
 
 Tensor& add_(Tensor& a, const Tensor& b) { return binary_inplace(BinaryOp::Add, "add_", a, b); }
 Tensor& mul_(Tensor& a, const Tensor& b) { return binary_inplace(BinaryOp::Mul, "mul_", a, b); }
+Tensor& sub_(Tensor& a, const Tensor& b) { return binary_inplace(BinaryOp::Sub, "sub_", a, b); }
+
+Tensor& zero_(Tensor& t) {
+  check_inplace_allowed("zero_", t);
+  if (t.is_contiguous()) {
+    kernels_for(t.device()).fill(t, 0);
+  } else {  // a strided view: copy a broadcast zero into exactly its elements
+    NoGradGuard no_grad;
+    kernels_for(t.device()).copy(expand(zeros({}, t.dtype(), t.device()), t.shape()), t);
+  }
+  return t;
+}
+
+Tensor& Tensor::zero_() { return minidl::zero_(*this); }
 
 Tensor add(const Tensor& a, const Tensor& b) {
   Tensor out = binary_forward(BinaryOp::Add, "add", a, b);
@@ -125,8 +154,6 @@ Tensor pow(const Tensor& a, const Tensor& b) {
 }
 
 Tensor pow(const Tensor& a, double exponent) { return pow(a, scalar_like(exponent, a)); }
-
-Tensor eq(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::Eq, "eq", a, b); }
 
 Tensor neg(const Tensor& x) {
   Tensor out = unary_forward(UnaryOp::Neg, "neg", x);
@@ -199,5 +226,44 @@ Tensor tanh(const Tensor& x) {
 }
 
 Tensor abs(const Tensor& x) { return add(relu(x), relu(neg(x))); }
+
+namespace {
+
+// grad * f'(input) for the activations whose derivative is a function of the input (BinaryOp
+// *Backward with b = input); grad and input have one shape, any strides.
+Tensor activation_backward(BinaryOp op, const Tensor& grad, const Tensor& input, double scalar = 0) {
+  check_same_device("backward", {grad, input});
+  Tensor out = Tensor::empty(grad.shape(), grad.dtype(), grad.device());
+  kernels_for(grad.device()).binary(op, grad, input, out, scalar);
+  return out;
+}
+
+// One activation: the forward kernel, and a backward from the saved input.
+Tensor activation(UnaryOp op, BinaryOp backward_op, const char* name, const Tensor& x, double scalar = 0) {
+  Tensor out = unary_forward(op, name, x, scalar);
+  if (autograd::needs_recording({x})) {
+    autograd::record(name, out, {x}, [xs = x.detach(), backward_op, scalar](const Tensor& g, const std::vector<bool>&) {
+      return std::vector<Tensor>{activation_backward(backward_op, g, xs, scalar)};
+    });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  // The input, not the output, decides the branch in the backward: with a negative slope the
+  // output's sign says nothing.
+  return activation(UnaryOp::LeakyRelu, BinaryOp::LeakyReluBackward, "leaky_relu", x, negative_slope);
+}
+
+Tensor gelu(const Tensor& x, const std::string& approximate) {
+  MINIDL_CHECK(approximate == "none" || approximate == "tanh",
+               "gelu: expected approximate to be \"none\" or \"tanh\", got \"", approximate, "\"");
+  if (approximate == "tanh") return activation(UnaryOp::GeluTanh, BinaryOp::GeluTanhBackward, "gelu", x);
+  return activation(UnaryOp::Gelu, BinaryOp::GeluBackward, "gelu", x);
+}
+
+Tensor silu(const Tensor& x) { return activation(UnaryOp::Silu, BinaryOp::SiluBackward, "silu", x); }
 
 }  // namespace minidl

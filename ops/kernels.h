@@ -12,7 +12,13 @@
 
 namespace minidl {
 
-enum class UnaryOp { Neg, Exp, Log, Sqrt, Relu, Sigmoid, Tanh };
+enum class UnaryOp {
+  Neg, Exp, Log, Sqrt, Relu, Sigmoid, Tanh,
+  LeakyRelu,  // x > 0 ? x : scalar * x   (scalar = negative_slope)
+  Gelu,       // x * Phi(x), Phi the standard normal CDF (exact, by erf)
+  GeluTanh,   // PyTorch's approximate="tanh": 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
+  Silu,       // x * sigmoid(x)
+};
 
 enum class BinaryOp {
   Add, Sub, Mul, Div, Pow,
@@ -20,9 +26,31 @@ enum class BinaryOp {
   ReluBackward,     // a = grad, b = input:  a * (b > 0)
   SigmoidBackward,  // a = grad, b = output: a * b * (1 - b)
   TanhBackward,     // a = grad, b = output: a * (1 - b * b)
+  LeakyReluBackward,  // a = grad, b = input: b > 0 ? a : scalar * a   (scalar = negative_slope)
+  GeluBackward,       // a = grad, b = input: a * d/dx gelu(b)
+  GeluTanhBackward,   // a = grad, b = input: a * d/dx of the tanh approximation at b
+  SiluBackward,       // a = grad, b = input: a * s * (1 + b * (1 - s)), s = sigmoid(b)
 };
 
 enum class ReduceOp { Sum, Max };
+
+/// Elementwise comparisons (ops/compare.cpp); each writes a bool.
+enum class CompareOp { Eq, Ne, Lt, Le, Gt, Ge };
+
+/// index_select / index_add see the indexed tensor as [outer, rows, inner] with rows along `dim`,
+/// and the gathered one as [outer, k, inner].
+struct IndexGeometry {
+  int64_t outer = 1, rows = 1, inner = 1, k = 0;
+};
+
+inline IndexGeometry index_geometry(const Shape& indexed, int64_t dim, int64_t k) {
+  IndexGeometry g;
+  g.k = k;
+  g.rows = indexed[static_cast<size_t>(dim)];
+  for (int64_t d = 0; d < dim; ++d) g.outer *= indexed[static_cast<size_t>(d)];
+  for (size_t d = static_cast<size_t>(dim) + 1; d < indexed.size(); ++d) g.inner *= indexed[d];
+  return g;
+}
 
 /// Geometry of a 2-D convolution over [N, C, H, W] images (also used by pooling).
 struct ConvGeometry {
@@ -57,8 +85,13 @@ class Kernels {
   /// dst = src elementwise; same shape, any strides for both, dtypes may differ (converting).
   virtual void copy(const Tensor& src, Tensor& dst) = 0;
   virtual void fill(Tensor& dst, double value) = 0;
-  /// out[i] = src[index[i]] along dim 0; index is int64 [K], out is [K, ...src.shape[1:]].
-  virtual void index_select(const Tensor& src, const Tensor& index, Tensor& out) = 0;
+  /// out takes slice index[k] of src along `dim` as its slice k: index is int64 [K], out is src's
+  /// shape with K at `dim`. Any dtype. An index out of range is an error.
+  virtual void index_select(const Tensor& src, int64_t dim, const Tensor& index, Tensor& out) = 0;
+  /// The adjoint of index_select: dst (not cleared) gets slice k of src added at slice index[k] along
+  /// `dim`; repeated indices accumulate (atomics on CUDA, so float sums may differ in the last bits
+  /// run to run). Floating dtypes.
+  virtual void index_add(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst) = 0;
 
   // ---- random, from the default generator (ops/creation.cpp, ops/dropout.cpp) ----
   virtual void uniform(Tensor& dst, double low, double high) = 0;
@@ -68,8 +101,15 @@ class Kernels {
 
   // ---- elementwise (ops/elementwise.cpp) ----
   /// Inputs have out's shape with any strides (0 on broadcast axes). `out` may be `x` or `a`.
-  virtual void unary(UnaryOp op, const Tensor& x, Tensor& out) = 0;
-  virtual void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  /// `scalar` is the op's parameter where it has one (LeakyRelu*: negative_slope), else ignored.
+  virtual void unary(UnaryOp op, const Tensor& x, Tensor& out, double scalar = 0) = 0;
+  virtual void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out, double scalar = 0) = 0;
+
+  // ---- comparisons and selection (ops/compare.cpp) ----
+  /// out (bool) = a op b; a and b have one dtype (any, bool included) and out's shape with any strides.
+  virtual void compare(CompareOp op, const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  /// out = cond ? a : b; cond is bool, a and b have out's dtype; all three have out's shape with any strides.
+  virtual void where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out) = 0;
 
   // ---- reductions (ops/reduce.cpp) ----
   /// x viewed as [outer, n, inner] is reduced over n into out [outer, inner]. For Max, `argmax`
@@ -90,15 +130,28 @@ class Kernels {
   /// grad_in from grad_out and the forward's output, same [outer, n, inner] view.
   virtual void softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t outer, int64_t n, int64_t inner,
                                 bool log, Tensor& grad_in) = 0;
-  /// loss (0-d) = -mean_i log_probs[i, target[i]]; log_probs [N, C], target int64 [N].
-  virtual void nll_loss(const Tensor& log_probs, const Tensor& target, Tensor& loss) = 0;
-  /// grad_log_probs [N, C] = -grad_loss / N at (i, target[i]), 0 elsewhere; grad_loss is 0-d.
-  virtual void nll_loss_backward(const Tensor& grad_loss, const Tensor& target, Tensor& grad_log_probs) = 0;
-  /// Fused log_softmax + nll_loss over logits [N, C]: writes the 0-d loss and the log-probs it saves.
-  virtual void cross_entropy(const Tensor& logits, const Tensor& target, Tensor& loss, Tensor& log_probs) = 0;
-  /// grad_logits = (softmax - one_hot(target)) * grad_loss / N.
+  // Class targets are int64 [N]; a row whose target is `ignore_index` counts for nothing, and any
+  // other target outside [0, C) is an error.
+  /// The NLL per row of log_probs [N, C]: row_loss [N] = -w[t] * log_probs[i, t] with t = target[i]
+  /// and w = *weight [C] (ones when null), 0 on ignored rows; total_weight (0-d) = the sum of w[t]
+  /// over the rows not ignored: the divisor of the mean.
+  virtual void nll_loss(const Tensor& log_probs, const Tensor& target, const Tensor* weight, int64_t ignore_index,
+                        Tensor& row_loss, Tensor& total_weight) = 0;
+  /// grad_log_probs [N, C] (overwritten) = -grad_rows[i] * w[t] at (i, t = target[i]), 0 elsewhere
+  /// and on ignored rows; grad_rows [N].
+  virtual void nll_loss_backward(const Tensor& grad_rows, const Tensor& target, const Tensor* weight,
+                                 int64_t ignore_index, Tensor& grad_log_probs) = 0;
+  /// Fused log_softmax + mean NLL over logits [N, C]: writes the log-probs it saves, `count` (0-d, the
+  /// number of rows not ignored) and loss (0-d) = -(sum of log_probs[i, target[i]] over those rows) / count.
+  virtual void cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Tensor& loss,
+                             Tensor& log_probs, Tensor& count) = 0;
+  /// grad_logits = (softmax - one_hot(target)) * grad_loss / count on rows not ignored, 0 on ignored rows.
   virtual void cross_entropy_backward(const Tensor& grad_loss, const Tensor& log_probs, const Tensor& target,
-                                      Tensor& grad_logits) = 0;
+                                      int64_t ignore_index, const Tensor& count, Tensor& grad_logits) = 0;
+  /// out = log(sigmoid(x)) = -(max(-x, 0) + log1p(exp(-|x|))): finite for every finite x. Contiguous.
+  virtual void log_sigmoid(const Tensor& x, Tensor& out) = 0;
+  /// grad_x = grad_out * sigmoid(-x); all of x's shape, contiguous.
+  virtual void log_sigmoid_backward(const Tensor& grad_out, const Tensor& x, Tensor& grad_x) = 0;
 
   // ---- convolution and pooling (ops/conv2d.cpp, ops/max_pool2d.cpp) ----
   /// x [N, C, H, W] -> cols [N, C*kh*kw, out_h*out_w].
@@ -111,6 +164,51 @@ class Kernels {
   /// grad_in [N, C, H, W] (overwritten) gets each grad_out element added at its index.
   virtual void max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const ConvGeometry& g,
                                    Tensor& grad_in) = 0;
+
+  // ---- average pooling and nearest resizing (ops/avg_pool2d.cpp, ops/upsample.cpp) ----
+  /// out [N, C, out_h, out_w]: the mean of each window of x [N, C, H, W] (g has dilation 1). As in
+  /// PyTorch, the divisor is the window clipped to the padded image when count_include_pad (a
+  /// ceil_mode window hanging past the padding counts only its part inside), else the number of
+  /// image elements in the window.
+  virtual void avg_pool2d(const Tensor& x, const ConvGeometry& g, bool count_include_pad, Tensor& out) = 0;
+  /// grad_in [N, C, H, W] (overwritten): each grad_out element divided as in the forward and added
+  /// over its window.
+  virtual void avg_pool2d_backward(const Tensor& grad_out, const ConvGeometry& g, bool count_include_pad,
+                                   Tensor& grad_in) = 0;
+  /// out [N, C, oh, ow] from x [N, C, H, W]: output row i averages input rows
+  /// [floor(i * H / oh), ceil((i + 1) * H / oh)), and columns likewise (PyTorch's adaptive windows).
+  virtual void adaptive_avg_pool2d(const Tensor& x, Tensor& out) = 0;
+  /// grad_in [N, C, H, W] (overwritten) from grad_out [N, C, oh, ow].
+  virtual void adaptive_avg_pool2d_backward(const Tensor& grad_out, Tensor& grad_in) = 0;
+  /// out [N, C, oh, ow]: row i of out reads row min(floor(i * scale_h), H - 1) of x [N, C, H, W],
+  /// computed in float as PyTorch does; columns likewise.
+  virtual void upsample_nearest2d(const Tensor& x, float scale_h, float scale_w, Tensor& out) = 0;
+  /// grad_in [N, C, H, W] (overwritten): the sum of grad_out over the outputs that read each element.
+  virtual void upsample_nearest2d_backward(const Tensor& grad_out, float scale_h, float scale_w, Tensor& grad_in) = 0;
+
+  // ---- normalization (ops/normalization.cpp) ----
+  // x is [N, C, L]; out has x's numel; weight and bias [C] may be null (1 and 0). Statistics are the
+  // mean and invstd = 1 / sqrt(biased variance + eps), saved for the backward.
+  /// Batch norm, statistics per channel over N and L. training: the batch's, written to save_mean
+  /// and save_invstd [C], and running_mean / running_var [C] (when not null) updated in place to
+  /// (1 - momentum) * running + momentum * stat, with the unbiased variance. Otherwise the running
+  /// statistics (both given) are used and saved.
+  virtual void batch_norm(const Tensor& x, const Tensor* weight, const Tensor* bias, Tensor* running_mean,
+                          Tensor* running_var, bool training, double momentum, double eps, Tensor& out,
+                          Tensor& save_mean, Tensor& save_invstd) = 0;
+  /// Gradients of batch_norm (each null output skipped; grad_x has x's numel, grad_weight and
+  /// grad_bias [C]). training: the statistics were the batch's, so grad_x includes their gradient.
+  virtual void batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor* weight,
+                                   const Tensor& save_mean, const Tensor& save_invstd, bool training,
+                                   Tensor* grad_x, Tensor* grad_weight, Tensor* grad_bias) = 0;
+  /// Group norm: statistics per sample and group of C / groups channels, over those channels and L,
+  /// saved as save_mean, save_invstd [N, groups]. Layer norm is one group of L = 1.
+  virtual void group_norm(const Tensor& x, int64_t groups, const Tensor* weight, const Tensor* bias, double eps,
+                          Tensor& out, Tensor& save_mean, Tensor& save_invstd) = 0;
+  /// Gradients of group_norm, as batch_norm_backward's.
+  virtual void group_norm_backward(const Tensor& grad_out, const Tensor& x, int64_t groups, const Tensor* weight,
+                                   const Tensor& save_mean, const Tensor& save_invstd, Tensor* grad_x,
+                                   Tensor* grad_weight, Tensor* grad_bias) = 0;
 
   // ---- optional cuDNN path (ops/cuda/cudnn.cpp), taken when conv_backend() says Cudnn ----
   // Each returns false, doing nothing, where the device has no such path (the CPU, a build without

@@ -1,16 +1,25 @@
 // Losses. Shapes:
-//   nll_loss:      log_probs [N, C], target int64 [N] -> 0-d (mean over N)
-//   cross_entropy: logits    [N, C], target int64 [N] -> 0-d (mean over N)
-//   mse_loss:      input, target of one shape -> 0-d, or that shape with Reduction::None
-// cross_entropy runs log-softmax and the NLL in one kernel and keeps the log-probs, from which its
-// backward, (softmax - one_hot(target)) * grad / N, is a single pass. Target values are range-checked
-// by the kernels, which are the ones reading them.
+//   nll_loss:      log_probs [N, C], target int64 [N], weight [C] (optional) -> 0-d, or [N] with None
+//   cross_entropy: logits    [N, C], target int64 [N], weight [C] (optional) -> 0-d, or [N] with None
+//   mse_loss, l1_loss, binary_cross_entropy_with_logits: input, target of one shape -> 0-d, or that
+//     shape with None (pos_weight and weight broadcast to it)
+// nll_loss has its own kernels: per-row losses plus the total weight of the rows not ignored (the
+// divisor of the mean), so ignore_index, class weights and every reduction come from one kernel
+// pair; the reduction is then ordinary sum / div, whose backwards give the rows' gradient.
+// cross_entropy with its defaults (mean, no weight, no smoothing; ignore_index handled in the
+// kernel) runs log-softmax and the NLL in one kernel and keeps the log-probs, from which its
+// backward, (softmax - one_hot(target)) * grad / count, is a single pass: that is the training
+// path, and it makes no host sync. The other options compose log_softmax, nll_loss and sums, as
+// PyTorch itself does: those paths are rarer and the composition is exactly the definition.
+// Target values are range-checked by the kernels, which are the ones reading them.
 #include "ops/loss.h"
 
 #include "core/autograd.h"
+#include "ops/compare.h"
 #include "ops/elementwise.h"
 #include "ops/kernels.h"
 #include "ops/reduce.h"
+#include "ops/softmax.h"
 
 namespace minidl {
 
@@ -27,31 +36,78 @@ void check_inputs(const char* op, const char* input_name, const Tensor& input, c
                target.shape());
 }
 
-}  // namespace
+void check_class_weight(const char* op, const Tensor& weight, const Tensor& input) {
+  if (!weight.defined()) return;
+  check_same_device(op, {input, weight});
+  MINIDL_CHECK(weight.dim() == 1 && weight.size(0) == input.size(1), op, ": expected a class weight of shape [",
+               input.size(1), "] for input of shape ", input.shape(), ", got shape ", weight.shape());
+  MINIDL_CHECK(weight.dtype() == input.dtype(), op, ": expected a class weight of the input's dtype ", input.dtype(),
+               ", got ", weight.dtype());
+}
 
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target) {
-  check_inputs("nll_loss", "log_probs", log_probs, target);
-  Tensor lp, t;
+void check_same_shape(const char* op, const Tensor& input, const Tensor& target) {
+  MINIDL_CHECK(input.defined() && target.defined(), op, ": input and target must be defined");
+  check_same_device(op, {input, target});
+  MINIDL_CHECK(input.shape() == target.shape(), op, ": input of shape ", input.shape(), " and target of shape ",
+               target.shape(), " differ (expected the same shape)");
+  MINIDL_CHECK(is_floating(input.dtype()) && input.dtype() == target.dtype(), op,
+               ": expected floating input and target of one dtype, got ", input.dtype(), " and ", target.dtype());
+}
+
+// True when `from` broadcasts to exactly `to` (the loss keeps the input's shape).
+bool broadcasts_to(const Shape& from, const Shape& to) {
+  if (from.size() > to.size()) return false;
+  for (size_t i = 1; i <= from.size(); ++i) {
+    const int64_t f = from[from.size() - i];
+    if (f != 1 && f != to[to.size() - i]) return false;
+  }
+  return true;
+}
+
+Tensor reduce(const Tensor& loss, Reduction reduction) {
+  switch (reduction) {
+    case Reduction::Sum: return sum(loss);
+    case Reduction::None: return loss;
+    default: return mean(loss);
+  }
+}
+
+// The recorded per-row NLL [N] (its gradient flows to log_probs only); total_weight receives the
+// sum of the weights of the rows not ignored.
+Tensor nll_rows(const Tensor& log_probs, const Tensor& target, const Tensor& weight, int64_t ignore_index,
+                Tensor& total_weight) {
+  Tensor lp, t, w;
   {
     NoGradGuard no_grad;
     lp = log_probs.contiguous();
     t = target.contiguous();
+    if (weight.defined()) w = weight.detach().contiguous();
   }
-  Tensor loss = Tensor::empty({}, log_probs.dtype(), log_probs.device());
-  kernels_for(log_probs.device()).nll_loss(lp, t, loss);
+  Tensor rows = Tensor::empty({log_probs.size(0)}, log_probs.dtype(), log_probs.device());
+  total_weight = Tensor::empty({}, log_probs.dtype(), log_probs.device());
+  kernels_for(log_probs.device()).nll_loss(lp, t, w.defined() ? &w : nullptr, ignore_index, rows, total_weight);
   if (autograd::needs_recording({log_probs})) {
-    autograd::record("nll_loss", loss, {log_probs},
-                     [t, shape = log_probs.shape(), dtype = log_probs.dtype()](const Tensor& g, const std::vector<bool>&) {
-                       Tensor grad = Tensor::empty(shape, dtype, t.device());
-                       kernels_for(t.device()).nll_loss_backward(g, t, grad);
-                       return std::vector<Tensor>{grad};
-                     });
+    autograd::record("nll_loss", rows, {log_probs}, [t, w, ignore_index, shape = log_probs.shape()](
+                                                        const Tensor& g, const std::vector<bool>&) {
+      Tensor grad = Tensor::empty(shape, g.dtype(), g.device());
+      kernels_for(g.device()).nll_loss_backward(g.contiguous(), t, w.defined() ? &w : nullptr, ignore_index, grad);
+      return std::vector<Tensor>{grad};
+    });
   }
-  return loss;
+  return rows;
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
-  check_inputs("cross_entropy", "logits", logits, target);
+// Sum, none, or the weighted mean: the sum over the total weight of the rows not ignored.
+Tensor reduce_rows(const Tensor& rows, const Tensor& total_weight, Reduction reduction) {
+  switch (reduction) {
+    case Reduction::Sum: return sum(rows);
+    case Reduction::None: return rows;
+    default: return div(sum(rows), total_weight);
+  }
+}
+
+// The defaults' path: one kernel each way, ignore_index handled inside.
+Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index) {
   Tensor x, t;
   {
     NoGradGuard no_grad;
@@ -60,32 +116,103 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
   }
   Tensor loss = Tensor::empty({}, logits.dtype(), logits.device());
   Tensor log_probs = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
-  kernels_for(logits.device()).cross_entropy(x, t, loss, log_probs);
+  Tensor count = Tensor::empty({}, logits.dtype(), logits.device());
+  kernels_for(logits.device()).cross_entropy(x, t, ignore_index, loss, log_probs, count);
   if (autograd::needs_recording({logits})) {
-    autograd::record("cross_entropy", loss, {logits}, [log_probs, t](const Tensor& g, const std::vector<bool>&) {
+    autograd::record("cross_entropy", loss, {logits}, [log_probs, t, count, ignore_index](const Tensor& g,
+                                                                                         const std::vector<bool>&) {
       Tensor grad = Tensor::empty(log_probs.shape(), log_probs.dtype(), log_probs.device());
-      kernels_for(log_probs.device()).cross_entropy_backward(g, log_probs, t, grad);
+      kernels_for(log_probs.device()).cross_entropy_backward(g, log_probs, t, ignore_index, count, grad);
       return std::vector<Tensor>{grad};
     });
   }
   return loss;
 }
 
+}  // namespace
+
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index,
+                const Tensor& weight) {
+  check_inputs("nll_loss", "log_probs", log_probs, target);
+  check_class_weight("nll_loss", weight, log_probs);
+  Tensor total_weight;
+  Tensor rows = nll_rows(log_probs, target, weight, ignore_index, total_weight);
+  return reduce_rows(rows, total_weight, reduction);
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
+                     double label_smoothing, const Tensor& weight) {
+  check_inputs("cross_entropy", "logits", logits, target);
+  check_class_weight("cross_entropy", weight, logits);
+  MINIDL_CHECK(label_smoothing >= 0 && label_smoothing <= 1,
+               "cross_entropy: expected label_smoothing in [0, 1], got ", label_smoothing);
+  if (reduction == Reduction::Mean && label_smoothing == 0 && !weight.defined())
+    return fused_cross_entropy(logits, target, ignore_index);
+  // Composed, as PyTorch's cross_entropy_loss_label_smoothing: the NLL part and a smoothing part,
+  // -sum_c w_c log p_c per row (0 on ignored rows), reduced with the same divisor.
+  Tensor log_probs = log_softmax(logits, 1);
+  Tensor total_weight;
+  Tensor nll = reduce_rows(nll_rows(log_probs, target, weight, ignore_index, total_weight), total_weight, reduction);
+  if (label_smoothing == 0) return nll;
+  Tensor smooth = neg(sum(weight.defined() ? mul(log_probs, weight) : log_probs, {1}));
+  smooth = masked_fill(smooth, eq(target, static_cast<double>(ignore_index)), 0.0);
+  const double classes = static_cast<double>(logits.size(1));
+  return nll * (1 - label_smoothing) + reduce_rows(smooth, total_weight, reduction) * (label_smoothing / classes);
+}
+
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
-  MINIDL_CHECK(input.defined() && target.defined(), "mse_loss: input and target must be defined");
-  MINIDL_CHECK(input.shape() == target.shape(), "mse_loss: input of shape ", input.shape(),
-               " and target of shape ", target.shape(), " differ (expected the same shape)");
-  MINIDL_CHECK(is_floating(input.dtype()) && input.dtype() == target.dtype(),
-               "mse_loss: expected floating input and target of one dtype, got ", input.dtype(), " and ",
-               target.dtype());
+  check_same_shape("mse_loss", input, target);
   // Composed: d/dinput = 2 (input - target) comes from the ops' own backwards.
   Tensor diff = sub(input, target);
-  Tensor squared = mul(diff, diff);
-  switch (reduction) {
-    case Reduction::Sum: return sum(squared);
-    case Reduction::None: return squared;
-    default: return mean(squared);
+  return reduce(mul(diff, diff), reduction);
+}
+
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  check_same_shape("l1_loss", input, target);
+  // Composed: abs's gradient is sign(input - target), 0 where they are equal, as PyTorch's.
+  return reduce(abs(sub(input, target)), reduction);
+}
+
+Tensor log_sigmoid(const Tensor& x) {
+  MINIDL_CHECK(is_floating(x.dtype()), "log_sigmoid: expected a floating tensor, got ", x.dtype());
+  Tensor src;
+  {
+    NoGradGuard no_grad;
+    src = x.contiguous();
   }
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  kernels_for(x.device()).log_sigmoid(src, out);
+  if (autograd::needs_recording({x})) {
+    autograd::record("log_sigmoid", out, {x}, [src = src.detach()](const Tensor& g, const std::vector<bool>&) {
+      Tensor grad = Tensor::empty(src.shape(), src.dtype(), src.device());
+      kernels_for(src.device()).log_sigmoid_backward(g.contiguous(), src, grad);
+      return std::vector<Tensor>{grad};
+    });
+  }
+  return out;
+}
+
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, Reduction reduction,
+                                        const Tensor& pos_weight, const Tensor& weight) {
+  const char* op = "binary_cross_entropy_with_logits";
+  check_same_shape(op, input, target);
+  for (const Tensor* w : {&pos_weight, &weight}) {
+    if (!w->defined()) continue;
+    const char* name = w == &weight ? "weight" : "pos_weight";
+    check_same_device(op, {input, *w});
+    MINIDL_CHECK(w->dtype() == input.dtype(), op, ": expected ", name, " of the input's dtype ", input.dtype(),
+                 ", got ", w->dtype());
+    MINIDL_CHECK(broadcasts_to(w->shape(), input.shape()), op, ": ", name, " of shape ", w->shape(),
+                 " does not broadcast to the input's shape ", input.shape());
+  }
+  // PyTorch's form: log_sigmoid never overflows, and (1 - t) * x is linear; every gradient (input,
+  // target, pos_weight, weight) comes from the ops' own backwards.
+  Tensor log_sig = log_sigmoid(input);
+  if (pos_weight.defined()) log_sig = mul(log_sig, add(mul(sub(pos_weight, scalar_like(1, pos_weight)), target),
+                                                       scalar_like(1, target)));
+  Tensor loss = sub(mul(sub(scalar_like(1, target), target), input), log_sig);
+  if (weight.defined()) loss = mul(loss, weight);
+  return reduce(loss, reduction);
 }
 
 }  // namespace minidl

@@ -1,9 +1,11 @@
 // 2-D max pooling.
 //
-// Shapes: x [N, C, H, W] -> out [N, C, out_h, out_w], out = (in + 2*pad - k) / stride + 1, and
+// Shapes: x [N, C, H, W] -> out [N, C, out_h, out_w], out = (in + 2*pad - dil*(k-1) - 1) / stride + 1
+// (rounded up with ceil_mode, ops/window.h), and
 // indices int64 [N, C, out_h, out_w] holding each maximum's flat position h*W + w in its plane.
 // Padding counts as -infinity, so it is never the maximum. Backward adds each gradient at its
-// index; overlapping windows (stride < kernel) that share a maximum add up there.
+// index; overlapping windows (stride < kernel) that share a maximum add up there. With dilation a
+// window can hold only padding: its output is -infinity, its index -1, and it passes no gradient.
 #include "ops/max_pool2d.h"
 
 #include "core/autograd.h"
@@ -14,14 +16,6 @@
 namespace minidl {
 
 namespace {
-
-ConvGeometry pool_geometry(const Tensor& x, Size2 kernel, Size2 stride, Size2 padding) {
-  // Padding beyond half the kernel would let a window hold only padding, whose maximum is undefined.
-  MINIDL_CHECK(padding.h >= 0 && padding.w >= 0 && padding.h <= kernel.h / 2 && padding.w <= kernel.w / 2,
-               "max_pool2d: padding must be between 0 and half the kernel size (", kernel.h / 2, "x", kernel.w / 2,
-               " for a ", kernel.h, "x", kernel.w, " kernel), got ", padding.h, "x", padding.w);
-  return window_geometry("max_pool2d", x.size(1), x.size(2), x.size(3), kernel, stride, padding, 1);
-}
 
 // The cuDNN path (ops/backend_setting.h): its backward needs x and out instead of indices. An
 // undefined result means the device has no such path; max_pool2d then uses its own kernels.
@@ -46,13 +40,16 @@ Tensor max_pool2d_cudnn_path(const Tensor& x, const ConvGeometry& g) {
 
 }  // namespace
 
-Tensor max_pool2d(const Tensor& x, Size2 kernel, std::optional<Size2> stride, Size2 padding) {
+Tensor max_pool2d(const Tensor& x, Size2 kernel, std::optional<Size2> stride, Size2 padding, Size2 dilation,
+                  bool ceil_mode) {
   MINIDL_CHECK(x.defined(), "max_pool2d: x is undefined");
   MINIDL_CHECK(x.dim() == 4, "max_pool2d: expected x of shape [N, C, H, W] (4-D), got shape ", x.shape(), " (",
                x.dim(), "-D)");
   MINIDL_CHECK(is_floating(x.dtype()), "max_pool2d: expected a floating x, got ", x.dtype());
-  const ConvGeometry g = pool_geometry(x, kernel, stride.value_or(kernel), padding);
-  if (conv_backend() == ConvBackend::Cudnn) {
+  const ConvGeometry g = pool_geometry("max_pool2d", x.size(1), x.size(2), x.size(3), kernel,
+                                      stride.value_or(kernel), padding, dilation, ceil_mode);
+  // cuDNN sizes its output with floor and caches a plan per geometry without the output size.
+  if (conv_backend() == ConvBackend::Cudnn && !ceil_mode) {
     if (Tensor out = max_pool2d_cudnn_path(x, g); out.defined()) return out;
   }
   const Shape out_shape{x.size(0), g.channels, g.out_h, g.out_w};

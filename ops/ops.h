@@ -1,6 +1,9 @@
 #pragma once
 // Every differentiable operation, one header per op family.
+#include "ops/avg_pool2d.h"
+#include "ops/compare.h"
 #include "ops/conv2d.h"
+#include "ops/conv_transpose2d.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
 #include "ops/dropout.h"
@@ -9,8 +12,10 @@
 #include "ops/loss.h"
 #include "ops/matmul.h"
 #include "ops/max_pool2d.h"
+#include "ops/normalization.h"
 #include "ops/optim.h"
 #include "ops/reduce.h"
 #include "ops/slice.h"
 #include "ops/softmax.h"
+#include "ops/upsample.h"
 #include "ops/view.h"

@@ -64,6 +64,7 @@ Tensor reduce_kernel(ReduceOp op, const Tensor& x, const std::vector<int64_t>& d
 }
 
 Tensor sum_impl(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
+  if (x.dtype() == kBool) return sum_impl(x.to(kInt64), std::move(dims), keepdim);  // counts, as PyTorch's
   MINIDL_CHECK(x.dtype() != kInt64 || !x.requires_grad(), "sum: int64 tensors cannot require grad");
   Shape in_shape = x.shape();
   Tensor out;

@@ -1,9 +1,11 @@
 // Shapes: narrow keeps x's shape but `length` along dim, with x's strides and an offset of
-// start * stride[dim]; cat's output has the sum of the inputs' sizes along dim. Backward: narrow's
-// gradient is zeros with g copied into the same window; cat's gradient for each input is the
-// narrow of g at that input's place.
+// start * stride[dim]; slice likewise with ceil((end - start) / step) elements and the stride
+// multiplied by step; cat's output has the sum of the inputs' sizes along dim. Backward: narrow's
+// and slice's gradient is zeros with g copied into the same window; cat's gradient for each input
+// is the narrow of g at that input's place.
 #include "ops/slice.h"
 
+#include <algorithm>
 #include <string>
 
 #include "core/autograd.h"
@@ -40,6 +42,38 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
     });
   }
   return out;
+}
+
+Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step) {
+  MINIDL_CHECK(x.dim() > 0, "slice: expected a tensor with at least one dimension, got a scalar");
+  dim = wrap_dim(dim, x.dim(), "slice");
+  MINIDL_CHECK(step > 0, "slice: expected step > 0, got ", step);
+  const int64_t size = x.size(dim);
+  auto position = [size](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + size : i, 0, size); };
+  const int64_t lo = start ? position(*start) : 0, hi = end ? position(*end) : size;
+  const int64_t length = hi > lo ? (hi - lo + step - 1) / step : 0;
+  // Every step-th element of a window: the window's view with the stride along dim multiplied.
+  auto strided_window = [dim, lo, length, step](const Tensor& t) {
+    Shape shape = t.shape();
+    Strides strides = t.strides();
+    shape[dim] = length;
+    strides[dim] *= step;
+    return Tensor::make_view(t, shape, strides, t.offset() + lo * t.strides()[dim]);
+  };
+  Tensor out = strided_window(x);
+  if (autograd::needs_recording({x})) {
+    autograd::record("slice", out, {x}, [in_shape = x.shape(), strided_window](const Tensor& g, const std::vector<bool>&) {
+      Tensor grad = zeros(in_shape, g.dtype(), g.device());
+      Tensor place = strided_window(grad);
+      kernels_for(g.device()).copy(g, place);
+      return std::vector<Tensor>{grad};
+    });
+  }
+  return out;
+}
+
+Tensor Tensor::slice(int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step) const {
+  return minidl::slice(*this, dim, start, end, step);
 }
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {

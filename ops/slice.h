@@ -1,6 +1,7 @@
 #pragma once
-// Slicing and joining along one dimension: narrow/split/chunk are views (no copy); cat and stack
-// copy into one new tensor. Each is differentiable.
+// Slicing and joining along one dimension: narrow/slice/split/chunk are views (no copy); cat and
+// stack copy into one new tensor. Each is differentiable.
+#include <optional>
 #include <vector>
 
 #include "core/tensor.h"
@@ -10,6 +11,12 @@ namespace minidl {
 /// The view of `length` elements from `start` along `dim`, as x.narrow(dim, start, length).
 ///   narrow(x, 1, 2, 3)  // x[:, 2:5]
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
+/// The view of every `step`-th element of [start, end) along `dim`, as x[:, start:end:step] in
+/// Python and x.slice(dim, start, end, step) in PyTorch's C++: start and end may be negative (from
+/// the end), are clamped to the size and default to the whole dimension; step > 0.
+///   slice(x, 1, 1, std::nullopt, 2)  // x[:, 1::2]
+Tensor slice(const Tensor& x, int64_t dim = 0, std::optional<int64_t> start = std::nullopt,
+             std::optional<int64_t> end = std::nullopt, int64_t step = 1);
 /// Joins tensors that agree in every dimension but `dim`, along it.   cat({a, b}, 1)
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 /// Joins tensors of one shape along a new dimension `dim`.   stack({a, b})  // [2, ...a.shape]

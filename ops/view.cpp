@@ -112,6 +112,18 @@ Tensor squeeze(const Tensor& x, int64_t dim) {
   return make_view_op("squeeze", x, std::move(shape), std::move(strides), x.offset());
 }
 
+Tensor squeeze(const Tensor& x) {
+  Shape shape;
+  Strides strides;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (x.shape()[d] == 1) continue;
+    shape.push_back(x.shape()[d]);
+    strides.push_back(x.strides()[d]);
+  }
+  if (shape.size() == x.shape().size()) return x;
+  return make_view_op("squeeze", x, std::move(shape), std::move(strides), x.offset());
+}
+
 Tensor unsqueeze(const Tensor& x, int64_t dim) {
   dim = wrap_dim(dim, x.dim() + 1, "unsqueeze");
   Shape shape = x.shape();
@@ -179,6 +191,7 @@ Tensor Tensor::view(const Shape& shape) const { return minidl::view(*this, shape
 Tensor Tensor::reshape(const Shape& shape) const { return minidl::reshape(*this, shape); }
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const { return minidl::flatten(*this, start_dim, end_dim); }
 Tensor Tensor::squeeze(int64_t dim) const { return minidl::squeeze(*this, dim); }
+Tensor Tensor::squeeze() const { return minidl::squeeze(*this); }
 Tensor Tensor::unsqueeze(int64_t dim) const { return minidl::unsqueeze(*this, dim); }
 Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const { return minidl::transpose(*this, dim0, dim1); }
 Tensor Tensor::permute(const std::vector<int64_t>& dims) const { return minidl::permute(*this, dims); }

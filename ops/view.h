@@ -15,6 +15,8 @@ Tensor reshape(const Tensor& x, Shape shape);
 Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
 /// Removes dimension `dim` if its size is 1.
 Tensor squeeze(const Tensor& x, int64_t dim);
+/// Removes every dimension of size 1.   squeeze(zeros({2, 1, 3, 1}))  // [2, 3]
+Tensor squeeze(const Tensor& x);
 Tensor unsqueeze(const Tensor& x, int64_t dim);
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
 Tensor permute(const Tensor& x, const std::vector<int64_t>& dims);

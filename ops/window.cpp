@@ -34,4 +34,28 @@ ConvGeometry window_geometry(const char* op, int64_t channels, int64_t height, i
   return g;
 }
 
+namespace {
+
+int64_t ceil_mode_size(int64_t in, int64_t pad, int64_t span, int64_t stride) {
+  int64_t out = (in + 2 * pad - span + stride - 1) / stride + 1;
+  if ((out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+}  // namespace
+
+ConvGeometry pool_geometry(const char* op, int64_t channels, int64_t height, int64_t width, Size2 kernel,
+                           Size2 stride, Size2 padding, Size2 dilation, bool ceil_mode) {
+  // Padding beyond half the kernel would let a window hold only padding.
+  MINIDL_CHECK(padding.h >= 0 && padding.w >= 0 && padding.h <= kernel.h / 2 && padding.w <= kernel.w / 2, op,
+               ": padding must be between 0 and half the kernel size (", kernel.h / 2, "x", kernel.w / 2, " for a ",
+               kernel.h, "x", kernel.w, " kernel), got ", padding.h, "x", padding.w);
+  ConvGeometry g = window_geometry(op, channels, height, width, kernel, stride, padding, dilation);
+  if (ceil_mode) {
+    g.out_h = ceil_mode_size(height, padding.h, dilation.h * (kernel.h - 1) + 1, stride.h);
+    g.out_w = ceil_mode_size(width, padding.w, dilation.w * (kernel.w - 1) + 1, stride.w);
+  }
+  return g;
+}
+
 }  // namespace minidl

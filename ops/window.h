@@ -10,4 +10,12 @@ namespace minidl {
 ConvGeometry window_geometry(const char* op, int64_t channels, int64_t height, int64_t width, Size2 kernel,
                              Size2 stride, Size2 padding, Size2 dilation);
 
+/// The window geometry of pooling (max_pool2d, avg_pool2d), as PyTorch checks and sizes it: padding
+/// at most half the kernel, and with ceil_mode the output rounds up, keeping only windows that
+/// start inside the image or its left/top padding:
+///   out = ceil((in + 2 * padding - dilation * (k - 1) - 1) / stride) + 1, minus 1 if the last
+///   window would start at or past in + padding.
+ConvGeometry pool_geometry(const char* op, int64_t channels, int64_t height, int64_t width, Size2 kernel,
+                           Size2 stride, Size2 padding, Size2 dilation, bool ceil_mode);
+
 }  // namespace minidl

@@ -6,10 +6,12 @@
 #include <thread>
 
 #include "minidl.h"
+#include "test_util.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
 
 using namespace minidl;
+using minidl::testing::error_of;
 
 namespace {
 
@@ -54,15 +56,6 @@ std::vector<std::vector<double>> alone(uint64_t model_seed, uint64_t batch_seed)
   nn::Sequential m = make_model(model_seed);
   loss_of(m, make_batch(batch_seed)).backward();
   return grads_of(m);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 size_t resident_bytes() {

@@ -6,8 +6,10 @@
 #include <string>
 
 #include "minidl.h"
+#include "test_util.h"
 
 using namespace minidl;
+using minidl::testing::error_of;
 
 namespace {
 
@@ -94,15 +96,6 @@ void check_forward(const Geometry& g, DType dtype, double tol) {
   for (size_t i = 0; i < want.size(); ++i) {
     ASSERT_NEAR(got[i], want[i], tol * (1 + std::abs(want[i]))) << g << " at element " << i;
   }
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 void expect_contains(const std::string& message, const std::string& part) {

@@ -100,8 +100,8 @@ TEST(CudaKernels, FillAndIndexSelect) {
     Tensor src = dt == kInt64 ? randint({50, 4, 3}, 100) : rnd({50, 4, 3}, dt);
     Tensor index = randint({64}, 50);
     Tensor a = empty_on({64, 4, 3}, dt, Device::cpu()), b = empty_on({64, 4, 3}, dt, gpu());
-    cpu_k().index_select(src, index, a);
-    gpu_k().index_select(src.to(gpu()), index.to(gpu()), b);
+    cpu_k().index_select(src, 0, index, a);
+    gpu_k().index_select(src.to(gpu()), 0, index.to(gpu()), b);
     EXPECT_TRUE(all_equal(b, a)) << dt;
   }
 }
@@ -311,24 +311,30 @@ TEST(CudaKernels, LossesForwardBackward) {
       Tensor target = randint({cs.n}, cs.c);
       Tensor grad_loss = full({}, 0.7, dt);
       // Fused cross-entropy.
+      const int64_t ignore = -100;
       Tensor lc = empty_on({}, dt, Device::cpu()), lg = empty_on({}, dt, gpu());
+      Tensor cc = empty_on({}, dt, Device::cpu()), cg = empty_on({}, dt, gpu());
       Tensor pc = empty_on({cs.n, cs.c}, dt, Device::cpu()), pg = empty_on({cs.n, cs.c}, dt, gpu());
-      cpu_k().cross_entropy(logits, target, lc, pc);
-      gpu_k().cross_entropy(logits.to(gpu()), target.to(gpu()), lg, pg);
+      cpu_k().cross_entropy(logits, target, ignore, lc, pc, cc);
+      gpu_k().cross_entropy(logits.to(gpu()), target.to(gpu()), ignore, lg, pg, cg);
       EXPECT_TRUE(all_close(lg, lc, tol(dt), tol(dt))) << "cross_entropy loss";
       EXPECT_TRUE(all_close(pg, pc, tol(dt), tol(dt))) << "cross_entropy log_probs";
+      EXPECT_TRUE(all_equal(cg, cc)) << "cross_entropy count";
       Tensor gc = empty_on({cs.n, cs.c}, dt, Device::cpu()), gg = empty_on({cs.n, cs.c}, dt, gpu());
-      cpu_k().cross_entropy_backward(grad_loss, pc, target, gc);
-      gpu_k().cross_entropy_backward(grad_loss.to(gpu()), pc.to(gpu()), target.to(gpu()), gg);
+      cpu_k().cross_entropy_backward(grad_loss, pc, target, ignore, cc, gc);
+      gpu_k().cross_entropy_backward(grad_loss.to(gpu()), pc.to(gpu()), target.to(gpu()), ignore, cg, gg);
       EXPECT_TRUE(all_close(gg, gc, tol(dt), tol(dt))) << "cross_entropy backward";
-      // NLL on the same log-probs.
-      Tensor nc = empty_on({}, dt, Device::cpu()), ng = empty_on({}, dt, gpu());
-      cpu_k().nll_loss(pc, target, nc);
-      gpu_k().nll_loss(pc.to(gpu()), target.to(gpu()), ng);
+      // NLL rows on the same log-probs.
+      Tensor nc = empty_on({cs.n}, dt, Device::cpu()), ng = empty_on({cs.n}, dt, gpu());
+      Tensor wc = empty_on({}, dt, Device::cpu()), wg = empty_on({}, dt, gpu());
+      cpu_k().nll_loss(pc, target, nullptr, ignore, nc, wc);
+      gpu_k().nll_loss(pc.to(gpu()), target.to(gpu()), nullptr, ignore, ng, wg);
       EXPECT_TRUE(all_close(ng, nc, tol(dt), tol(dt))) << "nll_loss";
+      EXPECT_TRUE(all_equal(wg, wc)) << "nll_loss total weight";
+      Tensor grad_rows = full({cs.n}, 0.7, dt);
       Tensor bc = empty_on({cs.n, cs.c}, dt, Device::cpu()), bg = empty_on({cs.n, cs.c}, dt, gpu());
-      cpu_k().nll_loss_backward(grad_loss, target, bc);
-      gpu_k().nll_loss_backward(grad_loss.to(gpu()), target.to(gpu()), bg);
+      cpu_k().nll_loss_backward(grad_rows, target, nullptr, ignore, bc);
+      gpu_k().nll_loss_backward(grad_rows.to(gpu()), target.to(gpu()), nullptr, ignore, bg);
       EXPECT_TRUE(all_close(bg, bc, tol(dt), tol(dt))) << "nll_loss backward";
     }
   }

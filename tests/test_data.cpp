@@ -17,8 +17,10 @@
 
 #include "data/data.h"
 #include "minidl.h"
+#include "test_util.h"
 
 using namespace minidl;
+using minidl::testing::expect_error;
 using namespace minidl::data;
 namespace fs = std::filesystem;
 
@@ -82,21 +84,6 @@ std::vector<uint8_t> gzip_stored(const std::vector<uint8_t>& data) {
   for (int s = 0; s < 32; s += 8) out.push_back(static_cast<uint8_t>(crc >> s));
   for (int s = 0; s < 32; s += 8) out.push_back(static_cast<uint8_t>(size >> s));
   return out;
-}
-
-// Runs `fn`, expecting a minidl::Error whose message contains every one of `parts`.
-void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& part : parts) EXPECT_NE(msg.find(part), std::string::npos) << "missing \"" << part << "\" in: " << msg;
-    return;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected minidl::Error, got another exception: " << e.what();
-    return;
-  }
-  ADD_FAILURE() << "expected minidl::Error, nothing was thrown";
 }
 
 class DataFiles : public ::testing::Test {

@@ -133,7 +133,7 @@ TEST(Elementwise, ScalarOperatorsAndPowScalar) {
   EXPECT_EQ((8.0 / x).to_vector<double>(), (std::vector<double>{8, 4, 2}));
   EXPECT_EQ(pow(x, 2.0).to_vector<double>(), (std::vector<double>{1, 4, 16}));
   EXPECT_EQ(pow(x, 0.5).to_vector<double>(), (std::vector<double>{1, std::sqrt(2.0), 2}));
-  EXPECT_EQ(eq(x, Tensor::from_vector<double>({1, 0, 4})).to_vector<double>(), (std::vector<double>{1, 0, 1}));
+  EXPECT_EQ(eq(x, Tensor::from_vector<double>({1, 0, 4})).to_vector<bool>(), (std::vector<bool>{true, false, true}));
   EXPECT_EQ(neg(Tensor::from_vector<int64_t>({3, -1})).to_vector<int64_t>(), (std::vector<int64_t>{-3, 1}));
 }
 

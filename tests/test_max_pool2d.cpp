@@ -10,8 +10,10 @@
 #include <random>
 
 #include "minidl.h"
+#include "test_util.h"
 
 using namespace minidl;
+using minidl::testing::error_of;
 
 namespace {
 
@@ -77,15 +79,6 @@ Expected reference_pool(const Pool& p, const std::vector<double>& x) {
         e.indices.push_back(at);
       }
   return e;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 }  // namespace

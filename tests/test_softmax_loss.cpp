@@ -9,9 +9,11 @@
 #include <string>
 
 #include "minidl.h"
+#include "test_util.h"
 #include "nn/nn.h"
 
 using namespace minidl;
+using minidl::testing::expect_error;
 
 namespace {
 
@@ -34,16 +36,6 @@ std::vector<double> reference_softmax(const std::vector<double>& x, const Shape&
 }
 
 Tensor target_of(const std::vector<int64_t>& t) { return Tensor::from_vector<int64_t>(t); }
-
-void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an Error";
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    for (const std::string& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  }
-}
 
 }  // namespace
 

@@ -5,14 +5,25 @@
 
 namespace minidl {
 
+namespace {
+
+void check_indices(const int64_t* idx, int64_t k, int64_t rows) {
+  for (int64_t i = 0; i < k; ++i) {
+    MINIDL_CHECK(idx[i] >= 0 && idx[i] < rows, "index_select: index ", idx[i], " at position ", i,
+                 " is out of range for a dimension of size ", rows, " (expected 0 <= index < ", rows, ")");
+  }
+}
+
+}  // namespace
+
 void CpuKernels::copy(const Tensor& src, Tensor& dst) {
   if (src.dtype() == dst.dtype() && src.is_contiguous() && dst.is_contiguous()) {
     std::memcpy(dst.raw_data(), src.raw_data(), src.nbytes());
     return;
   }
-  dispatch_all(src.dtype(), "copy", [&](auto src_tag) {
+  dispatch_with_bool(src.dtype(), "copy", [&](auto src_tag) {
     using S = decltype(src_tag);
-    dispatch_all(dst.dtype(), "copy", [&](auto dst_tag) {
+    dispatch_with_bool(dst.dtype(), "copy", [&](auto dst_tag) {
       using D = decltype(dst_tag);
       const S* s = src.data<S>();
       D* d = dst.data<D>();
@@ -24,7 +35,7 @@ void CpuKernels::copy(const Tensor& src, Tensor& dst) {
 }
 
 void CpuKernels::fill(Tensor& dst, double value) {
-  dispatch_all(dst.dtype(), "fill", [&](auto tag) {
+  dispatch_with_bool(dst.dtype(), "fill", [&](auto tag) {
     using T = decltype(tag);
     T* d = dst.data<T>();
     const int64_t n = dst.numel();
@@ -34,18 +45,40 @@ void CpuKernels::fill(Tensor& dst, double value) {
   });
 }
 
-void CpuKernels::index_select(const Tensor& src, const Tensor& index, Tensor& out) {
-  const int64_t rows = src.size(0);
-  const size_t row_bytes = src.nbytes() / static_cast<size_t>(std::max<int64_t>(rows, 1));
+void CpuKernels::index_select(const Tensor& src, int64_t dim, const Tensor& index, Tensor& out) {
+  const IndexGeometry g = index_geometry(src.shape(), dim, index.numel());
   const int64_t* idx = index.data<int64_t>();
+  check_indices(idx, g.k, g.rows);
+  // Whole slices are contiguous runs of `inner` elements: one memcpy each, dtype-agnostic.
+  const size_t run = static_cast<size_t>(g.inner) * element_size(src.dtype());
   const char* s = static_cast<const char*>(src.raw_data());
   char* o = static_cast<char*>(out.raw_data());
-  const int64_t k = index.numel();
-  for (int64_t i = 0; i < k; ++i) {
-    MINIDL_CHECK(idx[i] >= 0 && idx[i] < rows, "index_select: index ", idx[i], " is out of range for dimension 0 of size ", rows);
+  const int64_t runs = g.outer * g.k;
+#pragma omp parallel for if (runs * static_cast<int64_t>(run) > (1 << 20))
+  for (int64_t r = 0; r < runs; ++r) {
+    const int64_t a = r / g.k, i = r - a * g.k;
+    std::memcpy(o + r * run, s + (a * g.rows + idx[i]) * run, run);
   }
-#pragma omp parallel for if (k * static_cast<int64_t>(row_bytes) > (1 << 20))
-  for (int64_t i = 0; i < k; ++i) std::memcpy(o + i * row_bytes, s + idx[i] * row_bytes, row_bytes);
+}
+
+void CpuKernels::index_add(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst) {
+  const IndexGeometry g = index_geometry(dst.shape(), dim, index.numel());
+  const int64_t* idx = index.data<int64_t>();
+  check_indices(idx, g.k, g.rows);
+  dispatch_floating(dst.dtype(), "index_add", [&](auto tag) {
+    using T = decltype(tag);
+    const T* s = src.data<T>();
+    T* d = dst.data<T>();
+    // Repeated indices write the same destination slice: parallel over `outer` only, where the
+    // slices of different threads never meet.
+#pragma omp parallel for if (g.outer > 1 && g.outer * g.k * g.inner > 32768)
+    for (int64_t a = 0; a < g.outer; ++a)
+      for (int64_t i = 0; i < g.k; ++i) {
+        const T* from = s + (a * g.k + i) * g.inner;
+        T* to = d + (a * g.rows + idx[i]) * g.inner;
+        for (int64_t c = 0; c < g.inner; ++c) to[c] += from[c];
+      }
+  });
 }
 
 }  // namespace minidl

@@ -9,12 +9,15 @@ class CpuKernels final : public Kernels {
  public:
   void copy(const Tensor& src, Tensor& dst) override;
   void fill(Tensor& dst, double value) override;
-  void index_select(const Tensor& src, const Tensor& index, Tensor& out) override;
+  void index_select(const Tensor& src, int64_t dim, const Tensor& index, Tensor& out) override;
+  void index_add(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst) override;
+  void compare(CompareOp op, const Tensor& a, const Tensor& b, Tensor& out) override;
+  void where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out) override;
   void uniform(Tensor& dst, double low, double high) override;
   void normal(Tensor& dst, double mean, double stddev) override;
   void dropout_mask(Tensor& dst, double keep_prob) override;
-  void unary(UnaryOp op, const Tensor& x, Tensor& out) override;
-  void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) override;
+  void unary(UnaryOp op, const Tensor& x, Tensor& out, double scalar = 0) override;
+  void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out, double scalar = 0) override;
   void reduce(ReduceOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor& out,
               Tensor* argmax) override;
   void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, double alpha,
@@ -22,16 +25,39 @@ class CpuKernels final : public Kernels {
   void softmax(const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool log, Tensor& out) override;
   void softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t outer, int64_t n, int64_t inner, bool log,
                         Tensor& grad_in) override;
-  void nll_loss(const Tensor& log_probs, const Tensor& target, Tensor& loss) override;
-  void nll_loss_backward(const Tensor& grad_loss, const Tensor& target, Tensor& grad_log_probs) override;
-  void cross_entropy(const Tensor& logits, const Tensor& target, Tensor& loss, Tensor& log_probs) override;
+  void nll_loss(const Tensor& log_probs, const Tensor& target, const Tensor* weight, int64_t ignore_index,
+                Tensor& row_loss, Tensor& total_weight) override;
+  void nll_loss_backward(const Tensor& grad_rows, const Tensor& target, const Tensor* weight, int64_t ignore_index,
+                         Tensor& grad_log_probs) override;
+  void cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Tensor& loss, Tensor& log_probs,
+                     Tensor& count) override;
   void cross_entropy_backward(const Tensor& grad_loss, const Tensor& log_probs, const Tensor& target,
-                              Tensor& grad_logits) override;
+                              int64_t ignore_index, const Tensor& count, Tensor& grad_logits) override;
+  void log_sigmoid(const Tensor& x, Tensor& out) override;
+  void log_sigmoid_backward(const Tensor& grad_out, const Tensor& x, Tensor& grad_x) override;
   void im2col(const Tensor& x, const ConvGeometry& g, Tensor& cols) override;
   void col2im(const Tensor& cols, const ConvGeometry& g, Tensor& x_grad) override;
   void max_pool2d(const Tensor& x, const ConvGeometry& g, Tensor& out, Tensor& indices) override;
   void max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const ConvGeometry& g,
                            Tensor& grad_in) override;
+  void avg_pool2d(const Tensor& x, const ConvGeometry& g, bool count_include_pad, Tensor& out) override;
+  void avg_pool2d_backward(const Tensor& grad_out, const ConvGeometry& g, bool count_include_pad,
+                           Tensor& grad_in) override;
+  void adaptive_avg_pool2d(const Tensor& x, Tensor& out) override;
+  void adaptive_avg_pool2d_backward(const Tensor& grad_out, Tensor& grad_in) override;
+  void upsample_nearest2d(const Tensor& x, float scale_h, float scale_w, Tensor& out) override;
+  void upsample_nearest2d_backward(const Tensor& grad_out, float scale_h, float scale_w, Tensor& grad_in) override;
+  void batch_norm(const Tensor& x, const Tensor* weight, const Tensor* bias, Tensor* running_mean, Tensor* running_var,
+                  bool training, double momentum, double eps, Tensor& out, Tensor& save_mean,
+                  Tensor& save_invstd) override;
+  void batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor* weight, const Tensor& save_mean,
+                           const Tensor& save_invstd, bool training, Tensor* grad_x, Tensor* grad_weight,
+                           Tensor* grad_bias) override;
+  void group_norm(const Tensor& x, int64_t groups, const Tensor* weight, const Tensor* bias, double eps, Tensor& out,
+                  Tensor& save_mean, Tensor& save_invstd) override;
+  void group_norm_backward(const Tensor& grad_out, const Tensor& x, int64_t groups, const Tensor* weight,
+                           const Tensor& save_mean, const Tensor& save_invstd, Tensor* grad_x, Tensor* grad_weight,
+                           Tensor* grad_bias) override;
   void sgd_step(Tensor& param, const Tensor& grad, Tensor* momentum_buf, const SgdConfig& config) override;
   void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
                  const AdamConfig& config) override;

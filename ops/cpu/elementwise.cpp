@@ -13,8 +13,36 @@ namespace {
 template <class T>
 using ConstArray = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 
+// GELU, its tanh approximation and SiLU with their derivatives, as PyTorch computes them.
 template <class T>
-T apply_unary(UnaryOp op, T x) {
+T gelu(T x) {
+  return T(0.5) * x * (T(1) + std::erf(x * T(M_SQRT1_2)));
+}
+template <class T>
+T gelu_grad(T x) {
+  const T cdf = T(0.5) * (T(1) + std::erf(x * T(M_SQRT1_2)));
+  const T pdf = std::exp(T(-0.5) * x * x) * T(0.5 * M_2_SQRTPI * M_SQRT1_2);
+  return cdf + x * pdf;
+}
+template <class T>
+T gelu_tanh(T x) {
+  const T inner = T(M_SQRT2 * M_2_SQRTPI * 0.5) * (x + T(0.044715) * x * x * x);
+  return T(0.5) * x * (T(1) + std::tanh(inner));
+}
+template <class T>
+T gelu_tanh_grad(T x) {
+  const T k = T(M_SQRT2 * M_2_SQRTPI * 0.5);
+  const T t = std::tanh(k * (x + T(0.044715) * x * x * x));
+  return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * k * (T(1) + T(3 * 0.044715) * x * x);
+}
+template <class T>
+T silu_grad(T x) {
+  const T s = T(1) / (T(1) + std::exp(-x));
+  return s * (T(1) + x * (T(1) - s));
+}
+
+template <class T>
+T apply_unary(UnaryOp op, T x, T scalar) {
   switch (op) {
     case UnaryOp::Neg: return -x;
     case UnaryOp::Exp: return std::exp(x);
@@ -23,12 +51,22 @@ T apply_unary(UnaryOp op, T x) {
     case UnaryOp::Relu: return x > T(0) ? x : T(0);
     case UnaryOp::Sigmoid: return T(1) / (T(1) + std::exp(-x));
     case UnaryOp::Tanh: return std::tanh(x);
+    case UnaryOp::LeakyRelu: return x > T(0) ? x : x * scalar;
+    case UnaryOp::Gelu:
+      if constexpr (std::is_floating_point_v<T>) return gelu(x);
+      break;
+    case UnaryOp::GeluTanh:
+      if constexpr (std::is_floating_point_v<T>) return gelu_tanh(x);
+      break;
+    case UnaryOp::Silu:
+      if constexpr (std::is_floating_point_v<T>) return x / (T(1) + std::exp(-x));
+      break;
   }
   return x;
 }
 
 template <class T>
-T apply_binary(BinaryOp op, T a, T b) {
+T apply_binary(BinaryOp op, T a, T b, T scalar) {
   switch (op) {
     case BinaryOp::Add: return a + b;
     case BinaryOp::Sub: return a - b;
@@ -39,13 +77,23 @@ T apply_binary(BinaryOp op, T a, T b) {
     case BinaryOp::ReluBackward: return b > T(0) ? a : T(0);
     case BinaryOp::SigmoidBackward: return a * b * (T(1) - b);
     case BinaryOp::TanhBackward: return a * (T(1) - b * b);
+    case BinaryOp::LeakyReluBackward: return b > T(0) ? a : a * scalar;
+    case BinaryOp::GeluBackward:
+      if constexpr (std::is_floating_point_v<T>) return a * gelu_grad(b);
+      break;
+    case BinaryOp::GeluTanhBackward:
+      if constexpr (std::is_floating_point_v<T>) return a * gelu_tanh_grad(b);
+      break;
+    case BinaryOp::SiluBackward:
+      if constexpr (std::is_floating_point_v<T>) return a * silu_grad(b);
+      break;
   }
   return a;
 }
 
 // Contiguous unary ops as Eigen expressions, so the hot ones (relu, exp) are SIMD.
 template <class T>
-void unary_contiguous(UnaryOp op, const T* x, T* out, int64_t n) {
+void unary_contiguous(UnaryOp op, const T* x, T* out, int64_t n, T scalar) {
   ConstArray<T> in(x, n);
   Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> o(out, n);
   switch (op) {
@@ -56,11 +104,17 @@ void unary_contiguous(UnaryOp op, const T* x, T* out, int64_t n) {
     case UnaryOp::Relu: o = in.max(T(0)); return;
     case UnaryOp::Sigmoid: o = T(1) / (T(1) + (-in).exp()); return;
     case UnaryOp::Tanh: o = in.tanh(); return;
+    case UnaryOp::LeakyRelu: o = (in > T(0)).select(in, in * scalar); return;
+    case UnaryOp::Silu: o = in / (T(1) + (-in).exp()); return;
+    case UnaryOp::Gelu:
+    case UnaryOp::GeluTanh:
+      for (int64_t i = 0; i < n; ++i) out[i] = apply_unary(op, x[i], scalar);
+      return;
   }
 }
 
 template <class T>
-void binary_contiguous(BinaryOp op, const T* a, const T* b, T* out, int64_t n) {
+void binary_contiguous(BinaryOp op, const T* a, const T* b, T* out, int64_t n, T scalar) {
   ConstArray<T> x(a, n), y(b, n);
   Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> o(out, n);
   switch (op) {
@@ -70,7 +124,7 @@ void binary_contiguous(BinaryOp op, const T* a, const T* b, T* out, int64_t n) {
     case BinaryOp::Div: o = x / y; return;
     case BinaryOp::ReluBackward: o = (y > T(0)).select(x, T(0)); return;
     default:
-      for (int64_t i = 0; i < n; ++i) out[i] = apply_binary(op, a[i], b[i]);
+      for (int64_t i = 0; i < n; ++i) out[i] = apply_binary(op, a[i], b[i], scalar);
   }
 }
 
@@ -92,7 +146,7 @@ void parallel_chunks(int64_t n, Chunk&& chunk) {
 
 }  // namespace
 
-void CpuKernels::unary(UnaryOp op, const Tensor& x, Tensor& out) {
+void CpuKernels::unary(UnaryOp op, const Tensor& x, Tensor& out, double scalar) {
   dispatch_all(x.dtype(), "unary", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_integral_v<T>) {
@@ -102,26 +156,32 @@ void CpuKernels::unary(UnaryOp op, const Tensor& x, Tensor& out) {
     T* o = out.data<T>();
     if (x.is_contiguous()) {
       if constexpr (std::is_floating_point_v<T>) {
-        parallel_chunks(x.numel(), [&](int64_t begin, int64_t n) { unary_contiguous(op, in + begin, o + begin, n); });
+        parallel_chunks(x.numel(), [&](int64_t begin, int64_t n) {
+          unary_contiguous(op, in + begin, o + begin, n, static_cast<T>(scalar));
+        });
       } else {
         for (int64_t i = 0, n = x.numel(); i < n; ++i) o[i] = -in[i];
       }
       return;
     }
     cpu::for_each_row<2>(out.shape(), {&out.strides(), &x.strides()}, [&](auto off, int64_t n, auto inc) {
-      for (int64_t i = 0; i < n; ++i) o[off[0] + i * inc[0]] = apply_unary(op, in[off[1] + i * inc[1]]);
+      for (int64_t i = 0; i < n; ++i)
+        o[off[0] + i * inc[0]] = apply_unary(op, in[off[1] + i * inc[1]], static_cast<T>(scalar));
     });
   });
 }
 
-void CpuKernels::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
+void CpuKernels::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out, double scalar_arg) {
   dispatch_all(a.dtype(), "binary", [&](auto tag) {
     using T = decltype(tag);
+    const T scalar = static_cast<T>(scalar_arg);
     const T* x = a.data<T>();
     const T* y = b.data<T>();
     T* o = out.data<T>();
     if (a.is_contiguous() && b.is_contiguous()) {
-      parallel_chunks(out.numel(), [&](int64_t begin, int64_t n) { binary_contiguous(op, x + begin, y + begin, o + begin, n); });
+      parallel_chunks(out.numel(), [&](int64_t begin, int64_t n) {
+        binary_contiguous(op, x + begin, y + begin, o + begin, n, scalar);
+      });
       return;
     }
     cpu::for_each_row<3>(out.shape(), {&out.strides(), &a.strides(), &b.strides()}, [&](auto off, int64_t n, auto inc) {
@@ -130,11 +190,11 @@ void CpuKernels::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& o
       T* od = o + off[0];
       if (inc[1] == 1 && inc[2] == 0) {  // a row against a broadcast scalar: the bias-add shape
         const T s = *yb;
-        for (int64_t i = 0; i < n; ++i) od[i] = apply_binary(op, xa[i], s);
+        for (int64_t i = 0; i < n; ++i) od[i] = apply_binary(op, xa[i], s, scalar);
       } else if (inc[1] == 1 && inc[2] == 1) {
-        for (int64_t i = 0; i < n; ++i) od[i] = apply_binary(op, xa[i], yb[i]);
+        for (int64_t i = 0; i < n; ++i) od[i] = apply_binary(op, xa[i], yb[i], scalar);
       } else {
-        for (int64_t i = 0; i < n; ++i) od[i * inc[0]] = apply_binary(op, xa[i * inc[1]], yb[i * inc[2]]);
+        for (int64_t i = 0; i < n; ++i) od[i * inc[0]] = apply_binary(op, xa[i * inc[1]], yb[i * inc[2]], scalar);
       }
     });
   });

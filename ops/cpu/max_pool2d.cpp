@@ -73,7 +73,8 @@ void CpuKernels::max_pool2d_backward(const Tensor& grad_out, const Tensor& indic
       std::fill(d, d + plane_in, T(0));
       const T* s = go + p * plane_out;
       const int64_t* ix = idx + p * plane_out;
-      for (int64_t j = 0; j < plane_out; ++j) d[ix[j]] += s[j];
+      for (int64_t j = 0; j < plane_out; ++j)
+        if (ix[j] >= 0) d[ix[j]] += s[j];  // -1: a dilated window of padding only
     }
   });
 }

@@ -9,8 +9,36 @@ namespace {
 
 using namespace cuda;
 
+// GELU (exact and tanh-approximated) and SiLU derivatives, the formulas of the CPU kernels.
+__device__ __forceinline__ float d_erf(float x) { return erff(x); }
+__device__ __forceinline__ double d_erf(double x) { return erf(x); }
+constexpr double kSqrtHalf = 0.70710678118654752440;      // 1 / sqrt(2)
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;    // 1 / sqrt(2 pi)
+constexpr double kSqrt2OverPi = 0.79788456080286535588;   // sqrt(2 / pi)
+constexpr double kGeluTanhCubic = 0.044715;
+
 template <class T>
-__device__ __forceinline__ T apply_unary(UnaryOp op, T x) {
+__device__ __forceinline__ T d_gelu_tanh(T x) {
+  return T(0.5) * x * (T(1) + d_tanh(T(kSqrt2OverPi) * (x + T(kGeluTanhCubic) * x * x * x)));
+}
+template <class T>
+__device__ __forceinline__ T d_gelu_grad(T x) {
+  return T(0.5) * (T(1) + d_erf(x * T(kSqrtHalf))) + x * d_exp(T(-0.5) * x * x) * T(kInvSqrt2Pi);
+}
+template <class T>
+__device__ __forceinline__ T d_gelu_tanh_grad(T x) {
+  const T t = d_tanh(T(kSqrt2OverPi) * (x + T(kGeluTanhCubic) * x * x * x));
+  return T(0.5) * (T(1) + t) +
+         T(0.5) * x * (T(1) - t * t) * T(kSqrt2OverPi) * (T(1) + T(3 * kGeluTanhCubic) * x * x);
+}
+template <class T>
+__device__ __forceinline__ T d_silu_grad(T x) {
+  const T s = T(1) / (T(1) + d_exp(-x));
+  return s * (T(1) + x * (T(1) - s));
+}
+
+template <class T>
+__device__ __forceinline__ T apply_unary(UnaryOp op, T x, T scalar) {
   if constexpr (std::is_integral_v<T>) {
     return -x;  // the only unary op on int64 (checked on the host)
   } else {
@@ -22,13 +50,17 @@ __device__ __forceinline__ T apply_unary(UnaryOp op, T x) {
       case UnaryOp::Relu: return x > T(0) ? x : T(0);
       case UnaryOp::Sigmoid: return T(1) / (T(1) + d_exp(-x));
       case UnaryOp::Tanh: return d_tanh(x);
+      case UnaryOp::LeakyRelu: return x > T(0) ? x : x * scalar;
+      case UnaryOp::Gelu: return T(0.5) * x * (T(1) + d_erf(x * T(kSqrtHalf)));
+      case UnaryOp::GeluTanh: return d_gelu_tanh(x);
+      case UnaryOp::Silu: return x / (T(1) + d_exp(-x));
     }
     return x;
   }
 }
 
 template <class T>
-__device__ __forceinline__ T apply_binary(BinaryOp op, T a, T b) {
+__device__ __forceinline__ T apply_binary(BinaryOp op, T a, T b, T scalar) {
   switch (op) {
     case BinaryOp::Add: return a + b;
     case BinaryOp::Sub: return a - b;
@@ -43,38 +75,48 @@ __device__ __forceinline__ T apply_binary(BinaryOp op, T a, T b) {
     case BinaryOp::ReluBackward: return b > T(0) ? a : T(0);
     case BinaryOp::SigmoidBackward: return a * b * (T(1) - b);
     case BinaryOp::TanhBackward: return a * (T(1) - b * b);
+    case BinaryOp::LeakyReluBackward: return b > T(0) ? a : a * scalar;
+    case BinaryOp::GeluBackward:
+      if constexpr (std::is_floating_point_v<T>) return a * d_gelu_grad(b);
+      break;
+    case BinaryOp::GeluTanhBackward:
+      if constexpr (std::is_floating_point_v<T>) return a * d_gelu_tanh_grad(b);
+      break;
+    case BinaryOp::SiluBackward:
+      if constexpr (std::is_floating_point_v<T>) return a * d_silu_grad(b);
+      break;
   }
   return a;
 }
 
 template <class T>
-__global__ void unary_flat(UnaryOp op, const T* x, T* out, int64_t n) {
+__global__ void unary_flat(UnaryOp op, const T* x, T* out, int64_t n, T scalar) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = apply_unary(op, x[i]);
+    out[i] = apply_unary(op, x[i], scalar);
 }
 
 template <class T, class Index>
-__global__ void unary_strided(UnaryOp op, const T* x, T* out, Strided<2> m, Index n) {
+__global__ void unary_strided(UnaryOp op, const T* x, T* out, Strided<2> m, Index n, T scalar) {
   for (Index i = blockIdx.x * Index(blockDim.x) + threadIdx.x; i < n; i += Index(gridDim.x) * blockDim.x) {
     Index off[2];
     strided_offsets(m, i, off);
-    out[off[0]] = apply_unary(op, x[off[1]]);
+    out[off[0]] = apply_unary(op, x[off[1]], scalar);
   }
 }
 
 template <class T>
 __global__ void binary_flat(BinaryOp op, const T* a, const T* b, T* out,
-                            int64_t n) {
+                            int64_t n, T scalar) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = apply_binary(op, a[i], b[i]);
+    out[i] = apply_binary(op, a[i], b[i], scalar);
 }
 
 template <class T, class Index>
-__global__ void binary_strided(BinaryOp op, const T* a, const T* b, T* out, Strided<3> m, Index n) {
+__global__ void binary_strided(BinaryOp op, const T* a, const T* b, T* out, Strided<3> m, Index n, T scalar) {
   for (Index i = blockIdx.x * Index(blockDim.x) + threadIdx.x; i < n; i += Index(gridDim.x) * blockDim.x) {
     Index off[3];
     strided_offsets(m, i, off);
-    out[off[0]] = apply_binary(op, a[off[1]], b[off[2]]);
+    out[off[0]] = apply_binary(op, a[off[1]], b[off[2]], scalar);
   }
 }
 
@@ -83,7 +125,7 @@ __global__ void binary_strided(BinaryOp op, const T* a, const T* b, T* out, Stri
 
 }  // namespace
 
-void CudaKernels::unary(UnaryOp op, const Tensor& x, Tensor& out) {
+void CudaKernels::unary(UnaryOp op, const Tensor& x, Tensor& out, double scalar_arg) {
   const int64_t n = out.numel();
   if (n == 0) return;
   cuda::DeviceGuard guard(device_);
@@ -94,22 +136,24 @@ void CudaKernels::unary(UnaryOp op, const Tensor& x, Tensor& out) {
     }
     const T* in = ptr<const T>(x);
     T* o = ptr<T>(out);
+    const T scalar = static_cast<T>(scalar_arg);
     if (x.is_contiguous() && out.is_contiguous()) {
-      unary_flat<T><<<blocks_for(n), kThreads, 0, stream_>>>(op, in, o, n);
+      unary_flat<T><<<blocks_for(n), kThreads, 0, stream_>>>(op, in, o, n, scalar);
       CUDA_LAUNCH_CHECK(unary_flat);
       return;
     }
     Strided<2> m = make_strided<2>(out.shape(), {&out.strides(), &x.strides()});
     if (fits_32bit(m, n)) {
-      unary_strided<T, uint32_t><<<blocks_for(n), kThreads, 0, stream_>>>(op, in, o, m, static_cast<uint32_t>(n));
+      unary_strided<T, uint32_t><<<blocks_for(n), kThreads, 0, stream_>>>(op, in, o, m, static_cast<uint32_t>(n),
+                                                                          scalar);
     } else {
-      unary_strided<T, int64_t><<<blocks_for(n), kThreads, 0, stream_>>>(op, in, o, m, n);
+      unary_strided<T, int64_t><<<blocks_for(n), kThreads, 0, stream_>>>(op, in, o, m, n, scalar);
     }
     CUDA_LAUNCH_CHECK(unary_strided);
   });
 }
 
-void CudaKernels::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
+void CudaKernels::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out, double scalar_arg) {
   const int64_t n = out.numel();
   if (n == 0) return;
   cuda::DeviceGuard guard(device_);
@@ -118,16 +162,18 @@ void CudaKernels::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& 
     const T* pa = ptr<const T>(a);
     const T* pb = ptr<const T>(b);
     T* o = ptr<T>(out);
+    const T scalar = static_cast<T>(scalar_arg);
     if (a.is_contiguous() && b.is_contiguous() && out.is_contiguous() && a.numel() == n && b.numel() == n) {
-      binary_flat<T><<<blocks_for(n), kThreads, 0, stream_>>>(op, pa, pb, o, n);
+      binary_flat<T><<<blocks_for(n), kThreads, 0, stream_>>>(op, pa, pb, o, n, scalar);
       CUDA_LAUNCH_CHECK(binary_flat);
       return;
     }
     Strided<3> m = make_strided<3>(out.shape(), {&out.strides(), &a.strides(), &b.strides()});
     if (fits_32bit(m, n)) {
-      binary_strided<T, uint32_t><<<blocks_for(n), kThreads, 0, stream_>>>(op, pa, pb, o, m, static_cast<uint32_t>(n));
+      binary_strided<T, uint32_t><<<blocks_for(n), kThreads, 0, stream_>>>(op, pa, pb, o, m, static_cast<uint32_t>(n),
+                                                                           scalar);
     } else {
-      binary_strided<T, int64_t><<<blocks_for(n), kThreads, 0, stream_>>>(op, pa, pb, o, m, n);
+      binary_strided<T, int64_t><<<blocks_for(n), kThreads, 0, stream_>>>(op, pa, pb, o, m, n, scalar);
     }
     CUDA_LAUNCH_CHECK(binary_strided);
   });

@@ -1,7 +1,8 @@
 // NLL and the fused cross-entropy on CUDA. Targets are read on the device and the loss stays there:
-// no host sync. A target out of range cannot throw from a kernel: its sample contributes 0, nothing
-// is read out of bounds, and the device error flag makes the next synchronization throw
-// (core/cuda/context.h). The CPU kernels check targets up front and throw at once.
+// no host sync. A row whose target is ignore_index counts for nothing. Any other target out of range
+// cannot throw from a kernel: its sample contributes 0, nothing is read out of bounds, and the
+// device error flag makes the next synchronization throw (core/cuda/context.h). The CPU kernels
+// check targets up front and throw at once.
 #include "ops/cuda/softmax.cuh"
 
 namespace minidl {
@@ -12,109 +13,193 @@ using namespace cuda;
 
 constexpr int kMeanBlock = 256;
 
-// loss[0] = -(sum_i value(i)) / rows with value(i) = lp[i, target[i]] (gather) or row_value[i].
-template <class T>
-__global__ void negative_mean(const T* lp, const int64_t* target, const T* row_value, int64_t rows, int64_t classes,
-                              T* loss, int* error) {
-  using Acc = AccT<T>;
+// Sums `value` over the block into thread 0's result (the temp storage is reused afterwards).
+template <class Acc, class Temp>
+__device__ Acc block_sum(Acc value, Temp& temp) {
   using Reduce = cub::BlockReduce<Acc, kMeanBlock>;
-  __shared__ typename Reduce::TempStorage temp;
-  Acc s = 0;
+  Acc total = Reduce(temp).Reduce(value, SumOp());
+  __syncthreads();
+  return total;
+}
+
+// One block: loss[0] = -(sum of row_value over the rows not ignored) / their count, count[0] = that
+// count. Rows are summed in a fixed order (deterministic).
+template <class T>
+__global__ void mean_over_targets(const T* row_value, const int64_t* target, int64_t rows, int64_t ignore_index,
+                                  T* loss, T* count) {
+  using Acc = AccT<T>;
+  __shared__ typename cub::BlockReduce<Acc, kMeanBlock>::TempStorage temp;
+  Acc s = 0, k = 0;
   for (int64_t i = threadIdx.x; i < rows; i += kMeanBlock) {
-    if (row_value) {
-      s += Acc(row_value[i]);
-    } else {
-      const int64_t t = target[i];
-      if (t >= 0 && t < classes) s += Acc(lp[i * classes + t]);
-      else *error = kTargetOutOfRange;
+    s += Acc(row_value[i]);
+    k += target[i] != ignore_index ? Acc(1) : Acc(0);
+  }
+  s = block_sum(s, temp);
+  k = block_sum(k, temp);
+  if (threadIdx.x == 0) {
+    loss[0] = static_cast<T>(-s / k);  // every row ignored: 0 / 0 = NaN, as PyTorch's
+    count[0] = static_cast<T>(k);
+  }
+}
+
+// One block: row_loss[i] = -w[t] * lp[i, t] (0 on ignored rows), total_weight[0] = sum of w[t] over
+// the rows not ignored.
+template <class T>
+__global__ void nll_rows_kernel(const T* lp, const int64_t* target, const T* weight, int64_t rows, int64_t classes,
+                                int64_t ignore_index, T* row_loss, T* total_weight, int* error) {
+  using Acc = AccT<T>;
+  __shared__ typename cub::BlockReduce<Acc, kMeanBlock>::TempStorage temp;
+  Acc total = 0;
+  for (int64_t i = threadIdx.x; i < rows; i += kMeanBlock) {
+    const int64_t t = target[i];
+    T value = T(0);
+    if (t != ignore_index) {
+      if (t >= 0 && t < classes) {
+        const T w = weight ? weight[t] : T(1);
+        value = -w * lp[i * classes + t];
+        total += Acc(w);
+      } else {
+        *error = kTargetOutOfRange;
+      }
     }
+    row_loss[i] = value;
   }
-  s = Reduce(temp).Reduce(s, SumOp());
-  if (threadIdx.x == 0) loss[0] = static_cast<T>(-s / Acc(rows));
+  total = block_sum(total, temp);
+  if (threadIdx.x == 0) total_weight[0] = static_cast<T>(total);
 }
 
-// grad[i, j] = -g / N at j == target[i], else 0.
+// grad[i, j] = -grad_rows[i] * w[t] at j == t = target[i] (not ignored), else 0.
 template <class T>
-__global__ void nll_backward_kernel(const T* grad_loss, const int64_t* target, T* grad, int64_t rows, int64_t classes,
-                                    int* error) {
+__global__ void nll_backward_kernel(const T* grad_rows, const int64_t* target, const T* weight, T* grad, int64_t rows,
+                                    int64_t classes, int64_t ignore_index, int* error) {
   const int64_t n = rows * classes;
-  const T scale = -grad_loss[0] / static_cast<T>(rows);
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n; k += int64_t(gridDim.x) * blockDim.x) {
     const int64_t i = k / classes, j = k - i * classes;
     const int64_t t = target[i];
-    grad[k] = j == t ? scale : T(0);
-    if (j == 0 && (t < 0 || t >= classes)) *error = kTargetOutOfRange;
+    const bool hit = j == t && t != ignore_index;
+    grad[k] = hit ? -grad_rows[i] * (weight ? weight[t] : T(1)) : T(0);
+    if (j == 0 && t != ignore_index && (t < 0 || t >= classes)) *error = kTargetOutOfRange;
   }
 }
 
-// grad[i, j] = (exp(log_probs[i, j]) - [j == target[i]]) * g / N: softmax minus one-hot, one pass.
+// grad[i, j] = (exp(log_probs[i, j]) - [j == target[i]]) * g / count: softmax minus one-hot, one
+// pass; 0 on ignored rows.
 template <class T>
-__global__ void cross_entropy_backward_kernel(const T* grad_loss, const T* lp, const int64_t* target, T* grad,
-                                              int64_t rows, int64_t classes, int* error) {
+__global__ void cross_entropy_backward_kernel(const T* grad_loss, const T* lp, const int64_t* target, const T* count,
+                                              T* grad, int64_t rows, int64_t classes, int64_t ignore_index,
+                                              int* error) {
   const int64_t n = rows * classes;
-  const T scale = grad_loss[0] / static_cast<T>(rows);
+  const T scale = grad_loss[0] / count[0];
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n; k += int64_t(gridDim.x) * blockDim.x) {
     const int64_t i = k / classes, j = k - i * classes;
     const int64_t t = target[i];
-    grad[k] = (d_exp(lp[k]) - (j == t ? T(1) : T(0))) * scale;
-    if (j == 0 && (t < 0 || t >= classes)) *error = kTargetOutOfRange;
+    grad[k] = t == ignore_index ? T(0) : (d_exp(lp[k]) - (j == t ? T(1) : T(0))) * scale;
+    if (j == 0 && t != ignore_index && (t < 0 || t >= classes)) *error = kTargetOutOfRange;
+  }
+}
+
+// log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)): exp of a non-positive number never overflows.
+template <class T>
+__global__ void log_sigmoid_kernel(const T* x, T* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const T v = x[i];
+    out[i] = (v < T(0) ? v : T(0)) - log1p(d_exp(-fabs(v)));
+  }
+}
+
+// grad * sigmoid(-x), from e = exp(-|x|): e / (1 + e) for x >= 0, 1 / (1 + e) below.
+template <class T>
+__global__ void log_sigmoid_backward_kernel(const T* grad, const T* x, T* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const T v = x[i];
+    const T e = d_exp(-fabs(v));
+    out[i] = grad[i] * (v >= T(0) ? e : T(1)) / (T(1) + e);
   }
 }
 
 }  // namespace
 
-void CudaKernels::nll_loss(const Tensor& log_probs, const Tensor& target, Tensor& loss) {
+void CudaKernels::log_sigmoid(const Tensor& x, Tensor& out) {
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  cuda::DeviceGuard guard(device_);
+  dispatch_floating(x.dtype(), "log_sigmoid", [&](auto tag) {
+    using T = decltype(tag);
+    log_sigmoid_kernel<T><<<blocks_for(n), kThreads, 0, stream_>>>(ptr<const T>(x), ptr<T>(out), n);
+    CUDA_LAUNCH_CHECK(log_sigmoid_kernel);
+  });
+}
+
+void CudaKernels::log_sigmoid_backward(const Tensor& grad_out, const Tensor& x, Tensor& grad_x) {
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  cuda::DeviceGuard guard(device_);
+  dispatch_floating(x.dtype(), "log_sigmoid_backward", [&](auto tag) {
+    using T = decltype(tag);
+    log_sigmoid_backward_kernel<T><<<blocks_for(n), kThreads, 0, stream_>>>(ptr<const T>(grad_out), ptr<const T>(x),
+                                                                           ptr<T>(grad_x), n);
+    CUDA_LAUNCH_CHECK(log_sigmoid_backward_kernel);
+  });
+}
+
+void CudaKernels::nll_loss(const Tensor& log_probs, const Tensor& target, const Tensor* weight, int64_t ignore_index,
+                           Tensor& row_loss, Tensor& total_weight) {
   const int64_t rows = log_probs.size(0), classes = log_probs.size(1);
   cuda::DeviceGuard guard(device_);
   dispatch_floating(log_probs.dtype(), "nll_loss", [&](auto tag) {
     using T = decltype(tag);
-    negative_mean<T><<<1, kMeanBlock, 0, stream_>>>(ptr<const T>(log_probs), ptr<const int64_t>(target), nullptr, rows,
-                                                    classes, ptr<T>(loss), cuda::device_error_flag(device_));
-    CUDA_LAUNCH_CHECK(negative_mean);
+    nll_rows_kernel<T><<<1, kMeanBlock, 0, stream_>>>(ptr<const T>(log_probs), ptr<const int64_t>(target),
+                                                      weight ? ptr<const T>(*weight) : nullptr, rows, classes,
+                                                      ignore_index, ptr<T>(row_loss), ptr<T>(total_weight),
+                                                      cuda::device_error_flag(device_));
+    CUDA_LAUNCH_CHECK(nll_rows_kernel);
   });
 }
 
-void CudaKernels::nll_loss_backward(const Tensor& grad_loss, const Tensor& target, Tensor& grad_log_probs) {
+void CudaKernels::nll_loss_backward(const Tensor& grad_rows, const Tensor& target, const Tensor* weight,
+                                    int64_t ignore_index, Tensor& grad_log_probs) {
   const int64_t rows = grad_log_probs.size(0), classes = grad_log_probs.size(1);
   if (rows * classes == 0) return;
   cuda::DeviceGuard guard(device_);
   dispatch_floating(grad_log_probs.dtype(), "nll_loss_backward", [&](auto tag) {
     using T = decltype(tag);
     nll_backward_kernel<T><<<blocks_for(rows * classes), kThreads, 0, stream_>>>(
-        ptr<const T>(grad_loss), ptr<const int64_t>(target), ptr<T>(grad_log_probs), rows, classes,
-        cuda::device_error_flag(device_));
+        ptr<const T>(grad_rows), ptr<const int64_t>(target), weight ? ptr<const T>(*weight) : nullptr,
+        ptr<T>(grad_log_probs), rows, classes, ignore_index, cuda::device_error_flag(device_));
     CUDA_LAUNCH_CHECK(nll_backward_kernel);
   });
 }
 
-void CudaKernels::cross_entropy(const Tensor& logits, const Tensor& target, Tensor& loss, Tensor& log_probs) {
+void CudaKernels::cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Tensor& loss,
+                                Tensor& log_probs, Tensor& count) {
   const int64_t rows = logits.size(0), classes = logits.size(1);
   cuda::DeviceGuard guard(device_);
   dispatch_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
     // Pass 1, per row: max, log-sum-exp, the log-probs (saved for backward) and the row's
-    // log-probability at its target. Pass 2: minus their mean, in a fixed order (deterministic).
+    // log-probability at its target. Pass 2: minus their mean over the rows not ignored.
     Allocator& alloc = allocator_for(Device::cuda(device_));
     const size_t bytes = static_cast<size_t>(std::max<int64_t>(rows, 1)) * sizeof(T);
     T* row_value = static_cast<T*>(alloc.allocate(bytes));
-    RowOutput<T> extra{ptr<const int64_t>(target), row_value, cuda::device_error_flag(device_)};
+    RowOutput<T> extra{ptr<const int64_t>(target), row_value, cuda::device_error_flag(device_), ignore_index};
     launch_softmax<T>(ptr<const T>(logits), ptr<T>(log_probs), rows, classes, 1, /*log=*/true, stream_, extra);
-    negative_mean<T><<<1, kMeanBlock, 0, stream_>>>(nullptr, nullptr, row_value, rows, classes, ptr<T>(loss), nullptr);
-    CUDA_LAUNCH_CHECK(negative_mean);
+    mean_over_targets<T><<<1, kMeanBlock, 0, stream_>>>(row_value, ptr<const int64_t>(target), rows, ignore_index,
+                                                        ptr<T>(loss), ptr<T>(count));
+    CUDA_LAUNCH_CHECK(mean_over_targets);
     alloc.deallocate(row_value, bytes);  // reused only by later work on this stream
   });
 }
 
 void CudaKernels::cross_entropy_backward(const Tensor& grad_loss, const Tensor& log_probs, const Tensor& target,
-                                         Tensor& grad_logits) {
+                                         int64_t ignore_index, const Tensor& count, Tensor& grad_logits) {
   const int64_t rows = log_probs.size(0), classes = log_probs.size(1);
   if (rows * classes == 0) return;
   cuda::DeviceGuard guard(device_);
   dispatch_floating(log_probs.dtype(), "cross_entropy_backward", [&](auto tag) {
     using T = decltype(tag);
     cross_entropy_backward_kernel<T><<<blocks_for(rows * classes), kThreads, 0, stream_>>>(
-        ptr<const T>(grad_loss), ptr<const T>(log_probs), ptr<const int64_t>(target), ptr<T>(grad_logits), rows,
-        classes, cuda::device_error_flag(device_));
+        ptr<const T>(grad_loss), ptr<const T>(log_probs), ptr<const int64_t>(target), ptr<const T>(count),
+        ptr<T>(grad_logits), rows, classes, ignore_index, cuda::device_error_flag(device_));
     CUDA_LAUNCH_CHECK(cross_entropy_backward_kernel);
   });
 }

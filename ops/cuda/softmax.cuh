@@ -43,12 +43,14 @@ struct SumOp {
 };
 
 /// Writes row `row` of the (log-)softmax. With `target`, also the row's log-probability at its
-/// target into row_value[row] (0, and the device error flag, for a target out of range).
+/// target into row_value[row]: 0 for a row whose target is ignore_index, and 0 with the device
+/// error flag raised for any other target out of range.
 template <class T>
 struct RowOutput {
   const int64_t* target = nullptr;
   T* row_value = nullptr;
   int* error = nullptr;
+  int64_t ignore_index = -100;
 };
 
 // One warp per row.
@@ -71,7 +73,9 @@ __global__ void softmax_rows_warp(const T* x, T* out, int64_t rows, int64_t n, b
     for (int64_t i = lane; i < n; i += kWarp) o[i] = log ? p[i] - lse : d_exp(p[i] - m) * inv;
     if (extra.target && lane == 0) {
       const int64_t t = extra.target[row];
-      if (t >= 0 && t < n) {
+      if (t == extra.ignore_index) {
+        extra.row_value[row] = T(0);
+      } else if (t >= 0 && t < n) {
         extra.row_value[row] = p[t] - lse;
       } else {
         extra.row_value[row] = T(0);
@@ -113,7 +117,9 @@ __global__ void softmax_rows_block(const T* x, T* out, int64_t rows, int64_t n, 
     for (int64_t i = threadIdx.x; i < n; i += kSoftmaxBlock) o[i] = log ? p[i] - lse : d_exp(p[i] - m) * inv;
     if (extra.target && threadIdx.x == 0) {
       const int64_t t = extra.target[row];
-      if (t >= 0 && t < n) {
+      if (t == extra.ignore_index) {
+        extra.row_value[row] = T(0);
+      } else if (t >= 0 && t < n) {
         extra.row_value[row] = p[t] - lse;
       } else {
         extra.row_value[row] = T(0);

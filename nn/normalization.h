@@ -1,0 +1,108 @@
+#pragma once
+// Normalization layers: BatchNorm1d, BatchNorm2d, LayerNorm, GroupNorm.
+#include <optional>
+
+#include "nn/module.h"
+#include "nn/options.h"
+
+namespace minidl::nn {
+
+struct BatchNormOptions {
+  BatchNormOptions(int64_t num_features) : num_features_(num_features) {}  // NOLINT: implicit, as in PyTorch
+  MINIDL_ARG(int64_t, num_features);
+  MINIDL_ARG(double, eps) = 1e-5;
+  /// The weight of each new batch in the running statistics; std::nullopt: their cumulative average
+  /// (reads num_batches_tracked on the host every step, a sync on CUDA).
+  MINIDL_ARG(std::optional<double>, momentum) = 0.1;
+  MINIDL_ARG(bool, affine) = true;
+  MINIDL_ARG(bool, track_running_stats) = true;
+};
+
+/// What BatchNorm1d and BatchNorm2d share; they differ only in the input ranks they accept.
+/// Training normalizes with the batch's statistics and updates the running ones (buffers, so they
+/// are in state_dict() and move with to()); eval() normalizes with the running statistics.
+class BatchNormImplBase : public Module {
+ public:
+  explicit BatchNormImplBase(const BatchNormOptions& options);
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  /// running_mean = 0, running_var = 1, num_batches_tracked = 0.
+  void reset_running_stats();
+  /// The running statistics, and weight = 1, bias = 0.
+  void reset_parameters();
+
+  BatchNormOptions options;
+  Tensor weight, bias;                                      // [C], when affine
+  Tensor running_mean, running_var, num_batches_tracked;    // [C], [C], int64 0-d; when tracking
+
+ protected:
+  virtual void check_input_dim(const Tensor& input) const = 0;
+};
+
+/// Batch norm over [N, C] or [N, C, L].   nn::BatchNorm1d bn(128);
+class BatchNorm1dImpl : public BatchNormImplBase {
+ public:
+  using BatchNormImplBase::BatchNormImplBase;
+
+ protected:
+  void check_input_dim(const Tensor& input) const override;
+};
+MINIDL_MODULE(BatchNorm1d);
+
+/// Batch norm over [N, C, H, W], per channel.   nn::BatchNorm2d bn(nn::BatchNormOptions(32).momentum(0.01));
+class BatchNorm2dImpl : public BatchNormImplBase {
+ public:
+  using BatchNormImplBase::BatchNormImplBase;
+
+ protected:
+  void check_input_dim(const Tensor& input) const override;
+};
+MINIDL_MODULE(BatchNorm2d);
+
+struct LayerNormOptions {
+  LayerNormOptions(Shape normalized_shape) : normalized_shape_(std::move(normalized_shape)) {}  // NOLINT: implicit
+  MINIDL_ARG(Shape, normalized_shape);
+  MINIDL_ARG(double, eps) = 1e-5;
+  MINIDL_ARG(bool, elementwise_affine) = true;
+  /// With elementwise_affine: false keeps the weight and drops the bias.
+  MINIDL_ARG(bool, bias) = true;
+};
+
+/// Normalizes the trailing dims normalized_shape of each input.   nn::LayerNorm ln(Shape{512});
+class LayerNormImpl : public Module {
+ public:
+  explicit LayerNormImpl(const LayerNormOptions& options);
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  /// weight = 1, bias = 0.
+  void reset_parameters();
+
+  LayerNormOptions options;
+  Tensor weight, bias;  // normalized_shape, when elementwise_affine
+};
+MINIDL_MODULE(LayerNorm);
+
+struct GroupNormOptions {
+  GroupNormOptions(int64_t num_groups, int64_t num_channels) : num_groups_(num_groups), num_channels_(num_channels) {}
+  MINIDL_ARG(int64_t, num_groups);
+  MINIDL_ARG(int64_t, num_channels);
+  MINIDL_ARG(double, eps) = 1e-5;
+  MINIDL_ARG(bool, affine) = true;
+};
+
+/// Normalizes each sample's groups of channels of [N, C, *].   nn::GroupNorm gn(8, 64);
+class GroupNormImpl : public Module {
+ public:
+  GroupNormImpl(int64_t num_groups, int64_t num_channels) : GroupNormImpl(GroupNormOptions(num_groups, num_channels)) {}
+  explicit GroupNormImpl(const GroupNormOptions& options);
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  /// weight = 1, bias = 0.
+  void reset_parameters();
+
+  GroupNormOptions options;
+  Tensor weight, bias;  // [C], when affine
+};
+MINIDL_MODULE(GroupNorm);
+
+}  // namespace minidl::nn

@@ -1,0 +1,70 @@
+#pragma once
+// Average pooling and resizing layers: AvgPool2d, AdaptiveAvgPool2d, Upsample (MaxPool2d is in
+// nn/layers.h).
+#include <optional>
+#include <string>
+
+#include "nn/module.h"
+#include "nn/options.h"
+#include "ops/upsample.h"
+
+namespace minidl::nn {
+
+struct AvgPool2dOptions {
+  AvgPool2dOptions(Size2 kernel_size) : kernel_size_(kernel_size) {}  // NOLINT: implicit, as in PyTorch
+  MINIDL_ARG(Size2, kernel_size);
+  MINIDL_ARG(std::optional<Size2>, stride);  // defaults to kernel_size
+  MINIDL_ARG(Size2, padding) = 0;
+  MINIDL_ARG(bool, ceil_mode) = false;          // round the output size up
+  MINIDL_ARG(bool, count_include_pad) = true;   // the zero padding counts in each window's divisor
+};
+
+/// Mean over windows of [N, C, H, W].   nn::AvgPool2d(nn::AvgPool2dOptions(3).stride(2).padding(1))
+class AvgPool2dImpl : public Module {
+ public:
+  explicit AvgPool2dImpl(Size2 kernel_size) : options(kernel_size) {}
+  explicit AvgPool2dImpl(const AvgPool2dOptions& options) : options(options) {}
+  Tensor forward(const Tensor& input) override;
+  std::string name() const override { return "AvgPool2d"; }
+  std::string extra_repr() const override;
+  AvgPool2dOptions options;
+};
+MINIDL_MODULE(AvgPool2d);
+
+struct AdaptiveAvgPool2dOptions {
+  AdaptiveAvgPool2dOptions(Size2 output_size) : output_size_(output_size) {}  // NOLINT: implicit, as in PyTorch
+  MINIDL_ARG(Size2, output_size);
+};
+
+/// Mean over the windows that turn [N, C, H, W] into [N, C, out_h, out_w], whatever H and W.
+///   nn::AdaptiveAvgPool2d(1)  // global average pooling
+class AdaptiveAvgPool2dImpl : public Module {
+ public:
+  explicit AdaptiveAvgPool2dImpl(Size2 output_size) : AdaptiveAvgPool2dImpl(AdaptiveAvgPool2dOptions(output_size)) {}
+  explicit AdaptiveAvgPool2dImpl(const AdaptiveAvgPool2dOptions& options);
+  Tensor forward(const Tensor& input) override;
+  std::string name() const override { return "AdaptiveAvgPool2d"; }
+  std::string extra_repr() const override;
+  AdaptiveAvgPool2dOptions options;
+};
+MINIDL_MODULE(AdaptiveAvgPool2d);
+
+struct UpsampleOptions {
+  MINIDL_ARG(std::optional<Size2>, size);
+  MINIDL_ARG(std::optional<Scale2>, scale_factor);
+  MINIDL_ARG(std::string, mode) = "nearest";  // the only mode so far
+};
+
+/// Resizes [N, C, H, W] to `size`, or by `scale_factor`, as interpolate (ops/upsample.h).
+///   nn::Upsample(nn::UpsampleOptions().scale_factor(2))
+class UpsampleImpl : public Module {
+ public:
+  explicit UpsampleImpl(const UpsampleOptions& options);
+  Tensor forward(const Tensor& input) override;
+  std::string name() const override { return "Upsample"; }
+  std::string extra_repr() const override;
+  UpsampleOptions options;
+};
+MINIDL_MODULE(Upsample);
+
+}  // namespace minidl::nn

@@ -1,0 +1,177 @@
+// Batch, layer and group normalization, each one forward kernel (statistics, then one elementwise
+// pass) and one analytic backward kernel.
+//
+// Shapes. Every op hands the kernels x viewed as [N, C, L]:
+//   batch_norm  x [N, C, *]  -> [N, C, L = prod(*)]; statistics per channel over N and L:
+//                               save_mean, save_invstd [C]; weight, bias, running stats [C].
+//   group_norm  x [N, C, *]  -> [N, C, L]; statistics per (sample, group) over C/G channels and L:
+//                               save_mean, save_invstd [N, G]; weight, bias [C].
+//   layer_norm  x [*, S]     -> [M, K, 1] with one group (K = prod(S)): the group norm of K channels of
+//                               one element each, so weight and bias (shape S) act per channel.
+// xhat = (x - mean) * invstd, invstd = 1 / sqrt(var + eps) with the biased variance; out = xhat * w + b.
+// Backward, with sums and means over the elements that share a statistic:
+//   grad_b = sum g, grad_w = sum g * xhat (per channel, over N and L)
+//   grad_x = invstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat)) where the statistics came from x,
+//   grad_x = invstd * w * g where they were constants (batch norm in evaluation).
+// The forward saves mean and invstd, so the backward recomputes neither.
+#include "ops/normalization.h"
+
+#include <sstream>
+
+#include "core/autograd.h"
+#include "ops/kernels.h"
+#include "ops/view.h"
+
+namespace minidl {
+
+namespace {
+
+// A detached contiguous handle to t (t itself when already contiguous): what the kernels read and
+// the backward saves, never a node of the graph.
+Tensor plain(const Tensor& t) {
+  if (!t.defined()) return t;
+  NoGradGuard no_grad;
+  return t.detach().contiguous();
+}
+
+Tensor view3(const Tensor& t, int64_t n, int64_t c, int64_t l) {
+  NoGradGuard no_grad;
+  return view(t, {n, c, l});
+}
+
+const Tensor* or_null(const Tensor& t) { return t.defined() ? &t : nullptr; }
+
+void check_x(const char* op, const Tensor& x) {
+  MINIDL_CHECK(x.defined(), op, ": x is undefined");
+  MINIDL_CHECK(is_floating(x.dtype()), op, ": expected a floating x, got ", x.dtype());
+}
+
+// weight, bias and running statistics: `expected` shape and x's dtype; `why` says where the shape
+// comes from.
+void check_param(const char* op, const char* name, const Tensor& t, const Tensor& x, const Shape& expected,
+                 const char* why) {
+  if (!t.defined()) return;
+  MINIDL_CHECK(t.shape() == expected, op, ": expected ", name, " of shape ", expected, " (", why, " of x of shape ",
+               x.shape(), "), got shape ", t.shape());
+  MINIDL_CHECK(t.dtype() == x.dtype(), op, ": expected ", name, " of dtype ", x.dtype(), " (as x), got ", t.dtype());
+}
+
+int64_t trailing_numel(const Tensor& x, int64_t from) {
+  int64_t n = 1;
+  for (int64_t d = from; d < x.dim(); ++d) n *= x.size(d);
+  return n;
+}
+
+// Group norm of x viewed as [n, c, l] in `groups` groups; layer_norm and group_norm differ only in
+// the view and in the shape of weight and bias (any shape of c elements).
+Tensor grouped_norm(const char* op, const Tensor& x, int64_t n, int64_t c, int64_t l, int64_t groups,
+                    const Tensor& weight, const Tensor& bias, double eps) {
+  const Tensor x3 = view3(plain(x), n, c, l);
+  const Tensor w = plain(weight), b = plain(bias);
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor mean = Tensor::empty({n, groups}, x.dtype(), x.device());
+  Tensor invstd = Tensor::empty({n, groups}, x.dtype(), x.device());
+  kernels_for(x.device()).group_norm(x3, groups, or_null(w), or_null(b), eps, out, mean, invstd);
+  if (autograd::needs_recording({x, weight, bias})) {
+    autograd::record(op, out, {x, weight, bias},
+                     [x3, w, mean, invstd, groups, x_shape = x.shape(), w_shape = weight.defined() ? weight.shape() : Shape{c}](
+                         const Tensor& grad, const std::vector<bool>& needs) {
+                       const Tensor g = view3(plain(grad), x3.size(0), x3.size(1), x3.size(2));
+                       Tensor gx, gw, gb;
+                       if (needs[0]) gx = Tensor::empty(x_shape, g.dtype(), g.device());
+                       if (needs[1]) gw = Tensor::empty(w_shape, g.dtype(), g.device());
+                       if (needs[2]) gb = Tensor::empty(w_shape, g.dtype(), g.device());
+                       kernels_for(g.device()).group_norm_backward(g, x3, groups, or_null(w), mean, invstd,
+                                                                   needs[0] ? &gx : nullptr, needs[1] ? &gw : nullptr,
+                                                                   needs[2] ? &gb : nullptr);
+                       return std::vector<Tensor>{gx, gw, gb};
+                     });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
+  check_x("batch_norm", x);
+  MINIDL_CHECK(x.dim() >= 2, "batch_norm: expected x of shape [N, C, *] (at least 2-D), got shape ", x.shape(), " (",
+               x.dim(), "-D)");
+  const int64_t n = x.size(0), c = x.size(1), l = trailing_numel(x, 2);
+  check_param("batch_norm", "weight", weight, x, {c}, "one per channel");
+  check_param("batch_norm", "bias", bias, x, {c}, "one per channel");
+  MINIDL_CHECK(running_mean.defined() == running_var.defined(),
+               "batch_norm: expected both running_mean and running_var, or neither, got only ",
+               running_mean.defined() ? "running_mean" : "running_var");
+  MINIDL_CHECK(training || running_mean.defined(),
+               "batch_norm: running_mean and running_var are needed in evaluation (training=false)");
+  check_param("batch_norm", "running_mean", running_mean, x, {c}, "one per channel");
+  check_param("batch_norm", "running_var", running_var, x, {c}, "one per channel");
+  check_same_device("batch_norm", {x, running_mean, running_var, weight, bias});
+  MINIDL_CHECK(!training || n * l > 1, "batch_norm: Expected more than 1 value per channel when training, got input size ",
+               x.shape());
+
+  const Tensor x3 = view3(plain(x), n, c, l);
+  const Tensor w = plain(weight), b = plain(bias);
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor mean = Tensor::empty({c}, x.dtype(), x.device());
+  Tensor invstd = Tensor::empty({c}, x.dtype(), x.device());
+  // Handles that share the caller's storage: the kernel updates the running statistics in place.
+  Tensor rm = running_mean, rv = running_var;
+  kernels_for(x.device()).batch_norm(x3, or_null(w), or_null(b), rm.defined() ? &rm : nullptr,
+                                     rv.defined() ? &rv : nullptr, training, momentum, eps, out, mean, invstd);
+  if (autograd::needs_recording({x, weight, bias})) {
+    autograd::record("batch_norm", out, {x, weight, bias},
+                     [x3, w, mean, invstd, training, x_shape = x.shape()](const Tensor& grad,
+                                                                          const std::vector<bool>& needs) {
+                       const int64_t c = x3.size(1);
+                       const Tensor g = view3(plain(grad), x3.size(0), c, x3.size(2));
+                       Tensor gx, gw, gb;
+                       if (needs[0]) gx = Tensor::empty(x_shape, g.dtype(), g.device());
+                       if (needs[1]) gw = Tensor::empty({c}, g.dtype(), g.device());
+                       if (needs[2]) gb = Tensor::empty({c}, g.dtype(), g.device());
+                       kernels_for(g.device()).batch_norm_backward(g, x3, or_null(w), mean, invstd, training,
+                                                                   needs[0] ? &gx : nullptr, needs[1] ? &gw : nullptr,
+                                                                   needs[2] ? &gb : nullptr);
+                       return std::vector<Tensor>{gx, gw, gb};
+                     });
+  }
+  return out;
+}
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  check_x("layer_norm", x);
+  MINIDL_CHECK(!normalized_shape.empty(), "layer_norm: expected a normalized_shape of at least one dim, got []");
+  const int64_t k = static_cast<int64_t>(normalized_shape.size()), lead = x.dim() - k;
+  bool matches = lead >= 0;
+  for (int64_t d = 0; matches && d < k; ++d) matches = x.size(lead + d) == normalized_shape[static_cast<size_t>(d)];
+  if (!matches) {
+    std::ostringstream tail;
+    for (int64_t s : normalized_shape) tail << ", " << s;
+    MINIDL_FAIL("layer_norm: given normalized_shape=", normalized_shape, ", expected x of shape [*", tail.str(),
+                "], but got shape ", x.shape());
+  }
+  check_param("layer_norm", "weight", weight, x, normalized_shape, "normalized_shape, the trailing dims");
+  check_param("layer_norm", "bias", bias, x, normalized_shape, "normalized_shape, the trailing dims");
+  check_same_device("layer_norm", {x, weight, bias});
+  int64_t rows = 1;
+  for (int64_t d = 0; d < lead; ++d) rows *= x.size(d);
+  return grouped_norm("layer_norm", x, rows, shape_numel(normalized_shape), 1, 1, weight, bias, eps);
+}
+
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
+  check_x("group_norm", x);
+  MINIDL_CHECK(x.dim() >= 2, "group_norm: expected x of shape [N, C, *] (at least 2-D), got shape ", x.shape(), " (",
+               x.dim(), "-D)");
+  MINIDL_CHECK(num_groups > 0, "group_norm: expected num_groups > 0, got ", num_groups);
+  const int64_t n = x.size(0), c = x.size(1);
+  MINIDL_CHECK(c % num_groups == 0, "group_norm: expected the channels of x to be divisible by num_groups, but got x "
+               "of shape ", x.shape(), " (", c, " channels) and num_groups=", num_groups);
+  check_param("group_norm", "weight", weight, x, {c}, "one per channel");
+  check_param("group_norm", "bias", bias, x, {c}, "one per channel");
+  check_same_device("group_norm", {x, weight, bias});
+  return grouped_norm("group_norm", x, n, c, trailing_numel(x, 2), num_groups, weight, bias, eps);
+}
+
+}  // namespace minidl

@@ -1,0 +1,182 @@
+// batch_norm, layer_norm and group_norm on CUDA: float64 gradient checks on the GPU for x, weight
+// and bias; the CUDA kernels against the CPU ones in float32 (outputs, running statistics,
+// gradients) on shapes that take every reduction path (column tiles where L == 1 and a block per
+// channel otherwise; a warp per row up to 1024 elements and a block beyond); the modules on the GPU.
+// Each test skips, saying why, where no CUDA device is usable.
+#include <functional>
+
+#include "nn/nn.h"
+#include "test_cuda_util.h"
+
+using namespace minidl;
+using namespace minidl::testing;
+
+namespace {
+
+Tensor leaf(const Shape& shape) { return randn(shape, kFloat64).to(gpu()).requires_grad_(); }
+Tensor positive_leaf(const Shape& shape) { return uniform(shape, 0.5, 2.0, kFloat64).to(gpu()).requires_grad_(); }
+
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+void expect_gradcheck(const std::string& what, const Fn& f, std::vector<Tensor> inputs) {
+  GradcheckResult r = gradcheck(f, std::move(inputs));
+  EXPECT_TRUE(r) << what << ": " << r.message;
+}
+
+// Runs f on float32 CPU inputs and on their GPU copies, backpropagates one random upstream
+// gradient through both, and compares the outputs and every input's gradient.
+void expect_gpu_matches_cpu(const std::string& what, const Fn& f, const std::vector<Tensor>& inputs) {
+  SCOPED_TRACE(what);
+  std::vector<Tensor> on_cpu, on_gpu;
+  for (const Tensor& t : inputs) {
+    on_cpu.push_back(t.detach().clone().requires_grad_());
+    on_gpu.push_back(t.detach().to(gpu()).requires_grad_());
+  }
+  Tensor out_cpu = f(on_cpu), out_gpu = f(on_gpu);
+  ASSERT_EQ(out_gpu.device(), gpu());
+  EXPECT_TRUE(all_close(out_gpu, out_cpu, 1e-3, 1e-3)) << "output";
+  Tensor seed = randn(out_cpu.shape());
+  out_cpu.backward(seed);
+  out_gpu.backward(seed.to(gpu()));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ASSERT_TRUE(on_gpu[i].grad().defined()) << "input " << i;
+    EXPECT_TRUE(all_close(on_gpu[i].grad(), on_cpu[i].grad(), 1e-3, 1e-3)) << "gradient of input " << i;
+  }
+}
+
+const std::vector<Shape> kGradcheckShapes = {{5, 3}, {4, 3, 7}, {2, 3, 5, 4}, {1, 2, 3, 3}};
+
+}  // namespace
+
+TEST(CudaNormalization, GradcheckBatchNorm) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  for (const Shape& shape : kGradcheckShapes) {
+    const std::string s = shape_str(shape);
+    const int64_t c = shape[1];
+    Tensor rm = zeros({c}, kFloat64, gpu()), rv = ones({c}, kFloat64, gpu());
+    expect_gradcheck("training " + s,
+                     [&](auto& in) { return batch_norm(in[0], rm, rv, in[1], in[2], true, 0.1, 1e-5); },
+                     {leaf(shape), positive_leaf({c}), leaf({c})});
+    expect_gradcheck("training, no affine, no running stats " + s,
+                     [&](auto& in) { return batch_norm(in[0], Tensor(), Tensor(), {}, {}, true); }, {leaf(shape)});
+    Tensor erm = randn({c}, kFloat64).to(gpu()), erv = uniform({c}, 0.5, 2, kFloat64).to(gpu());
+    expect_gradcheck("eval " + s, [&](auto& in) { return batch_norm(in[0], erm, erv, in[1], in[2], false); },
+                     {leaf(shape), positive_leaf({c}), leaf({c})});
+    Tensor data = randn(shape, kFloat64).to(gpu());
+    expect_gradcheck("weight and bias only " + s,
+                     [&](auto& in) { return batch_norm(data, rm, rv, in[0], in[1], true); },
+                     {positive_leaf({c}), leaf({c})});
+  }
+}
+
+TEST(CudaNormalization, GradcheckLayerNormAndGroupNorm) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  expect_gradcheck("layer_norm", [](auto& in) { return layer_norm(in[0], {5}, in[1], in[2]); },
+                   {leaf({3, 5}), positive_leaf({5}), leaf({5})});
+  expect_gradcheck("layer_norm two dims", [](auto& in) { return layer_norm(in[0], {3, 4}, in[1], in[2]); },
+                   {leaf({2, 3, 4}), positive_leaf({3, 4}), leaf({3, 4})});
+  expect_gradcheck("layer_norm no affine", [](auto& in) { return layer_norm(in[0], {6}); }, {leaf({1, 6})});
+  expect_gradcheck("group_norm", [](auto& in) { return group_norm(in[0], 3, in[1], in[2]); },
+                   {leaf({2, 6, 5}), positive_leaf({6}), leaf({6})});
+  expect_gradcheck("group_norm images", [](auto& in) { return group_norm(in[0], 2, in[1], in[2]); },
+                   {leaf({2, 4, 3, 2}), positive_leaf({4}), leaf({4})});
+  expect_gradcheck("group_norm [N, C]", [](auto& in) { return group_norm(in[0], 2, in[1], in[2]); },
+                   {leaf({3, 4}), positive_leaf({4}), leaf({4})});
+  expect_gradcheck("group_norm one group, no affine", [](auto& in) { return group_norm(in[0], 1); }, {leaf({1, 3, 4})});
+  Tensor data = randn({2, 4, 5}, kFloat64).to(gpu());
+  expect_gradcheck("group_norm weight and bias only", [&](auto& in) { return group_norm(data, 4, in[0], in[1]); },
+                   {positive_leaf({4}), leaf({4})});
+}
+
+TEST(CudaNormalization, BatchNormMatchesCpu) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  // [N, C] take the column tiles (one and several); the others a block per channel.
+  for (const Shape& shape : std::vector<Shape>{{16, 5}, {64, 40}, {8, 6, 50}, {4, 3, 17, 13}, {32, 16, 24, 24}}) {
+    const std::string s = shape_str(shape);
+    const int64_t c = shape[1];
+    Tensor x = randn(shape) * scalar_like(2, zeros({})) + scalar_like(3, zeros({}));
+    Tensor w = uniform({c}, 0.5, 2), b = randn({c});
+    // Running statistics: the same start on both devices, one training step, then compared.
+    Tensor rm0 = randn({c}), rv0 = uniform({c}, 0.5, 2);
+    Tensor rm_cpu = rm0.clone(), rv_cpu = rv0.clone(), rm_gpu = rm0.to(gpu()), rv_gpu = rv0.to(gpu());
+    Tensor out_cpu = batch_norm(x, rm_cpu, rv_cpu, w, b, true, 0.2, 1e-5);
+    Tensor out_gpu = batch_norm(x.to(gpu()), rm_gpu, rv_gpu, w.to(gpu()), b.to(gpu()), true, 0.2, 1e-5);
+    EXPECT_TRUE(all_close(out_gpu, out_cpu, 1e-3, 1e-3)) << s << " training output";
+    EXPECT_TRUE(all_close(rm_gpu, rm_cpu, 1e-5, 1e-5)) << s << " running_mean";
+    EXPECT_TRUE(all_close(rv_gpu, rv_cpu, 1e-5, 1e-5)) << s << " running_var";
+    expect_gpu_matches_cpu("training " + s, [](auto& in) { return batch_norm(in[0], Tensor(), Tensor(), in[1], in[2], true); },
+                           {x, w, b});
+    expect_gpu_matches_cpu("eval " + s,
+                           [&](auto& in) {
+                             const Device d = in[0].device();
+                             return batch_norm(in[0], rm0.to(d), rv0.to(d), in[1], in[2], false);
+                           },
+                           {x, w, b});
+    expect_gpu_matches_cpu("training, no affine " + s,
+                           [](auto& in) { return batch_norm(in[0], Tensor(), Tensor(), {}, {}, true); }, {x});
+  }
+}
+
+TEST(CudaNormalization, LayerNormAndGroupNormMatchCpu) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  // Rows of up to 1024 elements take a warp each, longer rows a block.
+  expect_gpu_matches_cpu("layer_norm [300, 64]", [](auto& in) { return layer_norm(in[0], {64}, in[1], in[2]); },
+                         {randn({300, 64}), uniform({64}, 0.5, 2), randn({64})});
+  expect_gpu_matches_cpu("layer_norm [4, 2000]", [](auto& in) { return layer_norm(in[0], {2000}, in[1], in[2]); },
+                         {randn({4, 2000}), uniform({2000}, 0.5, 2), randn({2000})});
+  expect_gpu_matches_cpu("layer_norm [2, 3, 8, 6] over [8, 6]",
+                         [](auto& in) { return layer_norm(in[0], {8, 6}, in[1], in[2]); },
+                         {randn({2, 3, 8, 6}), uniform({8, 6}, 0.5, 2), randn({8, 6})});
+  expect_gpu_matches_cpu("layer_norm no affine", [](auto& in) { return layer_norm(in[0], {33}); }, {randn({7, 33})});
+  expect_gpu_matches_cpu("group_norm [4, 32, 8, 8] / 8", [](auto& in) { return group_norm(in[0], 8, in[1], in[2]); },
+                         {randn({4, 32, 8, 8}), uniform({32}, 0.5, 2), randn({32})});
+  expect_gpu_matches_cpu("group_norm [2, 16, 12, 12] / 2", [](auto& in) { return group_norm(in[0], 2, in[1], in[2]); },
+                         {randn({2, 16, 12, 12}), uniform({16}, 0.5, 2), randn({16})});
+  expect_gpu_matches_cpu("group_norm [5, 6] / 3", [](auto& in) { return group_norm(in[0], 3, in[1], in[2]); },
+                         {randn({5, 6}), uniform({6}, 0.5, 2), randn({6})});
+  expect_gpu_matches_cpu("group_norm a group per channel", [](auto& in) { return group_norm(in[0], 6, in[1], in[2]); },
+                         {randn({3, 6, 10}), uniform({6}, 0.5, 2), randn({6})});
+  expect_gpu_matches_cpu("group_norm no affine", [](auto& in) { return group_norm(in[0], 2); }, {randn({3, 4, 9})});
+}
+
+TEST(CudaNormalization, BatchNormModuleOnGpu) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  nn::BatchNorm2d on_cpu(4), on_gpu(4);
+  on_gpu->to(gpu());
+  for (auto& [name, t] : on_gpu->named_buffers()) EXPECT_EQ(t.device(), gpu()) << name;
+  EXPECT_EQ(on_gpu->num_batches_tracked.dtype(), kInt64);
+  for (int step = 0; step < 2; ++step) {
+    Tensor x = randn({3, 4, 5, 6}) + scalar_like(1, zeros({}));
+    EXPECT_TRUE(all_close(on_gpu(x.to(gpu())), on_cpu(x), 1e-3, 1e-3)) << "training step " << step;
+  }
+  EXPECT_TRUE(all_close(on_gpu->running_mean, on_cpu->running_mean, 1e-5, 1e-5));
+  EXPECT_TRUE(all_close(on_gpu->running_var, on_cpu->running_var, 1e-5, 1e-5));
+  EXPECT_EQ(on_gpu->num_batches_tracked.item<int64_t>(), 2);
+  on_cpu->eval();
+  on_gpu->eval();
+  Tensor x = randn({2, 4, 3, 3});
+  EXPECT_TRUE(all_close(on_gpu(x.to(gpu())), on_cpu(x), 1e-3, 1e-3)) << "eval";
+  // The cumulative average reads the count from the device.
+  nn::BatchNorm1d cumulative(nn::BatchNormOptions(3).momentum(std::nullopt));
+  cumulative->to(gpu());
+  cumulative(randn({4, 3}).to(gpu()));
+  cumulative(randn({4, 3}).to(gpu()));
+  EXPECT_EQ(cumulative->num_batches_tracked.item<int64_t>(), 2);
+}
+
+TEST(CudaNormalization, DeviceMismatch) {
+  MINIDL_REQUIRE_CUDA();
+  Tensor x = zeros({2, 3}, kFloat32, gpu());
+  std::string msg;
+  try {
+    batch_norm(x, zeros({3}), ones({3}), Tensor(), Tensor(), true);
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("batch_norm: expected all tensors on one device"), std::string::npos) << msg;
+}

@@ -83,6 +83,14 @@ class Kernels {
   /// operand is shared by every batch.
   virtual void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, double alpha,
                     double beta) = 0;
+  /// c [M, N] = op(a) @ op(b) + bias [N] on every row, then max(., 0) when `relu`; 2-D only, c is
+  /// overwritten. The default composes copy, gemm and unary (ops/matmul.cpp); CUDA puts the bias and
+  /// the ReLU in the GEMM's epilogue, so the output is written once.
+  virtual void gemm_bias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, bool relu,
+                         Tensor& c);
+  /// The backward of ReLU(linear) up to its GEMMs: grad_pre [M, N] = grad_out * (out > 0), and
+  /// grad_bias [N] = grad_pre summed over the rows; `out` is the ReLU's output. One pass on CUDA.
+  virtual void relu_bias_backward(const Tensor& grad_out, const Tensor& out, Tensor& grad_pre, Tensor& grad_bias);
 
   // ---- softmax and losses (ops/softmax.cpp, ops/loss.cpp) ----
   /// (log-)softmax of x viewed as [outer, n, inner] over n.

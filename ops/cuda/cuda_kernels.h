@@ -25,6 +25,9 @@ class CudaKernels final : public Kernels {
               Tensor* argmax) override;
   void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, double alpha,
             double beta) override;
+  void gemm_bias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, bool relu,
+                 Tensor& c) override;
+  void relu_bias_backward(const Tensor& grad_out, const Tensor& out, Tensor& grad_pre, Tensor& grad_bias) override;
   void softmax(const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool log, Tensor& out) override;
   void softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t outer, int64_t n, int64_t inner, bool log,
                         Tensor& grad_in) override;

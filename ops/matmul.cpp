@@ -186,13 +186,15 @@ Tensor linear_op(const char* name, const Tensor& x, const Tensor& weight, const 
         g2 = pre;
       }
       const Operand og = as_operand(g2);
-      if (needs[0]) {  // g @ W
-        gx = Tensor::empty(x_shape, g.dtype(), g.device());
-        Tensor gx2 = flat_view(gx, {rows, in});
+      if (needs[0]) gx = Tensor::empty(x_shape, g.dtype(), g.device());
+      if (needs[1]) gw = Tensor::empty({out_features, in}, g.dtype(), g.device());
+      Tensor gx2 = needs[0] ? flat_view(gx, {rows, in}) : Tensor();
+      if (needs[0] && needs[1]) {  // g @ W and g^T @ x are independent: a backend may overlap them
+        kg.gemm_concurrent({og.data, og.trans, saved_w.data, saved_w.trans, gx2},
+                           {og.data, !og.trans, saved_x.data, saved_x.trans, gw});
+      } else if (needs[0]) {
         kg.gemm(og.data, og.trans, saved_w.data, saved_w.trans, gx2, 1, 0);
-      }
-      if (needs[1]) {  // g^T @ x
-        gw = Tensor::empty({out_features, in}, g.dtype(), g.device());
+      } else if (needs[1]) {
         kg.gemm(og.data, !og.trans, saved_x.data, saved_x.trans, gw, 1, 0);
       }
       if (needs[2] && !saved_out.defined()) {  // sum of g over rows, read in whichever layout g is stored

@@ -114,3 +114,20 @@ TEST(CudaLinear, GemmAtUnalignedAddresses) {
   Tensor b_gpu = narrow(b_storage.to(gpu()), 0, 1, 29 * 23).view({29, 23});
   EXPECT_TRUE(all_close(matmul(a_gpu, b_gpu), expected, 1e-4, 1e-4));
 }
+
+TEST(CudaLinear, ConcurrentGemmsEqualSequentialOnes) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  Kernels& k = kernels_for(gpu());
+  for (DType dtype : {kFloat32, kFloat64}) {  // float64 is not on cuBLASLt: both run on the compute stream
+    Tensor g = randn({64, 40}, dtype).to(gpu()), w = randn({40, 30}, dtype).to(gpu()), x = randn({64, 30}, dtype).to(gpu());
+    Tensor gx = Tensor::empty({64, 30}, dtype, gpu()), gw = Tensor::empty({40, 30}, dtype, gpu());
+    k.gemm_concurrent({g, false, w, false, gx}, {g, true, x, false, gw});
+    Tensor gx_ref = Tensor::empty({64, 30}, dtype, gpu()), gw_ref = Tensor::empty({40, 30}, dtype, gpu());
+    k.gemm(g, false, w, false, gx_ref, 1, 0);
+    k.gemm(g, true, x, false, gw_ref, 1, 0);
+    // Read after the join: a missing join would let the copy race the side stream's GEMM.
+    EXPECT_TRUE(all_close(gx, gx_ref, 1e-5, 1e-5));
+    EXPECT_TRUE(all_close(gw, gw_ref, 1e-5, 1e-5));
+  }
+}

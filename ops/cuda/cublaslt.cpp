@@ -35,23 +35,28 @@ namespace {
 constexpr size_t kWorkspaceBytes = size_t{8} << 20;  // enough for every split-K the heuristic offers here
 constexpr int kHeuristicCandidates = 8;
 
-// One handle and one workspace per device: every GEMM of a device runs on its compute stream, in order.
+// One handle per device, and one workspace per stream: GEMMs on one stream run in order, and the
+// side stream's may run while the compute stream's do.
 struct LtDevice {
   cublasLtHandle_t handle = nullptr;
-  void* workspace = nullptr;
+  std::map<cudaStream_t, void*> workspaces;
 };
 
-LtDevice& lt_device(int device) {
+struct LtStream {
+  cublasLtHandle_t handle;
+  void* workspace;
+};
+
+LtStream lt_stream(int device, cudaStream_t stream) {
   static std::mutex mutex;
   static auto* devices = new std::map<int, LtDevice>();  // never destroyed: used until exit
   std::lock_guard lock(mutex);
   LtDevice& d = (*devices)[device];
-  if (!d.handle) {
-    CUBLAS_CHECK(cublasLtCreate(&d.handle));
-    // Outside the caching allocator: library scratch, like cuBLAS's own workspace, not model memory.
-    CUDA_CHECK(cudaMalloc(&d.workspace, kWorkspaceBytes));
-  }
-  return d;
+  if (!d.handle) CUBLAS_CHECK(cublasLtCreate(&d.handle));
+  void*& workspace = d.workspaces[stream];
+  // Outside the caching allocator: library scratch, like cuBLAS's own workspace, not model memory.
+  if (!workspace) CUDA_CHECK(cudaMalloc(&workspace, kWorkspaceBytes));
+  return {d.handle, workspace};
 }
 
 const char* tune_setting() {
@@ -201,7 +206,7 @@ void add_all_configurations(cublasLtHandle_t handle, Plan& p) {
   }
 }
 
-cublasStatus_t launch(const LtDevice& dev, cudaStream_t stream, const Plan& p, size_t candidate, const void* a,
+cublasStatus_t launch(const LtStream& dev, cudaStream_t stream, const Plan& p, size_t candidate, const void* a,
                       const void* b, void* d, float alpha, float beta) {
   return cublasLtMatmul(dev.handle, p.desc, &alpha, a, p.a, b, p.b, &beta, d, p.d, d, p.d, &p.candidates[candidate],
                         dev.workspace, kWorkspaceBytes, stream);
@@ -211,7 +216,7 @@ cublasStatus_t launch(const LtDevice& dev, cudaStream_t stream, const Plan& p, s
 // queued behind a busy wait, so the GPU runs them back to back as it runs a captured step, without
 // waiting for the host to call cuBLASLt. A first pass times every candidate on one short burst; the
 // five fastest are timed again on longer ones. False when no candidate runs.
-bool choose_by_timing(const LtDevice& dev, cudaStream_t stream, Plan& p, const void* a, const void* b, int64_t m,
+bool choose_by_timing(const LtStream& dev, cudaStream_t stream, Plan& p, const void* a, const void* b, int64_t m,
                       int64_t n, float alpha, float beta) {
   void* scratch = nullptr;
   CUDA_CHECK(cudaMalloc(&scratch, static_cast<size_t>(m * n) * sizeof(float)));
@@ -261,7 +266,7 @@ bool lt_matmul(int device, cudaStream_t stream, int64_t m, int64_t n, int64_t k,
   if (m <= 0 || n <= 0 || k <= 0) return false;
   if (bias && alignment(bias) < 16) return false;
   const uint32_t align_a = alignment(a), align_b = alignment(b), align_d = alignment(d);
-  LtDevice& dev = lt_device(device);
+  const LtStream dev = lt_stream(device, stream);
 
   static std::mutex mutex;
   static auto* plans = new std::map<Key, std::unique_ptr<Plan>>();

@@ -107,7 +107,7 @@ function(minidl_add_cuda_backend target)
 
   target_sources(${target} PRIVATE ${_cpp} $<TARGET_OBJECTS:${target}_cuda_kernels>)
   target_compile_definitions(${target} PUBLIC MINIDL_WITH_CUDA)
-  target_link_libraries(${target} PUBLIC CUDA::cudart CUDA::cublas CUDA::curand)
+  target_link_libraries(${target} PUBLIC CUDA::cudart CUDA::cublas CUDA::cublasLt CUDA::curand)
   set_target_properties(${target} PROPERTIES CUDA_RUNTIME_LIBRARY Shared)
   # CUPTI (kernel activity records) serves cuda::profile_kernels, which apps/bench reports from.
   if(TARGET CUDA::cupti)

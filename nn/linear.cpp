@@ -32,14 +32,23 @@ std::string LinearImpl::extra_repr() const {
   return os.str();
 }
 
-Tensor LinearImpl::forward(const Tensor& input) {
-  MINIDL_CHECK(input.dim() >= 1 && input.size(-1) == options.in_features(), "Linear: expected input with last dimension ",
-               options.in_features(), ", got shape ", input.shape());
-  if (input.dim() == 2) return linear(input, weight, bias);
+namespace {
+
+Tensor apply(const LinearImpl& layer, const Tensor& input, Tensor (*op)(const Tensor&, const Tensor&, const Tensor&)) {
+  const int64_t in = layer.options.in_features();
+  MINIDL_CHECK(input.dim() >= 1 && input.size(-1) == in, "Linear: expected input with last dimension ", in,
+               ", got shape ", input.shape());
+  if (input.dim() == 2) return op(input, layer.weight, layer.bias);
   // Any leading dims: fold them into the batch and unfold after.
   Shape out_shape = input.shape();
-  out_shape.back() = options.out_features();
-  return linear(input.reshape({-1, options.in_features()}), weight, bias).reshape(out_shape);
+  out_shape.back() = layer.options.out_features();
+  return op(input.reshape({-1, in}), layer.weight, layer.bias).reshape(out_shape);
 }
+
+}  // namespace
+
+Tensor LinearImpl::forward(const Tensor& input) { return apply(*this, input, linear); }
+
+Tensor LinearImpl::forward_relu(const Tensor& input) { return apply(*this, input, linear_relu); }
 
 }  // namespace minidl::nn

@@ -18,6 +18,9 @@ class LinearImpl : public Module {
   LinearImpl(int64_t in_features, int64_t out_features) : LinearImpl(LinearOptions(in_features, out_features)) {}
   explicit LinearImpl(const LinearOptions& options);
   Tensor forward(const Tensor& input) override;
+  /// relu(forward(input)) as one op (ops/matmul.h, linear_relu): what nn::Sequential runs for a
+  /// Linear followed by a ReLU.
+  Tensor forward_relu(const Tensor& input);
   std::string name() const override { return "Linear"; }
   std::string extra_repr() const override;
   void reset_parameters();

@@ -123,6 +123,29 @@ class Kernels {
   /// operand is shared by every batch.
   virtual void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, double alpha,
                     double beta) = 0;
+  /// One product of gemm_concurrent: c = op(a) @ op(b).
+  struct GemmCall {
+    const Tensor& a;
+    bool trans_a;
+    const Tensor& b;
+    bool trans_b;
+    Tensor& c;
+  };
+  /// Two independent products (alpha 1, beta 0) that a backend may run at the same time: CUDA runs
+  /// the second on a side stream (small GEMMs leave most of the GPU idle). The default runs them in
+  /// order. Used for the input and weight gradients of a linear layer.
+  virtual void gemm_concurrent(const GemmCall& first, const GemmCall& second) {
+    gemm(first.a, first.trans_a, first.b, first.trans_b, first.c, 1, 0);
+    gemm(second.a, second.trans_a, second.b, second.trans_b, second.c, 1, 0);
+  }
+  /// c [M, N] = op(a) @ op(b) + bias [N] on every row, then max(., 0) when `relu`; 2-D only, c is
+  /// overwritten. The default composes copy, gemm and unary (ops/matmul.cpp); CUDA puts the bias and
+  /// the ReLU in the GEMM's epilogue, so the output is written once.
+  virtual void gemm_bias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, bool relu,
+                         Tensor& c);
+  /// The backward of ReLU(linear) up to its GEMMs: grad_pre [M, N] = grad_out * (out > 0), and
+  /// grad_bias [N] = grad_pre summed over the rows; `out` is the ReLU's output. One pass on CUDA.
+  virtual void relu_bias_backward(const Tensor& grad_out, const Tensor& out, Tensor& grad_pre, Tensor& grad_bias);
 
   // ---- softmax and losses (ops/softmax.cpp, ops/loss.cpp) ----
   /// (log-)softmax of x viewed as [outer, n, inner] over n.

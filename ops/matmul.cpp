@@ -9,6 +9,7 @@
 #include "ops/matmul.h"
 
 #include "core/autograd.h"
+#include "ops/creation.h"
 #include "ops/kernels.h"
 #include "ops/view.h"
 
@@ -143,47 +144,60 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+namespace {
+
+// linear, and with `relu` ReLU(linear) as one op: one GEMM whose epilogue adds the bias (and clamps),
+// and a backward that masks the gradient and sums the bias gradient in one pass before its GEMMs.
+Tensor linear_op(const char* name, const Tensor& x, const Tensor& weight, const Tensor& bias, bool relu) {
   check_linear(x, weight, bias);
   const int64_t in = weight.size(1), out_features = weight.size(0);
   const int64_t rows = in == 0 ? shape_numel(Shape(x.shape().begin(), x.shape().end() - 1)) : x.numel() / in;
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
   Operand ox, ow;
+  Tensor b;
   {
     NoGradGuard no_grad;
     ox = as_operand(x.dim() == 2 ? x : reshape(x, {rows, in}));
     ow = as_operand(weight);
+    b = bias.defined() ? bias.contiguous().detach() : zeros({out_features}, x.dtype(), x.device());
   }
   Kernels& k = kernels_for(x.device());
   Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
   Tensor out2 = flat_view(out, {rows, out_features});
-  if (bias.defined()) {
-    // Bias rows first, then the GEMM accumulates onto them: no separate pass to add the bias.
-    const Tensor bias_rows = Tensor::make_view(bias, {rows, out_features}, {0, bias.strides()[0]}, bias.offset());
-    k.copy(bias_rows, out2);
-  }
-  k.gemm(ox.data, ox.trans, ow.data, !ow.trans, out2, 1, bias.defined() ? 1 : 0);
+  if (bias.defined() || relu) k.gemm_bias(ox.data, ox.trans, ow.data, !ow.trans, b, relu, out2);
+  else k.gemm(ox.data, ox.trans, ow.data, !ow.trans, out2, 1, 0);
 
   if (autograd::needs_recording({x, weight, bias})) {
     Operand saved_x = weight.requires_grad() ? ox : Operand{};
     Operand saved_w = x.requires_grad() ? ow : Operand{};
-    autograd::record("linear", out, {x, weight, bias}, [saved_x, saved_w, x_shape = x.shape(), rows, in, out_features](
-                                                           const Tensor& g, const std::vector<bool>& needs) {
+    // ReLU's gradient needs only where its output is positive: the output is saved detached.
+    Tensor saved_out = relu ? out2.detach() : Tensor();
+    autograd::record(name, out, {x, weight, bias}, [saved_x, saved_w, saved_out, x_shape = x.shape(), rows, in,
+                                                    out_features](const Tensor& g, const std::vector<bool>& needs) {
       Kernels& kg = kernels_for(g.device());
-      const Operand og = as_operand(g.dim() == 2 ? g : reshape(g, {rows, out_features}));
+      Tensor g2 = g.dim() == 2 ? g : reshape(g, {rows, out_features});
       Tensor gx, gw, gb;
-      if (needs[0]) {  // g @ W
-        gx = Tensor::empty(x_shape, g.dtype(), g.device());
-        Tensor gx2 = flat_view(gx, {rows, in});
-        kg.gemm(og.data, og.trans, saved_w.data, saved_w.trans, gx2, 1, 0);
+      if (needs[2]) gb = Tensor::empty({out_features}, g.dtype(), g.device());
+      if (saved_out.defined()) {
+        Tensor pre = Tensor::empty({rows, out_features}, g.dtype(), g.device());
+        if (needs[2]) kg.relu_bias_backward(g2.contiguous(), saved_out, pre, gb);
+        else kg.binary(BinaryOp::ReluBackward, g2, saved_out, pre);
+        g2 = pre;
       }
-      if (needs[1]) {  // g^T @ x
-        gw = Tensor::empty({out_features, in}, g.dtype(), g.device());
+      const Operand og = as_operand(g2);
+      if (needs[0]) gx = Tensor::empty(x_shape, g.dtype(), g.device());
+      if (needs[1]) gw = Tensor::empty({out_features, in}, g.dtype(), g.device());
+      Tensor gx2 = needs[0] ? flat_view(gx, {rows, in}) : Tensor();
+      if (needs[0] && needs[1]) {  // g @ W and g^T @ x are independent: a backend may overlap them
+        kg.gemm_concurrent({og.data, og.trans, saved_w.data, saved_w.trans, gx2},
+                           {og.data, !og.trans, saved_x.data, saved_x.trans, gw});
+      } else if (needs[0]) {
+        kg.gemm(og.data, og.trans, saved_w.data, saved_w.trans, gx2, 1, 0);
+      } else if (needs[1]) {
         kg.gemm(og.data, !og.trans, saved_x.data, saved_x.trans, gw, 1, 0);
       }
-      if (needs[2]) {  // sum of g over rows, read in whichever layout g is stored
-        gb = Tensor::empty({out_features}, g.dtype(), g.device());
+      if (needs[2] && !saved_out.defined()) {  // sum of g over rows, read in whichever layout g is stored
         if (og.trans) kg.reduce(ReduceOp::Sum, og.data, out_features, rows, 1, gb, nullptr);
         else kg.reduce(ReduceOp::Sum, og.data, 1, rows, out_features, gb, nullptr);
       }
@@ -191,6 +205,31 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     });
   }
   return out;
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return linear_op("linear", x, weight, bias, false);
+}
+
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return linear_op("linear_relu", x, weight, bias, true);
+}
+
+// The composed forms, for backends without fused epilogues (and the reference the fused ones are
+// tested against).
+void Kernels::gemm_bias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, bool relu,
+                        Tensor& c) {
+  const int64_t rows = c.size(0), cols = c.size(1);
+  copy(Tensor::make_view(bias, {rows, cols}, {0, bias.strides()[0]}, bias.offset()), c);
+  gemm(a, trans_a, b, trans_b, c, 1, 1);
+  if (relu) unary(UnaryOp::Relu, c, c);
+}
+
+void Kernels::relu_bias_backward(const Tensor& grad_out, const Tensor& out, Tensor& grad_pre, Tensor& grad_bias) {
+  binary(BinaryOp::ReluBackward, grad_out, out, grad_pre);
+  reduce(ReduceOp::Sum, grad_pre, 1, grad_pre.size(0), grad_pre.size(1), grad_bias, nullptr);
 }
 
 }  // namespace minidl

@@ -11,4 +11,9 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 /// x @ weight^T + bias, as nn::Linear computes it; bias may be undefined.   linear(x, w, b)
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
+/// relu(linear(x, weight, bias)) as one op: the bias and the ReLU are applied as the GEMM writes its
+/// output, and the backward masks the gradient and sums the bias gradient in one pass.
+/// nn::Sequential uses it for a Linear followed by a ReLU.
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
 }  // namespace minidl

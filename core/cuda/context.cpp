@@ -18,6 +18,8 @@ struct DeviceContext {
   std::shared_mutex capture;
   cudaStream_t compute = nullptr;
   cudaStream_t copy = nullptr;
+  cudaStream_t side = nullptr;
+  cudaEvent_t to_side = nullptr, to_compute = nullptr;  // fork and join events
   cublasHandle_t cublas = nullptr;
   int* error_host = nullptr;  // pinned, mapped: kernels write it through error_device
   int* error_device = nullptr;
@@ -37,6 +39,9 @@ DeviceContext& context(int index) {
     // serialize with ours, so every ordering between our streams is an explicit event.
     CUDA_CHECK(cudaStreamCreateWithFlags(&ctx.compute, cudaStreamNonBlocking));
     CUDA_CHECK(cudaStreamCreateWithFlags(&ctx.copy, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&ctx.side, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&ctx.to_side, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&ctx.to_compute, cudaEventDisableTiming));
     CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&ctx.error_host), sizeof(int), cudaHostAllocMapped));
     *ctx.error_host = kNoDeviceError;
     CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&ctx.error_device), ctx.error_host, 0));
@@ -61,6 +66,15 @@ DeviceGuard::~DeviceGuard() {
 
 cudaStream_t compute_stream(int index) { return context(index).compute; }
 cudaStream_t copy_stream(int index) { return context(index).copy; }
+cudaStream_t side_stream(int index) { return context(index).side; }
+
+void stream_wait(int index, cudaStream_t waiter, cudaStream_t producer) {
+  DeviceContext& ctx = context(index);
+  // A wait takes the event's latest record, so one event per direction serves every fork and join.
+  cudaEvent_t event = producer == ctx.side ? ctx.to_compute : ctx.to_side;
+  CUDA_CHECK(cudaEventRecord(event, producer));
+  CUDA_CHECK(cudaStreamWaitEvent(waiter, event, 0));
+}
 
 std::shared_mutex& capture_mutex(int index) { return context(index).capture; }
 

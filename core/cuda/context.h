@@ -31,6 +31,14 @@ class DeviceGuard {
 cudaStream_t compute_stream(int index);
 /// The stream host-to-device batch transfers run on (core/cuda/transfer.cpp).
 cudaStream_t copy_stream(int index);
+/// A second stream for kernels that may overlap the compute stream's (two independent GEMMs of a
+/// backward): work forks onto it with stream_wait(side, compute) and joins back with
+/// stream_wait(compute, side) before anything reads its results. Graph capture follows the fork
+/// and join as graph edges, so the captured branches run in parallel on every replay.
+cudaStream_t side_stream(int index);
+/// Makes `waiter` wait for everything queued on `producer` so far (one of the device's two events,
+/// recorded and waited on at once). Both streams belong to device `index`.
+void stream_wait(int index, cudaStream_t waiter, cudaStream_t producer);
 /// Keeps other threads' work off the compute stream while a graph captures it (core/cuda/graph.cu):
 /// in relaxed capture mode, what another thread queued there would land in the graph. The
 /// capturing thread holds it exclusively; to_device_pinned holds it shared.

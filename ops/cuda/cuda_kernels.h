@@ -28,6 +28,10 @@ class CudaKernels final : public Kernels {
               Tensor* argmax) override;
   void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, double alpha,
             double beta) override;
+  void gemm_concurrent(const GemmCall& first, const GemmCall& second) override;
+  void gemm_bias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, bool relu,
+                 Tensor& c) override;
+  void relu_bias_backward(const Tensor& grad_out, const Tensor& out, Tensor& grad_pre, Tensor& grad_bias) override;
   void softmax(const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool log, Tensor& out) override;
   void softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t outer, int64_t n, int64_t inner, bool log,
                         Tensor& grad_in) override;
@@ -85,6 +89,10 @@ class CudaKernels final : public Kernels {
   cudaStream_t stream() const { return stream_; }
 
  private:
+  // A 2-D float32 product on cuBLASLt on `stream`; false where that path does not apply.
+  bool gemm_lt(cudaStream_t stream, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
+               double alpha, double beta);
+
   int device_;
   cudaStream_t stream_;
 };

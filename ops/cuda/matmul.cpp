@@ -3,11 +3,14 @@
 // C^T = op(B)^T op(A)^T in column-major terms: swap the operands and the dimensions M and N, keep
 // each operand's own transpose flag. No data is copied or transposed.
 // A batch is one strided-batched call; a 2-D operand shared by every batch has stride 0.
+// Float32 products of 2-D operands go to cuBLASLt (ops/cuda/cublaslt.h), whose algorithm is chosen
+// per shape by timing, with the bias and ReLU of linear layers in the epilogue.
 #include <cublas_v2.h>
 
 #include <limits>
 
 #include "core/cuda/check.h"
+#include "ops/cuda/cublaslt.h"
 #include "ops/cuda/cuda_kernels.h"
 
 namespace minidl {
@@ -41,6 +44,7 @@ void CudaKernels::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool tran
   const int batches = to_int(batch, "batch");
 
   cuda::DeviceGuard guard(device_);
+  if (gemm_lt(stream_, a, trans_a, b, trans_b, c, alpha, beta)) return;
   cublasHandle_t handle = cuda::cublas_handle(device_);
   dispatch_floating(c.dtype(), "gemm", [&](auto tag) {
     using T = decltype(tag);
@@ -64,6 +68,41 @@ void CudaKernels::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool tran
       }
     }
   });
+}
+
+bool CudaKernels::gemm_lt(cudaStream_t stream, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
+                          double alpha, double beta) {
+  if (c.dim() != 2 || a.dim() != 2 || b.dim() != 2 || c.dtype() != kFloat32) return false;
+  const int64_t m = c.size(0), n = c.size(1), k = trans_a ? a.size(0) : a.size(1);
+  // Column-major: C^T [n x m] = op(B)^T op(A)^T.
+  return cuda::lt_matmul(device_, stream, n, m, k, trans_b, static_cast<const float*>(b.raw_data()), trans_a,
+                         static_cast<const float*>(a.raw_data()), static_cast<float*>(c.raw_data()),
+                         static_cast<float>(alpha), static_cast<float>(beta), cuda::LtEpilogue::None, nullptr);
+}
+
+void CudaKernels::gemm_concurrent(const GemmCall& first, const GemmCall& second) {
+  cuda::DeviceGuard guard(device_);
+  const cudaStream_t side = cuda::side_stream(device_);
+  cuda::stream_wait(device_, side, stream_);  // the side stream starts after what came before
+  const bool second_on_side = gemm_lt(side, second.a, second.trans_a, second.b, second.trans_b, second.c, 1, 0);
+  gemm(first.a, first.trans_a, first.b, first.trans_b, first.c, 1, 0);
+  if (!second_on_side) gemm(second.a, second.trans_a, second.b, second.trans_b, second.c, 1, 0);
+  cuda::stream_wait(device_, stream_, side);  // and what comes after waits for it
+}
+
+void CudaKernels::gemm_bias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,
+                            bool relu, Tensor& c) {
+  const int64_t m = c.size(0), n = c.size(1), k = trans_a ? a.size(0) : a.size(1);
+  if (c.dtype() == kFloat32 && m > 0 && n > 0 && k > 0) {
+    cuda::DeviceGuard guard(device_);
+    // Column-major: C^T [n x m] = op(B)^T op(A)^T, the bias along C^T's columns.
+    if (cuda::lt_matmul(device_, stream_, n, m, k, trans_b, static_cast<const float*>(b.raw_data()), trans_a,
+                        static_cast<const float*>(a.raw_data()), static_cast<float*>(c.raw_data()), 1, 0,
+                        relu ? cuda::LtEpilogue::BiasRelu : cuda::LtEpilogue::Bias,
+                        static_cast<const float*>(bias.raw_data())))
+      return;
+  }
+  Kernels::gemm_bias(a, trans_a, b, trans_b, bias, relu, c);
 }
 
 }  // namespace minidl

@@ -1,0 +1,299 @@
+// Float32 GEMMs on cuBLASLt. cuBLAS's own choice for the small products of training (a batch of 64
+// against a 784 x 512 weight) is often a split-K kernel followed by a reduction kernel; which is
+// faster depends on the shape and the GPU, so, as cudnn.benchmark does for convolutions, the
+// algorithms cuBLASLt's heuristic offers for a shape are timed on it and the fastest is kept. That
+// happens the second time a shape comes, not the first: a shape that comes once (the last, partial
+// batch of an epoch) is not worth the milliseconds of timing, and a step captured into a CUDA graph
+// has run eagerly at least twice before. The bias and the ReLU of a linear layer go into the GEMM's epilogue. Strict float32
+// (CUBLAS_COMPUTE_32F: no TF32).
+//
+// MINIDL_GEMM_TUNE=0 keeps the heuristic's first algorithm instead of timing; =verbose also prints,
+// for every shape timed, the time of the pick and of the heuristic's first.
+#include "ops/cuda/cublaslt.h"
+
+#include <cublasLt.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "core/cuda/check.h"
+#include "ops/cuda/timing.h"
+
+namespace minidl::cuda {
+
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t{8} << 20;  // enough for every split-K the heuristic offers here
+constexpr int kHeuristicCandidates = 8;
+
+// One handle per device, and one workspace per stream: GEMMs on one stream run in order, and the
+// side stream's may run while the compute stream's do.
+struct LtDevice {
+  cublasLtHandle_t handle = nullptr;
+  std::map<cudaStream_t, void*> workspaces;
+};
+
+struct LtStream {
+  cublasLtHandle_t handle;
+  void* workspace;
+};
+
+LtStream lt_stream(int device, cudaStream_t stream) {
+  static std::mutex mutex;
+  static auto* devices = new std::map<int, LtDevice>();  // never destroyed: used until exit
+  std::lock_guard lock(mutex);
+  LtDevice& d = (*devices)[device];
+  if (!d.handle) CUBLAS_CHECK(cublasLtCreate(&d.handle));
+  void*& workspace = d.workspaces[stream];
+  // Outside the caching allocator: library scratch, like cuBLAS's own workspace, not model memory.
+  if (!workspace) CUDA_CHECK(cudaMalloc(&workspace, kWorkspaceBytes));
+  return {d.handle, workspace};
+}
+
+const char* tune_setting() {
+  static const char* v = std::getenv("MINIDL_GEMM_TUNE");
+  return v ? v : "";
+}
+bool tuning_enabled() { return std::strcmp(tune_setting(), "0") != 0; }
+bool tuning_verbose() { return std::strcmp(tune_setting(), "verbose") == 0; }
+
+// The largest power of two (up to 256) dividing a pointer: cuBLASLt's kernels assume 256-byte
+// alignment unless told otherwise, and views can start anywhere.
+uint32_t alignment(const void* p) {
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  uint32_t a = 256;
+  while (a > 4 && address % a != 0) a /= 2;
+  return a;
+}
+
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  std::vector<cublasLtMatmulAlgo_t> candidates;  // the heuristic's first; empty: cuBLASLt cannot do it
+  size_t chosen = 0;  // index into candidates
+  int seen = 0;       // calls outside graph capture so far
+  std::string name;   // "m x n x k, ops, epilogue", for the log
+  bool timed = false;
+  ~Plan() {
+    if (desc) cublasLtMatmulDescDestroy(desc);
+    for (auto layout : {a, b, d})
+      if (layout) cublasLtMatrixLayoutDestroy(layout);
+  }
+};
+
+using Key = std::tuple<int, int64_t, int64_t, int64_t, bool, bool, int, uint32_t, uint32_t, uint32_t>;
+
+void create_plan(Plan& p, cublasLtHandle_t handle, int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b,
+                 LtEpilogue epilogue, uint32_t align_a, uint32_t align_b, uint32_t align_d) {
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasLtEpilogue_t ep = epilogue == LtEpilogue::BiasRelu ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                : epilogue == LtEpilogue::Bias   ? CUBLASLT_EPILOGUE_BIAS
+                                                                 : CUBLASLT_EPILOGUE_DEFAULT;
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
+  if (epilogue != LtEpilogue::None) {
+    const cudaDataType_t bias_type = CUDA_R_32F;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                                sizeof bias_type));
+  }
+  p.name = std::to_string(m) + " x " + std::to_string(n) + " x " + std::to_string(k) + (trans_a ? " T" : " N") +
+           (trans_b ? "T" : "N") + (epilogue == LtEpilogue::BiasRelu ? " bias+relu" : epilogue == LtEpilogue::Bias ? " bias" : "");
+  const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, u(trans_a ? k : m), u(trans_a ? m : k), trans_a ? k : m));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, u(trans_b ? n : k), u(trans_b ? k : n), trans_b ? n : k));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, u(m), u(n), m));
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const size_t ws = kWorkspaceBytes;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
+                                                    sizeof align_a));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
+                                                    sizeof align_b));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d,
+                                                    sizeof align_d));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
+                                                    sizeof align_d));
+  cublasLtMatmulHeuristicResult_t results[kHeuristicCandidates]{};
+  int count = 0;
+  const cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(handle, p.desc, p.a, p.b, p.d, p.d, pref, kHeuristicCandidates, results, &count);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (status != CUBLAS_STATUS_NOT_SUPPORTED) CUBLAS_CHECK(status);
+  for (int i = 0; i < count; ++i) p.candidates.push_back(results[i].algo);
+}
+
+template <class V>
+std::vector<V> capability_list(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCapAttributes_t attribute) {
+  size_t bytes = 0;
+  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attribute, nullptr, 0, &bytes) != CUBLAS_STATUS_SUCCESS || bytes == 0)
+    return {};
+  std::vector<V> values(bytes / sizeof(V));
+  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attribute, values.data(), bytes, &bytes) != CUBLAS_STATUS_SUCCESS)
+    return {};
+  return values;
+}
+
+template <class V>
+V capability(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCapAttributes_t attribute) {
+  V value{};
+  size_t written = 0;
+  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attribute, &value, sizeof value, &written) != CUBLAS_STATUS_SUCCESS)
+    return V{};
+  return value;
+}
+
+// Adds every configuration cuBLASLt accepts for the plan's product beyond the heuristic's few: each
+// algorithm with each of its tiles, unsplit and split along k in 2 to 16 parts with each reduction
+// scheme it supports (the stage count left to cuBLASLt where it allows, else the first it accepts).
+// The small products of training are where the heuristic's pick is most often not the fastest.
+void add_all_configurations(cublasLtHandle_t handle, Plan& p) {
+  constexpr int kMaxIds = 256;
+  constexpr size_t kMaxCandidates = 400;
+  int ids[kMaxIds];
+  int id_count = 0;
+  if (cublasLtMatmulAlgoGetIds(handle, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F,
+                               kMaxIds, ids, &id_count) != CUBLAS_STATUS_SUCCESS)
+    return;
+  const auto accepted = [&](cublasLtMatmulAlgo_t& algo) {
+    cublasLtMatmulHeuristicResult_t result{};
+    return cublasLtMatmulAlgoCheck(handle, p.desc, p.a, p.b, p.d, p.d, &algo, &result) == CUBLAS_STATUS_SUCCESS &&
+           result.workspaceSize <= kWorkspaceBytes;
+  };
+  for (int i = 0; i < id_count && p.candidates.size() < kMaxCandidates; ++i) {
+    cublasLtMatmulAlgo_t base{};
+    if (cublasLtMatmulAlgoInit(handle, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F,
+                               ids[i], &base) != CUBLAS_STATUS_SUCCESS)
+      continue;
+    if (capability<int32_t>(base, CUBLASLT_ALGO_CAP_FLOATING_POINT_EMULATION_SUPPORT)) continue;  // strict float32 only
+    std::vector<uint32_t> tiles = capability_list<uint32_t>(base, CUBLASLT_ALGO_CAP_TILE_IDS);
+    if (tiles.empty()) tiles.push_back(CUBLASLT_MATMUL_TILE_UNDEFINED);
+    const std::vector<uint32_t> stages = capability_list<uint32_t>(base, CUBLASLT_ALGO_CAP_STAGES_IDS);
+    const bool can_split = capability<int32_t>(base, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT) != 0;
+    const uint32_t schemes = capability<uint32_t>(base, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK);
+    for (uint32_t tile : tiles) {
+      for (int32_t splits : {1, 2, 4, 8, 16}) {
+        if (splits > 1 && !can_split) break;
+        for (uint32_t scheme : {CUBLASLT_REDUCTION_SCHEME_NONE, CUBLASLT_REDUCTION_SCHEME_INPLACE,
+                                CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE, CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE}) {
+          if ((splits == 1) != (scheme == CUBLASLT_REDUCTION_SCHEME_NONE)) continue;
+          if (splits > 1 && !(schemes & scheme)) continue;
+          cublasLtMatmulAlgo_t algo = base;
+          cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile);
+          cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof splits);
+          cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof scheme);
+          bool ok = accepted(algo);
+          for (size_t s = 0; !ok && s < stages.size(); ++s) {
+            cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages[s], sizeof stages[s]);
+            ok = accepted(algo);
+          }
+          if (ok) p.candidates.push_back(algo);
+        }
+      }
+    }
+  }
+}
+
+cublasStatus_t launch(const LtStream& dev, cudaStream_t stream, const Plan& p, size_t candidate, const void* a,
+                      const void* b, void* d, float alpha, float beta) {
+  return cublasLtMatmul(dev.handle, p.desc, &alpha, a, p.a, b, p.b, &beta, d, p.d, d, p.d, &p.candidates[candidate],
+                        dev.workspace, kWorkspaceBytes, stream);
+}
+
+// Times the candidates on the real inputs, writing a scratch output, and keeps the fastest. Runs are
+// queued behind a busy wait, so the GPU runs them back to back as it runs a captured step, without
+// waiting for the host to call cuBLASLt. A first pass times every candidate on one short burst; the
+// five fastest are timed again on longer ones. False when no candidate runs.
+bool choose_by_timing(const LtStream& dev, cudaStream_t stream, Plan& p, const void* a, const void* b, int64_t m,
+                      int64_t n, float alpha, float beta) {
+  void* scratch = nullptr;
+  CUDA_CHECK(cudaMalloc(&scratch, static_cast<size_t>(m * n) * sizeof(float)));
+  cudaEvent_t start, stop;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  const auto burst_ms = [&](size_t c, int runs, unsigned queue_us) {
+    busy_wait(stream, queue_us);
+    CUDA_CHECK(cudaEventRecord(start, stream));
+    for (int r = 0; r < runs; ++r) CUBLAS_CHECK(launch(dev, stream, p, c, a, b, scratch, alpha, beta));
+    CUDA_CHECK(cudaEventRecord(stop, stream));
+    CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    return ms / runs;
+  };
+  std::vector<std::pair<float, size_t>> first_pass;
+  for (size_t c = 0; c < p.candidates.size(); ++c) {
+    // A candidate that refuses these pointers or this beta is skipped.
+    if (launch(dev, stream, p, c, a, b, scratch, alpha, beta) != CUBLAS_STATUS_SUCCESS) continue;
+    first_pass.emplace_back(burst_ms(c, 4, 100), c);
+  }
+  const float heuristic_ms = !first_pass.empty() && first_pass[0].second == 0 ? first_pass[0].first : -1;
+  std::sort(first_pass.begin(), first_pass.end());
+  float best_ms = -1;
+  for (size_t i = 0; i < std::min<size_t>(5, first_pass.size()); ++i) {
+    const size_t c = first_pass[i].second;
+    float ms = burst_ms(c, 8, 250);
+    for (int trial = 1; trial < 3; ++trial) ms = std::min(ms, burst_ms(c, 8, 250));
+    if (best_ms < 0 || ms < best_ms) best_ms = ms, p.chosen = c;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  CUDA_CHECK(cudaFree(scratch));
+  p.timed = true;
+  if (tuning_verbose())
+    std::fprintf(stderr, "minidl: gemm %s: candidate %zu of %zu, %.1f us (heuristic's first %.1f us)\n", p.name.c_str(),
+                 p.chosen, p.candidates.size(), best_ms * 1000, heuristic_ms * 1000);
+  return best_ms >= 0;
+}
+
+}  // namespace
+
+bool lt_matmul(int device, cudaStream_t stream, int64_t m, int64_t n, int64_t k, bool trans_a, const float* a,
+               bool trans_b, const float* b, float* d, float alpha, float beta, LtEpilogue epilogue,
+               const float* bias) {
+  if (m <= 0 || n <= 0 || k <= 0) return false;
+  if (bias && alignment(bias) < 16) return false;
+  const uint32_t align_a = alignment(a), align_b = alignment(b), align_d = alignment(d);
+  const LtStream dev = lt_stream(device, stream);
+
+  static std::mutex mutex;
+  static auto* plans = new std::map<Key, std::unique_ptr<Plan>>();
+  std::lock_guard lock(mutex);
+  auto& slot = (*plans)[{device, m, n, k, trans_a, trans_b, static_cast<int>(epilogue), align_a, align_b, align_d}];
+  if (!slot) {
+    slot = std::make_unique<Plan>();
+    create_plan(*slot, dev.handle, m, n, k, trans_a, trans_b, epilogue, align_a, align_b, align_d);
+  }
+  Plan& p = *slot;
+  if (p.candidates.empty()) return false;
+  if (epilogue != LtEpilogue::None)
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  if (!p.timed && tuning_enabled()) {
+    // Timing needs the device to run now: inside a graph capture, use the current choice.
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+    if (capture == cudaStreamCaptureStatusNone && ++p.seen >= 2) {
+      add_all_configurations(dev.handle, p);
+      if (!choose_by_timing(dev, stream, p, a, b, m, n, alpha, beta)) {
+        p.candidates.clear();
+        return false;
+      }
+    }
+  }
+  CUBLAS_CHECK(launch(dev, stream, p, p.chosen, a, b, d, alpha, beta));
+  return true;
+}
+
+}  // namespace minidl::cuda

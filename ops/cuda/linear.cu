@@ -1,0 +1,107 @@
+// The backward of ReLU(linear) before its GEMMs (ops/matmul.cpp, linear_relu): the gradient masked
+// where the output was zero, and the bias gradient, its sum over the rows, in one pass over the
+// [rows, n] gradient instead of a ReLU-backward kernel followed by a column reduction.
+//
+// A block is 32 columns (one 128-byte line of a row) by 8 row lanes and covers a slice of the rows;
+// the row slices of a column group run in parallel blocks. Each block leaves its column sums in a
+// scratch row; the last block of a column group to finish (counted with an atomic, a counter per
+// group that it resets for the next launch) adds the scratch rows in slice order, so the result is
+// deterministic and one launch does it all. Sums of float accumulate in double, like the reductions.
+#include <map>
+#include <mutex>
+
+#include "ops/cuda/common.cuh"
+
+namespace minidl {
+
+namespace {
+
+using namespace cuda;
+
+constexpr int kColumns = 32, kRowLanes = 8;
+constexpr int64_t kRowsPerSlice = 64;   // 8 rows per thread: enough loads in flight per block
+constexpr int64_t kMaxSlices = 64;
+constexpr int64_t kMaxGroups = 1 << 13;  // column groups with a counter: 262,144 columns
+
+// Zeroed once per device; every launch leaves them zero again.
+unsigned* group_counters(int device, cudaStream_t stream) {
+  static std::mutex mutex;
+  static auto* counters = new std::map<int, unsigned*>();
+  std::lock_guard lock(mutex);
+  unsigned*& c = (*counters)[device];
+  if (!c) {
+    CUDA_CHECK(cudaMalloc(&c, kMaxGroups * sizeof(unsigned)));
+    CUDA_CHECK(cudaMemsetAsync(c, 0, kMaxGroups * sizeof(unsigned), stream));
+  }
+  return c;
+}
+
+template <class T>
+__global__ void relu_bias_backward_kernel(const T* __restrict__ grad_out, const T* __restrict__ out,
+                                          T* __restrict__ grad_pre, T* __restrict__ grad_bias, int64_t rows,
+                                          int64_t cols, int64_t rows_per_slice, AccT<T>* slice_sums,
+                                          unsigned* counters) {
+  __shared__ AccT<T> lane_sums[kRowLanes][kColumns + 1];
+  __shared__ bool last;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kColumns + threadIdx.x;
+  const int64_t begin = blockIdx.y * rows_per_slice, end = min(rows, begin + rows_per_slice);
+  AccT<T> sum = 0;
+  if (col < cols) {
+    for (int64_t row = begin + threadIdx.y; row < end; row += kRowLanes) {
+      const int64_t i = row * cols + col;
+      const T g = out[i] > T(0) ? grad_out[i] : T(0);
+      grad_pre[i] = g;
+      sum += g;
+    }
+  }
+  lane_sums[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  AccT<T> slice_sum = 0;
+  if (threadIdx.y == 0)
+    for (int lane = 0; lane < kRowLanes; ++lane) slice_sum += lane_sums[lane][threadIdx.x];
+  if (gridDim.y == 1) {
+    if (threadIdx.y == 0 && col < cols) grad_bias[col] = static_cast<T>(slice_sum);
+    return;
+  }
+  if (threadIdx.y == 0 && col < cols) slice_sums[blockIdx.y * cols + col] = slice_sum;
+  __threadfence();  // the slice sums are visible before the counter says so
+  __syncthreads();
+  if (threadIdx.x == 0 && threadIdx.y == 0) last = atomicAdd(&counters[blockIdx.x], 1u) == gridDim.y - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  if (threadIdx.y == 0 && col < cols) {
+    AccT<T> total = 0;
+    for (unsigned s = 0; s < gridDim.y; ++s) total += __ldcg(&slice_sums[s * cols + col]);
+    grad_bias[col] = static_cast<T>(total);
+  }
+  if (threadIdx.x == 0 && threadIdx.y == 0) counters[blockIdx.x] = 0;
+}
+
+}  // namespace
+
+void CudaKernels::relu_bias_backward(const Tensor& grad_out, const Tensor& out, Tensor& grad_pre, Tensor& grad_bias) {
+  const int64_t rows = grad_pre.size(0), cols = grad_pre.size(1);
+  if (cols == 0) return;
+  cuda::DeviceGuard guard(device_);
+  const int64_t groups = (cols + kColumns - 1) / kColumns;
+  int64_t slices = std::clamp<int64_t>((rows + kRowsPerSlice - 1) / kRowsPerSlice, 1, kMaxSlices);
+  if (groups > kMaxGroups) slices = 1;
+  const int64_t rows_per_slice = std::max<int64_t>(1, (rows + slices - 1) / slices);
+  dispatch_floating(grad_pre.dtype(), "relu_bias_backward", [&](auto tag) {
+    using T = decltype(tag);
+    Tensor scratch;
+    unsigned* counters = nullptr;
+    if (slices > 1) {
+      scratch = Tensor::empty({slices, cols}, dtype_of<AccT<T>>(), grad_pre.device());
+      counters = group_counters(device_, stream_);
+    }
+    const dim3 grid(static_cast<unsigned>(groups), static_cast<unsigned>(slices));
+    relu_bias_backward_kernel<T><<<grid, dim3(kColumns, kRowLanes), 0, stream_>>>(
+        ptr<const T>(grad_out), ptr<const T>(out), ptr<T>(grad_pre), ptr<T>(grad_bias), rows, cols, rows_per_slice,
+        slices > 1 ? ptr<AccT<T>>(scratch) : nullptr, counters);
+    CUDA_LAUNCH_CHECK(relu_bias_backward_kernel);
+  });
+}
+
+}  // namespace minidl

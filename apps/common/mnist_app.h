@@ -1,6 +1,6 @@
 #pragma once
-// What mnist_mlp and mnist_cnn share: the command line, the data, and the train/test loops of
-// PyTorch's MNIST example. Each app adds only its model.
+// What the MNIST and Fashion-MNIST apps share: the command line, the data, and the train/test loops
+// of PyTorch's MNIST example. Each app adds only its model (and its defaults).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -23,23 +23,28 @@ using namespace minidl;
 struct Flags {
   int epochs = 10;
   int64_t batch_size = 64, test_batch_size = 1000, limit = 0;
-  double lr = 0.01, momentum = 0.9;
+  double lr = 0.01, momentum = 0.9, weight_decay = 0;
+  std::string schedule = "constant";  // or "cosine": CosineAnnealingLR over the epochs, stepped per epoch
   uint64_t seed = 1;
   std::string device = "auto", data, dataset = "mnist";
   int threads = 0, log_interval = 100;
   bool cuda_graph = true;
 };
 
-/// Parses pytorch/examples-style flags; prints usage and exits on --help or a bad flag.
-inline Flags parse_flags(int argc, char** argv, const std::string& description, int default_epochs) {
-  Flags f;
-  f.epochs = default_epochs;
+/// Parses pytorch/examples-style flags over an app's defaults; prints usage and exits on --help or a
+/// bad flag.
+inline Flags parse_flags(int argc, char** argv, const std::string& description, Flags defaults) {
+  Flags f = std::move(defaults);
   CLI::App app(description);
   app.add_option("--epochs", f.epochs, "number of epochs to train")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--batch-size", f.batch_size, "training batch size")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--test-batch-size", f.test_batch_size, "evaluation batch size")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--lr", f.lr, "learning rate")->check(CLI::Range(0.0, 10.0))->capture_default_str();
   app.add_option("--momentum", f.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  app.add_option("--weight-decay", f.weight_decay, "SGD weight decay")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  app.add_option("--schedule", f.schedule, "learning rate schedule: constant, or cosine over the epochs")
+      ->check(CLI::IsMember({"constant", "cosine"}))
+      ->capture_default_str();
   app.add_option("--seed", f.seed, "random seed")->capture_default_str();
   app.add_option("--device", f.device, "cpu, cuda, cuda:N or auto")->capture_default_str();
   app.add_option("--data", f.data, "data folder (default: $MINIDL_DATA, else <repo>/datasets)");
@@ -60,6 +65,12 @@ inline Flags parse_flags(int argc, char** argv, const std::string& description, 
   return f;
 }
 
+inline Flags parse_flags(int argc, char** argv, const std::string& description, int default_epochs) {
+  Flags defaults;
+  defaults.epochs = default_epochs;
+  return parse_flags(argc, argv, description, std::move(defaults));
+}
+
 /// "auto" is cuda when a GPU is usable; an explicit cuda request fails with the reason when not.
 inline Device resolve_device(const std::string& spec) {
   if (spec == "auto") return cuda::is_available() ? Device::cuda() : Device::cpu();
@@ -75,6 +86,13 @@ inline std::shared_ptr<data::MNIST> load(const Flags& f, bool train) {
   auto root = data::data_root(f.data);
   if (f.dataset == "fashion-mnist") return std::make_shared<data::FashionMNIST>(root, train);
   return std::make_shared<data::MNIST>(root, train);
+}
+
+/// The first `limit` examples of `dataset`.
+inline std::shared_ptr<const data::Dataset> first(const std::shared_ptr<data::MNIST>& dataset, int64_t limit) {
+  Tensor index = arange(static_cast<double>(limit), kInt64);
+  return std::make_shared<data::TensorDataset>(index_select(dataset->images(), index),
+                                               index_select(dataset->targets(), index));
 }
 
 /// One epoch of `train_step` (zero_grad, forward, loss, backward, SGD step; graphed on cuda).
@@ -118,11 +136,7 @@ int run(std::shared_ptr<Model> model, const Flags& f) {
   auto train_set = load(f, true);
   auto test_set = load(f, false);
   std::shared_ptr<const data::Dataset> train_data = train_set;
-  if (f.limit > 0 && f.limit < train_set->size()) {
-    Tensor first = arange(static_cast<double>(f.limit), kInt64);
-    train_data = std::make_shared<data::TensorDataset>(index_select(train_set->images(), first),
-                                                       index_select(train_set->targets(), first));
-  }
+  if (f.limit > 0 && f.limit < train_set->size()) train_data = first(train_set, f.limit);
   std::printf("%s: %lld training / %lld test images from %s, device %s, %d CPU threads\n", f.dataset.c_str(),
               static_cast<long long>(train_data->size()), static_cast<long long>(test_set->size()),
               train_set->folder().c_str(), device.str().c_str(), get_num_threads());
@@ -131,13 +145,16 @@ int run(std::shared_ptr<Model> model, const Flags& f) {
                                 data::DataLoaderOptions().batch_size(f.batch_size).shuffle(true).seed(f.seed).device(device));
   data::DataLoader test_loader(test_set, data::DataLoaderOptions().batch_size(f.test_batch_size).device(device));
   model->to(device);
-  optim::SGD optimizer(model->parameters(), optim::SGDOptions(f.lr).momentum(f.momentum));
+  optim::SGD optimizer(model->parameters(), optim::SGDOptions(f.lr).momentum(f.momentum).weight_decay(f.weight_decay));
+  std::unique_ptr<optim::CosineAnnealingLR> schedule;
+  if (f.schedule == "cosine") schedule = std::make_unique<optim::CosineAnnealingLR>(optimizer, f.epochs);
   cuda::GraphedStep train_step(model, optimizer, nn::functional::cross_entropy,
                                cuda::GraphedStepOptions().enabled(f.cuda_graph));
   for (int epoch = 1; epoch <= f.epochs; ++epoch) {
     ProgressBar timer(epoch, 0);
     train_epoch(*model, train_loader, train_step, epoch, f, train_data->size());
     double seconds = timer.elapsed();
+    if (schedule) schedule->step();
     test(*model, test_loader, test_set->size(), seconds);
   }
   return 0;

@@ -112,12 +112,14 @@ if want sanitize && [ -x "$TESTS" ]; then
   if [ -n "$SAN" ]; then
     # Blocks held until exit (streams, library handles, the allocators themselves) are deliberate,
     # so no leak check; the tests that make CUDA calls fail on purpose are left out.
-    step memcheck env MINIDL_CUDA_NO_CACHE=1 "$SAN" --tool memcheck --error-exitcode 3 --print-limit 50 \
+    # MINIDL_GEMM_TUNE=0: timing every cuBLASLt configuration of every GEMM shape under the
+    # sanitizer would take far longer than the tests themselves.
+    step memcheck env MINIDL_CUDA_NO_CACHE=1 MINIDL_GEMM_TUNE=0 "$SAN" --tool memcheck --error-exitcode 3 --print-limit 50 \
       "$TESTS" --gtest_filter="${SANITIZER_FILTER:-$SANITIZER_DEFAULT}"
     grep -E "ERROR SUMMARY" "$OUT/memcheck.log" | tee -a "$SUMMARY"
     # racecheck: shared-memory hazards in our kernels (reductions, softmax) and in graph replays.
-    step racecheck "$SAN" --tool racecheck --error-exitcode 3 --print-limit 50 \
-      "$TESTS" --gtest_filter="${RACECHECK_FILTER:-CudaKernels.*:CudaGraph*}"
+    step racecheck env MINIDL_GEMM_TUNE=0 "$SAN" --tool racecheck --error-exitcode 3 --print-limit 50 \
+      "$TESTS" --gtest_filter="${RACECHECK_FILTER:-CudaKernels.*:CudaGraph*:CudaLinear.*:CudaNormalization.*:CudaPooling.*:CudaActivations.*:CudaCompare.*:CudaWhere.*:CudaLosses.*:CudaIndexSelect.*}"
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/racecheck.log" | tee -a "$SUMMARY"
   else
     say "memcheck: skipped (compute-sanitizer not found)"

@@ -8,7 +8,11 @@ namespace minidl {
 
 int64_t shape_numel(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  bool overflow = false;
+  for (int64_t s : shape) overflow |= __builtin_mul_overflow(n, s, &n);
+  // A zero anywhere makes the count 0, whatever the other dimensions multiply to.
+  if (overflow && std::find(shape.begin(), shape.end(), 0) == shape.end())
+    MINIDL_FAIL("shape ", shape, " has more elements than an int64 can count");
   return n;
 }
 

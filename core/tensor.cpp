@@ -1,5 +1,7 @@
 #include "core/tensor.h"
 
+#include <limits>
+
 #include "core/autograd.h"
 
 namespace minidl {
@@ -10,8 +12,11 @@ TensorImpl::~TensorImpl() {
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t s : shape) MINIDL_CHECK(s >= 0, "empty: negative dimension in shape ", shape);
+  const int64_t numel = shape_numel(shape);
+  MINIDL_CHECK(numel <= std::numeric_limits<int64_t>::max() / static_cast<int64_t>(element_size(dtype)), "empty: shape ",
+               shape, " of ", dtype, " needs more bytes than an int64 can count");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(static_cast<size_t>(shape_numel(shape)) * element_size(dtype), device);
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(numel) * element_size(dtype), device);
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;

@@ -3,6 +3,7 @@
 #include "ops/elementwise.h"
 
 #include "core/autograd.h"
+#include "ops/compare.h"
 #include "ops/creation.h"
 #include "ops/kernels.h"
 #include "ops/reduce.h"
@@ -125,6 +126,13 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
+  if (b.defined() && b.dtype() == kInt64) {
+    // Integer division by zero traps on the CPU (SIGFPE) and gives garbage on a GPU: refuse it, as
+    // PyTorch does. Costs a look at the divisor (a synchronization on CUDA), for integer tensors only.
+    NoGradGuard no_grad;
+    MINIDL_CHECK(eq(b, 0.0).sum().item<int64_t>() == 0, "div: integer division by zero (the int64 divisor of shape ",
+                 b.shape(), " holds a 0)");
+  }
   Tensor out = binary_forward(BinaryOp::Div, "div", a, b);
   if (autograd::needs_recording({a, b})) {
     Tensor saved_b = b.detach();

@@ -66,20 +66,27 @@ int main(int argc, char** argv) {
     std::cout << *model << "\n";
     optim::Adam optimizer(model->parameters(), optim::AdamOptions(f.lr));
     std::printf("test reconstruction MSE before training: %.4f\n", autoencoder::test_loss(*model, test_loader));
+    std::unique_ptr<mnist_app::MetricsLog> metrics;  // its accuracy columns stay empty: there is no class to get right
+    if (!f.metrics.empty()) metrics = std::make_unique<mnist_app::MetricsLog>(f.metrics, f.title + " (" + f.dataset + ")");
     for (int epoch = 1; epoch <= f.epochs; ++epoch) {
       model->train();
       double sum = 0;
-      int64_t count = 0;
+      int64_t count = 0, step = 0;
+      ProgressBar timer(epoch, 0);
       for (data::Batch& batch : train_loader) {
         Tensor loss = mse_loss(model->forward(batch.data), batch.data);
         optimizer.zero_grad();
         loss.backward();
         optimizer.step();
-        sum += loss.item<float>() * batch.data.size(0);
+        const float value = loss.item<float>();
+        sum += value * batch.data.size(0);
         count += batch.data.size(0);
+        ++step;
+        if (metrics && (step % f.log_interval == 0 || count == train_set->size())) metrics->add_step(epoch, step, count, value);
       }
-      std::printf("epoch %d: train reconstruction MSE %.4f, test %.4f\n", epoch, sum / count,
-                  autoencoder::test_loss(*model, test_loader));
+      const double seconds = timer.elapsed(), test_mse = autoencoder::test_loss(*model, test_loader);
+      std::printf("epoch %d: train reconstruction MSE %.4f, test %.4f\n", epoch, sum / count, test_mse);
+      if (metrics) metrics->add_epoch({epoch, sum / count, test_mse, NAN, seconds, f.lr});
       std::fflush(stdout);
     }
     return 0;

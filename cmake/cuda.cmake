@@ -104,6 +104,10 @@ function(minidl_add_cuda_backend target)
   set_target_properties(${target}_cuda_kernels PROPERTIES POSITION_INDEPENDENT_CODE ON CUDA_RUNTIME_LIBRARY Shared)
   target_compile_options(${target}_cuda_kernels PRIVATE
     $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-Wall,-Wextra -Xcudafe=--diag_suppress=177>)
+  # The diagnostics (apps/doctor) tell binary (-real) from PTX (-virtual) architectures by the spec.
+  string(REPLACE ";" "," _archs "${CMAKE_CUDA_ARCHITECTURES}")
+  set_property(SOURCE ${_root}/core/cuda/diagnostics.cu APPEND PROPERTY COMPILE_DEFINITIONS
+               "MINIDL_CUDA_ARCHITECTURES=\"${_archs}\"")
 
   target_sources(${target} PRIVATE ${_cpp} $<TARGET_OBJECTS:${target}_cuda_kernels>)
   target_compile_definitions(${target} PUBLIC MINIDL_WITH_CUDA)

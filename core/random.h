@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <mutex>
 #include <random>
+#include <string>
 #include <thread>
 
 namespace minidl {
@@ -38,6 +39,17 @@ class Generator {
     return start;
   }
   std::mutex& mutex() { return mutex_; }
+
+  /// Everything that decides the draws still to come, for checkpoints: the seed, the Philox offset
+  /// and the CPU engine's state in the text form of std::mt19937_64's operator<<.
+  struct State {
+    uint64_t seed = 0, offset = 0;
+    std::string engine;
+  };
+  /// Takes the lock itself.   auto s = default_generator().state(); ... default_generator().set_state(s);
+  State state();
+  /// Restores a state from state(); throws, changing nothing, when `engine` is not an engine's text.
+  void set_state(const State& state);
 
   /// Reserves `count` draws for a CUDA kernel (see PhiloxDraw). Takes the lock itself.
   PhiloxDraw philox_draw(uint64_t count) {

@@ -14,3 +14,4 @@
 #include "nn/normalization.h"
 #include "nn/pooling.h"
 #include "nn/sequential.h"
+#include "nn/serialize.h"

@@ -30,4 +30,27 @@ void Adam::step() {
   });
 }
 
+std::vector<Optimizer::StateField> Adam::state_fields() const {
+  return {{"exp_avg", true}, {"exp_avg_sq", true}, {"step", false}};
+}
+
+std::vector<Tensor> Adam::param_state(size_t gi, size_t i) const {
+  const State& s = state_[gi][i];
+  if (!s.exp_avg.defined()) return {};
+  Tensor step = Tensor::empty({}, kInt64);
+  *step.data<int64_t>() = s.step;
+  return {s.exp_avg, s.exp_avg_sq, step};
+}
+
+void Adam::set_param_state(size_t gi, size_t i, std::vector<Tensor> values) {
+  if (values.empty()) {
+    state_[gi][i] = State{};
+    return;
+  }
+  State& s = state_[gi][i];
+  restore_into(s.exp_avg, std::move(values[0]));
+  restore_into(s.exp_avg_sq, std::move(values[1]));
+  s.step = values[2].item<int64_t>();
+}
+
 }  // namespace minidl::optim

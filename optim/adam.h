@@ -30,6 +30,9 @@ class Adam : public Optimizer {
 
  protected:
   Adam(std::vector<ParamGroup> groups, AdamOptions options, bool decoupled, const char* name);
+  std::vector<StateField> state_fields() const override;
+  std::vector<Tensor> param_state(size_t gi, size_t i) const override;
+  void set_param_state(size_t gi, size_t i, std::vector<Tensor> values) override;
 
  private:
   struct State {

@@ -1,5 +1,6 @@
 #pragma once
 #include "optim/adam.h"
+#include "optim/checkpoint.h"
 #include "optim/graphed_step.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"

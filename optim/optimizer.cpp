@@ -4,7 +4,8 @@
 
 namespace minidl::optim {
 
-Optimizer::Optimizer(std::vector<ParamGroup> groups, double default_lr, const char* name) : groups_(std::move(groups)) {
+Optimizer::Optimizer(std::vector<ParamGroup> groups, double default_lr, const char* name)
+    : groups_(std::move(groups)), name_(name) {
   size_t count = 0;
   for (const ParamGroup& g : groups_) count += g.params.size();
   MINIDL_CHECK(count > 0, name, ": got an empty parameter list; pass model->parameters()");

@@ -1,7 +1,9 @@
 #pragma once
 // Optimizer: parameter groups, each with its own learning rate, and zero_grad. Subclasses
 // implement step(); steps never record on the tape.
+#include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -34,6 +36,18 @@ class Optimizer {
   /// False where a step holds per-step host state that a CUDA graph would freeze (Adam's step count).
   virtual bool capturable() const { return true; }
 
+  /// The state to save and restore as named tensors (PyTorch's optimizer.state_dict(), flattened):
+  /// "param_groups.G.lr" (float64 scalar), "param_groups.G.params" (int64 indices of the group's
+  /// parameters, counted across groups), and per parameter I what the optimizer keeps for it:
+  /// "state.I.momentum_buffer" (SGD), "state.I.exp_avg", "state.I.exp_avg_sq", "state.I.step" (Adam).
+  /// The tensors share the live state: save them before the next step.
+  ///   safetensors::save("optimizer.safetensors", optimizer.state_dict());
+  std::map<std::string, Tensor> state_dict() const;
+  /// Restores state_dict() of an optimizer of the same kind over parameters of the same shapes and
+  /// dtypes, copying each tensor to its parameter's device. Everything is checked first: on an error
+  /// the optimizer is unchanged, and the message names the first missing, unexpected or mismatched entry.
+  void load_state_dict(const std::map<std::string, Tensor>& state);
+
  protected:
   Optimizer(std::vector<ParamGroup> groups, double default_lr, const char* name);
   /// Calls fn(group_index, param_index, param, grad) for every parameter that has a gradient.
@@ -51,7 +65,23 @@ class Optimizer {
   /// host value changed; null on the CPU, where kernels take the value itself.
   const Tensor* lr_on_device(size_t gi, const Tensor& like);
 
+  /// One tensor a subclass keeps per parameter: the parameter's shape and dtype, or else an int64
+  /// scalar (a count). state_dict() names it "state.I.<name>".
+  struct StateField {
+    const char* name;
+    bool like_param;
+  };
+  virtual std::vector<StateField> state_fields() const { return {}; }
+  /// Parameter (gi, i)'s state in state_fields() order, or empty while it has none (before its first step).
+  virtual std::vector<Tensor> param_state(size_t /*gi*/, size_t /*i*/) const { return {}; }
+  /// Replaces it with `values`, checked against state_fields() and on the parameter's device; empty: none.
+  virtual void set_param_state(size_t /*gi*/, size_t /*i*/, std::vector<Tensor> /*values*/) {}
+  /// Puts a loaded state tensor into `slot`: in place where `slot` already has its shape, dtype and
+  /// device, so that a captured CUDA graph reading the old buffer sees the loaded values.
+  static void restore_into(Tensor& slot, Tensor value);
+
   std::vector<ParamGroup> groups_;
+  const char* name_;
 
  private:
   struct DeviceLr {

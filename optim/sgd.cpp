@@ -54,4 +54,19 @@ void SGD::step() {
   }
 }
 
+// Only a momentum buffer, and only with momentum: plain SGD keeps nothing between steps.
+std::vector<Optimizer::StateField> SGD::state_fields() const {
+  if (options_.momentum() == 0) return {};
+  return {{"momentum_buffer", true}};
+}
+
+std::vector<Tensor> SGD::param_state(size_t gi, size_t i) const {
+  if (options_.momentum() == 0 || !momentum_[gi][i].defined()) return {};
+  return {momentum_[gi][i]};
+}
+
+void SGD::set_param_state(size_t gi, size_t i, std::vector<Tensor> values) {
+  if (options_.momentum() != 0) restore_into(momentum_[gi][i], values.empty() ? Tensor() : std::move(values[0]));
+}
+
 }  // namespace minidl::optim

@@ -24,6 +24,11 @@ class SGD : public Optimizer {
   void step() override;
   const SGDOptions& options() const { return options_; }
 
+ protected:
+  std::vector<StateField> state_fields() const override;
+  std::vector<Tensor> param_state(size_t gi, size_t i) const override;
+  void set_param_state(size_t gi, size_t i, std::vector<Tensor> values) override;
+
  private:
   SGDOptions options_;
   std::vector<std::vector<Tensor>> momentum_;  // per group, per parameter; undefined until first used

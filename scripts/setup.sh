@@ -17,7 +17,7 @@ declare -A tools=([g++]=g++ [cmake]=cmake [ninja]=ninja-build [npm]=npm)
 for tool in "${!tools[@]}"; do
   command -v "$tool" >/dev/null 2>&1 || missing+=("${tools[$tool]}")
 done
-for p in libeigen3-dev libgtest-dev libcli11-dev zlib1g-dev; do
+for p in libeigen3-dev libgtest-dev libcli11-dev zlib1g-dev nlohmann-json3-dev; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [[ ${#missing[@]} -gt 0 ]]; then

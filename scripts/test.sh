@@ -6,3 +6,5 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$repo/scripts/setup.sh"
 cd "${BUILD_DIR:-$repo/build}"
 ctest --output-on-failure -j "$(nproc)" "$@"
+# The build also installs as a CMake package: examples/ is built and run against it.
+"$repo/scripts/check_install.sh" "$PWD"

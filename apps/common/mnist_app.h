@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "apps/common/metrics.h"
 #include "apps/common/progress_bar.h"
 #include "core/cuda.h"
 #include "data/dataloader.h"
@@ -29,12 +30,15 @@ struct Flags {
   std::string device = "auto", data, dataset = "mnist";
   int threads = 0, log_interval = 100;
   bool cuda_graph = true;
+  std::string save, resume;  // checkpoint paths (optim/checkpoint.h)
+  std::string metrics, title;  // --metrics folder for the curves (apps/common/metrics.h); the app's description
 };
 
 /// Parses pytorch/examples-style flags over an app's defaults; prints usage and exits on --help or a
 /// bad flag.
 inline Flags parse_flags(int argc, char** argv, const std::string& description, Flags defaults) {
   Flags f = std::move(defaults);
+  f.title = description;
   CLI::App app(description);
   app.add_option("--epochs", f.epochs, "number of epochs to train")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--batch-size", f.batch_size, "training batch size")->check(CLI::PositiveNumber)->capture_default_str();
@@ -52,6 +56,9 @@ inline Flags parse_flags(int argc, char** argv, const std::string& description, 
   app.add_option("--limit", f.limit, "train on the first N images only (0: all)")->check(CLI::Range(int64_t{0}, int64_t{1000000000}));
   app.add_option("--threads", f.threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 4096));
   app.add_option("--log-interval", f.log_interval, "batches between progress updates")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--save", f.save, "write a checkpoint (model, optimizer, position) here after every epoch");
+  app.add_option("--resume", f.resume, "continue the run of this checkpoint (of --save) at its next epoch");
+  app.add_option("--metrics", f.metrics, "write epochs.csv, steps.csv and curves.svg to this folder after every epoch");
   app.add_flag("--cuda-graph,!--no-cuda-graph", f.cuda_graph,
                "on cuda, capture the training step once as a CUDA graph and replay it (default on)");
   try {
@@ -95,24 +102,42 @@ inline std::shared_ptr<const data::Dataset> first(const std::shared_ptr<data::MN
                                                index_select(dataset->targets(), index));
 }
 
-/// One epoch of `train_step` (zero_grad, forward, loss, backward, SGD step; graphed on cuda).
+/// One epoch of `train_step` (zero_grad, forward, loss, backward, SGD step; graphed on cuda). With
+/// `metrics`, logs the loss at each log point and returns the epoch's mean training loss (NaN without).
 template <class Model>
-void train_epoch(Model& model, data::DataLoader& loader, cuda::GraphedStep& train_step, int epoch, const Flags& f,
-                 int64_t num_images) {
+double train_epoch(Model& model, data::DataLoader& loader, cuda::GraphedStep& train_step, int epoch, const Flags& f,
+                   int64_t num_images, MetricsLog* metrics = nullptr) {
   model.train();
   ProgressBar bar(epoch, num_images);
   int64_t seen = 0, step = 0;
+  Tensor loss_sum;  // summed on the device: one small kernel per step, no synchronization
   for (data::Batch& batch : loader) {
     Tensor loss = train_step(batch.data, batch.target);
     seen += batch.data.size(0);
+    if (metrics) {
+      // In units of full batches; a graphed step's loss is overwritten by the next replay, hence the clone.
+      Tensor l = loss.detach();
+      if (batch.data.size(0) != f.batch_size) l = l * (static_cast<double>(batch.data.size(0)) / f.batch_size);
+      if (loss_sum.defined()) loss_sum += l;
+      else loss_sum = l.clone();
+    }
     // Reading the loss waits for the device: only at log points.
-    if (++step % f.log_interval == 0 || seen == num_images) bar.update(seen, loss.item<float>());
+    if (++step % f.log_interval == 0 || seen == num_images) {
+      const float value = loss.item<float>();
+      bar.update(seen, value);
+      if (metrics) metrics->add_step(epoch, step, seen, value);
+    }
   }
   bar.finish();
+  return loss_sum.defined() ? loss_sum.item<double>() * static_cast<double>(f.batch_size) / seen : NAN;
 }
 
+struct TestResult {
+  double loss, accuracy;  // mean cross-entropy; percent correct
+};
+
 template <class Model>
-void test(Model& model, data::DataLoader& loader, int64_t num_images, double train_seconds) {
+TestResult test(Model& model, data::DataLoader& loader, int64_t num_images, double train_seconds) {
   NoGradGuard no_grad;
   model.eval();
   double loss_sum = 0;
@@ -126,6 +151,19 @@ void test(Model& model, data::DataLoader& loader, int64_t num_images, double tra
               static_cast<long long>(correct), static_cast<long long>(num_images), 100.0 * correct / num_images,
               train_seconds);
   std::fflush(stdout);
+  return {loss_sum / num_images, 100.0 * correct / num_images};
+}
+
+/// Loads the checkpoint `path` and puts the schedule and the data order where they stood after its
+/// epoch, so that the run goes on as if it had never stopped. Returns the epoch to train next.
+inline int resume_from(const std::string& path, nn::Module& model, optim::Optimizer& optimizer,
+                       optim::LRScheduler* schedule, data::DataLoader& loader) {
+  optim::TrainingPosition at = optim::load_checkpoint(path, model, optimizer);
+  for (int64_t e = 0; schedule && e < at.epoch; ++e) schedule->step();
+  loader.set_epoch(at.epoch);
+  std::printf("resumed from %s after epoch %lld (step %lld)\n", path.c_str(), static_cast<long long>(at.epoch),
+              static_cast<long long>(at.step));
+  return static_cast<int>(at.epoch) + 1;
 }
 
 /// Trains `model` with SGD under the flags and reports test accuracy after every epoch.
@@ -148,14 +186,20 @@ int run(std::shared_ptr<Model> model, const Flags& f) {
   optim::SGD optimizer(model->parameters(), optim::SGDOptions(f.lr).momentum(f.momentum).weight_decay(f.weight_decay));
   std::unique_ptr<optim::CosineAnnealingLR> schedule;
   if (f.schedule == "cosine") schedule = std::make_unique<optim::CosineAnnealingLR>(optimizer, f.epochs);
+  const int first_epoch = f.resume.empty() ? 1 : resume_from(f.resume, *model, optimizer, schedule.get(), train_loader);
   cuda::GraphedStep train_step(model, optimizer, nn::functional::cross_entropy,
                                cuda::GraphedStepOptions().enabled(f.cuda_graph));
-  for (int epoch = 1; epoch <= f.epochs; ++epoch) {
+  std::unique_ptr<MetricsLog> metrics;
+  if (!f.metrics.empty()) metrics = std::make_unique<MetricsLog>(f.metrics, f.title + " (" + f.dataset + ")", first_epoch);
+  for (int epoch = first_epoch; epoch <= f.epochs; ++epoch) {
     ProgressBar timer(epoch, 0);
-    train_epoch(*model, train_loader, train_step, epoch, f, train_data->size());
+    const double lr = optimizer.lr();
+    const double train_loss = train_epoch(*model, train_loader, train_step, epoch, f, train_data->size(), metrics.get());
     double seconds = timer.elapsed();
     if (schedule) schedule->step();
-    test(*model, test_loader, test_set->size(), seconds);
+    const TestResult result = test(*model, test_loader, test_set->size(), seconds);
+    if (metrics) metrics->add_epoch({epoch, train_loss, result.loss, result.accuracy, seconds, lr});
+    if (!f.save.empty()) optim::save_checkpoint(f.save, *model, optimizer, {epoch, epoch * train_loader.size()});
   }
   return 0;
 }

@@ -1,14 +1,15 @@
 // Float32 GEMMs on cuBLASLt. cuBLAS's own choice for the small products of training (a batch of 64
-// against a 784 x 512 weight) is often a split-K kernel followed by a reduction kernel; which is
-// faster depends on the shape and the GPU, so, as cudnn.benchmark does for convolutions, the
-// algorithms cuBLASLt's heuristic offers for a shape are timed on it and the fastest is kept. That
-// happens the second time a shape comes, not the first: a shape that comes once (the last, partial
-// batch of an epoch) is not worth the milliseconds of timing, and a step captured into a CUDA graph
-// has run eagerly at least twice before. The bias and the ReLU of a linear layer go into the GEMM's epilogue. Strict float32
-// (CUBLAS_COMPUTE_32F: no TF32).
+// against a 784 x 512 weight) is often a split-K kernel followed by a reduction kernel, and often
+// not the fastest; which is fastest depends on the shape and the GPU. So, as cudnn.benchmark does
+// for convolutions, every configuration cuBLASLt accepts for a shape (its heuristic's picks, and
+// each algorithm with each tile, split-K and reduction scheme) is timed on it and the fastest is
+// kept. That happens the second time a shape comes, not the first: a shape that comes once (the
+// last, partial batch of an epoch) is not worth the milliseconds of timing, and a step captured
+// into a CUDA graph has run eagerly at least twice before. The bias and the ReLU of a linear layer
+// go into the GEMM's epilogue. Strict float32 (CUBLAS_COMPUTE_32F: no TF32).
 //
-// MINIDL_GEMM_TUNE=0 keeps the heuristic's first algorithm instead of timing; =verbose also prints,
-// for every shape timed, the time of the pick and of the heuristic's first.
+// MINIDL_GEMM_TUNE=0 keeps the heuristic's first pick instead of timing; =verbose also prints, for
+// every shape timed, the time of the pick and of the heuristic's first.
 #include "ops/cuda/cublaslt.h"
 
 #include <cublasLt.h>
@@ -107,8 +108,9 @@ void create_plan(Plan& p, cublasLtHandle_t handle, int64_t m, int64_t n, int64_t
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
                                                 sizeof bias_type));
   }
+  const char* ep_name = epilogue == LtEpilogue::BiasRelu ? " bias+relu" : epilogue == LtEpilogue::Bias ? " bias" : "";
   p.name = std::to_string(m) + " x " + std::to_string(n) + " x " + std::to_string(k) + (trans_a ? " T" : " N") +
-           (trans_b ? "T" : "N") + (epilogue == LtEpilogue::BiasRelu ? " bias+relu" : epilogue == LtEpilogue::Bias ? " bias" : "");
+           (trans_b ? "T" : "N") + ep_name;
   const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, u(trans_a ? k : m), u(trans_a ? m : k), trans_a ? k : m));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, u(trans_b ? n : k), u(trans_b ? k : n), trans_b ? n : k));

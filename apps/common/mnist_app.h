@@ -3,6 +3,7 @@
 // of PyTorch's MNIST example. Each app adds only its model (and its defaults).
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -34,15 +35,34 @@ struct Flags {
   std::string metrics, title;  // --metrics folder for the curves (apps/common/metrics.h); the app's description
 };
 
+/// A flag that must be a whole number of at least `low`, said in those words when it is not (CLI11's
+/// own range check prints the type's limits, such as 1.7976931348623157e308).
+inline CLI::Validator at_least(int64_t low) {
+  return CLI::Validator(
+      [low](std::string& input) -> std::string {
+        size_t used = 0;
+        long long value = 0;
+        try {
+          value = std::stoll(input, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != input.size() || input.empty()) return "expected a whole number, got '" + input + "'";
+        if (value < low) return "must be at least " + std::to_string(low) + ", got " + input;
+        return "";
+      },
+      "INT>=" + std::to_string(low));
+}
+
 /// Parses pytorch/examples-style flags over an app's defaults; prints usage and exits on --help or a
 /// bad flag.
 inline Flags parse_flags(int argc, char** argv, const std::string& description, Flags defaults) {
   Flags f = std::move(defaults);
   f.title = description;
   CLI::App app(description);
-  app.add_option("--epochs", f.epochs, "number of epochs to train")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--batch-size", f.batch_size, "training batch size")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--test-batch-size", f.test_batch_size, "evaluation batch size")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--epochs", f.epochs, "number of epochs to train")->check(at_least(1))->capture_default_str();
+  app.add_option("--batch-size", f.batch_size, "training batch size")->check(at_least(1))->capture_default_str();
+  app.add_option("--test-batch-size", f.test_batch_size, "evaluation batch size")->check(at_least(1))->capture_default_str();
   app.add_option("--lr", f.lr, "learning rate")->check(CLI::Range(0.0, 10.0))->capture_default_str();
   app.add_option("--momentum", f.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0))->capture_default_str();
   app.add_option("--weight-decay", f.weight_decay, "SGD weight decay")->check(CLI::Range(0.0, 1.0))->capture_default_str();
@@ -53,9 +73,9 @@ inline Flags parse_flags(int argc, char** argv, const std::string& description, 
   app.add_option("--device", f.device, "cpu, cuda, cuda:N or auto")->capture_default_str();
   app.add_option("--data", f.data, "data folder (default: $MINIDL_DATA, else <repo>/datasets)");
   app.add_option("--dataset", f.dataset, "mnist or fashion-mnist")->check(CLI::IsMember({"mnist", "fashion-mnist"}))->capture_default_str();
-  app.add_option("--limit", f.limit, "train on the first N images only (0: all)")->check(CLI::Range(int64_t{0}, int64_t{1000000000}));
-  app.add_option("--threads", f.threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 4096));
-  app.add_option("--log-interval", f.log_interval, "batches between progress updates")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--limit", f.limit, "train on the first N images only (0: all)")->check(at_least(0));
+  app.add_option("--threads", f.threads, "CPU threads (0: all cores)")->check(at_least(0));
+  app.add_option("--log-interval", f.log_interval, "batches between progress updates")->check(at_least(1))->capture_default_str();
   app.add_option("--save", f.save, "write a checkpoint (model, optimizer, position) here after every epoch");
   app.add_option("--resume", f.resume, "continue the run of this checkpoint (of --save) at its next epoch");
   app.add_option("--metrics", f.metrics, "write epochs.csv, steps.csv and curves.svg to this folder after every epoch");
@@ -126,6 +146,10 @@ double train_epoch(Model& model, data::DataLoader& loader, cuda::GraphedStep& tr
       const float value = loss.item<float>();
       bar.update(seen, value);
       if (metrics) metrics->add_step(epoch, step, seen, value);
+      // Training on after the loss has left the numbers (--lr 10 does it) only wastes the run and
+      // ends in chance accuracy with exit status 0.
+      MINIDL_CHECK(std::isfinite(value), "training diverged: the loss is ", value, " at epoch ", epoch, ", step ", step,
+                   " (checked every --log-interval ", f.log_interval, " steps); try a lower --lr than ", f.lr);
     }
   }
   bar.finish();

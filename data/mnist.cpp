@@ -1,6 +1,8 @@
 // Loads an MNIST-format split into two tensors once; every batch after that is a gather.
 #include "data/mnist.h"
 
+#include <zlib.h>
+
 #include <array>
 
 #include "core/error.h"
@@ -44,6 +46,33 @@ Tensor checked_labels(const IdxArray& labels) {
   return out;
 }
 
+// CRC-32 of the label bytes (after the header) of the published files, to tell the two data sets
+// apart: both have the same format and sizes, so MNIST's files given as Fashion-MNIST's (or the
+// reverse) would otherwise train on the wrong data without a word. Other files (a user's own data
+// in this format) are not refused.
+struct KnownLabels {
+  const char* name;
+  bool fashion, train;
+  uint32_t crc;
+};
+constexpr KnownLabels kKnownLabels[] = {
+    {"MNIST", false, true, 0xba07e8efu},
+    {"MNIST", false, false, 0xee8604d9u},
+    {"Fashion-MNIST", true, true, 0x2ed6e46au},
+    {"Fashion-MNIST", true, false, 0x242bc73fu},
+};
+
+void check_identity(const IdxArray& labels, const char* expected, bool fashion, bool train) {
+  const uint32_t crc = static_cast<uint32_t>(
+      crc32(0L, labels.bytes.data(), static_cast<uInt>(labels.bytes.size())));
+  for (const KnownLabels& known : kKnownLabels) {
+    MINIDL_CHECK(!(known.crc == crc && known.fashion != fashion), labels.path.string(), ": these are ", known.name,
+                 "'s ", train ? "training" : "test", " labels, but ", expected,
+                 "'s were asked for; point --data at the folder that holds ", expected, "'s files (",
+                 fashion ? "fashion-mnist/" : "mnist/", ")");
+  }
+}
+
 // The folder holding the files: <root>/<subdir> when it has them, else <root> itself.
 std::filesystem::path locate(const std::filesystem::path& root, bool train, const char* name, const char* subdir,
                              bool fashion) {
@@ -73,6 +102,7 @@ MNIST::MNIST(const std::filesystem::path& root, bool train, const Spec& spec)
     : MNIST([&] {
         std::filesystem::path folder = locate(root, train, spec.name, spec.subdir, spec.fashion);
         IdxSplit split = read_idx_split(folder, train);
+        check_identity(split.labels, spec.name, spec.fashion, train);
         return Loaded{normalized_images(split.images, spec.mean, spec.std), checked_labels(split.labels), folder, train};
       }()) {}
 

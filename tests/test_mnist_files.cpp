@@ -76,3 +76,34 @@ void check_dataset(const char* subdir, bool fashion) {
 TEST(MnistFiles, CountsLabelsAndNormalization) { check_dataset<MNIST>("mnist", false); }
 
 TEST(MnistFiles, FashionCountsLabelsAndNormalization) { check_dataset<FashionMNIST>("fashion-mnist", true); }
+
+TEST(MnistFiles, OneDataSetGivenAsTheOtherIsAnError) {
+  const std::filesystem::path root = data_root();
+  if (!present(root / "mnist") || !present(root / "fashion-mnist"))
+    GTEST_SKIP() << "needs both data sets under " << root.string() << "; fetch them with scripts/get_data.sh --fashion";
+  // A folder holding MNIST's files where Fashion-MNIST's are asked for, and the reverse.
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "minidl_swapped_data";
+  std::filesystem::remove_all(dir);
+  for (const auto& [from, to] : {std::pair{"mnist", "fashion-mnist"}, std::pair{"fashion-mnist", "mnist"}}) {
+    std::filesystem::create_directories(dir / to);
+    for (const auto& entry : std::filesystem::directory_iterator(root / from))
+      std::filesystem::create_symlink(entry.path(), dir / to / entry.path().filename());
+  }
+  try {
+    FashionMNIST swapped(dir, true);
+    ADD_FAILURE() << "MNIST's files were read as Fashion-MNIST";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("these are MNIST's training labels, but Fashion-MNIST's were asked for"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    MNIST swapped(dir, false);
+    ADD_FAILURE() << "Fashion-MNIST's files were read as MNIST";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("these are Fashion-MNIST's test labels"), std::string::npos) << e.what();
+  }
+  // The right files still load.
+  EXPECT_EQ(MNIST(root, false).size(), 10000);
+  std::filesystem::remove_all(dir);
+}

@@ -23,8 +23,22 @@ namespace {
 // Blocks of 1 MiB and more are cached after free and handed out again: glibc returns such blocks
 // to the system (mmap/munmap), and touching fresh pages again every step cost more than the
 // convolutions that use them (im2col buffers are tens of MB). Small blocks go straight to malloc.
+//
+// At exit the cache is given back (release_at_exit): LeakSanitizer checks after the atexit handlers,
+// and blocks still in use then belong to statics that are destroyed later, which free them
+// straight to the system from then on.
 class CpuAllocator final : public Allocator {
  public:
+  void release_at_exit() {
+    std::lock_guard lock(mutex_);
+    for (auto& [size, ptr] : free_) {
+      std::free(ptr);
+      held_ -= size;
+    }
+    free_.clear();
+    cached_ = 0;
+    exiting_ = true;
+  }
   void* allocate(size_t nbytes) override {
     const size_t size = round_size(nbytes);
     void* ptr = nullptr;
@@ -52,7 +66,7 @@ class CpuAllocator final : public Allocator {
     const size_t size = round_size(nbytes);
     std::lock_guard lock(mutex_);
     in_use_ -= size;
-    if (size >= kCacheMin && cached_ + size <= kCacheMax) {
+    if (!exiting_ && size >= kCacheMin && cached_ + size <= kCacheMax) {
       free_.emplace(size, ptr);
       cached_ += size;
     } else {
@@ -89,14 +103,24 @@ class CpuAllocator final : public Allocator {
   mutable std::mutex mutex_;
   std::multimap<size_t, void*> free_;
   size_t in_use_ = 0, held_ = 0, peak_ = 0, allocs_ = 0, cached_ = 0;
+  bool exiting_ = false;
 };
+
+// Never destroyed: tensors in statics may be freed at any point of the exit.
+CpuAllocator& cpu_allocator() {
+  static CpuAllocator* cpu = [] {
+    auto* allocator = new CpuAllocator();
+    std::atexit([] { cpu_allocator().release_at_exit(); });
+    return allocator;
+  }();
+  return *cpu;
+}
 
 }  // namespace
 
 Allocator& allocator_for(Device device) {
   if (device.is_cpu()) {
-    static CpuAllocator cpu;
-    return cpu;
+    return cpu_allocator();
   }
 #ifdef MINIDL_WITH_CUDA
   return cuda_allocator(device.index);

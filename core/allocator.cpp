@@ -31,12 +31,7 @@ class CpuAllocator final : public Allocator {
  public:
   void release_at_exit() {
     std::lock_guard lock(mutex_);
-    for (auto& [size, ptr] : free_) {
-      std::free(ptr);
-      held_ -= size;
-    }
-    free_.clear();
-    cached_ = 0;
+    free_cache();
     exiting_ = true;
   }
   void* allocate(size_t nbytes) override {
@@ -84,6 +79,11 @@ class CpuAllocator final : public Allocator {
   }
   void empty_cache() override {
     std::lock_guard lock(mutex_);
+    free_cache();
+  }
+
+ private:
+  void free_cache() {  // under mutex_
     for (auto& [size, ptr] : free_) {
       std::free(ptr);
       held_ -= size;
@@ -92,7 +92,6 @@ class CpuAllocator final : public Allocator {
     cached_ = 0;
   }
 
- private:
   static constexpr size_t kCacheMin = size_t{1} << 20;
   static constexpr size_t kCacheMax = size_t{4} << 30;  // never keep more than 4 GiB idle
   static size_t round_size(size_t nbytes) {

@@ -39,6 +39,15 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   return out;
 }
 
+bool broadcasts_to(const Shape& from, const Shape& to) {
+  if (from.size() > to.size()) return false;
+  for (size_t i = 1; i <= from.size(); ++i) {
+    const int64_t f = from[from.size() - i];
+    if (f != 1 && f != to[to.size() - i]) return false;
+  }
+  return true;
+}
+
 int64_t wrap_dim(int64_t dim, int64_t rank, const char* op) {
   int64_t lo = rank == 0 ? -1 : -rank, hi = rank == 0 ? 0 : rank - 1;
   MINIDL_CHECK(dim >= lo && dim <= hi, op, ": dimension out of range (expected to be in [", lo, ", ", hi,

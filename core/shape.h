@@ -17,6 +17,8 @@ int64_t shape_numel(const Shape& shape);
 Strides contiguous_strides(const Shape& shape);
 /// NumPy broadcasting of two shapes; throws naming `op` and both shapes when they don't broadcast.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+/// True when `from` broadcasts to exactly `to` (no dimension of `to` grows).
+bool broadcasts_to(const Shape& from, const Shape& to);
 /// Turns a possibly negative dim into 0..rank-1, with a clear error naming `op` when out of range.
 int64_t wrap_dim(int64_t dim, int64_t rank, const char* op);
 

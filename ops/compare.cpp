@@ -40,16 +40,6 @@ Tensor compare_scalar(CompareOp op, const char* name, const Tensor& a, double b)
   return compare_tensors(op, name, a.to(kFloat64), full({}, b, kFloat64, a.device()));
 }
 
-// True when `from` broadcasts to exactly `to`.
-bool broadcasts_to(const Shape& from, const Shape& to) {
-  if (from.size() > to.size()) return false;
-  for (size_t i = 1; i <= from.size(); ++i) {
-    const int64_t f = from[from.size() - i];
-    if (f != 1 && f != to[to.size() - i]) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 Tensor eq(const Tensor& a, const Tensor& b) { return compare_tensors(CompareOp::Eq, "eq", a, b); }

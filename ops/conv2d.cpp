@@ -69,17 +69,6 @@ Tensor weight_grad(const Tensor& g3, const Tensor& cols) {
   return grad_w;
 }
 
-// grad_b [O] = sum over N and L of g3 [N, O, L]: rows first (contiguous), then the batch.
-Tensor bias_grad(const Tensor& g3) {
-  Kernels& k = kernels_for(g3.device());
-  const int64_t n = g3.size(0), o = g3.size(1), l = g3.size(2);
-  Tensor per_sample = Tensor::empty({n, o}, g3.dtype(), g3.device());
-  k.reduce(ReduceOp::Sum, g3, n * o, l, 1, per_sample, nullptr);
-  Tensor grad_b = Tensor::empty({o}, g3.dtype(), g3.device());
-  k.reduce(ReduceOp::Sum, per_sample, 1, n, o, grad_b, nullptr);
-  return grad_b;
-}
-
 // The cuDNN path (ops/backend_setting.h): forward and backward by the device's cuDNN kernels. An
 // undefined result means the device has no such path; conv2d then goes on with im2col + GEMM.
 Tensor conv2d_cudnn_path(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvGeometry& g) {
@@ -107,7 +96,7 @@ Tensor conv2d_cudnn_path(const Tensor& x, const Tensor& weight, const Tensor& bi
                        MINIDL_CHECK(done, "conv2d: the cuDNN backward is unavailable although its forward ran");
                        // Our two reductions, not cudnnConvolutionBackwardBias, which took 59 of 516 us per step
                        // of the MNIST CNN at batch 64 on an H100 (bench --profile).
-                       if (needs[2]) gb = bias_grad(view(go, {go.size(0), go.size(1), g.out_h * g.out_w}));
+                       if (needs[2]) gb = conv_bias_grad(view(go, {go.size(0), go.size(1), g.out_h * g.out_w}));
                        return std::vector<Tensor>{gx, gw, gb};
                      });
   }
@@ -174,7 +163,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 s
                          gx = col2im_raw(grad_cols, g);
                        }
                        if (needs[1]) gw = view(weight_grad(g3, saved_cols), w_shape);
-                       if (needs[2]) gb = bias_grad(g3);
+                       if (needs[2]) gb = conv_bias_grad(g3);
                        return std::vector<Tensor>{gx, gw, gb};
                      });
   }

@@ -94,17 +94,6 @@ Tensor weight_grad(const Tensor& x3, const Tensor& gcols, int64_t groups) {
   return gw;
 }
 
-// grad_b [C_out] = sum of g3 [N, C_out, P] over N and P: rows first (contiguous), then the batch.
-Tensor bias_grad(const Tensor& g3) {
-  Kernels& k = kernels_for(g3.device());
-  const int64_t n = g3.size(0), o = g3.size(1), p = g3.size(2);
-  Tensor per_sample = Tensor::empty({n, o}, g3.dtype(), g3.device());
-  k.reduce(ReduceOp::Sum, g3, n * o, p, 1, per_sample, nullptr);
-  Tensor grad_b = Tensor::empty({o}, g3.dtype(), g3.device());
-  k.reduce(ReduceOp::Sum, per_sample, 1, n, o, grad_b, nullptr);
-  return grad_b;
-}
-
 int64_t output_size(int64_t in, int64_t stride, int64_t pad, int64_t dilation, int64_t k, int64_t output_padding) {
   return (in - 1) * stride - 2 * pad + dilation * (k - 1) + output_padding + 1;
 }
@@ -201,7 +190,7 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bia
                          if (needs[0]) gx = view(input_grad(gcols, saved_w, groups), x_shape);
                          if (needs[1]) gw = view(weight_grad(saved_x, gcols, groups), w_shape);
                        }
-                       if (needs[2]) gb = bias_grad(view(go, {n, c_out, g.height * g.width}));
+                       if (needs[2]) gb = conv_bias_grad(view(go, {n, c_out, g.height * g.width}));
                        return std::vector<Tensor>{gx, gw, gb};
                      });
   }

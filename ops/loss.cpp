@@ -54,16 +54,6 @@ void check_same_shape(const char* op, const Tensor& input, const Tensor& target)
                ": expected floating input and target of one dtype, got ", input.dtype(), " and ", target.dtype());
 }
 
-// True when `from` broadcasts to exactly `to` (the loss keeps the input's shape).
-bool broadcasts_to(const Shape& from, const Shape& to) {
-  if (from.size() > to.size()) return false;
-  for (size_t i = 1; i <= from.size(); ++i) {
-    const int64_t f = from[from.size() - i];
-    if (f != 1 && f != to[to.size() - i]) return false;
-  }
-  return true;
-}
-
 Tensor reduce(const Tensor& loss, Reduction reduction) {
   switch (reduction) {
     case Reduction::Sum: return sum(loss);

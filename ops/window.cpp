@@ -58,4 +58,14 @@ ConvGeometry pool_geometry(const char* op, int64_t channels, int64_t height, int
   return g;
 }
 
+Tensor conv_bias_grad(const Tensor& g3) {
+  Kernels& k = kernels_for(g3.device());
+  const int64_t n = g3.size(0), c = g3.size(1), p = g3.size(2);
+  Tensor per_sample = Tensor::empty({n, c}, g3.dtype(), g3.device());
+  k.reduce(ReduceOp::Sum, g3, n * c, p, 1, per_sample, nullptr);
+  Tensor grad_b = Tensor::empty({c}, g3.dtype(), g3.device());
+  k.reduce(ReduceOp::Sum, per_sample, 1, n, c, grad_b, nullptr);
+  return grad_b;
+}
+
 }  // namespace minidl

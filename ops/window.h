@@ -1,5 +1,6 @@
 #pragma once
-// The sliding-window geometry shared by conv2d, im2col/col2im and max_pool2d (internal to ops/).
+// The sliding-window geometry shared by conv2d, conv_transpose2d, im2col/col2im and pooling, and
+// the bias gradient of both convolutions (internal to ops/).
 #include "core/shape.h"
 #include "ops/kernels.h"
 
@@ -17,5 +18,9 @@ ConvGeometry window_geometry(const char* op, int64_t channels, int64_t height, i
 ///   window would start at or past in + padding.
 ConvGeometry pool_geometry(const char* op, int64_t channels, int64_t height, int64_t width, Size2 kernel,
                            Size2 stride, Size2 padding, Size2 dilation, bool ceil_mode);
+
+/// The bias gradient of a convolution: g3 [N, C, P] summed over N and P into [C], rows first
+/// (contiguous), then the batch.
+Tensor conv_bias_grad(const Tensor& g3);
 
 }  // namespace minidl

@@ -5,6 +5,7 @@
 
 #include "nn/init.h"
 #include "ops/conv2d.h"
+#include "ops/conv2d_relu.h"
 
 namespace minidl::nn {
 
@@ -39,6 +40,14 @@ std::string Conv2dImpl::extra_repr() const {
 
 Tensor Conv2dImpl::forward(const Tensor& input) {
   return conv2d(input, weight, bias, options.stride(), options.padding(), options.dilation());
+}
+
+Tensor Conv2dImpl::forward_relu(const Tensor& input) {
+  return conv2d_relu(input, weight, bias, options.stride(), options.padding(), options.dilation());
+}
+
+Tensor Conv2dImpl::forward_relu_max_pool2d(const Tensor& input, int64_t pool) {
+  return conv2d_relu_max_pool2d(input, weight, bias, options.stride(), options.padding(), options.dilation(), pool);
 }
 
 }  // namespace minidl::nn

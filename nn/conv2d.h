@@ -24,6 +24,12 @@ class Conv2dImpl : public Module {
       : Conv2dImpl(Conv2dOptions(in_channels, out_channels, kernel_size)) {}
   explicit Conv2dImpl(const Conv2dOptions& options);
   Tensor forward(const Tensor& input) override;
+  /// relu(forward(input)) as one op (ops/conv2d_relu.h): what nn::Sequential runs for a Conv2d
+  /// followed by a ReLU.
+  Tensor forward_relu(const Tensor& input);
+  /// max_pool2d(relu(forward(input)), pool) as one op, for a pool of non-overlapping pool x pool
+  /// windows: what nn::Sequential runs for Conv2d, ReLU and such a MaxPool2d.
+  Tensor forward_relu_max_pool2d(const Tensor& input, int64_t pool);
   std::string name() const override { return "Conv2d"; }
   std::string extra_repr() const override;
   void reset_parameters();

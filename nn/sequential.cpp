@@ -2,26 +2,61 @@
 
 #include <typeinfo>
 
+#include "nn/conv2d.h"
 #include "nn/layers.h"
 #include "nn/linear.h"
 
 namespace minidl::nn {
 
-// A Linear followed by a ReLU runs as one op (LinearImpl::forward_relu): the same values and
-// gradients, but one GEMM that writes the activated output instead of a GEMM and then a ReLU pass
-// over its result, and one pass for the ReLU's gradient and the bias gradient. Only the exact types
-// are fused: a subclass may have its own forward.
+namespace {
+
+template <class M>
+bool is(const std::shared_ptr<Module>& m) {
+  return typeid(*m) == typeid(M);
+}
+
+// A MaxPool2d of non-overlapping k x k windows that drops the ragged edge: the pool the fused
+// convolution kernel implements. 0 for any other.
+int64_t simple_pool(const MaxPool2dImpl& pool) {
+  const MaxPool2dOptions& o = pool.options;
+  const Size2 k = o.kernel_size(), stride = o.stride().value_or(k);
+  const bool simple = k.h == k.w && stride.h == k.h && stride.w == k.w && o.padding().h == 0 && o.padding().w == 0 &&
+                      o.dilation().h == 1 && o.dilation().w == 1 && !o.ceil_mode();
+  return simple ? k.h : 0;
+}
+
+}  // namespace
+
+// Known runs of layers execute as one op with the same values and gradients, but fewer passes over
+// memory: Linear then ReLU (LinearImpl::forward_relu: the bias and ReLU in the GEMM's epilogue);
+// Conv2d then ReLU (Conv2dImpl::forward_relu), and with a simple MaxPool2d after them
+// (forward_relu_max_pool2d: one kernel from the convolution's output to the pooled result). Only
+// the exact types are fused: a subclass may have its own forward.
 Tensor SequentialImpl::forward(const Tensor& input) {
   Tensor x = input;
   for (auto it = begin(); it != end(); ++it) {
-    Module& m = **it;
     const auto next = std::next(it);
-    if (typeid(m) == typeid(LinearImpl) && next != end() && typeid(**next) == typeid(ReLUImpl)) {
-      x = static_cast<LinearImpl&>(m).forward_relu(x);
+    const bool relu_next = next != end() && is<ReLUImpl>(*next);
+    if (is<LinearImpl>(*it) && relu_next) {
+      x = static_cast<LinearImpl&>(**it).forward_relu(x);
       it = next;
       continue;
     }
-    x = m.forward(x);
+    if (is<Conv2dImpl>(*it) && relu_next) {
+      auto& conv = static_cast<Conv2dImpl&>(**it);
+      const auto after = std::next(next);
+      if (after != end() && is<MaxPool2dImpl>(*after)) {
+        if (int64_t pool = simple_pool(static_cast<MaxPool2dImpl&>(**after)); pool > 0) {
+          x = conv.forward_relu_max_pool2d(x, pool);
+          it = after;
+          continue;
+        }
+      }
+      x = conv.forward_relu(x);
+      it = next;
+      continue;
+    }
+    x = (*it)->forward(x);
   }
   return x;
 }

@@ -1,10 +1,11 @@
-// Inverted dropout: out = x * mask, with mask 1/(1-p) where kept and 0 where dropped, so the
-// expected value of out is x and evaluation needs no rescaling. Shapes: mask and out have x's shape.
-// The mask is the only thing backward needs (grad_x = grad * mask).
+// Inverted dropout: out = x / (1-p) where kept and 0 where dropped, so the expected value of out is
+// x and evaluation needs no rescaling. One kernel draws the keep mask and writes out; the mask (one
+// byte per element) is all the backward needs: grad_x = grad / (1-p) where kept, else 0.
 #include "ops/dropout.h"
 
 #include "core/autograd.h"
 #include "ops/creation.h"
+#include "ops/elementwise.h"
 #include "ops/kernels.h"
 
 namespace minidl {
@@ -14,16 +15,21 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   MINIDL_CHECK(x.defined(), "dropout: x is undefined");
   if (!training || p == 0) return x;
   MINIDL_CHECK(is_floating(x.dtype()), "dropout: expected a floating x, got ", x.dtype());
-  Kernels& k = kernels_for(x.device());
   // p == 1 drops everything; the kernel is not asked for a scale of 1/0.
-  Tensor mask = p == 1 ? zeros(x.shape(), x.dtype(), x.device()) : Tensor::empty(x.shape(), x.dtype(), x.device());
-  if (p < 1) k.dropout_mask(mask, 1 - p);
+  if (p == 1) return x * zeros_like(x);
+  const double keep = 1 - p;
+  Tensor xc;
+  {
+    NoGradGuard no_grad;  // contiguous() is plumbing, not a graph node
+    xc = x.contiguous();
+  }
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
-  k.binary(BinaryOp::Mul, x, mask, out);
+  Tensor mask = Tensor::empty(x.shape(), kBool, x.device());
+  kernels_for(x.device()).dropout(xc, keep, out, mask);
   if (autograd::needs_recording({x})) {
-    autograd::record("dropout", out, {x}, [mask](const Tensor& grad, const std::vector<bool>&) {
+    autograd::record("dropout", out, {x}, [mask, keep](const Tensor& grad, const std::vector<bool>&) {
       Tensor grad_in = Tensor::empty(grad.shape(), grad.dtype(), grad.device());
-      kernels_for(grad.device()).binary(BinaryOp::Mul, grad, mask, grad_in);
+      kernels_for(grad.device()).dropout_backward(grad.contiguous(), mask, keep, grad_in);
       return std::vector<Tensor>{grad_in};
     });
   }

@@ -96,8 +96,11 @@ class Kernels {
   // ---- random, from the default generator (ops/creation.cpp, ops/dropout.cpp) ----
   virtual void uniform(Tensor& dst, double low, double high) = 0;
   virtual void normal(Tensor& dst, double mean, double stddev) = 0;
-  /// 1/keep_prob with probability keep_prob, else 0: an inverted-dropout mask.
-  virtual void dropout_mask(Tensor& dst, double keep_prob) = 0;
+  /// Inverted dropout in one pass: mask (bool, x's shape) is true with probability keep_prob, and
+  /// out = x / keep_prob where mask, else 0. x, out and mask contiguous; keep_prob > 0.
+  virtual void dropout(const Tensor& x, double keep_prob, Tensor& out, Tensor& mask) = 0;
+  /// grad_in = grad_out / keep_prob where mask, else 0 (all contiguous, one shape).
+  virtual void dropout_backward(const Tensor& grad_out, const Tensor& mask, double keep_prob, Tensor& grad_in) = 0;
 
   // ---- elementwise (ops/elementwise.cpp) ----
   /// Inputs have out's shape with any strides (0 on broadcast axes). `out` may be `x` or `a`.
@@ -187,6 +190,23 @@ class Kernels {
   /// grad_in [N, C, H, W] (overwritten) gets each grad_out element added at its index.
   virtual void max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const ConvGeometry& g,
                                    Tensor& grad_in) = 0;
+
+  // ---- a convolution's epilogue, fused (ops/conv2d_relu.cpp) ----
+  // x and y are [N, C, H, W] contiguous, bias [C] or null (no bias), grad_bias [C] or null.
+  /// y = x + bias[c], then max(., 0) when `relu`; y may be x.
+  virtual void conv_bias_act(const Tensor& x, const Tensor* bias, bool relu, Tensor& y) = 0;
+  /// The backward of conv_bias_act with relu: grad_pre = grad_out * (y > 0), and grad_bias the sum
+  /// of grad_pre over N, H and W.
+  virtual void conv_bias_relu_backward(const Tensor& grad_out, const Tensor& y, Tensor& grad_pre,
+                                       Tensor* grad_bias) = 0;
+  /// out [N, C, H/k, W/k] = max(max over each k x k window (stride k) of (x + bias[c]), 0): the
+  /// same values as max_pool2d(relu(x + bias)), read from x once.
+  virtual void bias_relu_max_pool2d(const Tensor& x, const Tensor* bias, int64_t k, Tensor& out) = 0;
+  /// Its backward: grad_pre [N, C, H, W] (overwritten) holds grad_out at the first maximum of each
+  /// window where out > 0, as max_pool2d then relu would route it, and 0 elsewhere; grad_bias the sum
+  /// of grad_pre over N, H and W.
+  virtual void bias_relu_max_pool2d_backward(const Tensor& grad_out, const Tensor& x, const Tensor* bias,
+                                             const Tensor& out, int64_t k, Tensor& grad_pre, Tensor* grad_bias) = 0;
 
   // ---- average pooling and nearest resizing (ops/avg_pool2d.cpp, ops/upsample.cpp) ----
   /// out [N, C, out_h, out_w]: the mean of each window of x [N, C, H, W] (g has dilation 1). As in

@@ -3,6 +3,7 @@
 #include "ops/avg_pool2d.h"
 #include "ops/compare.h"
 #include "ops/conv2d.h"
+#include "ops/conv2d_relu.h"
 #include "ops/conv_transpose2d.h"
 #include "ops/copy.h"
 #include "ops/creation.h"

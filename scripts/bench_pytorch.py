@@ -23,6 +23,7 @@ p.add_argument("--mode", choices=["eager", "graph", "best", "all"], default="eag
 p.add_argument("--graph", action="store_true", help="same as --mode graph")
 p.add_argument("--warmup", type=int, default=50)
 p.add_argument("--seed", type=int, default=1)
+p.add_argument("--profile", action="store_true", help="after the timed epoch, list each kernel's time per step")
 a = p.parse_args()
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
@@ -108,6 +109,27 @@ def run(mode):
     peak = torch.cuda.max_memory_allocated(dev) / 2**20 if dev.type == "cuda" else 0
     print(f"pytorch {mode}  model {a.model}  batch {bs}  {n / sec:.0f} img/s  epoch {sec:.3f} s  peak device {peak:.0f} MB",
           flush=True)
+    if a.profile and graph is not None:
+        profile(graph, index, order[:bs])
+
+
+def profile(graph, index, ix, steps=20):
+    index.copy_(ix)
+    sync()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            graph.replay()
+        sync()
+    kernels = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            total, count = kernels.get(e.name, (0.0, 0))
+            kernels[e.name] = (total + e.time_range.elapsed_us(), count + 1)
+    busy = sum(t for t, _ in kernels.values()) / steps
+    launched = sum(c for _, c in kernels.values()) / steps
+    print(f"  {launched:.1f} kernels/step, {busy:.0f} us of kernels/step")
+    for name, (t, c) in sorted(kernels.items(), key=lambda kv: -kv[1][0])[:16]:
+        print(f"  {t / steps:8.1f} us {c / steps:5.1f}x  {name[:110]}")
 
 
 def sync():

@@ -516,31 +516,38 @@ TEST(CudaKernels, RandomDistributionsAndSeeding) {
     EXPECT_NEAR(zm, 1.0, 0.02);
     EXPECT_NEAR(zs, 2.0, 0.02);
 
-    Tensor mask = empty_on({n}, dt, gpu());
-    gpu_k().dropout_mask(mask, 0.7);
-    std::vector<double> mv = mask.to(kFloat64).to_vector<double>();
+    Tensor x = rand({n}, dt).to(gpu());
+    Tensor out = empty_on({n}, dt, gpu()), mask = empty_on({n}, kBool, gpu()), grad_in = empty_on({n}, dt, gpu());
+    gpu_k().dropout(x, 0.7, out, mask);
+    gpu_k().dropout_backward(x, mask, 0.7, grad_in);
+    std::vector<double> xv = x.to(kFloat64).to_vector<double>(), ov = out.to(kFloat64).to_vector<double>();
+    std::vector<double> gv = grad_in.to(kFloat64).to_vector<double>();
+    std::vector<bool> mv = mask.to(Device::cpu()).to_vector<bool>();
     int64_t kept = 0;
-    for (double v : mv) {
-      ASSERT_TRUE(v == 0.0 || std::abs(v - 1 / 0.7) < 1e-6) << v;
-      kept += v != 0.0;
+    for (size_t i = 0; i < xv.size(); ++i) {
+      const double expected = mv[i] ? xv[i] / 0.7 : 0.0;
+      ASSERT_NEAR(ov[i], expected, 1e-6 * (1 + std::abs(expected))) << i;
+      ASSERT_EQ(gv[i], ov[i]) << i;  // the backward applies the same mask and scale
+      kept += mv[i];
     }
     EXPECT_NEAR(static_cast<double>(kept) / n, 0.7, 0.01);
   }
   // Same seed, same draws; the next draw differs.
   manual_seed(42);
   Tensor a = randn({1001}, kFloat32, gpu());
-  Tensor d1 = empty_on({500}, kFloat64, gpu());
-  gpu_k().dropout_mask(d1, 0.5);
+  Tensor x = ones({500}, kFloat64).to(gpu());
+  Tensor d1 = empty_on({500}, kFloat64, gpu()), m1 = empty_on({500}, kBool, gpu());
+  gpu_k().dropout(x, 0.5, d1, m1);
   manual_seed(42);
   Tensor b = randn({1001}, kFloat32, gpu());
-  Tensor d2 = empty_on({500}, kFloat64, gpu());
-  gpu_k().dropout_mask(d2, 0.5);
+  Tensor d2 = empty_on({500}, kFloat64, gpu()), m2 = empty_on({500}, kBool, gpu());
+  gpu_k().dropout(x, 0.5, d2, m2);
   EXPECT_TRUE(all_equal(a, b));
   EXPECT_TRUE(all_equal(d1, d2));
   Tensor c = randn({1001}, kFloat32, gpu());
   EXPECT_FALSE(all_equal(a, c));
   // Keep probability 1 keeps everything.
-  Tensor all = empty_on({999}, kFloat32, gpu());
-  gpu_k().dropout_mask(all, 1.0);
+  Tensor all = empty_on({999}, kFloat32, gpu()), all_mask = empty_on({999}, kBool, gpu());
+  gpu_k().dropout(ones({999}).to(gpu()), 1.0, all, all_mask);
   EXPECT_TRUE(all_equal(all, ones({999})));
 }

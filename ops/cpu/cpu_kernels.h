@@ -15,7 +15,8 @@ class CpuKernels final : public Kernels {
   void where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out) override;
   void uniform(Tensor& dst, double low, double high) override;
   void normal(Tensor& dst, double mean, double stddev) override;
-  void dropout_mask(Tensor& dst, double keep_prob) override;
+  void dropout(const Tensor& x, double keep_prob, Tensor& out, Tensor& mask) override;
+  void dropout_backward(const Tensor& grad_out, const Tensor& mask, double keep_prob, Tensor& grad_in) override;
   void unary(UnaryOp op, const Tensor& x, Tensor& out, double scalar = 0) override;
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out, double scalar = 0) override;
   void reduce(ReduceOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor& out,
@@ -40,6 +41,11 @@ class CpuKernels final : public Kernels {
   void max_pool2d(const Tensor& x, const ConvGeometry& g, Tensor& out, Tensor& indices) override;
   void max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const ConvGeometry& g,
                            Tensor& grad_in) override;
+  void conv_bias_act(const Tensor& x, const Tensor* bias, bool relu, Tensor& y) override;
+  void conv_bias_relu_backward(const Tensor& grad_out, const Tensor& y, Tensor& grad_pre, Tensor* grad_bias) override;
+  void bias_relu_max_pool2d(const Tensor& x, const Tensor* bias, int64_t k, Tensor& out) override;
+  void bias_relu_max_pool2d_backward(const Tensor& grad_out, const Tensor& x, const Tensor* bias, const Tensor& out,
+                                     int64_t k, Tensor& grad_pre, Tensor* grad_bias) override;
   void avg_pool2d(const Tensor& x, const ConvGeometry& g, bool count_include_pad, Tensor& out) override;
   void avg_pool2d_backward(const Tensor& grad_out, const ConvGeometry& g, bool count_include_pad,
                            Tensor& grad_in) override;

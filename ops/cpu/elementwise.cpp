@@ -48,7 +48,7 @@ T apply_unary(UnaryOp op, T x, T scalar) {
     case UnaryOp::Exp: return std::exp(x);
     case UnaryOp::Log: return std::log(x);
     case UnaryOp::Sqrt: return std::sqrt(x);
-    case UnaryOp::Relu: return x > T(0) ? x : T(0);
+    case UnaryOp::Relu: return x > T(0) || std::isnan(x) ? x : T(0);  // NaN passes, as in PyTorch
     case UnaryOp::Sigmoid: return T(1) / (T(1) + std::exp(-x));
     case UnaryOp::Tanh: return std::tanh(x);
     case UnaryOp::LeakyRelu: return x > T(0) ? x : x * scalar;
@@ -101,7 +101,7 @@ void unary_contiguous(UnaryOp op, const T* x, T* out, int64_t n, T scalar) {
     case UnaryOp::Exp: o = in.exp(); return;
     case UnaryOp::Log: o = in.log(); return;
     case UnaryOp::Sqrt: o = in.sqrt(); return;
-    case UnaryOp::Relu: o = in.max(T(0)); return;
+    case UnaryOp::Relu: o = (in < T(0)).select(T(0), in); return;  // NaN passes, as in PyTorch
     case UnaryOp::Sigmoid: o = T(1) / (T(1) + (-in).exp()); return;
     case UnaryOp::Tanh: o = in.tanh(); return;
     case UnaryOp::LeakyRelu: o = (in > T(0)).select(in, in * scalar); return;

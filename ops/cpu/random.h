@@ -9,11 +9,11 @@
 
 namespace minidl::cpu {
 
-/// Fills `dst` with `make_dist()(engine)` draws; `make_dist` builds a fresh distribution per chunk.
-template <class MakeDist>
-void fill_random(Tensor& dst, const char* what, MakeDist&& make_dist) {
+/// Calls store(i, draw) for i in [0, n), draw = make_dist()(engine); `make_dist` builds a fresh
+/// distribution per chunk.
+template <class MakeDist, class Store>
+void for_each_random(int64_t n, MakeDist&& make_dist, Store&& store) {
   constexpr int64_t kChunk = 1 << 16;
-  const int64_t n = dst.numel();
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<uint64_t> seeds(static_cast<size_t>(chunks));
   {
@@ -21,15 +21,21 @@ void fill_random(Tensor& dst, const char* what, MakeDist&& make_dist) {
     std::lock_guard lock(gen.mutex());
     for (auto& s : seeds) s = gen.engine()();
   }
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    std::mt19937_64 engine(seeds[static_cast<size_t>(c)]);
+    auto dist = make_dist();
+    for (int64_t i = c * kChunk, end = std::min(n, i + kChunk); i < end; ++i) store(i, dist(engine));
+  }
+}
+
+/// Fills `dst` with `make_dist()(engine)` draws.
+template <class MakeDist>
+void fill_random(Tensor& dst, const char* what, MakeDist&& make_dist) {
   dispatch_floating(dst.dtype(), what, [&](auto tag) {
     using T = decltype(tag);
     T* d = dst.data<T>();
-#pragma omp parallel for schedule(static) if (chunks > 1)
-    for (int64_t c = 0; c < chunks; ++c) {
-      std::mt19937_64 engine(seeds[static_cast<size_t>(c)]);
-      auto dist = make_dist();
-      for (int64_t i = c * kChunk, end = std::min(n, i + kChunk); i < end; ++i) d[i] = static_cast<T>(dist(engine));
-    }
+    for_each_random(dst.numel(), make_dist, [d](int64_t i, auto v) { d[i] = static_cast<T>(v); });
   });
 }
 

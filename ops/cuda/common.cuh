@@ -129,6 +129,29 @@ __device__ __forceinline__ void strided_offsets(const Strided<K>& m, Index i, In
   }
 }
 
+/// Counters for reductions finished by their last block: a group of blocks leaves partial sums in
+/// scratch memory, and the block that counts itself last adds them up in a fixed order (so the
+/// result does not depend on which block ran when). kMaxCounterGroups per device, zero between
+/// launches: the last block of each group resets its counter.
+constexpr int64_t kMaxCounterGroups = 1 << 13;
+unsigned* block_counters(int device, cudaStream_t stream);
+
+/// Call from every thread of each block of a group once its partial sums are stored: true in all
+/// threads of the group's last block. The partial sums of the others are then visible to it.
+__device__ __forceinline__ bool last_block_of_group(unsigned* counters, unsigned group, unsigned blocks) {
+  __shared__ bool last;
+  __threadfence();  // this block's partial sums are visible before the counter says so
+  __syncthreads();
+  const bool first_thread = threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
+  if (first_thread) {
+    last = atomicAdd(&counters[group], 1u) == blocks - 1;
+    if (last) counters[group] = 0;  // every block of the group has counted: ready for the next launch
+  }
+  __syncthreads();
+  if (last) __threadfence();
+  return last;
+}
+
 /// The element pointer of a tensor with the given C++ type (device memory).
 template <class T>
 T* ptr(const Tensor& t) {

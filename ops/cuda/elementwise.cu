@@ -47,7 +47,7 @@ __device__ __forceinline__ T apply_unary(UnaryOp op, T x, T scalar) {
       case UnaryOp::Exp: return d_exp(x);
       case UnaryOp::Log: return d_log(x);
       case UnaryOp::Sqrt: return d_sqrt(x);
-      case UnaryOp::Relu: return x > T(0) ? x : T(0);
+      case UnaryOp::Relu: return x > T(0) || d_isnan(x) ? x : T(0);  // NaN passes, as in PyTorch
       case UnaryOp::Sigmoid: return T(1) / (T(1) + d_exp(-x));
       case UnaryOp::Tanh: return d_tanh(x);
       case UnaryOp::LeakyRelu: return x > T(0) ? x : x * scalar;

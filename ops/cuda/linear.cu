@@ -7,9 +7,6 @@
 // scratch row; the last block of a column group to finish (counted with an atomic, a counter per
 // group that it resets for the next launch) adds the scratch rows in slice order, so the result is
 // deterministic and one launch does it all. Sums of float accumulate in double, like the reductions.
-#include <map>
-#include <mutex>
-
 #include "ops/cuda/common.cuh"
 
 namespace minidl {
@@ -21,20 +18,6 @@ using namespace cuda;
 constexpr int kColumns = 32, kRowLanes = 8;
 constexpr int64_t kRowsPerSlice = 64;   // 8 rows per thread: enough loads in flight per block
 constexpr int64_t kMaxSlices = 64;
-constexpr int64_t kMaxGroups = 1 << 13;  // column groups with a counter: 262,144 columns
-
-// Zeroed once per device; every launch leaves them zero again.
-unsigned* group_counters(int device, cudaStream_t stream) {
-  static std::mutex mutex;
-  static auto* counters = new std::map<int, unsigned*>();
-  std::lock_guard lock(mutex);
-  unsigned*& c = (*counters)[device];
-  if (!c) {
-    CUDA_CHECK(cudaMalloc(&c, kMaxGroups * sizeof(unsigned)));
-    CUDA_CHECK(cudaMemsetAsync(c, 0, kMaxGroups * sizeof(unsigned), stream));
-  }
-  return c;
-}
 
 template <class T>
 __global__ void relu_bias_backward_kernel(const T* __restrict__ grad_out, const T* __restrict__ out,
@@ -42,7 +25,6 @@ __global__ void relu_bias_backward_kernel(const T* __restrict__ grad_out, const 
                                           int64_t cols, int64_t rows_per_slice, AccT<T>* slice_sums,
                                           unsigned* counters) {
   __shared__ AccT<T> lane_sums[kRowLanes][kColumns + 1];
-  __shared__ bool last;
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kColumns + threadIdx.x;
   const int64_t begin = blockIdx.y * rows_per_slice, end = min(rows, begin + rows_per_slice);
   AccT<T> sum = 0;
@@ -64,18 +46,12 @@ __global__ void relu_bias_backward_kernel(const T* __restrict__ grad_out, const 
     return;
   }
   if (threadIdx.y == 0 && col < cols) slice_sums[blockIdx.y * cols + col] = slice_sum;
-  __threadfence();  // the slice sums are visible before the counter says so
-  __syncthreads();
-  if (threadIdx.x == 0 && threadIdx.y == 0) last = atomicAdd(&counters[blockIdx.x], 1u) == gridDim.y - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
+  if (!last_block_of_group(counters, blockIdx.x, gridDim.y)) return;
   if (threadIdx.y == 0 && col < cols) {
     AccT<T> total = 0;
     for (unsigned s = 0; s < gridDim.y; ++s) total += __ldcg(&slice_sums[s * cols + col]);
     grad_bias[col] = static_cast<T>(total);
   }
-  if (threadIdx.x == 0 && threadIdx.y == 0) counters[blockIdx.x] = 0;
 }
 
 }  // namespace
@@ -86,7 +62,7 @@ void CudaKernels::relu_bias_backward(const Tensor& grad_out, const Tensor& out, 
   cuda::DeviceGuard guard(device_);
   const int64_t groups = (cols + kColumns - 1) / kColumns;
   int64_t slices = std::clamp<int64_t>((rows + kRowsPerSlice - 1) / kRowsPerSlice, 1, kMaxSlices);
-  if (groups > kMaxGroups) slices = 1;
+  if (groups > kMaxCounterGroups) slices = 1;
   const int64_t rows_per_slice = std::max<int64_t>(1, (rows + slices - 1) / slices);
   dispatch_floating(grad_pre.dtype(), "relu_bias_backward", [&](auto tag) {
     using T = decltype(tag);
@@ -94,7 +70,7 @@ void CudaKernels::relu_bias_backward(const Tensor& grad_out, const Tensor& out, 
     unsigned* counters = nullptr;
     if (slices > 1) {
       scratch = Tensor::empty({slices, cols}, dtype_of<AccT<T>>(), grad_pre.device());
-      counters = group_counters(device_, stream_);
+      counters = block_counters(device_, stream_);
     }
     const dim3 grid(static_cast<unsigned>(groups), static_cast<unsigned>(slices));
     relu_bias_backward_kernel<T><<<grid, dim3(kColumns, kRowLanes), 0, stream_>>>(

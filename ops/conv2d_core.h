@@ -1,0 +1,33 @@
+#pragma once
+// The convolution without its bias, shared by conv2d and its fused forms (ops/conv2d_relu.cpp):
+// the forward runs off the tape, by cuDNN or by im2col + GEMM as conv_backend() says, and keeps
+// what the backward needs; the caller records one node that adds its own epilogue's gradient.
+// Internal to ops/.
+#include "core/tensor.h"
+#include "ops/kernels.h"
+
+namespace minidl {
+
+struct ConvSaved {
+  ConvGeometry g{};
+  Shape w_shape;
+  bool cudnn = false;
+  Tensor x;     // cuDNN: the input, kept when the weight needs a gradient
+  Tensor cols;  // im2col: the columns [N, K, L], kept when the weight needs a gradient
+  Tensor w;     // the weight (as [O, K] for im2col), kept when the input needs a gradient
+};
+
+/// Checks x [N, C, H, W], weight [O, C, kh, kw] and bias ([O] or undefined) for `op` and returns the
+/// geometry.
+ConvGeometry conv2d_check(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 stride,
+                          Size2 padding, Size2 dilation);
+
+/// out [N, O, out_h, out_w] = x cross-correlated with weight, no bias, not recorded; fills `saved`.
+Tensor conv2d_nobias(const Tensor& x, const Tensor& weight, const ConvGeometry& g, ConvSaved& saved);
+
+/// The input and weight gradients of conv2d_nobias from grad [N, O, out_h, out_w]; each one only
+/// when asked for (else left undefined).
+void conv2d_nobias_backward(const ConvSaved& saved, const Tensor& grad, bool need_x, bool need_w, Tensor& grad_x,
+                            Tensor& grad_w);
+
+}  // namespace minidl

@@ -1,0 +1,77 @@
+// conv2d followed by ReLU, and by ReLU and a max pool, each recorded as one node.
+//
+// Shapes: x [N, C, H, W], weight [O, C, kh, kw], bias [O] (or undefined), pre [N, O, oh, ow] the
+// convolution without bias. conv2d_relu returns y = relu(pre + bias); conv2d_relu_max_pool2d
+// returns [N, O, oh/pool, ow/pool] (floor: edge rows and columns outside every window are dropped,
+// as max_pool2d drops them).
+//
+// Backward: the epilogue's kernel turns the output gradient into the gradient of pre (and the
+// bias's), then the convolution's backward gives the input's and the weight's.
+#include "ops/conv2d_relu.h"
+
+#include "core/autograd.h"
+#include "ops/conv2d_core.h"
+#include "ops/kernels.h"
+
+namespace minidl {
+
+namespace {
+
+Tensor contiguous_bias(const Tensor& bias) {
+  NoGradGuard no_grad;
+  return bias.defined() ? bias.detach().contiguous() : Tensor();
+}
+
+}  // namespace
+
+Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 stride, Size2 padding,
+                   Size2 dilation) {
+  const ConvGeometry g = conv2d_check("conv2d_relu", x, weight, bias, stride, padding, dilation);
+  ConvSaved saved;
+  Tensor y = conv2d_nobias(x, weight, g, saved);
+  const Tensor b = contiguous_bias(bias);
+  kernels_for(x.device()).conv_bias_act(y, b.defined() ? &b : nullptr, true, y);
+  if (autograd::needs_recording({x, weight, bias})) {
+    autograd::record("conv2d_relu", y, {x, weight, bias},
+                     [saved, y_saved = y.detach()](const Tensor& grad, const std::vector<bool>& needs) {
+                       Tensor gpre = Tensor::empty(y_saved.shape(), grad.dtype(), grad.device());
+                       Tensor gx, gw, gb;
+                       if (needs[2]) gb = Tensor::empty({y_saved.size(1)}, grad.dtype(), grad.device());
+                       kernels_for(grad.device())
+                           .conv_bias_relu_backward(grad.contiguous(), y_saved, gpre, needs[2] ? &gb : nullptr);
+                       conv2d_nobias_backward(saved, gpre, needs[0], needs[1], gx, gw);
+                       return std::vector<Tensor>{gx, gw, gb};
+                     });
+  }
+  return y;
+}
+
+Tensor conv2d_relu_max_pool2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 stride, Size2 padding,
+                              Size2 dilation, int64_t pool) {
+  const char* op = "conv2d_relu_max_pool2d";
+  const ConvGeometry g = conv2d_check(op, x, weight, bias, stride, padding, dilation);
+  MINIDL_CHECK(pool >= 1, op, ": expected a positive pool size, got ", pool);
+  MINIDL_CHECK(g.out_h >= pool && g.out_w >= pool, op, ": a ", pool, "x", pool, " pool does not fit the ", g.out_h,
+               "x", g.out_w, " output of the convolution");
+  ConvSaved saved;
+  Tensor pre = conv2d_nobias(x, weight, g, saved);
+  const Tensor b = contiguous_bias(bias);
+  Tensor out = Tensor::empty({pre.size(0), pre.size(1), g.out_h / pool, g.out_w / pool}, x.dtype(), x.device());
+  kernels_for(x.device()).bias_relu_max_pool2d(pre, b.defined() ? &b : nullptr, pool, out);
+  if (autograd::needs_recording({x, weight, bias})) {
+    autograd::record(op, out, {x, weight, bias},
+                     [saved, pre, b, pooled = out.detach(), pool](const Tensor& grad, const std::vector<bool>& needs) {
+                       Tensor gpre = Tensor::empty(pre.shape(), grad.dtype(), grad.device());
+                       Tensor gx, gw, gb;
+                       if (needs[2]) gb = Tensor::empty({pre.size(1)}, grad.dtype(), grad.device());
+                       kernels_for(grad.device())
+                           .bias_relu_max_pool2d_backward(grad.contiguous(), pre, b.defined() ? &b : nullptr, pooled,
+                                                          pool, gpre, needs[2] ? &gb : nullptr);
+                       conv2d_nobias_backward(saved, gpre, needs[0], needs[1], gx, gw);
+                       return std::vector<Tensor>{gx, gw, gb};
+                     });
+  }
+  return out;
+}
+
+}  // namespace minidl

@@ -17,6 +17,10 @@ install(TARGETS minidl EXPORT minidlTargets
 install(FILES minidl.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/minidl)
 install(DIRECTORY core ops nn optim data DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/minidl
         FILES_MATCHING PATTERN "*.h" PATTERN "cpu" EXCLUDE PATTERN "cuda" EXCLUDE)
+# core/dlpack.h includes <dlpack/dlpack.h>: the vendored header goes under include/minidl/ too, with
+# its license (Apache-2.0 asks for it beside the copy).
+install(FILES third_party/dlpack/include/dlpack/dlpack.h third_party/dlpack/LICENSE
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/minidl/dlpack)
 install(EXPORT minidlTargets NAMESPACE minidl:: FILE minidlTargets.cmake DESTINATION ${MINIDL_INSTALL_CMAKEDIR})
 
 # What the config needs to recreate the targets minidl::minidl links: the namespaced names in its

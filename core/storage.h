@@ -1,9 +1,12 @@
 #pragma once
 // A block of device memory shared by a tensor and its views; freed when the last one lets go.
 #include <cstddef>
+#include <functional>
 #include <memory>
+#include <utility>
 
 #include "core/allocator.h"
+#include "core/error.h"
 
 namespace minidl {
 
@@ -11,8 +14,19 @@ class Storage {
  public:
   Storage(size_t nbytes, Device device)
       : data_(nbytes ? allocator_for(device).allocate(nbytes) : nullptr), nbytes_(nbytes), device_(device) {}
+  /// Memory minidl did not allocate (another framework's, shared through DLPack): `release` runs
+  /// once, when the last tensor using it lets go, in place of the allocator. It must not throw.
+  Storage(void* data, size_t nbytes, Device device, std::function<void()> release)
+      : data_(data), nbytes_(nbytes), device_(device), release_(std::move(release)) {
+    // Without one, the destructor would hand foreign memory to minidl's allocator.
+    MINIDL_CHECK(release_, "Storage: external memory on ", device, " needs a release function, got an empty one");
+  }
   ~Storage() {
-    if (data_) allocator_for(device_).deallocate(data_, nbytes_);
+    if (release_) {
+      release_();
+    } else if (data_) {
+      allocator_for(device_).deallocate(data_, nbytes_);
+    }
   }
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -20,11 +34,14 @@ class Storage {
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
+  /// True for memory another framework owns (see the second constructor).
+  bool is_external() const { return static_cast<bool>(release_); }
 
  private:
   void* data_;
   size_t nbytes_;
   Device device_;
+  std::function<void()> release_;  // set for external memory only
 };
 
 }  // namespace minidl

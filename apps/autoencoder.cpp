@@ -52,6 +52,8 @@ int main(int argc, char** argv) {
   return mnist_app::guarded_main([&] {
     using namespace minidl;
     manual_seed(f.seed);
+    mnist_app::InterruptGuard interrupt;  // Ctrl-C stops after the step in flight
+    mnist_app::RunModes modes(f);         // --detect-anomaly, --deterministic
     if (f.threads > 0) set_num_threads(f.threads);
     const Device device = mnist_app::resolve_device(f.device);
     auto full_train_set = mnist_app::load(f, true);
@@ -83,10 +85,13 @@ int main(int argc, char** argv) {
         count += batch.data.size(0);
         ++step;
         if (metrics && (step % f.log_interval == 0 || count == train_set->size())) metrics->add_step(epoch, step, count, value);
+        if (mnist_app::interrupted())
+          return mnist_app::stop_after_interrupt(f.save, *model, optimizer, epoch, step, train_loader.size());
       }
       const double seconds = timer.elapsed(), test_mse = autoencoder::test_loss(*model, test_loader);
       std::printf("epoch %d: train reconstruction MSE %.4f, test %.4f\n", epoch, sum / count, test_mse);
       if (metrics) metrics->add_epoch({epoch, sum / count, test_mse, NAN, seconds, f.lr});
+      if (!f.save.empty()) optim::save_checkpoint(f.save, *model, optimizer, {epoch, epoch * train_loader.size()});
       std::fflush(stdout);
     }
     return 0;

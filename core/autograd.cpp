@@ -5,6 +5,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/anomaly_mode.h"
+
 // The engine adds gradients that meet at one tensor and seeds a scalar's gradient with ones; these
 // two ops are the only ones core/ calls.
 #include "ops/creation.h"
@@ -33,6 +35,7 @@ struct TapeEntry {
   std::weak_ptr<TensorImpl> output;
   std::vector<TapeInput> inputs;
   autograd::BackwardFn backward;  // empty once released
+  std::unique_ptr<const std::string> forward;  // recorded in anomaly mode: the op's shapes, for a backward error
 
   bool released() const { return !backward; }
   bool output_alive() const { return !output.expired(); }
@@ -168,7 +171,7 @@ bool needs_recording(std::initializer_list<Tensor> inputs) {
 
 void record(const char* name, Tensor& output, const std::vector<Tensor>& inputs, BackwardFn backward) {
   if (tape.entries.size() >= tape.sweep_at) sweep();
-  TapeEntry entry{next_node_id++, name, output.impl_ptr(), {}, std::move(backward)};
+  TapeEntry entry{next_node_id++, name, output.impl_ptr(), {}, std::move(backward), nullptr};
   entry.inputs.reserve(inputs.size());
   for (const Tensor& input : inputs) {
     MINIDL_CHECK(!input.defined() || !input.impl().inference, name,
@@ -181,6 +184,10 @@ void record(const char* name, Tensor& output, const std::vector<Tensor>& inputs,
       else in.node = input.impl().node;
     }
     entry.inputs.push_back(std::move(in));
+  }
+  if (is_anomaly_enabled()) {
+    detail::check_forward(name, output, inputs);
+    entry.forward = detail::describe_forward(name, output, inputs);
   }
   output.impl().requires_grad = true;
   output.impl().node = entry.id;
@@ -201,6 +208,8 @@ void backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
                  " does not match the output ", root.shape(), " ", root.dtype(), " on ", root.device());
   }
   NoGradGuard no_grad;
+  const bool anomaly = is_anomaly_enabled();
+  if (anomaly) detail::check_seed(grad);
   if (root.is_leaf()) {
     accumulate_into_leaf(root.impl(), grad);
     return;
@@ -226,6 +235,7 @@ void backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
       std::vector<Tensor> grads = e.backward(grad_output, needs);
       MINIDL_CHECK(grads.size() == e.inputs.size(), e.name, " backward returned ", grads.size(),
                    " gradients for ", e.inputs.size(), " inputs");
+      if (anomaly) detail::check_backward(e.name, e.forward.get(), grad_output, grads, needs);
       for (size_t i = 0; i < grads.size(); ++i) {
         const TapeInput& in = e.inputs[i];
         if (!in.requires_grad || !grads[i].defined()) continue;

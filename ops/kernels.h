@@ -90,7 +90,7 @@ class Kernels {
   virtual void index_select(const Tensor& src, int64_t dim, const Tensor& index, Tensor& out) = 0;
   /// The adjoint of index_select: dst (not cleared) gets slice k of src added at slice index[k] along
   /// `dim`; repeated indices accumulate (atomics on CUDA, so float sums may differ in the last bits
-  /// run to run). Floating dtypes.
+  /// run to run, unless set_deterministic(true): then sorted, in index order). Floating dtypes.
   virtual void index_add(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst) = 0;
 
   // ---- random, from the default generator (ops/creation.cpp, ops/dropout.cpp) ----

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "apps/common/interrupt.h"
 #include "apps/common/metrics.h"
 #include "apps/common/progress_bar.h"
 #include "core/cuda.h"
@@ -31,6 +32,7 @@ struct Flags {
   std::string device = "auto", data, dataset = "mnist";
   int threads = 0, log_interval = 100;
   bool cuda_graph = true;
+  bool detect_anomaly = false, deterministic = false;  // set_detect_anomaly, set_deterministic
   std::string save, resume;  // checkpoint paths (optim/checkpoint.h)
   std::string metrics, title;  // --metrics folder for the curves (apps/common/metrics.h); the app's description
 };
@@ -81,6 +83,9 @@ inline Flags parse_flags(int argc, char** argv, const std::string& description, 
   app.add_option("--metrics", f.metrics, "write epochs.csv, steps.csv and curves.svg to this folder after every epoch");
   app.add_flag("--cuda-graph,!--no-cuda-graph", f.cuda_graph,
                "on cuda, capture the training step once as a CUDA graph and replay it (default on)");
+  app.add_flag("--detect-anomaly", f.detect_anomaly,
+               "stop at the first op whose forward or backward makes a NaN or infinity, naming it (slow; no CUDA graph)");
+  app.add_flag("--deterministic", f.deterministic, "on cuda, bit-identical results run to run (slower paths)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -122,18 +127,31 @@ inline std::shared_ptr<const data::Dataset> first(const std::shared_ptr<data::MN
                                                index_select(dataset->targets(), index));
 }
 
+/// Batches of an epoch trained so far (set before the epoch when a resumed run skips them), and
+/// whether Ctrl-C stopped the epoch (apps/common/interrupt.h).
+struct EpochState {
+  int64_t batches_done = 0;
+  bool interrupted = false;
+};
+
 /// One epoch of `train_step` (zero_grad, forward, loss, backward, SGD step; graphed on cuda). With
 /// `metrics`, logs the loss at each log point and returns the epoch's mean training loss (NaN without).
+/// With `state`, skips the batches it says are done and stops after the step in flight on Ctrl-C.
 template <class Model>
 double train_epoch(Model& model, data::DataLoader& loader, cuda::GraphedStep& train_step, int epoch, const Flags& f,
-                   int64_t num_images, MetricsLog* metrics = nullptr) {
+                   int64_t num_images, MetricsLog* metrics = nullptr, EpochState* state = nullptr) {
   model.train();
   ProgressBar bar(epoch, num_images);
-  int64_t seen = 0, step = 0;
+  int64_t seen = 0, step = 0, trained = 0;
+  const int64_t skip = state ? state->batches_done : 0;
   Tensor loss_sum;  // summed on the device: one small kernel per step, no synchronization
   for (data::Batch& batch : loader) {
+    if (step < skip) {  // trained before the run was interrupted: same order, so the same batches
+      ++step, seen += batch.data.size(0);
+      continue;
+    }
     Tensor loss = train_step(batch.data, batch.target);
-    seen += batch.data.size(0);
+    seen += batch.data.size(0), trained += batch.data.size(0);
     if (metrics) {
       // In units of full batches; a graphed step's loss is overwritten by the next replay, hence the clone.
       Tensor l = loss.detach();
@@ -151,9 +169,14 @@ double train_epoch(Model& model, data::DataLoader& loader, cuda::GraphedStep& tr
       MINIDL_CHECK(std::isfinite(value), "training diverged: the loss is ", value, " at epoch ", epoch, ", step ", step,
                    " (checked every --log-interval ", f.log_interval, " steps); try a lower --lr than ", f.lr);
     }
+    if (state && interrupted() && step < loader.size()) {  // after the last step, the epoch ends as usual
+      state->batches_done = step;
+      state->interrupted = true;
+      break;
+    }
   }
   bar.finish();
-  return loss_sum.defined() ? loss_sum.item<double>() * static_cast<double>(f.batch_size) / seen : NAN;
+  return loss_sum.defined() ? loss_sum.item<double>() * static_cast<double>(f.batch_size) / trained : NAN;
 }
 
 struct TestResult {
@@ -179,20 +202,47 @@ TestResult test(Model& model, data::DataLoader& loader, int64_t num_images, doub
 }
 
 /// Loads the checkpoint `path` and puts the schedule and the data order where they stood after its
-/// epoch, so that the run goes on as if it had never stopped. Returns the epoch to train next.
+/// epoch, so that the run goes on as if it had never stopped. Returns the epoch to train next; a
+/// checkpoint of an interrupted epoch also sets `batches_done`, the batches of it to skip.
 inline int resume_from(const std::string& path, nn::Module& model, optim::Optimizer& optimizer,
-                       optim::LRScheduler* schedule, data::DataLoader& loader) {
+                       optim::LRScheduler* schedule, data::DataLoader& loader, int64_t* batches_done = nullptr) {
+  const int64_t done = batches_done_in(path);
+  MINIDL_CHECK(done < loader.size(), path, ": ", done, " batches of its interrupted epoch were trained, but an epoch "
+               "has ", loader.size(), " here; resume with the --batch-size and --limit of the interrupted run");
   optim::TrainingPosition at = optim::load_checkpoint(path, model, optimizer);
   for (int64_t e = 0; schedule && e < at.epoch; ++e) schedule->step();
   loader.set_epoch(at.epoch);
-  std::printf("resumed from %s after epoch %lld (step %lld)\n", path.c_str(), static_cast<long long>(at.epoch),
-              static_cast<long long>(at.step));
+  if (batches_done) *batches_done = done;
+  if (done > 0) {
+    std::printf("resumed from %s in epoch %lld after %lld of its batches (step %lld)\n", path.c_str(),
+                static_cast<long long>(at.epoch + 1), static_cast<long long>(done), static_cast<long long>(at.step));
+  } else {
+    std::printf("resumed from %s after epoch %lld (step %lld)\n", path.c_str(), static_cast<long long>(at.epoch),
+                static_cast<long long>(at.step));
+  }
   return static_cast<int>(at.epoch) + 1;
 }
+
+/// --detect-anomaly and --deterministic, for the lifetime of a run.
+class RunModes {
+ public:
+  explicit RunModes(const Flags& f) : anomaly_(f.detect_anomaly || is_anomaly_enabled()), deterministic_(is_deterministic()) {
+    if (f.deterministic) set_deterministic(true);
+  }
+  ~RunModes() { set_deterministic(deterministic_); }
+  RunModes(const RunModes&) = delete;
+  RunModes& operator=(const RunModes&) = delete;
+
+ private:
+  DetectAnomalyGuard anomaly_;
+  bool deterministic_;  // as it was before
+};
 
 /// Trains `model` with SGD under the flags and reports test accuracy after every epoch.
 template <class Model>
 int run(std::shared_ptr<Model> model, const Flags& f) {
+  InterruptGuard interrupt;
+  RunModes modes(f);
   if (f.threads > 0) set_num_threads(f.threads);
   Device device = resolve_device(f.device);
   auto train_set = load(f, true);
@@ -202,6 +252,7 @@ int run(std::shared_ptr<Model> model, const Flags& f) {
   std::printf("%s: %lld training / %lld test images from %s, device %s, %d CPU threads\n", f.dataset.c_str(),
               static_cast<long long>(train_data->size()), static_cast<long long>(test_set->size()),
               train_set->folder().c_str(), device.str().c_str(), get_num_threads());
+  std::fflush(stdout);
 
   data::DataLoader train_loader(train_data,
                                 data::DataLoaderOptions().batch_size(f.batch_size).shuffle(true).seed(f.seed).device(device));
@@ -210,15 +261,25 @@ int run(std::shared_ptr<Model> model, const Flags& f) {
   optim::SGD optimizer(model->parameters(), optim::SGDOptions(f.lr).momentum(f.momentum).weight_decay(f.weight_decay));
   std::unique_ptr<optim::CosineAnnealingLR> schedule;
   if (f.schedule == "cosine") schedule = std::make_unique<optim::CosineAnnealingLR>(optimizer, f.epochs);
-  const int first_epoch = f.resume.empty() ? 1 : resume_from(f.resume, *model, optimizer, schedule.get(), train_loader);
+  EpochState state;
+  const int first_epoch =
+      f.resume.empty() ? 1 : resume_from(f.resume, *model, optimizer, schedule.get(), train_loader, &state.batches_done);
+  // Anomaly mode reads every result on the host, which a graph capture cannot.
   cuda::GraphedStep train_step(model, optimizer, nn::functional::cross_entropy,
-                               cuda::GraphedStepOptions().enabled(f.cuda_graph));
+                               cuda::GraphedStepOptions().enabled(f.cuda_graph && !f.detect_anomaly));
   std::unique_ptr<MetricsLog> metrics;
   if (!f.metrics.empty()) metrics = std::make_unique<MetricsLog>(f.metrics, f.title + " (" + f.dataset + ")", first_epoch);
   for (int epoch = first_epoch; epoch <= f.epochs; ++epoch) {
+    // Ctrl-C during the evaluation or the save stops here; one before training began, after the first step.
+    if (epoch > first_epoch && interrupted())
+      return stop_after_interrupt(f.save, *model, optimizer, epoch, 0, train_loader.size());
     ProgressBar timer(epoch, 0);
     const double lr = optimizer.lr();
-    const double train_loss = train_epoch(*model, train_loader, train_step, epoch, f, train_data->size(), metrics.get());
+    const double train_loss =
+        train_epoch(*model, train_loader, train_step, epoch, f, train_data->size(), metrics.get(), &state);
+    if (state.interrupted)
+      return stop_after_interrupt(f.save, *model, optimizer, epoch, state.batches_done, train_loader.size());
+    state.batches_done = 0;
     double seconds = timer.elapsed();
     if (schedule) schedule->step();
     const TestResult result = test(*model, test_loader, test_set->size(), seconds);

@@ -3,6 +3,14 @@
 // against a weight) ran slower on 16 threads than on one. Instead a product's output is cut into a
 // grid of blocks, one per thread, each a single-threaded Eigen GEMM; a batch of small products runs
 // one product per thread.
+//
+// The grid follows the thread count; the results must not. Eigen computes a row-major product as
+// its column-major transpose, so our columns are the rows of its kernel: it takes them in panels of
+// 3 SIMD vectors (48 floats with AVX-512, 24 with AVX2 or for doubles), then 2, then 1 for what is
+// left, and the 1-vector path keeps two accumulators (even and odd k), so it adds an element's
+// terms in another order. Our rows go in panels of 4. A block that starts on such boundaries
+// (kColumnAlign, kRowAlign) puts every element through the path one unsplit product takes, and its
+// depth blocking depends on k alone, so any grid gives the same bits.
 #define EIGEN_DONT_PARALLELIZE  // only this file instantiates Eigen's GEMM, so no other file sees a mismatch
 #include <Eigen/Core>
 #include <algorithm>
@@ -17,7 +25,9 @@ namespace {
 template <class T>
 using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-constexpr int64_t kBlockAlign = 16;       // rows/columns per block are a multiple of one AVX-512 float vector
+// Where blocks may start: columns on Eigen's 3-vector panels, rows on a multiple of its 4-row ones.
+constexpr int64_t kColumnAlign = 48;
+constexpr int64_t kRowAlign = 16;
 constexpr int64_t kMinTaskWork = 1 << 15;  // multiply-adds below which another thread costs more than it saves
 
 // C = alpha * A @ B + beta * C for Eigen expressions A [m, k] and B [k, n] (maps or their transposes).
@@ -31,12 +41,29 @@ void product(const MatA& A, const MatB& B, MatC&& C, T alpha, T beta) {
   }
 }
 
-// Blocks of an output split across threads: `rows` x `cols` of them. Each thread packs its own
-// slices of A and B, so the grid is chosen to keep those slices small (m/rows + n/cols), which a
-// split along one dim does not do once both dims are large.
+// Start of part `i` of `parts` over [0, len), on the multiple of `align` nearest to an even split;
+// the last part ends at len. Parts of at least `align` on average are never empty.
+int64_t part_start(int64_t len, int64_t parts, int64_t i, int64_t align) {
+  return i == parts ? len : (len * i / parts + align / 2) / align * align;
+}
+
+// The largest part of `len` cut into `parts`.
+int64_t largest_part(int64_t len, int64_t parts, int64_t align) {
+  int64_t largest = 0;
+  for (int64_t i = 0; i < parts; ++i)
+    largest = std::max(largest, part_start(len, parts, i + 1, align) - part_start(len, parts, i, align));
+  return largest;
+}
+
+// Blocks of an output split across threads: `rows` x `cols` of them. The threads wait for the
+// largest block, whose time is its multiply-adds plus the packing of its slices of A and B (about
+// kPackCost multiply-adds per element packed, per unit of depth): the aligned cuts make blocks
+// unequal, and a split along one dim packs a lot once both dims are large.
 struct Grid {
   int64_t rows = 1, cols = 1;
 };
+
+constexpr double kPackCost = 8;
 
 Grid choose_grid(int64_t m, int64_t n, int64_t tasks) {
   for (; tasks > 1; --tasks) {
@@ -44,18 +71,15 @@ Grid choose_grid(int64_t m, int64_t n, int64_t tasks) {
     double best_cost = -1;
     for (int64_t r = 1; r <= tasks; ++r) {
       const int64_t c = tasks / r;
-      if (tasks % r != 0 || (r > 1 && m / r < kBlockAlign) || (c > 1 && n / c < kBlockAlign)) continue;
-      const double cost = static_cast<double>(m) / r + static_cast<double>(n) / c;
+      if (tasks % r != 0 || (r > 1 && m / r < kRowAlign) || (c > 1 && n / c < kColumnAlign)) continue;
+      const double rows = static_cast<double>(largest_part(m, r, kRowAlign));
+      const double cols = static_cast<double>(largest_part(n, c, kColumnAlign));
+      const double cost = rows * cols + kPackCost * (rows + cols);
       if (best_cost < 0 || cost < best_cost) best = {r, c}, best_cost = cost;
     }
     if (best_cost >= 0) return best;
   }
   return {};
-}
-
-// Start of part `i` of `parts` over [0, len), on the block alignment; the last part ends at len.
-int64_t part_start(int64_t len, int64_t parts, int64_t i) {
-  return i == parts ? len : len * i / parts / kBlockAlign * kBlockAlign;
 }
 
 // One product, its output split across `threads` in a grid of blocks.
@@ -74,8 +98,8 @@ void product_split(const MatA& A, const MatB& B, Eigen::Map<Matrix<T>>& C, T alp
 #pragma omp parallel for schedule(static, 1)
   for (int64_t p = 0; p < tasks; ++p) {
     const int64_t i = p / grid.cols, j = p % grid.cols;
-    const int64_t r0 = part_start(m, grid.rows, i), r1 = part_start(m, grid.rows, i + 1);
-    const int64_t c0 = part_start(n, grid.cols, j), c1 = part_start(n, grid.cols, j + 1);
+    const int64_t r0 = part_start(m, grid.rows, i, kRowAlign), r1 = part_start(m, grid.rows, i + 1, kRowAlign);
+    const int64_t c0 = part_start(n, grid.cols, j, kColumnAlign), c1 = part_start(n, grid.cols, j + 1, kColumnAlign);
     if (r1 <= r0 || c1 <= c0) continue;
     product(A.middleRows(r0, r1 - r0), B.middleCols(c0, c1 - c0), C.block(r0, c0, r1 - r0, c1 - c0), alpha, beta);
   }

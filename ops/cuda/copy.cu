@@ -1,5 +1,8 @@
 // Copies (any strides, converting dtypes), fills, the slice gather of index_select and its adjoint
 // index_add.
+#include <cub/device/device_radix_sort.cuh>
+
+#include "core/deterministic.h"
 #include "ops/cuda/common.cuh"
 
 namespace minidl {
@@ -57,6 +60,64 @@ __global__ void index_add_kernel(const T* src, const int64_t* index, T* dst, Ind
       atomicAdd(dst + (a * g.rows + s) * g.inner + c, src[i]);
     }
   }
+}
+
+__global__ void iota_kernel(int64_t* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = i;
+}
+
+// The adjoint without atomics, for deterministic mode: `sorted` is the index sorted stably and
+// `order` where each of its entries came from, so the repeats of one index are a run in source
+// order. One thread per (outer, run start, inner) element adds the run's slices in that order, as
+// the CPU does, so every run gives the same bits.
+template <class T>
+__global__ void index_add_sorted_kernel(const T* src, const int64_t* sorted, const int64_t* order, T* dst,
+                                        IndexGeometry g, int* error) {
+  const int64_t n = g.outer * g.k * g.inner;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / g.inner, c = i - r * g.inner;
+    const int64_t a = r / g.k, p = r - a * g.k;
+    const int64_t s = sorted[p];
+    if (p > 0 && sorted[p - 1] == s) continue;  // not the start of a run
+    if (s < 0 || s >= g.rows) {
+      if (c == 0) *error = kIndexOutOfRange;
+      continue;
+    }
+    T* to = dst + (a * g.rows + s) * g.inner + c;
+    T sum = *to;
+    for (int64_t q = p; q < g.k && sorted[q] == s; ++q) sum += src[(a * g.k + order[q]) * g.inner + c];
+    *to = sum;
+  }
+}
+
+// index_add by sorting, for deterministic mode.
+void index_add_deterministic(cudaStream_t stream, int device_index, const Tensor& src, const Tensor& index,
+                             const IndexGeometry& g, Tensor& dst) {
+  const Device device = dst.device();
+  MINIDL_CHECK(g.k <= INT32_MAX, "index_add (deterministic mode): at most ", INT32_MAX, " indices, got ", g.k);
+  const int k = static_cast<int>(g.k);  // CUB's item count
+  Tensor sorted = Tensor::empty({g.k}, kInt64, device), order_in = Tensor::empty({g.k}, kInt64, device);
+  Tensor order = Tensor::empty({g.k}, kInt64, device);
+  iota_kernel<<<blocks_for(g.k), kThreads, 0, stream>>>(ptr<int64_t>(order_in), g.k);
+  CUDA_LAUNCH_CHECK(iota_kernel);
+  // Radix sort is stable: repeats keep their source order.
+  size_t temp_bytes = 0;
+  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, ptr<const int64_t>(index), ptr<int64_t>(sorted),
+                                             ptr<const int64_t>(order_in), ptr<int64_t>(order), k, 0,
+                                             int(sizeof(int64_t) * 8), stream));
+  Tensor temp = Tensor::empty({static_cast<int64_t>((temp_bytes + 7) / 8)}, kInt64, device);
+  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.raw_data(), temp_bytes, ptr<const int64_t>(index), ptr<int64_t>(sorted),
+                                             ptr<const int64_t>(order_in), ptr<int64_t>(order), k, 0,
+                                             int(sizeof(int64_t) * 8), stream));
+  const int64_t n = g.outer * g.k * g.inner;
+  int* error = device_error_flag(device_index);
+  dispatch_floating(dst.dtype(), "index_add", [&](auto tag) {
+    using T = decltype(tag);
+    index_add_sorted_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(
+        ptr<const T>(src), ptr<const int64_t>(sorted), ptr<const int64_t>(order), ptr<T>(dst), g, error);
+    CUDA_LAUNCH_CHECK(index_add_sorted_kernel);
+  });
 }
 
 }  // namespace
@@ -121,6 +182,10 @@ void CudaKernels::index_add(const Tensor& src, int64_t dim, const Tensor& index,
   if (n == 0) return;
   cuda::DeviceGuard guard(device_);
   int* error = cuda::device_error_flag(device_);
+  if (is_deterministic()) {
+    index_add_deterministic(stream_, device_, src, index, g, dst);
+    return;
+  }
   dispatch_floating(dst.dtype(), "index_add", [&](auto tag) {
     using T = decltype(tag);
     index_add_kernel<T><<<blocks_for(n), kThreads, 0, stream_>>>(ptr<const T>(src), ptr<const int64_t>(index),
@@ -128,5 +193,6 @@ void CudaKernels::index_add(const Tensor& src, int64_t dim, const Tensor& index,
     CUDA_LAUNCH_CHECK(index_add_kernel);
   });
 }
+
 
 }  // namespace minidl

@@ -9,7 +9,10 @@
 // go into the GEMM's epilogue. Strict float32 (CUBLAS_COMPUTE_32F: no TF32).
 //
 // MINIDL_GEMM_TUNE=0 keeps the heuristic's first pick instead of timing; =verbose also prints, for
-// every shape timed, the time of the pick and of the heuristic's first.
+// every shape timed, the time of the pick and of the heuristic's first. Deterministic mode
+// (core/deterministic.h) also runs the heuristic's first pick, whatever was timed: every
+// configuration is deterministic by itself (split-K reductions are ordered), but which one timing
+// picks can change from run to run.
 #include "ops/cuda/cublaslt.h"
 
 #include <cublasLt.h>
@@ -27,6 +30,7 @@
 #include <vector>
 
 #include "core/cuda/check.h"
+#include "core/deterministic.h"
 #include "ops/cuda/timing.h"
 
 namespace minidl::cuda {
@@ -282,7 +286,8 @@ bool lt_matmul(int device, cudaStream_t stream, int64_t m, int64_t n, int64_t k,
   if (p.candidates.empty()) return false;
   if (epilogue != LtEpilogue::None)
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-  if (!p.timed && tuning_enabled()) {
+  const bool deterministic = is_deterministic();
+  if (!p.timed && tuning_enabled() && !deterministic) {
     // Timing needs the device to run now: inside a graph capture, use the current choice.
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
@@ -294,7 +299,7 @@ bool lt_matmul(int device, cudaStream_t stream, int64_t m, int64_t n, int64_t k,
       }
     }
   }
-  CUBLAS_CHECK(launch(dev, stream, p, p.chosen, a, b, d, alpha, beta));
+  CUBLAS_CHECK(launch(dev, stream, p, deterministic ? 0 : p.chosen, a, b, d, alpha, beta));
   return true;
 }
 

@@ -1,5 +1,5 @@
-// The fused linear path on CUDA: cuBLASLt GEMMs with the bias and ReLU in the epilogue against the
-// composed kernels, the one-pass ReLU and bias-gradient kernel against the CPU, linear_relu's float64
+// The fused linear path on CUDA: cuBLASLt GEMMs with the bias and ReLU in the epilogue (or split
+// along k, then summed with them) against the composed kernels, the one-pass ReLU and bias-gradient kernel against the CPU, linear_relu's float64
 // gradient check on the GPU, a whole fused MLP step against the CPU, and plain GEMMs on cuBLASLt at
 // unaligned addresses.
 #include <gtest/gtest.h>
@@ -33,7 +33,10 @@ TEST(CudaLinear, EpilogueGemmEqualsComposition) {
     bool ta, tb;
   };
   for (const Case& c : {Case{64, 512, 784, false, true}, Case{7, 5, 3, false, false}, Case{33, 17, 9, true, false},
-                        Case{8, 12, 20, true, true}, Case{512, 256, 512, false, true}}) {
+                        Case{8, 12, 20, true, true}, Case{512, 256, 512, false, true},
+                        // few output tiles over a long k: split along k (each layout of a and b)
+                        Case{64, 128, 4096, false, true}, Case{48, 40, 2048, true, false},
+                        Case{30, 20, 3072, true, true}, Case{16, 8, 8192, false, false}}) {
     for (bool relu : {false, true}) {
       SCOPED_TRACE(std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.kk) +
                    (relu ? " relu" : ""));

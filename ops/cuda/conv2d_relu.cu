@@ -21,11 +21,32 @@ __device__ __forceinline__ T relu_of(T v) {
   return v > T(0) || d_isnan(v) ? v : T(0);  // NaN stays NaN, as relu passes it on
 }
 
-// y may be x (in place).
+// 16 bytes of T: one vector load or store.
+template <class T>
+struct alignas(16) Pack {
+  static constexpr int kSize = 16 / sizeof(T);
+  T v[kSize];
+};
+
+// y may be x (in place). Each thread steps a Pack at a time: the plane size is a multiple of the
+// pack's (the caller checks), so a pack never straddles two channels.
 template <class T, bool Relu, class I>
-__global__ void conv_bias_act_kernel(const T* x, const T* __restrict__ bias, T* y, I n, I area, I channels) {
+__global__ void conv_bias_act_kernel(const Pack<T>* x, const T* __restrict__ bias, Pack<T>* y, I packs, I area,
+                                     I channels) {
+  constexpr int kSize = Pack<T>::kSize;
+  for (I p = blockIdx.x * I(blockDim.x) + threadIdx.x; p < packs; p += I(gridDim.x) * blockDim.x) {
+    const T shift = bias ? bias[(p * kSize / area) % channels] : T(0);
+    Pack<T> v = x[p];
+#pragma unroll
+    for (int j = 0; j < kSize; ++j) v.v[j] = Relu ? relu_of(v.v[j] + shift) : v.v[j] + shift;
+    y[p] = v;
+  }
+}
+
+template <class T, bool Relu, class I>
+__global__ void conv_bias_act_scalar_kernel(const T* x, const T* __restrict__ bias, T* y, I n, I area, I channels) {
   for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < n; i += I(gridDim.x) * blockDim.x) {
-    T v = x[i] + (bias ? bias[(i / area) % channels] : T(0));
+    const T v = x[i] + (bias ? bias[(i / area) % channels] : T(0));
     y[i] = Relu ? relu_of(v) : v;
   }
 }
@@ -56,19 +77,36 @@ __device__ void finish_channel_sum(AccT<T> sum, T* grad_bias, AccT<T>* slice_sum
   }
 }
 
-template <class T>
+// Index math is 32-bit within a slice (the caller keeps a slice's elements under 2^31): 64-bit
+// division is a long subroutine, and it made these kernels instruction-bound (20 us for 1.4 M
+// elements on an H100). Planes whose size is a multiple of the Pack's step a Pack at a time.
+template <class T, bool Packed>
 __global__ void conv_bias_relu_backward_kernel(const T* __restrict__ grad_out, const T* __restrict__ y,
                                                T* __restrict__ grad_pre, T* grad_bias, int64_t images,
-                                               int64_t images_per_slice, int64_t area, AccT<T>* slice_sums,
+                                               int64_t images_per_slice, int area, AccT<T>* slice_sums,
                                                unsigned* counters) {
+  constexpr int kStep = Packed ? Pack<T>::kSize : 1;
   const int64_t c = blockIdx.x, channels = gridDim.x;
-  const int64_t begin = blockIdx.y * images_per_slice, end = min(images, begin + images_per_slice);
+  const int64_t begin = blockIdx.y * images_per_slice;
+  const int count = static_cast<int>(min(images, begin + images_per_slice) - begin);
+  const int steps = area / kStep;  // per plane
   AccT<T> sum = 0;
-  for (int64_t n = begin; n < end; ++n) {
-    const int64_t plane = (n * channels + c) * area;
-    for (int64_t i = threadIdx.x; i < area; i += kBlock) {
-      const T g = y[plane + i] > T(0) ? grad_out[plane + i] : T(0);
-      grad_pre[plane + i] = g;
+  // The slice's planes of channel c as one range, so that every thread has work in every round.
+  for (int e = threadIdx.x; e < count * steps; e += kBlock) {
+    const int n = e / steps;
+    const int64_t at = ((begin + n) * channels + c) * area + int64_t(e - n * steps) * kStep;
+    if constexpr (Packed) {
+      Pack<T> g = *reinterpret_cast<const Pack<T>*>(grad_out + at);
+      const Pack<T> out = *reinterpret_cast<const Pack<T>*>(y + at);
+#pragma unroll
+      for (int j = 0; j < kStep; ++j) {
+        g.v[j] = out.v[j] > T(0) ? g.v[j] : T(0);
+        sum += g.v[j];
+      }
+      *reinterpret_cast<Pack<T>*>(grad_pre + at) = g;
+    } else {
+      const T g = y[at] > T(0) ? grad_out[at] : T(0);
+      grad_pre[at] = g;
       sum += g;
     }
   }
@@ -101,46 +139,58 @@ __global__ void bias_relu_max_pool2d_backward_kernel(const T* __restrict__ grad_
                                                      int64_t images_per_slice, int H, int W, int oh, int ow, int k,
                                                      AccT<T>* slice_sums, unsigned* counters) {
   const int64_t c = blockIdx.x, channels = gridDim.x;
-  const int64_t begin = blockIdx.y * images_per_slice, end = min(images, begin + images_per_slice);
+  const int64_t begin = blockIdx.y * images_per_slice;
+  const int count = static_cast<int>(min(images, begin + images_per_slice) - begin);
   const T shift = bias ? bias[c] : T(0);
   const int pooled_area = oh * ow;
-  const bool ragged = oh * k != H || ow * k != W;  // rows or columns outside every window
   AccT<T> sum = 0;
-  for (int64_t n = begin; n < end; ++n) {
-    const int64_t plane = n * channels + c;
-    const T* s = x + plane * H * W;
-    T* d = grad_pre + plane * H * W;
-    for (int r = threadIdx.x; r < pooled_area; r += kBlock) {
-      const int i = r / ow, j = r - i * ow;
-      const int64_t o = plane * pooled_area + r;
-      const T g = pooled[o] > T(0) ? grad_out[o] : T(0);  // ReLU passes nothing where its output is 0
-      int best_at = 0;
-      if (g != T(0)) {
-        T best = s[(i * k) * W + j * k] + shift;
-        for (int di = 0; di < k; ++di)
-          for (int dj = 0; dj < k; ++dj) {
-            const T v = s[(i * k + di) * W + j * k + dj] + shift;
-            if (v > best) best = v, best_at = di * k + dj;
-          }
-      }
+  // The slice's pooled planes of channel c as one range, so that every thread has work in every
+  // round; 32-bit index math within the slice, as above.
+  for (int e = threadIdx.x; e < count * pooled_area; e += kBlock) {
+    const int n = e / pooled_area, r = e - n * pooled_area, i = r / ow, j = r - i * ow;
+    const int64_t plane = (begin + n) * channels + c, o = plane * pooled_area + r;
+    const int64_t corner = plane * H * W + (i * k) * W + j * k;
+    const T* s = x + corner;
+    T* d = grad_pre + corner;
+    const T g = pooled[o] > T(0) ? grad_out[o] : T(0);  // ReLU passes nothing where its output is 0
+    int best_at = 0;
+    if (g != T(0)) {
+      T best = s[0] + shift;
       for (int di = 0; di < k; ++di)
-        for (int dj = 0; dj < k; ++dj) d[(i * k + di) * W + j * k + dj] = di * k + dj == best_at ? g : T(0);
-      sum += g;
+        for (int dj = 0; dj < k; ++dj) {
+          const T v = s[di * W + dj] + shift;
+          if (v > best) best = v, best_at = di * k + dj;
+        }
     }
-    if (ragged) {
-      for (int e = threadIdx.x; e < H * W; e += kBlock) {
-        const int h = e / W, w = e - h * W;
-        if (h >= oh * k || w >= ow * k) d[e] = T(0);
-      }
+    for (int di = 0; di < k; ++di)
+      for (int dj = 0; dj < k; ++dj) d[di * W + dj] = di * k + dj == best_at ? g : T(0);
+    sum += g;
+  }
+  if (oh * k != H || ow * k != W) {  // rows or columns outside every window
+    for (int e = threadIdx.x; e < count * H * W; e += kBlock) {
+      const int n = e / (H * W), r = e - n * (H * W), h = r / W, w = r - h * W;
+      if (h >= oh * k || w >= ow * k) grad_pre[((begin + n) * channels + c) * H * W + r] = T(0);
     }
   }
   if (grad_bias) finish_channel_sum(sum, grad_bias, slice_sums, counters);
 }
 
-// Blocks per channel: enough blocks in all to fill the GPU, each with some images to loop over.
-int64_t slices_for(int64_t images, int64_t channels) {
+// Blocks per channel: enough blocks in all to fill the GPU, each with some images to loop over, and
+// few enough images per block that its elements count in 32 bits. Throws where one image's plane is
+// too large for that (2^31 elements).
+int64_t slices_for(int64_t images, int64_t channels, int64_t plane) {
+  MINIDL_CHECK(plane < (int64_t{1} << 31), "conv2d epilogue on CUDA: a plane of ", plane,
+               " elements exceeds the kernels' 32-bit index");
   const int64_t wanted = (1024 + channels - 1) / channels;
-  return std::clamp<int64_t>(std::min(wanted, images), 1, kMaxSlices);
+  int64_t slices = std::clamp<int64_t>(std::min(wanted, images), 1, kMaxSlices);
+  const int64_t most_images = std::max<int64_t>(1, ((int64_t{1} << 31) - 1) / plane);
+  slices = std::max(slices, (images + most_images - 1) / most_images);
+  if (channels > kMaxCounterGroups) {  // the bias sum's counters cover kMaxCounterGroups channels
+    MINIDL_CHECK(images <= most_images, "conv2d epilogue on CUDA: ", channels, " channels of ", images,
+                 " planes of ", plane, " elements exceed the kernels' limits");
+    slices = 1;
+  }
+  return slices;
 }
 
 }  // namespace
@@ -153,14 +203,23 @@ void CudaKernels::conv_bias_act(const Tensor& x, const Tensor* bias, bool relu, 
   dispatch_floating(x.dtype(), "conv_bias_act", [&](auto tag) {
     using T = decltype(tag);
     const T* b = bias ? ptr<const T>(*bias) : nullptr;
+    constexpr int kSize = Pack<T>::kSize;
+    const bool packed = area % kSize == 0 && reinterpret_cast<uintptr_t>(x.raw_data()) % 16 == 0 &&
+                        reinterpret_cast<uintptr_t>(y.raw_data()) % 16 == 0;
     const auto launch = [&](auto index) {
       using I = decltype(index);
-      if (relu)
-        conv_bias_act_kernel<T, true, I><<<blocks_for(n), kBlock, 0, stream_>>>(ptr<const T>(x), b, ptr<T>(y), I(n),
-                                                                                 I(area), I(channels));
-      else
-        conv_bias_act_kernel<T, false, I><<<blocks_for(n), kBlock, 0, stream_>>>(ptr<const T>(x), b, ptr<T>(y), I(n),
-                                                                                  I(area), I(channels));
+      if (packed) {
+        const auto* xp = static_cast<const Pack<T>*>(x.raw_data());
+        auto* yp = static_cast<Pack<T>*>(y.raw_data());
+        const unsigned blocks = blocks_for(n / kSize, kBlock);
+        if (relu) conv_bias_act_kernel<T, true, I><<<blocks, kBlock, 0, stream_>>>(xp, b, yp, I(n / kSize), I(area), I(channels));
+        else conv_bias_act_kernel<T, false, I><<<blocks, kBlock, 0, stream_>>>(xp, b, yp, I(n / kSize), I(area), I(channels));
+      } else {
+        const T* xs = ptr<const T>(x);
+        T* ys = ptr<T>(y);
+        if (relu) conv_bias_act_scalar_kernel<T, true, I><<<blocks_for(n), kBlock, 0, stream_>>>(xs, b, ys, I(n), I(area), I(channels));
+        else conv_bias_act_scalar_kernel<T, false, I><<<blocks_for(n), kBlock, 0, stream_>>>(xs, b, ys, I(n), I(area), I(channels));
+      }
     };
     if (n < (int64_t{1} << 31)) launch(int32_t{});
     else launch(int64_t{});
@@ -176,8 +235,7 @@ void CudaKernels::conv_bias_relu_backward(const Tensor& grad_out, const Tensor& 
     return;
   }
   cuda::DeviceGuard guard(device_);
-  int64_t slices = slices_for(images, channels);
-  if (channels > kMaxCounterGroups) slices = 1;
+  int64_t slices = slices_for(images, channels, area);
   const int64_t per_slice = (images + slices - 1) / slices;
   slices = (images + per_slice - 1) / per_slice;
   dispatch_floating(y.dtype(), "conv_bias_relu_backward", [&](auto tag) {
@@ -185,10 +243,21 @@ void CudaKernels::conv_bias_relu_backward(const Tensor& grad_out, const Tensor& 
     Tensor scratch;
     if (grad_bias && slices > 1) scratch = Tensor::empty({slices, channels}, dtype_of<AccT<T>>(), y.device());
     const dim3 grid(static_cast<unsigned>(channels), static_cast<unsigned>(slices));
-    conv_bias_relu_backward_kernel<T><<<grid, kBlock, 0, stream_>>>(
-        ptr<const T>(grad_out), ptr<const T>(y), ptr<T>(grad_pre), grad_bias ? ptr<T>(*grad_bias) : nullptr, images,
-        per_slice, area, scratch.defined() ? ptr<AccT<T>>(scratch) : nullptr,
-        scratch.defined() ? block_counters(device_, stream_) : nullptr);
+    const bool packed = area % Pack<T>::kSize == 0 &&
+                        reinterpret_cast<uintptr_t>(grad_out.raw_data()) % alignof(Pack<T>) == 0 &&
+                        reinterpret_cast<uintptr_t>(y.raw_data()) % alignof(Pack<T>) == 0 &&
+                        reinterpret_cast<uintptr_t>(grad_pre.raw_data()) % alignof(Pack<T>) == 0;
+    AccT<T>* sums = scratch.defined() ? ptr<AccT<T>>(scratch) : nullptr;
+    unsigned* counters = scratch.defined() ? block_counters(device_, stream_) : nullptr;
+    T* gb = grad_bias ? ptr<T>(*grad_bias) : nullptr;
+    if (packed)
+      conv_bias_relu_backward_kernel<T, true><<<grid, kBlock, 0, stream_>>>(
+          ptr<const T>(grad_out), ptr<const T>(y), ptr<T>(grad_pre), gb, images, per_slice, static_cast<int>(area),
+          sums, counters);
+    else
+      conv_bias_relu_backward_kernel<T, false><<<grid, kBlock, 0, stream_>>>(
+          ptr<const T>(grad_out), ptr<const T>(y), ptr<T>(grad_pre), gb, images, per_slice, static_cast<int>(area),
+          sums, counters);
     CUDA_LAUNCH_CHECK(conv_bias_relu_backward_kernel);
   });
 }
@@ -215,8 +284,7 @@ void CudaKernels::bias_relu_max_pool2d_backward(const Tensor& grad_out, const Te
     return;
   }
   cuda::DeviceGuard guard(device_);
-  int64_t slices = slices_for(images, channels);
-  if (channels > kMaxCounterGroups) slices = 1;
+  int64_t slices = slices_for(images, channels, x.size(2) * x.size(3));
   const int64_t per_slice = (images + slices - 1) / slices;
   slices = (images + per_slice - 1) / per_slice;
   dispatch_floating(x.dtype(), "bias_relu_max_pool2d_backward", [&](auto tag) {

@@ -98,6 +98,13 @@ class CudaKernels final : public Kernels {
   // A 2-D float32 product on cuBLASLt on `stream`; false where that path does not apply.
   bool gemm_lt(cudaStream_t stream, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
                double alpha, double beta);
+  // gemm_bias for a product with few output tiles and a long k, split along k; false where it does
+  // not apply (ops/cuda/matmul.cpp).
+  bool gemm_bias_split_k(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, bool relu,
+                         Tensor& c);
+  // c [m, n] = act(sum over s of parts[s] + bias), parts [S, m, n]: the end of gemm_bias_split_k
+  // (ops/cuda/linear.cu).
+  void sum_slices_bias(const Tensor& parts, const Tensor& bias, bool relu, Tensor& c);
 
   int device_;
   cudaStream_t stream_;

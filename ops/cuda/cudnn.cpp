@@ -2,7 +2,7 @@
 // descriptors and algorithms once (cached by shape, ops/cuda/cudnn_plan.h), restricted to FMA math:
 // strict float32, no TF32 tensor cores. Algorithms come from cuDNN's heuristics (the _v7 queries,
 // preferring deterministic ones) until conv_backend() Auto measures the shape
-// (ops/cuda/cudnn_autotune.cpp). Workspaces come from the caching allocator and go back to it as
+// (ops/cuda/cudnn_autotune.cpp); in deterministic mode, from the heuristics and deterministic only. Workspaces come from the caching allocator and go back to it as
 // soon as the call is queued (reuse is ordered on the compute stream).
 #include <map>
 #include <memory>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/cuda.h"
+#include "core/deterministic.h"
 #include "ops/cuda/cudnn_plan.h"
 
 namespace minidl {
@@ -47,33 +48,73 @@ bool use_algorithms(cudnnHandle_t handle, ConvPlan& p, const cudnnConvolutionFwd
 
 namespace {
 
+// The first deterministic algorithm in the heuristics' order, else (unless `deterministic_only`)
+// the first of any kind.
 template <class Perf>
-const Perf* pick(const Perf* perf, int count) {
+const Perf* pick(const Perf* perf, int count, bool deterministic_only = false) {
   const Perf* any = nullptr;
   for (int i = 0; i < count; ++i) {
     if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
     if (perf[i].mathType != CUDNN_DEFAULT_MATH && perf[i].mathType != CUDNN_FMA_MATH) continue;
     if (perf[i].determinism == CUDNN_DETERMINISTIC) return &perf[i];
-    if (!any) any = &perf[i];
+    if (!any && !deterministic_only) any = &perf[i];
   }
   return any;
 }
+
+// cuDNN's heuristics (the _v7 queries: no timing) for the three passes of a plan.
+struct Heuristics {
+  cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  cudnnConvolutionBwdDataAlgoPerf_t bwd_data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+  cudnnConvolutionBwdFilterAlgoPerf_t bwd_filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+  int nf = 0, nd = 0, nw = 0;
+  Heuristics(cudnnHandle_t handle, const ConvPlan& p) {
+    CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, p.x.d, p.w, p.conv, p.y.d,
+                                                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &nf, fwd));
+    CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, p.w, p.y.d, p.conv, p.x.d,
+                                                            CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd, bwd_data));
+    CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, p.x.d, p.y.d, p.conv, p.w,
+                                                              CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nw, bwd_filter));
+  }
+};
 
 using ConvKey = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                            int64_t, int64_t, int64_t, int64_t>;
 
 std::mutex plans_mutex;
 
+std::map<ConvKey, std::unique_ptr<ConvPlan>>& plans() {
+  static auto* p = new std::map<ConvKey, std::unique_ptr<ConvPlan>>();  // never destroyed: used until exit
+  return *p;
+}
+
+ConvKey key_of(int device, DType dtype, int64_t batch, int64_t out_channels, const ConvGeometry& g) {
+  return {device,    static_cast<int>(dtype), batch,      g.channels, g.height, g.width, out_channels, g.kernel_h,
+          g.kernel_w, g.stride_h,              g.stride_w, g.pad_h,    g.pad_w,  g.dilation_h, g.dilation_w};
+}
+
 }  // namespace
+
+const ConvPlan* measured_with_larger_batch(int device, DType dtype, int64_t batch, int64_t out_channels,
+                                           const ConvGeometry& g) {
+  std::lock_guard lock(plans_mutex);
+  const ConvPlan* best = nullptr;
+  int64_t best_batch = 0;
+  for (const auto& [key, plan] : plans()) {
+    ConvKey same = key;
+    const int64_t b = std::get<2>(key);
+    std::get<2>(same) = batch;
+    if (b > batch && same == key_of(device, dtype, batch, out_channels, g) && plan->ok && plan->faster >= 0 &&
+        (!best || b < best_batch))
+      best = plan.get(), best_batch = b;
+  }
+  return best;
+}
 
 ConvPlan& conv_plan(int device, cudnnHandle_t handle, DType dtype, int64_t batch, int64_t out_channels,
                     const ConvGeometry& g) {
-  static auto* plans = new std::map<ConvKey, std::unique_ptr<ConvPlan>>();
-  ConvKey key{device,     static_cast<int>(dtype), batch,      g.channels, g.height,     g.width,      out_channels,
-              g.kernel_h, g.kernel_w,              g.stride_h, g.stride_w, g.pad_h,      g.pad_w,      g.dilation_h,
-              g.dilation_w};
   std::lock_guard lock(plans_mutex);
-  auto& slot = (*plans)[key];
+  auto& slot = plans()[key_of(device, dtype, batch, out_channels, g)];
   if (slot) return *slot;
   auto plan = std::make_unique<ConvPlan>();
   ConvPlan& p = *plan;
@@ -93,20 +134,35 @@ ConvPlan& conv_plan(int device, cudnnHandle_t handle, DType dtype, int64_t batch
   int n = 0, c = 0, h = 0, w = 0;
   CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p.conv, p.x.d, p.w, &n, &c, &h, &w));
   if (h == g.out_h && w == g.out_w) {
-    cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    cudnnConvolutionBwdDataAlgoPerf_t bwd_data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    cudnnConvolutionBwdFilterAlgoPerf_t bwd_filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    int nf = 0, nd = 0, nw = 0;
-    CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, p.x.d, p.w, p.conv, p.y.d,
-                                                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &nf, fwd));
-    CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, p.w, p.y.d, p.conv, p.x.d,
-                                                            CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd, bwd_data));
-    CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, p.x.d, p.y.d, p.conv, p.w,
-                                                              CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nw, bwd_filter));
-    p.ok = use_algorithms(handle, p, pick(fwd, nf), pick(bwd_data, nd), pick(bwd_filter, nw));
+    const Heuristics found(handle, p);
+    p.ok = use_algorithms(handle, p, pick(found.fwd, found.nf), pick(found.bwd_data, found.nd),
+                          pick(found.bwd_filter, found.nw));
   }
   slot = std::move(plan);
   return *slot;
+}
+
+const ConvPlan::Deterministic& deterministic_algorithms(cudnnHandle_t handle, ConvPlan& p) {
+  std::lock_guard lock(plans_mutex);
+  if (p.deterministic) return *p.deterministic;
+  auto d = std::make_unique<ConvPlan::Deterministic>();
+  const Heuristics found(handle, p);
+  const auto* fwd = pick(found.fwd, found.nf, true);
+  const auto* bwd_data = pick(found.bwd_data, found.nd, true);
+  const auto* bwd_filter = pick(found.bwd_filter, found.nw, true);
+  if (fwd && bwd_data && bwd_filter) {
+    d->fwd = fwd->algo;
+    d->bwd_data = bwd_data->algo;
+    d->bwd_filter = bwd_filter->algo;
+    CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle, p.x.d, p.w, p.conv, p.y.d, d->fwd, &d->fwd_ws));
+    CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, p.w, p.y.d, p.conv, p.x.d, d->bwd_data,
+                                                             &d->bwd_data_ws));
+    CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, p.x.d, p.y.d, p.conv, p.w, d->bwd_filter,
+                                                               &d->bwd_filter_ws));
+    d->ok = true;
+  }
+  p.deterministic = std::move(d);
+  return *p.deterministic;
 }
 
 }  // namespace cudnn
@@ -188,9 +244,16 @@ bool CudaKernels::conv2d_cudnn(const Tensor& x, const Tensor& weight, const Tens
   const DType dt = x.dtype();
   ConvPlan& p = conv_plan(device_, handle, dt, x.size(0), weight.size(0), g);
   if (!p.ok) return false;
-  Workspace ws(device_, p.fwd_ws);
+  cudnnConvolutionFwdAlgo_t algo = p.fwd;
+  size_t ws_bytes = p.fwd_ws;
+  if (is_deterministic()) {
+    const ConvPlan::Deterministic& d = deterministic_algorithms(handle, p);
+    if (!d.ok) return false;
+    algo = d.fwd, ws_bytes = d.fwd_ws;
+  }
+  Workspace ws(device_, ws_bytes);
   CUDNN_CHECK(cudnnConvolutionForward(handle, kOne.get(dt), p.x.d, x.raw_data(), p.w, weight.raw_data(), p.conv,
-                                      p.fwd, ws.get(), ws.size(), kZero.get(dt), p.y.d, out.raw_data()));
+                                      algo, ws.get(), ws.size(), kZero.get(dt), p.y.d, out.raw_data()));
   if (bias && bias->defined()) {
     CUDNN_CHECK(cudnnAddTensor(handle, kOne.get(dt), p.bias.d, bias->raw_data(), kOne.get(dt), p.y.d, out.raw_data()));
   }
@@ -205,16 +268,26 @@ bool CudaKernels::conv2d_backward_cudnn(const Tensor& grad_out, const Tensor& x,
   // x is needed only for grad_weight and weight only for grad_x: either may be undefined otherwise.
   ConvPlan& p = conv_plan(device_, handle, dt, grad_out.size(0), grad_out.size(1), g);
   if (!p.ok) return false;
+  cudnnConvolutionBwdDataAlgo_t data_algo = p.bwd_data;
+  cudnnConvolutionBwdFilterAlgo_t filter_algo = p.bwd_filter;
+  size_t data_ws = p.bwd_data_ws, filter_ws = p.bwd_filter_ws;
+  // A forward run in deterministic mode had deterministic algorithms for all three passes.
+  if (is_deterministic()) {
+    if (const ConvPlan::Deterministic& d = deterministic_algorithms(handle, p); d.ok) {
+      data_algo = d.bwd_data, filter_algo = d.bwd_filter;
+      data_ws = d.bwd_data_ws, filter_ws = d.bwd_filter_ws;
+    }
+  }
   if (grad_x) {
-    Workspace ws(device_, p.bwd_data_ws);
+    Workspace ws(device_, data_ws);
     CUDNN_CHECK(cudnnConvolutionBackwardData(handle, kOne.get(dt), p.w, weight.raw_data(), p.y.d, grad_out.raw_data(),
-                                             p.conv, p.bwd_data, ws.get(), ws.size(), kZero.get(dt), p.x.d,
+                                             p.conv, data_algo, ws.get(), ws.size(), kZero.get(dt), p.x.d,
                                              grad_x->raw_data()));
   }
   if (grad_weight) {
-    Workspace ws(device_, p.bwd_filter_ws);
+    Workspace ws(device_, filter_ws);
     CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle, kOne.get(dt), p.x.d, x.raw_data(), p.y.d, grad_out.raw_data(),
-                                               p.conv, p.bwd_filter, ws.get(), ws.size(), kZero.get(dt), p.w,
+                                               p.conv, filter_algo, ws.get(), ws.size(), kZero.get(dt), p.w,
                                                grad_weight->raw_data()));
   }
   if (grad_bias) {

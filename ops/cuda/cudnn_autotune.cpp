@@ -1,13 +1,14 @@
 // ConvBackend::Auto (ops/backend_setting.h): the first time a convolution shape comes, time cuDNN
 // with the fastest of its algorithms (the Find queries time every one, as cudnn.benchmark) against
 // our im2col path, both forward and backward in one harness, and keep the faster; one log line per
-// shape names the pick and both times.
+// shape names the pick and both times. A smaller batch of a measured shape reuses its choice.
 #include <algorithm>
 #include <cstdio>
 #include <mutex>
 #include <vector>
 
 #include "core/cuda.h"
+#include "core/deterministic.h"
 #include "ops/cuda/cudnn_plan.h"
 
 namespace minidl {
@@ -78,9 +79,44 @@ float median_ms(cudaStream_t stream, const L2Flush& flush, int reps, Work&& work
   return times[static_cast<size_t>(reps / 2)];
 }
 
+// A smaller batch of a geometry measured before (an epoch's last, partial batch) takes that batch's
+// verdict and algorithms: measuring again would cost more than the steps it serves. False, leaving
+// `p` unmeasured, when there is none or cuDNN refuses its algorithms at this batch.
+bool adopt_larger_batch(cudnnHandle_t handle, ConvPlan& p, int device, DType dtype, int64_t batch,
+                        int64_t out_channels, const ConvGeometry& g) {
+  const ConvPlan* big = measured_with_larger_batch(device, dtype, batch, out_channels, g);
+  if (!big) return false;
+  if (big->faster == 1) {
+    size_t ws = 0;
+    if (cudnnGetConvolutionForwardWorkspaceSize(handle, p.x.d, p.w, p.conv, p.y.d, big->fwd, &ws) !=
+            CUDNN_STATUS_SUCCESS ||
+        cudnnGetConvolutionBackwardDataWorkspaceSize(handle, p.w, p.y.d, p.conv, p.x.d, big->bwd_data, &ws) !=
+            CUDNN_STATUS_SUCCESS ||
+        cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, p.x.d, p.y.d, p.conv, p.w, big->bwd_filter, &ws) !=
+            CUDNN_STATUS_SUCCESS)
+      return false;
+    cudnnConvolutionFwdAlgoPerf_t fwd{};
+    cudnnConvolutionBwdDataAlgoPerf_t bwd_data{};
+    cudnnConvolutionBwdFilterAlgoPerf_t bwd_filter{};
+    fwd.algo = big->fwd;
+    bwd_data.algo = big->bwd_data;
+    bwd_filter.algo = big->bwd_filter;
+    if (!use_algorithms(handle, p, &fwd, &bwd_data, &bwd_filter)) return false;
+  }
+  p.faster = big->faster;
+  std::fprintf(stderr, "minidl: conv2d [%lld, %lld, %lld, %lld] * [%lld, %lld, %lld, %lld]: %s, as measured for a larger batch\n",
+               static_cast<long long>(batch), static_cast<long long>(g.channels), static_cast<long long>(g.height),
+               static_cast<long long>(g.width), static_cast<long long>(out_channels),
+               static_cast<long long>(g.channels), static_cast<long long>(g.kernel_h),
+               static_cast<long long>(g.kernel_w), p.faster ? "cuDNN" : "im2col");
+  return true;
+}
+
 }  // namespace
 
 bool CudaKernels::conv2d_cudnn_is_faster(DType dtype, int64_t batch, int64_t out_channels, const ConvGeometry& g) {
+  // Timings vary from run to run, and so would the pick: deterministic mode takes im2col, untimed.
+  if (is_deterministic()) return false;
   cuda::DeviceGuard guard(device_);
   cudnnHandle_t handle = cudnn_handle(device_);
   ConvPlan& p = conv_plan(device_, handle, dtype, batch, out_channels, g);
@@ -95,6 +131,7 @@ bool CudaKernels::conv2d_cudnn_is_faster(DType dtype, int64_t batch, int64_t out
   static std::mutex measuring;
   std::lock_guard lock(measuring);
   if (p.faster >= 0) return p.faster == 1;
+  if (adopt_larger_batch(handle, p, device_, dtype, batch, out_channels, g)) return p.faster == 1;
   const bool found = find_fastest(handle, p);
   // Both paths on the same scratch tensors, as ops/conv2d.cpp runs them: forward with the bias, the
   // input gradient, and the weight and bias gradients (by our reductions on either path).

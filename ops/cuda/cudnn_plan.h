@@ -4,6 +4,8 @@
 // algorithms, made once and cached by shape.
 #include <cudnn.h>
 
+#include <memory>
+
 #include "core/cuda/cudnn_check.h"
 #include "ops/cuda/cuda_kernels.h"
 
@@ -46,6 +48,17 @@ struct ConvPlan {
   size_t fwd_ws = 0, bwd_data_ws = 0, bwd_filter_ws = 0;
   bool ok = false;  // false: cuDNN has no algorithm for this geometry; the caller falls back
   int faster = -1;  // Auto's verdict: 1 cuDNN, 0 im2col, -1 not measured yet
+  // Deterministic mode's algorithms (core/deterministic.h): the heuristics' picks among those cuDNN
+  // reports deterministic, never timed. Made on first use in that mode; ok false where a pass has
+  // none, and the convolution then takes the im2col path.
+  struct Deterministic {
+    cudnnConvolutionFwdAlgo_t fwd{};
+    cudnnConvolutionBwdDataAlgo_t bwd_data{};
+    cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
+    size_t fwd_ws = 0, bwd_data_ws = 0, bwd_filter_ws = 0;
+    bool ok = false;
+  };
+  std::unique_ptr<Deterministic> deterministic;
   ~ConvPlan() {
     if (w) cudnnDestroyFilterDescriptor(w);
     if (conv) cudnnDestroyConvolutionDescriptor(conv);
@@ -55,6 +68,14 @@ struct ConvPlan {
 /// The plan of one geometry: descriptors and cuDNN's heuristic algorithms, made on first use.
 ConvPlan& conv_plan(int device, cudnnHandle_t handle, DType dtype, int64_t batch, int64_t out_channels,
                     const ConvGeometry& g);
+
+/// The deterministic algorithms of `p` (found on first use).
+const ConvPlan::Deterministic& deterministic_algorithms(cudnnHandle_t handle, ConvPlan& p);
+
+/// The measured plan (faster >= 0) of the same geometry with the smallest batch larger than `batch`,
+/// or null.
+const ConvPlan* measured_with_larger_batch(int device, DType dtype, int64_t batch, int64_t out_channels,
+                                           const ConvGeometry& g);
 
 /// Takes one algorithm per pass and their workspace sizes (from the queries, not the perf records:
 /// the records may be estimates). False, changing nothing, when a pass has none.

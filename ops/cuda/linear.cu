@@ -1,3 +1,6 @@
+// The end of a linear layer's forward split along k (ops/cuda/matmul.cpp): the slices' partial
+// products summed in order, plus the bias, then ReLU.
+//
 // The backward of ReLU(linear) before its GEMMs (ops/matmul.cpp, linear_relu): the gradient masked
 // where the output was zero, and the bias gradient, its sum over the rows, in one pass over the
 // [rows, n] gradient instead of a ReLU-backward kernel followed by a column reduction.
@@ -54,7 +57,27 @@ __global__ void relu_bias_backward_kernel(const T* __restrict__ grad_out, const 
   }
 }
 
+template <bool Relu>
+__global__ void sum_slices_bias_kernel(const float* __restrict__ parts, const float* __restrict__ bias,
+                                       float* __restrict__ c, int slices, int64_t size, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < size; i += int64_t(gridDim.x) * blockDim.x) {
+    float sum = bias[i % n];
+    for (int s = 0; s < slices; ++s) sum += __ldg(&parts[s * size + i]);
+    c[i] = Relu ? (sum > 0.f || sum != sum ? sum : 0.f) : sum;
+  }
+}
+
 }  // namespace
+
+void CudaKernels::sum_slices_bias(const Tensor& parts, const Tensor& bias, bool relu, Tensor& c) {
+  const int slices = static_cast<int>(parts.size(0));
+  const int64_t size = c.numel(), n = c.size(1);
+  const float* p = ptr<const float>(parts);
+  const float* b = ptr<const float>(bias);
+  if (relu) sum_slices_bias_kernel<true><<<blocks_for(size), kThreads, 0, stream_>>>(p, b, ptr<float>(c), slices, size, n);
+  else sum_slices_bias_kernel<false><<<blocks_for(size), kThreads, 0, stream_>>>(p, b, ptr<float>(c), slices, size, n);
+  CUDA_LAUNCH_CHECK(sum_slices_bias_kernel);
+}
 
 void CudaKernels::relu_bias_backward(const Tensor& grad_out, const Tensor& out, Tensor& grad_pre, Tensor& grad_bias) {
   const int64_t rows = grad_pre.size(0), cols = grad_pre.size(1);

@@ -26,10 +26,11 @@ PhiloxDraw reserve_philox(int64_t numel) {
   return default_generator().philox_draw(threads * 4);
 }
 
-/// Calls store(i, value) for each element, value being a uniform on (0, 1] (Uniform = true) or a
-/// standard normal draw.
-template <class T, bool Uniform, class Store>
-__device__ __forceinline__ void philox_for_each(PhiloxDraw draw, int64_t numel, Store store) {
+/// Calls store_pack(t, v) for each thread's kRandomPer<T> values v[0..per), which belong to elements
+/// t * per + j (the caller checks those past numel); values are uniform on (0, 1] (Uniform = true)
+/// or standard normal draws.
+template <class T, bool Uniform, class StorePack>
+__device__ __forceinline__ void philox_for_each_pack(PhiloxDraw draw, int64_t numel, StorePack store_pack) {
   const uint64_t seed = draw.device_state ? draw.device_state[0] : draw.seed;
   const uint64_t offset = draw.offset + (draw.device_state ? draw.device_state[1] : 0);
   constexpr int per = kRandomPer<T>;
@@ -45,12 +46,21 @@ __device__ __forceinline__ void philox_for_each(PhiloxDraw draw, int64_t numel, 
       double2 r = Uniform ? curand_uniform2_double(&state) : curand_normal2_double(&state);
       v[0] = r.x, v[1] = r.y;
     }
+    store_pack(t, v);
+  }
+}
+
+/// Calls store(i, value) for each element, value drawn as by philox_for_each_pack.
+template <class T, bool Uniform, class Store>
+__device__ __forceinline__ void philox_for_each(PhiloxDraw draw, int64_t numel, Store store) {
+  constexpr int per = kRandomPer<T>;
+  philox_for_each_pack<T, Uniform>(draw, numel, [&](int64_t t, const T* v) {
 #pragma unroll
     for (int j = 0; j < per; ++j) {
       const int64_t i = t * per + j;
       if (i < numel) store(i, v[j]);
     }
-  }
+  });
 }
 
 }  // namespace minidl::cuda

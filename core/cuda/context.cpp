@@ -21,8 +21,11 @@ struct DeviceContext {
   cudaStream_t side = nullptr;
   cudaEvent_t to_side = nullptr, to_compute = nullptr;  // fork and join events
   cublasHandle_t cublas = nullptr;
-  int* error_host = nullptr;  // pinned, mapped: kernels write it through error_device
-  int* error_device = nullptr;
+  // The kernels' error report (context.h): code and detail pinned and mapped, host pointers here
+  // and their device aliases in `report`; the claim in device memory.
+  int* error_code_host = nullptr;
+  long long* error_detail_host = nullptr;
+  DeviceErrorReport report;
 };
 
 DeviceContext& context(int index) {
@@ -42,9 +45,14 @@ DeviceContext& context(int index) {
     CUDA_CHECK(cudaStreamCreateWithFlags(&ctx.side, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&ctx.to_side, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&ctx.to_compute, cudaEventDisableTiming));
-    CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&ctx.error_host), sizeof(int), cudaHostAllocMapped));
-    *ctx.error_host = kNoDeviceError;
-    CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&ctx.error_device), ctx.error_host, 0));
+    CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&ctx.error_code_host), sizeof(int), cudaHostAllocMapped));
+    *ctx.error_code_host = kNoDeviceError;
+    CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&ctx.report.code), ctx.error_code_host, 0));
+    CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&ctx.error_detail_host), 3 * sizeof(long long),
+                             cudaHostAllocMapped));
+    CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&ctx.report.detail), ctx.error_detail_host, 0));
+    CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ctx.report.claim), sizeof(unsigned)));
+    CUDA_CHECK(cudaMemset(ctx.report.claim, 0, sizeof(unsigned)));
   });
   return ctx;
 }
@@ -98,22 +106,36 @@ cublasHandle_t cublas_handle(int index) {
   return ctx.cublas;
 }
 
-int* device_error_flag(int index) { return context(index).error_device; }
+DeviceErrorReport device_error_report(int index) { return context(index).report; }
 
 void check_device_errors(int index) {
-  volatile int* flag = context(index).error_host;
-  const int error = *flag;
-  if (error == kNoDeviceError) return;
-  *flag = kNoDeviceError;
-  switch (error) {
-    case kTargetOutOfRange:
-      MINIDL_FAIL("a kernel on cuda:", index, " found a class target out of range (expected 0 <= target < classes; "
-                  "the loss counted that sample as 0); reported at the next synchronization");
-    case kIndexOutOfRange:
-      MINIDL_FAIL("a kernel on cuda:", index, " found an index out of range in index_select (those rows were "
-                  "filled with zeros); reported at the next synchronization");
+  DeviceContext& ctx = context(index);
+  volatile int* code_flag = ctx.error_code_host;
+  const int code = *code_flag;
+  if (code == kNoDeviceError) return;
+  volatile long long* detail = ctx.error_detail_host;
+  const long long position = detail[0], value = detail[1], limit = detail[2];
+  *code_flag = kNoDeviceError;
+  {
+    // On the compute stream, where the reporting kernels run: the next one sees the claim free.
+    DeviceGuard guard(index);
+    CUDA_CHECK(cudaMemsetAsync(ctx.report.claim, 0, sizeof(unsigned), ctx.compute));
+  }
+  const char* when = "; found by the kernel and reported at the next synchronization of the device";
+  switch (code) {
+    case kCrossEntropyTarget:
+    case kNllLossTarget:
+      MINIDL_FAIL(code == kCrossEntropyTarget ? "cross_entropy" : "nll_loss", " on cuda:", index, ": target ", value,
+                  " of sample ", position, " is out of range (expected 0 <= target < ", limit,
+                  " classes, or ignore_index); the loss counted that sample as 0", when);
+    case kIndexSelectIndex:
+      MINIDL_FAIL("index_select on cuda:", index, ": index ", value, " at position ", position,
+                  " is out of range (expected 0 <= index < ", limit, "); its slice was filled with zeros", when);
+    case kIndexAddIndex:
+      MINIDL_FAIL("index_add (the backward of index_select) on cuda:", index, ": index ", value, " at position ",
+                  position, " is out of range (expected 0 <= index < ", limit, "); its slice was skipped", when);
     default:
-      MINIDL_FAIL("a kernel on cuda:", index, " reported error code ", error);
+      MINIDL_FAIL("a kernel on cuda:", index, " reported error code ", code, when);
   }
 }
 

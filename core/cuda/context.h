@@ -50,14 +50,29 @@ void set_this_thread_captures(bool on);
 /// cuBLAS handle of device `index`, bound to its compute stream, strict float32 math (no TF32).
 cublasHandle_t cublas_handle(int index);
 
-/// Errors that kernels find in their data (a class target or a gather index out of range). A kernel
-/// cannot throw and the host must not wait for it, so it sets this flag (a pinned, mapped host int)
-/// and skips the bad element; the next synchronization of the device (copy_bytes, synchronize)
-/// reads the flag and throws, as PyTorch's device-side asserts do.
-enum DeviceError : int { kNoDeviceError = 0, kTargetOutOfRange = 1, kIndexOutOfRange = 2 };
-/// The device-visible pointer to the flag of device `index`.
-int* device_error_flag(int index);
-/// After a synchronization of device `index`: throws if a kernel set its flag, and clears it.
+/// Errors that kernels find in their data (a class target or a gather index out of range), by the
+/// op that found them. A kernel cannot throw and the host must not wait for it, so it skips the bad
+/// element and reports it here; the next synchronization of the device (copy_bytes, synchronize,
+/// item) reads the report and throws an Error naming the op, the element and the range, as
+/// PyTorch's device-side asserts do.
+enum DeviceError : int {
+  kNoDeviceError = 0,
+  kCrossEntropyTarget = 1,  // cross_entropy (forward or backward): a class target out of range
+  kNllLossTarget = 2,       // nll_loss (forward or backward)
+  kIndexSelectIndex = 3,    // index_select: an index out of range
+  kIndexAddIndex = 4,       // index_add (index_select's backward)
+};
+/// Where kernels report: the first reporter claims it (an atomic on `claim`, device memory), writes
+/// the bad element's position, value and the exclusive upper bound it broke into `detail`, then the
+/// op's code into `code` (both pinned, mapped host memory: the host reads them without a copy).
+struct DeviceErrorReport {
+  int* code = nullptr;
+  long long* detail = nullptr;
+  unsigned* claim = nullptr;
+};
+/// The report of device `index`, as kernels take it.
+DeviceErrorReport device_error_report(int index);
+/// After a synchronization of device `index`: throws if a kernel reported an error, and clears it.
 void check_device_errors(int index);
 
 }  // namespace minidl::cuda

@@ -152,6 +152,18 @@ __device__ __forceinline__ bool last_block_of_group(unsigned* counters, unsigned
   return last;
 }
 
+/// Reports an error a kernel found in its data (core/cuda/context.h): the first reporter of a
+/// synchronization window writes the bad element's position, value and the range it broke.
+__device__ __forceinline__ void report_device_error(const DeviceErrorReport& report, DeviceError code,
+                                                    int64_t position, int64_t value, int64_t limit) {
+  if (atomicAdd(report.claim, 1u) != 0) return;
+  report.detail[0] = position;
+  report.detail[1] = value;
+  report.detail[2] = limit;
+  __threadfence_system();  // the detail is visible to the host before the code says it is there
+  *report.code = code;
+}
+
 /// The element pointer of a tensor with the given C++ type (device memory).
 template <class T>
 T* ptr(const Tensor& t) {

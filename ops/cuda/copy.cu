@@ -28,9 +28,10 @@ __global__ void fill_kernel(T* dst, T value, int64_t n) {
 
 
 // One thread per gathered element: slice j of out takes slice index[j] of src. An index out of
-// range fills its slice with zeros and raises the device error flag (core/cuda/context.h).
+// range fills its slice with zeros and is reported to the host (core/cuda/context.h).
 template <class T>
-__global__ void index_select_kernel(const T* src, const int64_t* index, T* out, IndexGeometry g, int* error) {
+__global__ void index_select_kernel(const T* src, const int64_t* index, T* out, IndexGeometry g,
+                                    DeviceErrorReport error) {
   const int64_t n = g.outer * g.k * g.inner;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / g.inner, c = i - r * g.inner;
@@ -38,7 +39,7 @@ __global__ void index_select_kernel(const T* src, const int64_t* index, T* out, 
     const int64_t s = index[j];
     if (s < 0 || s >= g.rows) {
       out[i] = T(0);
-      if (c == 0) *error = kIndexOutOfRange;
+      if (c == 0) report_device_error(error, kIndexSelectIndex, j, s, g.rows);
     } else {
       out[i] = src[(a * g.rows + s) * g.inner + c];
     }
@@ -48,14 +49,15 @@ __global__ void index_select_kernel(const T* src, const int64_t* index, T* out, 
 // The adjoint: one thread per element of src [outer, k, inner], added into dst at slice index[j].
 // Atomics, because repeated indices send several threads to one element.
 template <class T>
-__global__ void index_add_kernel(const T* src, const int64_t* index, T* dst, IndexGeometry g, int* error) {
+__global__ void index_add_kernel(const T* src, const int64_t* index, T* dst, IndexGeometry g,
+                                 DeviceErrorReport error) {
   const int64_t n = g.outer * g.k * g.inner;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / g.inner, c = i - r * g.inner;
     const int64_t a = r / g.k, j = r - a * g.k;
     const int64_t s = index[j];
     if (s < 0 || s >= g.rows) {
-      if (c == 0) *error = kIndexOutOfRange;
+      if (c == 0) report_device_error(error, kIndexAddIndex, j, s, g.rows);
     } else {
       atomicAdd(dst + (a * g.rows + s) * g.inner + c, src[i]);
     }
@@ -73,7 +75,7 @@ __global__ void iota_kernel(int64_t* out, int64_t n) {
 // the CPU does, so every run gives the same bits.
 template <class T>
 __global__ void index_add_sorted_kernel(const T* src, const int64_t* sorted, const int64_t* order, T* dst,
-                                        IndexGeometry g, int* error) {
+                                        IndexGeometry g, DeviceErrorReport error) {
   const int64_t n = g.outer * g.k * g.inner;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / g.inner, c = i - r * g.inner;
@@ -81,7 +83,7 @@ __global__ void index_add_sorted_kernel(const T* src, const int64_t* sorted, con
     const int64_t s = sorted[p];
     if (p > 0 && sorted[p - 1] == s) continue;  // not the start of a run
     if (s < 0 || s >= g.rows) {
-      if (c == 0) *error = kIndexOutOfRange;
+      if (c == 0) report_device_error(error, kIndexAddIndex, order[p], s, g.rows);
       continue;
     }
     T* to = dst + (a * g.rows + s) * g.inner + c;
@@ -111,7 +113,7 @@ void index_add_deterministic(cudaStream_t stream, int device_index, const Tensor
                                              ptr<const int64_t>(order_in), ptr<int64_t>(order), k, 0,
                                              int(sizeof(int64_t) * 8), stream));
   const int64_t n = g.outer * g.k * g.inner;
-  int* error = device_error_flag(device_index);
+  const DeviceErrorReport error = device_error_report(device_index);
   dispatch_floating(dst.dtype(), "index_add", [&](auto tag) {
     using T = decltype(tag);
     index_add_sorted_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(
@@ -167,7 +169,7 @@ void CudaKernels::index_select(const Tensor& src, int64_t dim, const Tensor& ind
   const int64_t n = g.outer * g.k * g.inner;
   if (n == 0) return;
   cuda::DeviceGuard guard(device_);
-  int* error = cuda::device_error_flag(device_);
+  const cuda::DeviceErrorReport error = cuda::device_error_report(device_);
   dispatch_with_bool(src.dtype(), "index_select", [&](auto tag) {
     using T = decltype(tag);
     index_select_kernel<T><<<blocks_for(n), kThreads, 0, stream_>>>(ptr<const T>(src), ptr<const int64_t>(index),
@@ -181,7 +183,7 @@ void CudaKernels::index_add(const Tensor& src, int64_t dim, const Tensor& index,
   const int64_t n = g.outer * g.k * g.inner;
   if (n == 0) return;
   cuda::DeviceGuard guard(device_);
-  int* error = cuda::device_error_flag(device_);
+  const cuda::DeviceErrorReport error = cuda::device_error_report(device_);
   if (is_deterministic()) {
     index_add_deterministic(stream_, device_, src, index, g, dst);
     return;

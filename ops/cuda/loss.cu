@@ -1,7 +1,8 @@
 // NLL and the fused cross-entropy on CUDA. Targets are read on the device and the loss stays there:
 // no host sync. A row whose target is ignore_index counts for nothing. Any other target out of range
 // cannot throw from a kernel: its sample contributes 0, nothing is read out of bounds, and the
-// device error flag makes the next synchronization throw (core/cuda/context.h). The CPU kernels
+// device error report makes the next synchronization throw, naming the op, the sample and the
+// target (core/cuda/context.h). The CPU kernels
 // check targets up front and throw at once.
 #include "ops/cuda/softmax.cuh"
 
@@ -46,7 +47,7 @@ __global__ void mean_over_targets(const T* row_value, const int64_t* target, int
 // the rows not ignored.
 template <class T>
 __global__ void nll_rows_kernel(const T* lp, const int64_t* target, const T* weight, int64_t rows, int64_t classes,
-                                int64_t ignore_index, T* row_loss, T* total_weight, int* error) {
+                                int64_t ignore_index, T* row_loss, T* total_weight, DeviceErrorReport error) {
   using Acc = AccT<T>;
   __shared__ typename cub::BlockReduce<Acc, kMeanBlock>::TempStorage temp;
   Acc total = 0;
@@ -59,7 +60,7 @@ __global__ void nll_rows_kernel(const T* lp, const int64_t* target, const T* wei
         value = -w * lp[i * classes + t];
         total += Acc(w);
       } else {
-        *error = kTargetOutOfRange;
+        report_device_error(error, kNllLossTarget, i, t, classes);
       }
     }
     row_loss[i] = value;
@@ -71,14 +72,14 @@ __global__ void nll_rows_kernel(const T* lp, const int64_t* target, const T* wei
 // grad[i, j] = -grad_rows[i] * w[t] at j == t = target[i] (not ignored), else 0.
 template <class T>
 __global__ void nll_backward_kernel(const T* grad_rows, const int64_t* target, const T* weight, T* grad, int64_t rows,
-                                    int64_t classes, int64_t ignore_index, int* error) {
+                                    int64_t classes, int64_t ignore_index, DeviceErrorReport error) {
   const int64_t n = rows * classes;
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n; k += int64_t(gridDim.x) * blockDim.x) {
     const int64_t i = k / classes, j = k - i * classes;
     const int64_t t = target[i];
     const bool hit = j == t && t != ignore_index;
     grad[k] = hit ? -grad_rows[i] * (weight ? weight[t] : T(1)) : T(0);
-    if (j == 0 && t != ignore_index && (t < 0 || t >= classes)) *error = kTargetOutOfRange;
+    if (j == 0 && t != ignore_index && (t < 0 || t >= classes)) report_device_error(error, kNllLossTarget, i, t, classes);
   }
 }
 
@@ -87,14 +88,15 @@ __global__ void nll_backward_kernel(const T* grad_rows, const int64_t* target, c
 template <class T>
 __global__ void cross_entropy_backward_kernel(const T* grad_loss, const T* lp, const int64_t* target, const T* count,
                                               T* grad, int64_t rows, int64_t classes, int64_t ignore_index,
-                                              int* error) {
+                                              DeviceErrorReport error) {
   const int64_t n = rows * classes;
   const T scale = grad_loss[0] / count[0];
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n; k += int64_t(gridDim.x) * blockDim.x) {
     const int64_t i = k / classes, j = k - i * classes;
     const int64_t t = target[i];
     grad[k] = t == ignore_index ? T(0) : (d_exp(lp[k]) - (j == t ? T(1) : T(0))) * scale;
-    if (j == 0 && t != ignore_index && (t < 0 || t >= classes)) *error = kTargetOutOfRange;
+    if (j == 0 && t != ignore_index && (t < 0 || t >= classes))
+      report_device_error(error, kCrossEntropyTarget, i, t, classes);
   }
 }
 
@@ -151,7 +153,7 @@ void CudaKernels::nll_loss(const Tensor& log_probs, const Tensor& target, const 
     nll_rows_kernel<T><<<1, kMeanBlock, 0, stream_>>>(ptr<const T>(log_probs), ptr<const int64_t>(target),
                                                       weight ? ptr<const T>(*weight) : nullptr, rows, classes,
                                                       ignore_index, ptr<T>(row_loss), ptr<T>(total_weight),
-                                                      cuda::device_error_flag(device_));
+                                                      cuda::device_error_report(device_));
     CUDA_LAUNCH_CHECK(nll_rows_kernel);
   });
 }
@@ -165,7 +167,7 @@ void CudaKernels::nll_loss_backward(const Tensor& grad_rows, const Tensor& targe
     using T = decltype(tag);
     nll_backward_kernel<T><<<blocks_for(rows * classes), kThreads, 0, stream_>>>(
         ptr<const T>(grad_rows), ptr<const int64_t>(target), weight ? ptr<const T>(*weight) : nullptr,
-        ptr<T>(grad_log_probs), rows, classes, ignore_index, cuda::device_error_flag(device_));
+        ptr<T>(grad_log_probs), rows, classes, ignore_index, cuda::device_error_report(device_));
     CUDA_LAUNCH_CHECK(nll_backward_kernel);
   });
 }
@@ -181,7 +183,7 @@ void CudaKernels::cross_entropy(const Tensor& logits, const Tensor& target, int6
     Allocator& alloc = allocator_for(Device::cuda(device_));
     const size_t bytes = static_cast<size_t>(std::max<int64_t>(rows, 1)) * sizeof(T);
     T* row_value = static_cast<T*>(alloc.allocate(bytes));
-    RowOutput<T> extra{ptr<const int64_t>(target), row_value, cuda::device_error_flag(device_), ignore_index};
+    RowOutput<T> extra{ptr<const int64_t>(target), row_value, cuda::device_error_report(device_), ignore_index};
     launch_softmax<T>(ptr<const T>(logits), ptr<T>(log_probs), rows, classes, 1, /*log=*/true, stream_, extra);
     mean_over_targets<T><<<1, kMeanBlock, 0, stream_>>>(row_value, ptr<const int64_t>(target), rows, ignore_index,
                                                         ptr<T>(loss), ptr<T>(count));
@@ -199,7 +201,7 @@ void CudaKernels::cross_entropy_backward(const Tensor& grad_loss, const Tensor& 
     using T = decltype(tag);
     cross_entropy_backward_kernel<T><<<blocks_for(rows * classes), kThreads, 0, stream_>>>(
         ptr<const T>(grad_loss), ptr<const T>(log_probs), ptr<const int64_t>(target), ptr<const T>(count),
-        ptr<T>(grad_logits), rows, classes, ignore_index, cuda::device_error_flag(device_));
+        ptr<T>(grad_logits), rows, classes, ignore_index, cuda::device_error_report(device_));
     CUDA_LAUNCH_CHECK(cross_entropy_backward_kernel);
   });
 }

@@ -49,7 +49,7 @@ template <class T>
 struct RowOutput {
   const int64_t* target = nullptr;
   T* row_value = nullptr;
-  int* error = nullptr;
+  DeviceErrorReport error;
   int64_t ignore_index = -100;
 };
 
@@ -79,7 +79,7 @@ __global__ void softmax_rows_warp(const T* x, T* out, int64_t rows, int64_t n, b
         extra.row_value[row] = p[t] - lse;
       } else {
         extra.row_value[row] = T(0);
-        *extra.error = kTargetOutOfRange;
+        report_device_error(extra.error, kCrossEntropyTarget, row, t, n);
       }
     }
   }
@@ -123,7 +123,7 @@ __global__ void softmax_rows_block(const T* x, T* out, int64_t rows, int64_t n, 
         extra.row_value[row] = p[t] - lse;
       } else {
         extra.row_value[row] = T(0);
-        *extra.error = kTargetOutOfRange;
+        report_device_error(extra.error, kCrossEntropyTarget, row, t, n);
       }
     }
     __syncthreads();  // shared_max / shared_sum are rewritten for the next row

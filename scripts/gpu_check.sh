@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One command for a GPU machine: configure and build minidl with CUDA (Release), run the whole
-# ctest suite, run compute-sanitizer memcheck over the CUDA tests and racecheck over the kernel and
+# ctest suite, run compute-sanitizer memcheck, initcheck and synccheck over the CUDA tests and racecheck over the kernel and
 # graph tests, then (when they were built and the MNIST data is present) train apps/mnist_mlp and
 # apps/mnist_cnn on cuda.
 #
@@ -119,8 +119,16 @@ if want sanitize && [ -x "$TESTS" ]; then
     grep -E "ERROR SUMMARY" "$OUT/memcheck.log" | tee -a "$SUMMARY"
     # racecheck: shared-memory hazards in our kernels (reductions, softmax) and in graph replays.
     step racecheck env MINIDL_GEMM_TUNE=0 "$SAN" --tool racecheck --error-exitcode 3 --print-limit 50 \
-      "$TESTS" --gtest_filter="${RACECHECK_FILTER:-CudaKernels.*:CudaGraph*:CudaLinear.*:CudaNormalization.*:CudaPooling.*:CudaActivations.*:CudaCompare.*:CudaWhere.*:CudaLosses.*:CudaIndexSelect.*}"
+      "$TESTS" --gtest_filter="${RACECHECK_FILTER:-CudaKernels.*:CudaGraph*:CudaLinear.*:CudaNormalization.*:CudaPooling.*:CudaActivations.*:CudaCompare.*:CudaWhere.*:CudaLosses.*:CudaIndexSelect.*:CudaConv2dRelu.*:CudaDeterministic.*}"
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/racecheck.log" | tee -a "$SUMMARY"
+    # initcheck: reads of device memory nothing wrote (fresh blocks: the cache off); synccheck:
+    # __syncthreads and warp syncs reached by only part of a block.
+    step initcheck env MINIDL_CUDA_NO_CACHE=1 MINIDL_GEMM_TUNE=0 "$SAN" --tool initcheck --error-exitcode 3 \
+      --print-limit 50 "$TESTS" --gtest_filter="${SANITIZER_FILTER:-$SANITIZER_DEFAULT}"
+    grep -E "ERROR SUMMARY" "$OUT/initcheck.log" | tee -a "$SUMMARY"
+    step synccheck env MINIDL_GEMM_TUNE=0 "$SAN" --tool synccheck --error-exitcode 3 --print-limit 50 \
+      "$TESTS" --gtest_filter="${SANITIZER_FILTER:-$SANITIZER_DEFAULT}"
+    grep -E "ERROR SUMMARY" "$OUT/synccheck.log" | tee -a "$SUMMARY"
   else
     say "memcheck: skipped (compute-sanitizer not found)"
   fi

@@ -1,6 +1,7 @@
 // A convolution's fused epilogues on CUDA (ops/conv2d_relu.cpp), over [N, C, H, W] tensors.
 //
-// The forwards are elementwise: one thread per output, with 32-bit indices where they fit.
+// The forwards are elementwise, 16 bytes of output per step where the plane size allows it, with
+// 32-bit indices where they fit.
 // The backwards also sum the bias gradient per channel: block (c, s) covers channel c of the images
 // in slice s, leaves its sum in a scratch row, and the last block of the channel adds the slices in
 // order (last_block_of_group), so one launch does it all and the result is deterministic. Sums of

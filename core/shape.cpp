@@ -1,6 +1,7 @@
 #include "core/shape.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/error.h"
 
@@ -21,7 +22,11 @@ Strides contiguous_strides(const Shape& shape) {
   int64_t stride = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     strides[i] = stride;
-    stride *= std::max<int64_t>(shape[i], 1);
+    // Only a shape with a zero dimension can overflow here (any other was counted by shape_numel
+    // before its tensor exists); it holds no elements, so its strides address nothing, and
+    // saturating keeps them defined instead of wrapping.
+    if (__builtin_mul_overflow(stride, std::max<int64_t>(shape[i], 1), &stride))
+      stride = std::numeric_limits<int64_t>::max();
   }
   return strides;
 }

@@ -1,5 +1,6 @@
 #include "core/tensor.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "core/autograd.h"
@@ -44,6 +45,9 @@ TensorImpl& Tensor::impl() const {
 int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim(), "size")]; }
 
 bool Tensor::is_contiguous() const {
+  // An empty tensor has no element out of place (as in PyTorch), and its other dimensions may
+  // multiply past int64; without a zero, every product below is at most numel().
+  if (std::find(shape().begin(), shape().end(), 0) != shape().end()) return true;
   int64_t expected = 1;
   for (size_t i = shape().size(); i-- > 0;) {
     if (shape()[i] == 1) continue;

@@ -14,15 +14,21 @@ namespace {
 
 Shape infer_shape(Shape shape, int64_t numel, const char* op, const Shape& from) {
   int64_t known = 1, infer = -1;
+  bool overflow = false, has_zero = false;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
       MINIDL_CHECK(infer < 0, op, ": only one dimension can be -1, got ", shape);
       infer = static_cast<int64_t>(i);
     } else {
       MINIDL_CHECK(shape[i] >= 0, op, ": invalid shape ", shape);
-      known *= shape[i];
+      has_zero |= shape[i] == 0;
+      overflow |= __builtin_mul_overflow(known, shape[i], &known);
     }
   }
+  // A product past int64 matches no tensor (and computing it plainly would be undefined behaviour);
+  // a zero dimension makes it 0 whatever the others are.
+  MINIDL_CHECK(!overflow || has_zero, op, ": shape ", shape, " has more elements than an int64 can count");
+  if (has_zero) known = 0;
   if (infer >= 0) {
     MINIDL_CHECK(known > 0 && numel % known == 0, op, ": shape ", shape, " is invalid for input of shape ", from);
     shape[infer] = numel / known;

@@ -1,0 +1,33 @@
+// Shapes whose sizes multiply past int64: an error where the tensor would hold that many elements,
+// and plain empty tensors where a zero dimension makes the count 0. Either way the arithmetic is
+// overflow-checked, never wrapped (scripts/sanitize.sh runs this under UBSan, which would abort on
+// a wrapped product).
+#include <gtest/gtest.h>
+
+#include "minidl.h"
+#include "test_util.h"
+
+using namespace minidl;
+using namespace minidl::testing;
+
+namespace {
+
+const int64_t kBig = int64_t{1} << 40;
+
+TEST(ShapeOverflow, AnInferredDimensionBesideTooManyElementsIsAnError) {
+  expect_error([] { randn({4}).view({-1, kBig, kBig}); }, {"view", "more elements than an int64 can count"});
+  expect_error([] { randn({4}).reshape({kBig, -1, kBig}); }, {"more elements than an int64 can count"});
+  // A zero among them: no overflow, just a shape that does not fit 4 elements.
+  expect_error([] { randn({4}).view({-1, 0, kBig, kBig}); }, {"invalid for input of shape [4]"});
+}
+
+TEST(ShapeOverflow, EmptyTensorsWithHugeDimensionsWork) {
+  Tensor t = zeros({0, kBig, kBig});
+  EXPECT_EQ(t.numel(), 0);
+  EXPECT_EQ(t.sum().item<float>(), 0.f);
+  EXPECT_EQ(t.view({kBig, 0, kBig}).numel(), 0);
+  EXPECT_EQ(t.transpose(0, 2).contiguous().shape(), (Shape{kBig, kBig, 0}));
+  EXPECT_EQ((t + 1.0).numel(), 0);
+}
+
+}  // namespace

@@ -1,8 +1,9 @@
 # Sanitized builds: MINIDL_SANITIZE is handed to -fsanitize= for every C++ target of the project
 # (library, tests, apps), e.g.
 #
-#   cmake -B build-san -DMINIDL_SANITIZE=address,undefined -DMINIDL_CUDA=OFF   (scripts/test.sh runs this)
-#   cmake -B build-fuzz -DMINIDL_SANITIZE=fuzzer-no-link,address,undefined -DMINIDL_BUILD_FUZZERS=ON
+#   cmake -B build-san -DMINIDL_SANITIZE=address,undefined -DMINIDL_CUDA=OFF       # scripts/sanitize.sh
+#   cmake -B build-fuzz -DMINIDL_SANITIZE=fuzzer-no-link,address,undefined \
+#         -DMINIDL_BUILD_FUZZERS=ON -DCMAKE_CXX_COMPILER=clang++                    # scripts/fuzz.sh
 #
 # Empty (the default) builds without sanitizers. Only C++ is instrumented: CUDA device code cannot
 # be, and ASan's shadow memory collides with the CUDA driver's mappings, so use compute-sanitizer

@@ -61,11 +61,13 @@ for t in "${targets[@]}"; do
   echo "fuzz: $t for ${seconds} s"
   # -timeout: an input taking 10 s is a hang; -rss_limit_mb: so is a reader that balloons (and a
   # single allocation past it is reported as one: -malloc_limit_mb defaults to the same).
+  start="$build/logs/$t.start"
+  touch "$start"  # crash files newer than this are this run's; older ones stay for reference
   rc=0
   "$build/fuzz/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$crashes/" "$corpus" "$repo/fuzz/corpus/$t" >"$log" 2>&1 || rc=$?
   execs=$(grep -oE 'stat::number_of_executed_units: [0-9]+' "$log" | grep -oE '[0-9]+$' || echo "?")
-  found=$(find "$crashes" -type f | wc -l)
+  found=$(find "$crashes" -type f -newer "$start" | wc -l)
   summary+=("$(printf '%-18s %12s executions  %3d crashes  (exit %d, corpus %d files)' "$t" "$execs" "$found" "$rc" \
     "$(find "$corpus" -type f | wc -l)")")
   if [[ $rc -ne 0 || $found -gt 0 ]]; then

@@ -16,12 +16,6 @@ using minidl::testing::ConvReluCase;
 
 namespace {
 
-std::vector<Tensor> grads_of(const std::vector<Tensor>& in) {
-  std::vector<Tensor> g;
-  for (const Tensor& t : in) g.push_back(t.grad());
-  return g;
-}
-
 void expect_close(const Tensor& a, const Tensor& b, double tol, const std::string& what) {
   ASSERT_EQ(a.shape(), b.shape()) << what;
   std::vector<double> av = a.to(kFloat64).to_vector<double>(), bv = b.to(kFloat64).to_vector<double>();

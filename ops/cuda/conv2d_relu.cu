@@ -179,7 +179,10 @@ __global__ void bias_relu_max_pool2d_backward_kernel(const T* __restrict__ grad_
 // Blocks per channel: enough blocks in all to fill the GPU, each with some images to loop over, and
 // few enough images per block that its elements count in 32 bits. Throws where one image's plane is
 // too large for that (2^31 elements).
-int64_t slices_for(int64_t images, int64_t channels, int64_t plane) {
+struct Slices {
+  int64_t count, images_per_slice;
+};
+Slices slices_for(int64_t images, int64_t channels, int64_t plane) {
   MINIDL_CHECK(plane < (int64_t{1} << 31), "conv2d epilogue on CUDA: a plane of ", plane,
                " elements exceeds the kernels' 32-bit index");
   const int64_t wanted = (1024 + channels - 1) / channels;
@@ -191,7 +194,8 @@ int64_t slices_for(int64_t images, int64_t channels, int64_t plane) {
                  " planes of ", plane, " elements exceed the kernels' limits");
     slices = 1;
   }
-  return slices;
+  const int64_t per_slice = (images + slices - 1) / slices;
+  return {(images + per_slice - 1) / per_slice, per_slice};  // no empty slice at the end
 }
 
 }  // namespace
@@ -236,9 +240,8 @@ void CudaKernels::conv_bias_relu_backward(const Tensor& grad_out, const Tensor& 
     return;
   }
   cuda::DeviceGuard guard(device_);
-  int64_t slices = slices_for(images, channels, area);
-  const int64_t per_slice = (images + slices - 1) / slices;
-  slices = (images + per_slice - 1) / per_slice;
+  const Slices split = slices_for(images, channels, area);
+  const int64_t slices = split.count, per_slice = split.images_per_slice;
   dispatch_floating(y.dtype(), "conv_bias_relu_backward", [&](auto tag) {
     using T = decltype(tag);
     Tensor scratch;
@@ -285,9 +288,8 @@ void CudaKernels::bias_relu_max_pool2d_backward(const Tensor& grad_out, const Te
     return;
   }
   cuda::DeviceGuard guard(device_);
-  int64_t slices = slices_for(images, channels, x.size(2) * x.size(3));
-  const int64_t per_slice = (images + slices - 1) / slices;
-  slices = (images + per_slice - 1) / per_slice;
+  const Slices split = slices_for(images, channels, x.size(2) * x.size(3));
+  const int64_t slices = split.count, per_slice = split.images_per_slice;
   dispatch_floating(x.dtype(), "bias_relu_max_pool2d_backward", [&](auto tag) {
     using T = decltype(tag);
     Tensor scratch;

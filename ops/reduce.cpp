@@ -50,15 +50,17 @@ Tensor reduce_kernel(ReduceOp op, const Tensor& x, const std::vector<int64_t>& d
     src = permute(x, order);
   }
   src = src.contiguous();
+  // The result first: a result too large to count is an error that names its shape. The products
+  // below are checked too, because a zero elsewhere (an empty input) may follow huge dimensions.
+  Tensor out = Tensor::empty(reduced_shape(x.shape(), dims, true), x.dtype(), x.device());
   auto prod = [&](int64_t from, int64_t to) {
-    int64_t p = 1;
-    for (int64_t d = from; d < to; ++d) p *= src.shape()[d];
-    return p;
+    return shape_numel(Shape(src.shape().begin() + from, src.shape().begin() + to));
   };
   int64_t outer = prod(0, first), n = prod(first, last + 1), inner = prod(last + 1, src.dim());
-  Tensor out = Tensor::empty(reduced_shape(x.shape(), dims, true), x.dtype(), x.device());
   if (argmax) *argmax = Tensor::empty(out.shape(), kInt64, x.device());
   MINIDL_CHECK(n > 0 || op == ReduceOp::Sum, "max: cannot reduce over an empty dimension of shape ", x.shape());
+  if (out.numel() == 0) return out;  // nothing to compute, and outer * n * inner may not be countable
+  if (n == 0) return out.zero_();    // a sum over nothing
   kernels_for(x.device()).reduce(op, src, outer, n, inner, out, argmax);
   return out;
 }

@@ -19,6 +19,12 @@ struct RowGeometry {
 RowGeometry geometry(const Shape& shape, int64_t dim) {
   RowGeometry g;
   if (shape.empty()) return g;  // a 0-d tensor is one row of one element
+  g.n = shape[dim];
+  // An empty tensor has no rows to work on, and its other dimensions may multiply past int64.
+  if (shape_numel(shape) == 0) {
+    g.outer = 0;
+    return g;
+  }
   for (int64_t d = 0; d < dim; ++d) g.outer *= shape[d];
   g.n = shape[dim];
   for (int64_t d = dim + 1; d < static_cast<int64_t>(shape.size()); ++d) g.inner *= shape[d];
@@ -35,11 +41,12 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
     src = x.contiguous();
   }
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
-  kernels_for(x.device()).softmax(src, geo.outer, geo.n, geo.inner, log, out);
+  if (geo.outer > 0) kernels_for(x.device()).softmax(src, geo.outer, geo.n, geo.inner, log, out);
   if (autograd::needs_recording({x})) {
     autograd::record(name, out, {x}, [y = out.detach(), geo, log](const Tensor& g, const std::vector<bool>&) {
       Tensor grad_in = Tensor::empty(y.shape(), y.dtype(), y.device());
-      kernels_for(y.device()).softmax_backward(g.contiguous(), y, geo.outer, geo.n, geo.inner, log, grad_in);
+      if (geo.outer > 0)
+        kernels_for(y.device()).softmax_backward(g.contiguous(), y, geo.outer, geo.n, geo.inner, log, grad_in);
       return std::vector<Tensor>{grad_in};
     });
   }

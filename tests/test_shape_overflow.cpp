@@ -28,6 +28,19 @@ TEST(ShapeOverflow, EmptyTensorsWithHugeDimensionsWork) {
   EXPECT_EQ(t.view({kBig, 0, kBig}).numel(), 0);
   EXPECT_EQ(t.transpose(0, 2).contiguous().shape(), (Shape{kBig, kBig, 0}));
   EXPECT_EQ((t + 1.0).numel(), 0);
+  // Reductions and softmax over an empty input whose other dimensions multiply past int64.
+  Tensor u = zeros({3, kBig, kBig, 0});
+  EXPECT_EQ(sum(u, {0}).shape(), (Shape{kBig, kBig, 0}));
+  EXPECT_EQ(mean(u, {1}, true).shape(), (Shape{3, 1, kBig, 0}));
+  EXPECT_EQ(max(u, 1).values.shape(), (Shape{3, kBig, 0}));
+  EXPECT_EQ(argmax(u, 2).shape(), (Shape{3, kBig, 0}));
+  EXPECT_EQ(softmax(u, 1).shape(), u.shape());
+  EXPECT_EQ(log_softmax(u, 0).shape(), u.shape());
+}
+
+TEST(ShapeOverflow, AReductionWhoseResultIsTooLargeIsAnError) {
+  expect_error([] { sum(zeros({kBig, kBig, 0}), {2}); }, {"more elements than an int64 can count"});
+  expect_error([] { max(zeros({0, kBig, kBig}), 0); }, {"more elements than an int64 can count"});
 }
 
 }  // namespace

@@ -6,7 +6,10 @@
 #      twice in two processes write byte-identical checkpoints, and the epoch times beside those of
 #      the default mode (whose checkpoints may differ run to run: timed algorithm picks, atomics);
 #   3. --detect-anomaly on cuda names the op where a run with --lr 10 first overflows;
-#   4. Ctrl-C on cuda: exit status 130, a checkpoint, and a resume that finishes the epoch.
+#   4. Ctrl-C on cuda: exit status 130, a checkpoint, and a resume that finishes the epoch;
+#   5. flat memory: mnist_mlp and mnist_cnn trained 20 epochs on cuda (graphed) with --memory-report
+#      keep the device allocator's bytes in use and held where they were after epoch 1, and the
+#      host's resident set within 8 MB of it.
 #
 #   scripts/gpu_reliability.sh            # BUILD_DIR (default build-gpu), MINIDL_DATA, OUT as gpu_check.sh
 #
@@ -84,5 +87,25 @@ if [ $rc -eq 130 ] && grep -q "checkpoint written to" "$OUT/interrupt.log"; then
 else
   fail "interrupt: exit $rc (see interrupt.log)"
 fi
+
+# 5. Twenty epochs, memory flat after the first.
+for app in mnist_mlp mnist_cnn; do
+  if "$BUILD_DIR/$app" --device cuda --epochs 20 --memory-report "${data_flag[@]}" >"$OUT/$app.memory.log" 2>&1; then
+    verdict=$(grep "^memory after epoch" "$OUT/$app.memory.log" | awk '
+      { rss = $7; use = $12; held = $15 }
+      NR == 1 { rss1 = rss; use1 = use; held1 = held; maxrss = rss }
+      NR > 1 { if (use != use1 || held != held1) bad = bad " epoch " NR ": in use " use ", held " held ";";
+               if (rss > maxrss) maxrss = rss }
+      END { if (NR < 20) print "FAIL only " NR " readings";
+            else if (bad != "" || maxrss - rss1 > 8) print "FAIL after epoch 1: in use " use1 ", held " held1 ", host " rss1 " MB;" bad " host at most " maxrss " MB";
+            else print "ok: device in use " use1 " bytes and held " held1 " bytes at every epoch, host resident " rss1 " to " maxrss " MB" }')
+    case $verdict in
+      ok*) say "$app 20 epochs memory: $verdict; $(grep -o 'accuracy [0-9/]* ([0-9.]*%)' "$OUT/$app.memory.log" | tail -1)" ;;
+      *) fail "$app 20 epochs memory: $verdict" ;;
+    esac
+  else
+    fail "$app 20 epochs (see $app.memory.log)"
+  fi
+done
 
 exit $status

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <string>
 
@@ -33,6 +34,7 @@ struct Flags {
   int threads = 0, log_interval = 100;
   bool cuda_graph = true;
   bool detect_anomaly = false, deterministic = false;  // set_detect_anomaly, set_deterministic
+  bool memory_report = false;  // one line of memory readings after every epoch
   std::string save, resume;  // checkpoint paths (optim/checkpoint.h)
   std::string metrics, title;  // --metrics folder for the curves (apps/common/metrics.h); the app's description
 };
@@ -86,6 +88,8 @@ inline Flags parse_flags(int argc, char** argv, const std::string& description, 
   app.add_flag("--detect-anomaly", f.detect_anomaly,
                "stop at the first op whose forward or backward makes a NaN or infinity, naming it (slow; no CUDA graph)");
   app.add_flag("--deterministic", f.deterministic, "on cuda, bit-identical results run to run (slower paths)");
+  app.add_flag("--memory-report", f.memory_report,
+               "after every epoch, print the host's resident memory and the device allocator's bytes in use and held");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -201,6 +205,21 @@ TestResult test(Model& model, data::DataLoader& loader, int64_t num_images, doub
   return {loss_sum / num_images, 100.0 * correct / num_images};
 }
 
+/// One line of readings after `epoch`, to show memory staying flat over a long run: the process's
+/// resident set, the training device's allocator (bytes handed out and bytes taken from the system,
+/// its cache included) and the autograd tape, which must be empty between steps.
+inline void report_memory(int epoch, Device device) {
+  double resident_mb = 0;
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  for (double kb; status >> key;)
+    if (key == "VmRSS:" && status >> kb) resident_mb = kb / 1024;
+  const MemoryStats m = memory_stats(device);
+  std::printf("memory after epoch %d: host resident %.1f MB, %s in use %zu bytes, held %zu bytes, tape %zu\n", epoch,
+              resident_mb, device.str().c_str(), m.bytes_in_use, m.bytes_held, autograd::tape_size());
+  std::fflush(stdout);
+}
+
 /// Loads the checkpoint `path` and puts the schedule and the data order where they stood after its
 /// epoch, so that the run goes on as if it had never stopped. Returns the epoch to train next; a
 /// checkpoint of an interrupted epoch also sets `batches_done`, the batches of it to skip.
@@ -284,6 +303,7 @@ int run(std::shared_ptr<Model> model, const Flags& f) {
     if (schedule) schedule->step();
     const TestResult result = test(*model, test_loader, test_set->size(), seconds);
     if (metrics) metrics->add_epoch({epoch, train_loss, result.loss, result.accuracy, seconds, lr});
+    if (f.memory_report) report_memory(epoch, device);
     if (!f.save.empty()) optim::save_checkpoint(f.save, *model, optimizer, {epoch, epoch * train_loader.size()});
   }
   return 0;

@@ -6,7 +6,7 @@
 // replay (cuda::GraphedStep; --no-cuda-graph runs it op by op), and the report says where the time
 // goes: kernels per step, GPU busy fraction (CUPTI) and host microseconds to issue one step.
 //
-//   build/bench --model cnn --device cuda --batch-size 64 [--epochs 3] [--no-cuda-graph]
+//   build/bench --model cnn --device cuda --batch-size 64 [--epochs 3] [--no-cuda-graph] [--deterministic]
 #include <CLI/CLI.hpp>
 
 #include <chrono>
@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
   int64_t batch = 64;
   int epochs = 0, warmup = 50, threads = 0;
   uint64_t seed = 1;
-  bool graph = true, profile = false;
+  bool graph = true, profile = false, deterministic = false;
   CLI::App app("minidl training benchmark (../shared/BENCHMARK.md)");
   app.add_option("--model", model_name, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}))->capture_default_str();
   app.add_option("--batch-size", batch, "training batch size")->check(CLI::Range(int64_t{1}, int64_t{60000}))->capture_default_str();
@@ -101,10 +101,12 @@ int main(int argc, char** argv) {
   app.add_option("--data", data_dir, "data folder (default: $MINIDL_DATA, else <repo>/datasets)");
   app.add_flag("--cuda-graph,!--no-cuda-graph", graph, "on cuda, replay each step as one CUDA graph (default on)");
   app.add_flag("--profile", profile, "on cuda, also list each kernel's time and launches per step");
+  app.add_flag("--deterministic", deterministic, "set_deterministic(true): what bit-identical results cost");
   CLI11_PARSE(app, argc, argv);
 
   return mnist_app::guarded_main([&] {
     if (threads > 0) set_num_threads(threads);
+    if (deterministic) set_deterministic(true);
     Device device = mnist_app::resolve_device(device_spec);
     data::MNIST train(data::data_root(data_dir), true), test(data::data_root(data_dir), false);
     auto make = [&]() -> std::shared_ptr<nn::Module> {
@@ -133,8 +135,9 @@ int main(int argc, char** argv) {
     loss.item<float>();
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     double peak_mb = device.is_cuda() ? memory_stats(device).peak_bytes / 1048576.0 : peak_rss_mb();
-    std::printf("model %s  device %s  batch %lld  threads %d  %.0f img/s  epoch %.2f s  peak %s %.0f MB\n",
+    std::printf("model %s  device %s  batch %lld  threads %d%s  %.0f img/s  epoch %.2f s  peak %s %.0f MB\n",
                 model_name.c_str(), device.str().c_str(), static_cast<long long>(batch), get_num_threads(),
+                deterministic ? "  deterministic" : "",
                 static_cast<double>(train.size()) / seconds, seconds, device.is_cuda() ? "device" : "RSS", peak_mb);
     if (device.is_cuda()) {
       mnist_app::report_gpu_time([&](int s) { t.step(s); },

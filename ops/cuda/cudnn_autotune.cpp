@@ -27,30 +27,64 @@ const Perf* fastest(const Perf* perf, int count) {
   return nullptr;
 }
 
-// Times every algorithm of the three passes (cuDNN runs each on scratch memory it allocates) and
-// keeps the fastest of each; false when a pass has none.
-bool find_fastest(cudnnHandle_t handle, ConvPlan& p) {
+// Scratch memory straight from cudaMalloc, freed at once: measurement scaffolding, not memory of the
+// model (the caching allocator would count it in the peak of whatever step first meets a new shape).
+struct Scratch {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  explicit Scratch(size_t n) : bytes(n) {
+    if (n) CUDA_CHECK(cudaMalloc(&ptr, n));
+  }
+  ~Scratch() { cudaFree(ptr); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+};
+
+// The most workspace any algorithm of the three passes asks for, up to 1 GiB (an algorithm that
+// needs more is left out of the search).
+size_t search_workspace(cudnnHandle_t handle, const ConvPlan& p) {
+  size_t most = 0, bytes = 0;
+  for (int a = 0; a < CUDNN_CONVOLUTION_FWD_ALGO_COUNT; ++a)
+    if (cudnnGetConvolutionForwardWorkspaceSize(handle, p.x.d, p.w, p.conv, p.y.d, cudnnConvolutionFwdAlgo_t(a),
+                                                &bytes) == CUDNN_STATUS_SUCCESS)
+      most = std::max(most, bytes);
+  for (int a = 0; a < CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT; ++a)
+    if (cudnnGetConvolutionBackwardDataWorkspaceSize(handle, p.w, p.y.d, p.conv, p.x.d,
+                                                     cudnnConvolutionBwdDataAlgo_t(a), &bytes) == CUDNN_STATUS_SUCCESS)
+      most = std::max(most, bytes);
+  for (int a = 0; a < CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT; ++a)
+    if (cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, p.x.d, p.y.d, p.conv, p.w,
+                                                       cudnnConvolutionBwdFilterAlgo_t(a), &bytes) == CUDNN_STATUS_SUCCESS)
+      most = std::max(most, bytes);
+  return std::min(most, size_t{1} << 30);
+}
+
+// Times every algorithm of the three passes and keeps the fastest of each; false when a pass has
+// none. The Ex queries run on our buffers, written before: the plain ones allocate their own and
+// read them unwritten, which compute-sanitizer's initcheck reports.
+bool find_fastest(cudnnHandle_t handle, ConvPlan& p, const Tensor& x, const Tensor& w, Tensor& y, Tensor& gx,
+                  Tensor& gw) {
   cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   cudnnConvolutionBwdDataAlgoPerf_t bwd_data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
   cudnnConvolutionBwdFilterAlgoPerf_t bwd_filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
   int nf = 0, nd = 0, nw = 0;
-  CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(handle, p.x.d, p.w, p.conv, p.y.d, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                                                   &nf, fwd));
-  CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(handle, p.w, p.y.d, p.conv, p.x.d,
-                                                        CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd, bwd_data));
-  CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(handle, p.x.d, p.y.d, p.conv, p.w,
-                                                          CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nw, bwd_filter));
+  const Scratch ws(search_workspace(handle, p));
+  // y is the forward's output, then the backward passes' incoming gradient: written either way.
+  CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(handle, p.x.d, x.raw_data(), p.w, w.raw_data(), p.conv, p.y.d,
+                                                     y.raw_data(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &nf, fwd, ws.ptr,
+                                                     ws.bytes));
+  CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(handle, p.w, w.raw_data(), p.y.d, y.raw_data(), p.conv, p.x.d,
+                                                          gx.raw_data(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd,
+                                                          bwd_data, ws.ptr, ws.bytes));
+  CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(handle, p.x.d, x.raw_data(), p.y.d, y.raw_data(), p.conv,
+                                                            p.w, gw.raw_data(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+                                                            &nw, bwd_filter, ws.ptr, ws.bytes));
   return use_algorithms(handle, p, fastest(fwd, nf), fastest(bwd_data, nd), fastest(bwd_filter, nw));
 }
 
-// 128 MB to overwrite between timed runs, past any L2. Straight from cudaMalloc and freed at once:
-// it is measurement scaffolding, not memory of the model (the caching allocator would count it in
-// the peak of whatever step first meets a new shape).
-struct L2Flush {
-  void* ptr = nullptr;
-  size_t bytes = size_t{128} << 20;
-  L2Flush() { CUDA_CHECK(cudaMalloc(&ptr, bytes)); }
-  ~L2Flush() { cudaFree(ptr); }
+// 128 MB to overwrite between timed runs, past any L2.
+struct L2Flush : Scratch {
+  L2Flush() : Scratch(size_t{128} << 20) {}
 };
 
 // Median time in ms of `reps` runs of `work` on `stream`, after one uncounted run. Before each run
@@ -132,7 +166,6 @@ bool CudaKernels::conv2d_cudnn_is_faster(DType dtype, int64_t batch, int64_t out
   std::lock_guard lock(measuring);
   if (p.faster >= 0) return p.faster == 1;
   if (adopt_larger_batch(handle, p, device_, dtype, batch, out_channels, g)) return p.faster == 1;
-  const bool found = find_fastest(handle, p);
   // Both paths on the same scratch tensors, as ops/conv2d.cpp runs them: forward with the bias, the
   // input gradient, and the weight and bias gradients (by our reductions on either path).
   const int64_t k = g.channels * g.kernel_h * g.kernel_w, l = g.out_h * g.out_w, o = out_channels;
@@ -143,6 +176,7 @@ bool CudaKernels::conv2d_cudnn_is_faster(DType dtype, int64_t batch, int64_t out
   Tensor out = Tensor::empty({batch, o, l}, dtype, dev), per_sample = Tensor::empty({batch, o, k}, dtype, dev);
   Tensor bias = Tensor::empty({o}, dtype, dev), gb = Tensor::empty({o}, dtype, dev), gb_rows = Tensor::empty({batch, o}, dtype, dev);
   for (Tensor* t : {&x, &w, &out, &bias}) fill(*t, 0.5);
+  const bool found = find_fastest(handle, p, x, w, out, gx, gw);
   const Tensor bias_view = Tensor::make_view(bias, {batch, o, l}, {0, 1, 0}, 0);
   const L2Flush flush;
   const auto bias_grad = [&] {

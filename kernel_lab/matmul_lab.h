@@ -1,0 +1,63 @@
+#pragma once
+// The SGEMM kernel lab: a ladder of hand-written float32 matrix-multiply kernels, each one step
+// faster than the last, for learning how GPU kernels are made. Every rung computes
+//
+//     C = A * B     A: M x K, B: K x N, C: M x N, all row-major float32 in device memory
+//
+// for any M, N, K >= 1 (edges are guarded; the vectorized rungs take their float4 path only where
+// K and N are multiples of 4 and the pointers are 16-byte aligned, and a scalar guarded path
+// otherwise). Indices are 32-bit: each matrix must have fewer than about 2^31 elements. A launcher
+// queues the kernel on `stream` and returns; it throws minidl::Error for bad sizes or a failed launch.
+// docs/kernels.md walks through the rungs; apps/bench_ops times them against cuBLAS and the CPU.
+//
+//   for (const auto& rung : kernel_lab::kRungs) rung.launch(a, b, c, m, n, k, stream);
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+namespace minidl::kernel_lab {
+
+/// (1) One thread per output, threadIdx.x walking down a column of C: a warp reads 32 rows of A.
+void matmul_naive(const float* a, const float* b, float* c, int m, int n, int k, cudaStream_t stream);
+/// (2) The same with threadIdx.x walking along a row of C: a warp reads one row of B, coalesced.
+void matmul_coalesced(const float* a, const float* b, float* c, int m, int n, int k, cudaStream_t stream);
+/// (3) 32 x 32 tiles of A and B staged in shared memory; each value read from global memory once per tile.
+void matmul_tiled(const float* a, const float* b, float* c, int m, int n, int k, cudaStream_t stream);
+/// (4a) 64 x 64 block tiles; each thread computes 8 outputs of one column, reusing each B value 8 times.
+void matmul_register_1d(const float* a, const float* b, float* c, int m, int n, int k, cudaStream_t stream);
+/// (4b) 128 x 128 block tiles, 8 x 8 outputs per thread, float4 loads, A stored transposed in shared memory.
+void matmul_register_2d(const float* a, const float* b, float* c, int m, int n, int k, cudaStream_t stream);
+/// (5) Block tile -> warp tile -> thread tile, double-buffered shared memory; picks a 128 x 128 or a
+/// 64 x 64 block tile by the number of blocks the shape gives (warptile_config says which).
+void matmul_warptile(const float* a, const float* b, float* c, int m, int n, int k, cudaStream_t stream);
+
+/// Rung 5's two tile configurations, callable directly (the tests run both on every shape).
+enum class WarptileConfig { Large128x128, Small64x64 };
+void matmul_warptile_with(WarptileConfig config, const float* a, const float* b, float* c, int m, int n, int k,
+                          cudaStream_t stream);
+/// The configuration matmul_warptile picks: the large tile unless it leaves streaming
+/// multiprocessors of the current device without a block.
+WarptileConfig warptile_config(int m, int n);
+const char* warptile_config_name(WarptileConfig config);
+
+using MatmulLauncher = void (*)(const float* a, const float* b, float* c, int m, int n, int k, cudaStream_t stream);
+
+/// One rung of the ladder: a short name for tables, what it changes over the rung before, its launcher.
+struct Rung {
+  const char* name;
+  const char* change;
+  MatmulLauncher launch;
+};
+
+inline constexpr Rung kRungs[] = {
+    {"1 naive", "one thread per output; a warp reads 32 rows of A (uncoalesced)", matmul_naive},
+    {"2 coalesced", "a warp walks along a row of C: loads of B and stores of C coalesce", matmul_coalesced},
+    {"3 smem tiled", "32x32 tiles in shared memory: each global value loaded once per tile", matmul_tiled},
+    {"4a regblock 1d", "8 outputs per thread in a column: each B value in a register serves 8 FMAs",
+     matmul_register_1d},
+    {"4b regblock 2d", "8x8 outputs per thread, float4 loads, A transposed in shared memory", matmul_register_2d},
+    {"5 warptile", "block -> warp -> thread tiles, double-buffered shared memory", matmul_warptile},
+};
+inline constexpr std::size_t kRungCount = sizeof(kRungs) / sizeof(kRungs[0]);
+
+}  // namespace minidl::kernel_lab

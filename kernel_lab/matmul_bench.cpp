@@ -235,10 +235,10 @@ GemmResult GemmBench::run(std::size_t method, const TimingRules& rules, bool wit
   MINIDL_CHECK(method < kRungCount + 2, "GemmBench::run: method ", method, " out of range (", kRungCount + 2,
                " methods)");
   GemmResult result;
-  if (method + 1 == kRungCount) result.detail = warptile_config_name(warptile_config(s.shape.m, s.shape.n));
   // The check: C starts as NaN (all bits set), so an output the kernel never writes is an error.
   CUDA_CHECK(cudaMemsetAsync(s.d_c, 0xFF, s.size_c() * sizeof(float), s.stream));
   s.launch(method);
+  if (method + 1 == kRungCount) result.detail = warptile_config_name(warptile_config(s.shape.m, s.shape.n, s.shape.k));
   result.max_rel_error = max_relative_error(s.d_c, s.d_ref, s.d_ref_abs, int64_t(s.size_c()), s.stream);
   for (int w = 0; w < rules.warmup; ++w) s.launch(method);
   CUDA_CHECK(cudaStreamSynchronize(s.stream));

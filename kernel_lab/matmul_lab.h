@@ -27,17 +27,20 @@ void matmul_tiled(const float* a, const float* b, float* c, int m, int n, int k,
 void matmul_register_1d(const float* a, const float* b, float* c, int m, int n, int k, cudaStream_t stream);
 /// (4b) 128 x 128 block tiles, 8 x 8 outputs per thread, float4 loads, A stored transposed in shared memory.
 void matmul_register_2d(const float* a, const float* b, float* c, int m, int n, int k, cudaStream_t stream);
-/// (5) Block tile -> warp tile -> thread tile, double-buffered shared memory; picks a 128 x 128 or a
-/// 64 x 64 block tile by the number of blocks the shape gives (warptile_config says which).
+/// (5) Block tile -> warp tile -> thread tile, double-buffered shared memory. The first call for a
+/// shape times the tile configurations below on the given buffers (it synchronizes `stream`) and
+/// keeps the fastest for that shape, as cudnn.benchmark does; later calls only queue the kernel.
 void matmul_warptile(const float* a, const float* b, float* c, int m, int n, int k, cudaStream_t stream);
 
-/// Rung 5's two tile configurations, callable directly (the tests run both on every shape).
-enum class WarptileConfig { Large128x128, Small64x64 };
+/// Rung 5's tile configurations, callable directly (the tests run each on every shape).
+enum class WarptileConfig { Large128x128, Large128x128K16, Wide128x128, Wide128x128K16, Small64x64 };
+inline constexpr WarptileConfig kWarptileConfigs[] = {WarptileConfig::Large128x128, WarptileConfig::Large128x128K16,
+                                                      WarptileConfig::Wide128x128, WarptileConfig::Wide128x128K16,
+                                                      WarptileConfig::Small64x64};
 void matmul_warptile_with(WarptileConfig config, const float* a, const float* b, float* c, int m, int n, int k,
                           cudaStream_t stream);
-/// The configuration matmul_warptile picks: the large tile unless it leaves streaming
-/// multiprocessors of the current device without a block.
-WarptileConfig warptile_config(int m, int n);
+/// The configuration matmul_warptile picked for this shape (Large128x128 before its first call).
+WarptileConfig warptile_config(int m, int n, int k);
 const char* warptile_config_name(WarptileConfig config);
 
 using MatmulLauncher = void (*)(const float* a, const float* b, float* c, int m, int n, int k, cudaStream_t stream);

@@ -29,10 +29,24 @@
 // an SM: one computes while the other waits at its barrier. 16.3 KB of shared memory per block is far
 // below the 228 KB of an H100 SM; registers, not shared memory, bound the occupancy here.
 //
-// Two configurations: 128 x 128 (8 warps of 64 x 32) and, for shapes that would leave SMs idle with
-// it (fewer 128 x 128 tiles than SMs), 64 x 64 (4 warps of 32 x 32, 4 x 8 outputs per thread).
+// Configurations. Which tile is fastest depends on the shape and on the GPU, so matmul_warptile
+// times them on the first call for a shape and keeps the fastest, as cudnn.benchmark does for
+// convolutions:
+//   128 x 128, BK 8,  8 warps of 64 x 32, 8 x 8 outputs per thread (two blocks per SM);
+//   128 x 128, BK 16, 8 warps of 64 x 32, 8 x 8 outputs per thread (up to 255 registers);
+//   128 x 128, BK 8 or 16, 4 warps of 64 x 64, 8 x 16 outputs per thread: more reuse of each
+//   fragment, and two blocks per SM at up to 255 registers each;
+//   64 x 64,   BK 8,  4 warps of 32 x 32, 4 x 8 outputs per thread, for shapes that give fewer
+//   128 x 128 tiles than the GPU has SMs.
 // Vectorized global loads and stores need K % 4 == 0, N % 4 == 0 and 16-byte aligned pointers; the
 // same kernel is instantiated with guarded scalar loads for every other shape.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <tuple>
+
 #include "kernel_lab/lab_common.h"
 #include "kernel_lab/matmul_lab.h"
 
@@ -52,8 +66,11 @@ struct TileConfig {
                 "every thread loads the same number of float4 of each tile");
 };
 
-using Large = TileConfig<128, 128, 8, 64, 32, 2>;  // 256 threads, 8 x 8 outputs each
-using Small = TileConfig<64, 64, 8, 32, 32, 4>;    // 128 threads, 4 x 8 outputs each
+using Large = TileConfig<128, 128, 8, 64, 32, 2>;     // 256 threads, 8 x 8 outputs each
+using LargeK16 = TileConfig<128, 128, 16, 64, 32, 1>; // 256 threads, 8 x 8 outputs each
+using Wide = TileConfig<128, 128, 8, 64, 64, 2>;      // 128 threads, 8 x 16 outputs each
+using WideK16 = TileConfig<128, 128, 16, 64, 64, 2>;  // 128 threads, 8 x 16 outputs each
+using Small = TileConfig<64, 64, 8, 32, 32, 4>;       // 128 threads, 4 x 8 outputs each
 constexpr int kPadA = 4;  // the transposed A rows: conflict-free stores, still 16-byte aligned
 
 template <class Cfg, bool Vec>
@@ -167,28 +184,78 @@ void launch(const float* a, const float* b, float* c, int m, int n, int k, cudaS
 
 }  // namespace
 
-WarptileConfig warptile_config(int m, int n) {
-  int device = 0, sms = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const int64_t large_blocks = int64_t{detail::ceil_div(m, Large::BM)} * detail::ceil_div(n, Large::BN);
-  return large_blocks >= sms ? WarptileConfig::Large128x128 : WarptileConfig::Small64x64;
-}
-
 const char* warptile_config_name(WarptileConfig config) {
-  return config == WarptileConfig::Large128x128 ? "128x128 (8 warps of 64x32)" : "64x64 (4 warps of 32x32)";
+  switch (config) {
+    case WarptileConfig::Large128x128: return "128x128 BK8 (8 warps of 64x32)";
+    case WarptileConfig::Large128x128K16: return "128x128 BK16 (8 warps of 64x32)";
+    case WarptileConfig::Wide128x128: return "128x128 BK8 (4 warps of 64x64)";
+    case WarptileConfig::Wide128x128K16: return "128x128 BK16 (4 warps of 64x64)";
+    case WarptileConfig::Small64x64: return "64x64 BK8 (4 warps of 32x32)";
+  }
+  return "?";
 }
 
 void matmul_warptile_with(WarptileConfig config, const float* a, const float* b, float* c, int m, int n, int k,
                           cudaStream_t stream) {
   detail::check_sizes("warptile", m, n, k);
-  if (config == WarptileConfig::Large128x128) launch<Large>(a, b, c, m, n, k, stream);
-  else launch<Small>(a, b, c, m, n, k, stream);
+  switch (config) {
+    case WarptileConfig::Large128x128: return launch<Large>(a, b, c, m, n, k, stream);
+    case WarptileConfig::Large128x128K16: return launch<LargeK16>(a, b, c, m, n, k, stream);
+    case WarptileConfig::Wide128x128: return launch<Wide>(a, b, c, m, n, k, stream);
+    case WarptileConfig::Wide128x128K16: return launch<WideK16>(a, b, c, m, n, k, stream);
+    case WarptileConfig::Small64x64: return launch<Small>(a, b, c, m, n, k, stream);
+  }
+}
+
+namespace {
+
+std::mutex picks_mutex;
+std::map<std::tuple<int, int, int>, WarptileConfig> picks;  // (m, n, k) -> the fastest configuration
+
+// Times each configuration on the caller's buffers (one warm-up run, then the best of three) and
+// returns the fastest.
+WarptileConfig fastest_config(const float* a, const float* b, float* c, int m, int n, int k, cudaStream_t stream) {
+  cudaEvent_t start, stop;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  WarptileConfig best = WarptileConfig::Large128x128;
+  float best_ms = -1;
+  for (WarptileConfig config : kWarptileConfigs) {
+    matmul_warptile_with(config, a, b, c, m, n, k, stream);
+    float ms = -1;
+    for (int rep = 0; rep < 3; ++rep) {
+      CUDA_CHECK(cudaEventRecord(start, stream));
+      matmul_warptile_with(config, a, b, c, m, n, k, stream);
+      CUDA_CHECK(cudaEventRecord(stop, stream));
+      CUDA_CHECK(cudaEventSynchronize(stop));
+      float t = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
+      ms = ms < 0 ? t : std::min(ms, t);
+    }
+    if (best_ms < 0 || ms < best_ms) best = config, best_ms = ms;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return best;
+}
+
+}  // namespace
+
+WarptileConfig warptile_config(int m, int n, int k) {
+  std::lock_guard lock(picks_mutex);
+  const auto it = picks.find({m, n, k});
+  return it == picks.end() ? WarptileConfig::Large128x128 : it->second;
 }
 
 void matmul_warptile(const float* a, const float* b, float* c, int m, int n, int k, cudaStream_t stream) {
   detail::check_sizes("warptile", m, n, k);
-  matmul_warptile_with(warptile_config(m, n), a, b, c, m, n, k, stream);
+  WarptileConfig config;
+  {
+    std::lock_guard lock(picks_mutex);
+    const auto it = picks.find({m, n, k});
+    config = it != picks.end() ? it->second : (picks[{m, n, k}] = fastest_config(a, b, c, m, n, k, stream));
+  }
+  matmul_warptile_with(config, a, b, c, m, n, k, stream);
 }
 
 }  // namespace minidl::kernel_lab

@@ -151,12 +151,12 @@ std::string rung_test_name(const ::testing::TestParamInfo<size_t>& info) {
 INSTANTIATE_TEST_SUITE_P(Rungs, KernelLabRung, ::testing::Range(size_t{0}, minidl::kernel_lab::kRungCount),
                          rung_test_name);
 
-// matmul_warptile picks its tile by the shape and the GPU; both configurations must be right on
-// every shape, whichever the small test shapes would pick.
-TEST(KernelLabWarptile, BothTileConfigurationsMatchTheReference) {
+// matmul_warptile picks its tile by timing; every configuration must be right on every shape,
+// whichever the small test shapes would pick.
+TEST(KernelLabWarptile, EveryTileConfigurationMatchesTheReference) {
   MINIDL_REQUIRE_CUDA();
   using minidl::kernel_lab::WarptileConfig;
-  for (WarptileConfig config : {WarptileConfig::Large128x128, WarptileConfig::Small64x64}) {
+  for (WarptileConfig config : minidl::kernel_lab::kWarptileConfigs) {
     SCOPED_TRACE(minidl::kernel_lab::warptile_config_name(config));
     const Launch launch = [config](const float* a, const float* b, float* c, int m, int n, int k, cudaStream_t s) {
       minidl::kernel_lab::matmul_warptile_with(config, a, b, c, m, n, k, s);

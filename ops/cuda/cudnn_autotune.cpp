@@ -175,7 +175,8 @@ bool CudaKernels::conv2d_cudnn_is_faster(DType dtype, int64_t batch, int64_t out
   Tensor cols = Tensor::empty({batch, k, l}, dtype, dev), gcols = Tensor::empty({batch, k, l}, dtype, dev);
   Tensor out = Tensor::empty({batch, o, l}, dtype, dev), per_sample = Tensor::empty({batch, o, k}, dtype, dev);
   Tensor bias = Tensor::empty({o}, dtype, dev), gb = Tensor::empty({o}, dtype, dev), gb_rows = Tensor::empty({batch, o}, dtype, dev);
-  for (Tensor* t : {&x, &w, &out, &bias}) fill(*t, 0.5);
+  // The gradients too: some algorithms scale their output by beta = 0 first, reading it.
+  for (Tensor* t : {&x, &w, &out, &bias, &gx, &gw}) fill(*t, 0.5);
   const bool found = find_fastest(handle, p, x, w, out, gx, gw);
   const Tensor bias_view = Tensor::make_view(bias, {batch, o, l}, {0, 1, 0}, 0);
   const L2Flush flush;

@@ -3,7 +3,9 @@
 // kernels, cuDNN, or (the default) for each convolution shape whichever measured faster the first
 // time that shape ran (cuDNN with its fastest algorithms found by timing, as cudnn.benchmark). All
 // give the same results within float32 tolerance. Devices without a cuDNN path (the CPU, a build
-// without cuDNN) ignore the setting.
+// without cuDNN) ignore Cudnn. On the CPU, Auto takes oneDNN for the float32 convolutions with at
+// least 64 products per output (ops/conv2d.cpp) where minidl was built with oneDNN, and Im2col
+// keeps every convolution on im2col + GEMM.
 #include <string>
 
 namespace minidl {
@@ -18,5 +20,7 @@ void set_conv_backend(ConvBackend backend);
 /// Parses "auto", "im2col" or "cudnn" (the values MINIDL_CONV_BACKEND and an app's flag accept).
 ConvBackend parse_conv_backend(const std::string& name);
 const char* conv_backend_name(ConvBackend backend);
+/// True when this build has the CPU convolutions' oneDNN path (cmake/onednn.cmake).
+bool onednn_available();
 
 }  // namespace minidl

@@ -285,6 +285,21 @@ class Kernels {
     return false;
   }
 
+  // ---- optional oneDNN path on the CPU (ops/cpu/onednn_conv.cpp), for float32 ----
+  // Each returns false, doing nothing, where there is no such path (CUDA, a build without oneDNN,
+  // another dtype); the op then takes the im2col kernels. No weight gradient here: oneDNN's sums
+  // it in an order that depends on the thread count, and minidl's CPU results do not.
+  /// out [N, O, out_h, out_w] = x [N, C, H, W] cross-correlated with weight [O, C, kh, kw], no bias.
+  virtual bool conv2d_onednn(const Tensor& /*x*/, const Tensor& /*weight*/, const ConvGeometry& /*g*/,
+                             Tensor& /*out*/) {
+    return false;
+  }
+  /// grad_x [N, C, H, W] (overwritten) of conv2d_onednn, from grad_out [N, O, out_h, out_w].
+  virtual bool conv2d_backward_data_onednn(const Tensor& /*grad_out*/, const Tensor& /*weight*/,
+                                           const ConvGeometry& /*g*/, Tensor& /*grad_x*/) {
+    return false;
+  }
+
   // ---- optimizer updates, in place (optim/) ----
   /// One SGD step on `param`; `momentum_buf` is null when momentum == 0.
   virtual void sgd_step(Tensor& param, const Tensor& grad, Tensor* momentum_buf, const SgdConfig& config) = 0;

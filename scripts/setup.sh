@@ -18,7 +18,8 @@ for tool in "${!tools[@]}"; do
   command -v "$tool" >/dev/null 2>&1 || missing+=("${tools[$tool]}")
 done
 # python3-numpy: ctest's DLPackInterop.NumPy exchanges tensors with numpy.from_dlpack (skipped without it).
-for p in libeigen3-dev libgtest-dev libcli11-dev zlib1g-dev nlohmann-json3-dev python3-numpy; do
+# libdnnl-dev: oneDNN 2.x for the CPU convolutions (optional: cmake/onednn.cmake builds without it).
+for p in libeigen3-dev libgtest-dev libcli11-dev zlib1g-dev nlohmann-json3-dev python3-numpy libdnnl-dev; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [[ ${#missing[@]} -gt 0 ]]; then

@@ -38,6 +38,9 @@ class CpuKernels final : public Kernels {
   void log_sigmoid_backward(const Tensor& grad_out, const Tensor& x, Tensor& grad_x) override;
   void im2col(const Tensor& x, const ConvGeometry& g, Tensor& cols) override;
   void col2im(const Tensor& cols, const ConvGeometry& g, Tensor& x_grad) override;
+  bool conv2d_onednn(const Tensor& x, const Tensor& weight, const ConvGeometry& g, Tensor& out) override;
+  bool conv2d_backward_data_onednn(const Tensor& grad_out, const Tensor& weight, const ConvGeometry& g,
+                                   Tensor& grad_x) override;
   void max_pool2d(const Tensor& x, const ConvGeometry& g, Tensor& out, Tensor& indices) override;
   void max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const ConvGeometry& g,
                            Tensor& grad_in) override;

@@ -1,6 +1,5 @@
 // 2-D convolution: by cuDNN where conv_backend() picks it (ops/backend_setting.h), on the CPU by
-// oneDNN for the forward and the input gradient where minidl was built with it, else by im2col +
-// GEMM, as below. The bias is added afterwards in one pass over the output (Kernels::conv_bias_act).
+// oneDNN where minidl was built with it, else by im2col + GEMM, as below. The bias is added afterwards in one pass over the output (Kernels::conv_bias_act).
 //
 // Shapes (K = C*kh*kw, L = out_h*out_w, out = (in + 2*pad - dil*(k-1) - 1) / stride + 1):
 //   x       [N, C, H, W]
@@ -119,13 +118,12 @@ Tensor conv2d_nobias(const Tensor& x, const Tensor& weight, const ConvGeometry& 
   const int64_t kk = g.channels * g.kernel_h * g.kernel_w, l = g.out_h * g.out_w;
   // On the CPU, oneDNN where the window holds enough products per output to pay for its layout
   // conversions: at the first layer of the MNIST CNN (one channel, 3 x 3) im2col measured faster.
-  // The weight's gradient stays on the columns below either way (Kernels::conv2d_onednn says why).
   if (backend == ConvBackend::Auto && kk >= 64) {
     Tensor xc = x.detach().contiguous(), wc = weight.detach().contiguous();
     Tensor out = Tensor::empty({n, o, g.out_h, g.out_w}, x.dtype(), x.device());
     if (k.conv2d_onednn(xc, wc, g, out)) {
       saved.onednn = true;
-      if (keep_x) saved.cols = im2col_raw(xc, g);
+      if (keep_x) saved.x = xc;
       if (keep_w) saved.w = wc;
       return out;
     }
@@ -156,12 +154,11 @@ void conv2d_nobias_backward(const ConvSaved& saved, const Tensor& grad, bool nee
   }
   Tensor g3 = view(go, {n, o, g.out_h * g.out_w});
   if (saved.onednn) {
-    if (need_x) {
-      grad_x = Tensor::empty({n, g.channels, g.height, g.width}, go.dtype(), go.device());
-      MINIDL_CHECK(k.conv2d_backward_data_onednn(go, saved.w, g, grad_x),
-                   "conv2d: the oneDNN backward is unavailable although its forward ran");
-    }
-    if (need_w) grad_w = view(weight_grad(g3, saved.cols), saved.w_shape);
+    if (need_x) grad_x = Tensor::empty({n, g.channels, g.height, g.width}, go.dtype(), go.device());
+    if (need_w) grad_w = Tensor::empty(saved.w_shape, go.dtype(), go.device());
+    MINIDL_CHECK((!need_x || k.conv2d_backward_data_onednn(go, saved.w, g, grad_x)) &&
+                     (!need_w || k.conv2d_backward_weights_onednn(go, saved.x, g, grad_w)),
+                 "conv2d: the oneDNN backward is unavailable although its forward ran");
     return;
   }
   if (need_x) {

@@ -12,9 +12,9 @@ struct ConvSaved {
   ConvGeometry g{};
   Shape w_shape;
   bool cudnn = false;
-  bool onednn = false;  // the forward ran on oneDNN (CPU); the input gradient will too
-  Tensor x;     // cuDNN: the input, kept when the weight needs a gradient
-  Tensor cols;  // im2col and oneDNN: the columns [N, K, L], kept when the weight needs a gradient
+  bool onednn = false;  // the forward ran on oneDNN (CPU); the gradients will too
+  Tensor x;     // cuDNN and oneDNN: the input, kept when the weight needs a gradient
+  Tensor cols;  // im2col: the columns [N, K, L], kept when the weight needs a gradient
   Tensor w;     // the weight (as [O, K] for im2col), kept when the input needs a gradient
 };
 

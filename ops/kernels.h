@@ -287,8 +287,8 @@ class Kernels {
 
   // ---- optional oneDNN path on the CPU (ops/cpu/onednn_conv.cpp), for float32 ----
   // Each returns false, doing nothing, where there is no such path (CUDA, a build without oneDNN,
-  // another dtype); the op then takes the im2col kernels. No weight gradient here: oneDNN's sums
-  // it in an order that depends on the thread count, and minidl's CPU results do not.
+  // another dtype); the op then takes the im2col kernels. The results do not depend on the thread
+  // count (the file says how).
   /// out [N, O, out_h, out_w] = x [N, C, H, W] cross-correlated with weight [O, C, kh, kw], no bias.
   virtual bool conv2d_onednn(const Tensor& /*x*/, const Tensor& /*weight*/, const ConvGeometry& /*g*/,
                              Tensor& /*out*/) {
@@ -297,6 +297,11 @@ class Kernels {
   /// grad_x [N, C, H, W] (overwritten) of conv2d_onednn, from grad_out [N, O, out_h, out_w].
   virtual bool conv2d_backward_data_onednn(const Tensor& /*grad_out*/, const Tensor& /*weight*/,
                                            const ConvGeometry& /*g*/, Tensor& /*grad_x*/) {
+    return false;
+  }
+  /// grad_weight [O, C, kh, kw] (overwritten) of conv2d_onednn, from grad_out and the input x.
+  virtual bool conv2d_backward_weights_onednn(const Tensor& /*grad_out*/, const Tensor& /*x*/,
+                                              const ConvGeometry& /*g*/, Tensor& /*grad_weight*/) {
     return false;
   }
 

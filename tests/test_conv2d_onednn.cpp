@@ -1,7 +1,7 @@
-// The CPU convolutions' oneDNN path (ops/cpu/onednn_conv.cpp): forward and input gradient equal the
-// im2col path's within float32 rounding for strides, padding, dilation, odd sizes and one image;
-// the weight gradient is the im2col path's own computation (the same bits); the results do not
-// depend on the thread count; and the float64 convolutions and the small windows stay on im2col.
+// The CPU convolutions' oneDNN path (ops/cpu/onednn_conv.cpp): the forward and both gradients equal
+// the im2col path's within float32 rounding for strides, padding, dilation, odd sizes and one
+// image; the results do not depend on the thread count; and the float64 convolutions and the small
+// windows stay on im2col.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -67,8 +67,7 @@ TEST(Conv2dOnednn, MatchesTheIm2colPath) {
     ASSERT_EQ(library.out.shape(), im2col.out.shape());
     EXPECT_LT(relative_difference(library.out, im2col.out), 1e-5);
     EXPECT_LT(relative_difference(library.gx, im2col.gx), 1e-5);
-    // The weight gradient is computed by the same kernels on both paths.
-    EXPECT_TRUE(same_bits(library.gw, im2col.gw));
+    EXPECT_LT(relative_difference(library.gw, im2col.gw), 1e-5);
   }
 }
 

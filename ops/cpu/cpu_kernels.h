@@ -41,6 +41,8 @@ class CpuKernels final : public Kernels {
   bool conv2d_onednn(const Tensor& x, const Tensor& weight, const ConvGeometry& g, Tensor& out) override;
   bool conv2d_backward_data_onednn(const Tensor& grad_out, const Tensor& weight, const ConvGeometry& g,
                                    Tensor& grad_x) override;
+  bool conv2d_backward_weights_onednn(const Tensor& grad_out, const Tensor& x, const ConvGeometry& g,
+                                      Tensor& grad_weight) override;
   void max_pool2d(const Tensor& x, const ConvGeometry& g, Tensor& out, Tensor& indices) override;
   void max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const ConvGeometry& g,
                            Tensor& grad_in) override;

@@ -112,6 +112,10 @@ function(minidl_add_cuda_backend target)
   target_sources(${target} PRIVATE ${_cpp} $<TARGET_OBJECTS:${target}_cuda_kernels>)
   target_compile_definitions(${target} PUBLIC MINIDL_WITH_CUDA)
   target_link_libraries(${target} PUBLIC CUDA::cudart CUDA::cublas CUDA::cublasLt CUDA::curand)
+  # NVRTC compiles the run-time kernels (ops/cuda/rtc_*.cpp). Their driver API calls are looked up
+  # through cudaGetDriverEntryPoint instead of linking CUDA::cuda_driver: a NEEDED libcuda.so.1
+  # would keep minidl from starting where no NVIDIA driver is installed.
+  target_link_libraries(${target} PRIVATE CUDA::nvrtc)
   set_target_properties(${target} PROPERTIES CUDA_RUNTIME_LIBRARY Shared)
   # CUPTI (kernel activity records) serves cuda::profile_kernels, which apps/bench reports from.
   if(TARGET CUDA::cupti)

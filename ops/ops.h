@@ -9,6 +9,7 @@
 #include "ops/creation.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
+#include "ops/elementwise_kernel.h"
 #include "ops/gradcheck.h"
 #include "ops/loss.h"
 #include "ops/matmul.h"

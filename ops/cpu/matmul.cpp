@@ -17,6 +17,7 @@
 
 #include "core/threads.h"
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/onednn_gemm.h"
 
 namespace minidl {
 
@@ -29,6 +30,7 @@ using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>
 constexpr int64_t kColumnAlign = 48;
 constexpr int64_t kRowAlign = 16;
 constexpr int64_t kMinTaskWork = 1 << 15;  // multiply-adds below which another thread costs more than it saves
+constexpr int64_t kOnednnMinWork = 1 << 18;  // multiply-adds from which a product goes to oneDNN
 
 // C = alpha * A @ B + beta * C for Eigen expressions A [m, k] and B [k, n] (maps or their transposes).
 template <class T, class MatA, class MatB, class MatC>
@@ -133,6 +135,15 @@ void CpuKernels::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
     T* pc = c.data<T>();
+    const int64_t work = m * n * depth;
+    // A single float32 product worth sharing goes to oneDNN where minidl has it
+    // (ops/cpu/onednn_gemm.cpp). The choice must not follow the thread count, or the bits would.
+    if constexpr (std::is_same_v<T, float>) {
+      if (batch == 1 && work >= kOnednnMinWork &&
+          onednn_sgemm(trans_a, trans_b, m, n, depth, static_cast<float>(alpha), pa, a_cols, pb, b_cols,
+                       static_cast<float>(beta), pc, n))
+        return;
+    }
     auto one = [&](int64_t i, int product_threads) {
       gemm_one<T>(pa + i * a_step, a_rows, a_cols, trans_a, pb + i * b_step, b_rows, b_cols, trans_b, pc + i * m * n,
                   m, n, static_cast<T>(alpha), static_cast<T>(beta), product_threads);
@@ -140,7 +151,6 @@ void CpuKernels::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans
     // A batch that fills the threads, or of products too small to split: one product per thread.
     // Otherwise one product after another, each split across every thread. A batch too small in
     // all is not worth waking the team for.
-    const int64_t work = m * n * depth;
     if (batch > 1 && batch * work >= kMinTaskWork && (batch >= threads || work < kMinTaskWork * threads)) {
 #pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < batch; ++i) one(i, 1);

@@ -1,5 +1,6 @@
 // 2-D convolution: by cuDNN where conv_backend() picks it (ops/backend_setting.h), on the CPU by
-// oneDNN where minidl was built with it, else by im2col + GEMM, as below. The bias is added afterwards in one pass over the output (Kernels::conv_bias_act).
+// oneDNN where minidl was built with it, else by im2col + GEMM, as below. The bias is added
+// afterwards in one pass over the output (Kernels::conv_bias_act).
 //
 // Shapes (K = C*kh*kw, L = out_h*out_w, out = (in + 2*pad - dil*(k-1) - 1) / stride + 1):
 //   x       [N, C, H, W]
@@ -118,7 +119,7 @@ Tensor conv2d_nobias(const Tensor& x, const Tensor& weight, const ConvGeometry& 
   const int64_t kk = g.channels * g.kernel_h * g.kernel_w, l = g.out_h * g.out_w;
   // On the CPU, oneDNN where the window holds enough products per output to pay for its layout
   // conversions: at the first layer of the MNIST CNN (one channel, 3 x 3) im2col measured faster.
-  if (backend == ConvBackend::Auto && kk >= 64) {
+  if (backend == ConvBackend::Auto && kk >= 64 && x.device().is_cpu() && x.dtype() == kFloat32) {
     Tensor xc = x.detach().contiguous(), wc = weight.detach().contiguous();
     Tensor out = Tensor::empty({n, o, g.out_h, g.out_w}, x.dtype(), x.device());
     if (k.conv2d_onednn(xc, wc, g, out)) {

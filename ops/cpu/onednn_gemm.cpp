@@ -1,6 +1,6 @@
-// Float32 GEMM on oneDNN (dnnl_sgemm). On the MLP's training products at batch 512 (2 AVX-512
-// cores) its JIT kernels ran 3-19% faster than Eigen's in minidl's own grid of blocks
-// (ops/cpu/matmul.cpp), e.g. 344 against 298 GFLOP/s for 512 x 784 by 784 x 512.
+// Float32 GEMM on oneDNN (dnnl_sgemm). Its JIT kernels made the MLP's training step at batch 512
+// 11% faster than Eigen's in minidl's own grid of blocks (ops/cpu/matmul.cpp): 90.7k -> 101k
+// img/s with `bench --model mlp --batch-size 512` on 2 AVX-512 cores (docs/benchmarks.md).
 //
 // minidl's CPU results must not depend on the thread count, and oneDNN may split a product's depth
 // across threads (one of the MLP's products gave other bits on 1 than on 2 threads). So it always

@@ -1,10 +1,8 @@
 // Convolutions on oneDNN (Kernels::conv2d_onednn and its two gradients), float32 only.
 //
-// On the MNIST CNN's second convolution (batch 64, 32 -> 64 channels, 26 x 26, 3 x 3, 2 AVX-512
-// cores, a quiet machine) oneDNN's JIT kernels took 5.5 ms for each of the forward, the input
-// gradient and the weight gradient, against 8.8 ms for the forward and 15.4 ms for both gradients
-// by im2col + Eigen's GEMM (+ col2im): they work on blocked layouts (nChw16c) with the window in
-// registers instead of a [K, L] column buffer per image.
+// oneDNN's JIT kernels work on blocked layouts (nChw16c) with the window in registers instead of a
+// [K, L] column buffer per image: with them the MNIST CNN at batch 64 went from 1,643 to 2,368
+// img/s on 2 AVX-512 cores (`bench --model cnn`, docs/benchmarks.md says what each step gave).
 //
 // minidl's CPU results must not depend on the thread count. The forward and the input gradient give
 // the same bits for any count (each output is summed by one thread; checked for 1 to 4). The weight
@@ -124,6 +122,20 @@ memory as_layout(const memory& user, const memory::desc& wanted, dnnl::stream& s
   return scratch->mem;
 }
 
+// An output in the user's plain layout, written through a scratch copy in the layout `wanted`
+// where the two differ; finish() converts it back.
+struct Output {
+  memory user;
+  std::optional<Scratch> scratch;
+  Output(const Tensor& t, Tag tag, const memory::desc& wanted) : user(plain(t, tag)) {
+    if (user.get_desc() != wanted) scratch.emplace(wanted);
+  }
+  memory mem() const { return scratch ? scratch->mem : user; }
+  void finish(dnnl::stream& stream) {
+    if (scratch) dnnl::reorder(scratch->mem, user).execute(stream, scratch->mem, user);
+  }
+};
+
 // Runs `body` turning oneDNN's exceptions into minidl::Error, naming the op.
 template <class Body>
 void guarded(const char* op, Body&& body) {
@@ -144,15 +156,14 @@ bool CpuKernels::conv2d_onednn(const Tensor& x, const Tensor& weight, const Conv
     ConvPrimitives& p = primitives_for(x.size(0), weight.size(0), g);
     std::lock_guard lock(p.running);
     dnnl::stream stream(cpu_engine());
-    std::optional<Scratch> x_scratch, w_scratch, y_scratch;
+    std::optional<Scratch> x_scratch, w_scratch;
     const memory src = as_layout(plain(x, Tag::nchw), p.forward_pd.src_desc(), stream, x_scratch);
     const memory w = as_layout(plain(weight, Tag::oihw), p.forward_pd.weights_desc(), stream, w_scratch);
-    const memory y_user = plain(out, Tag::nchw);
-    if (y_user.get_desc() != p.forward_pd.dst_desc()) y_scratch.emplace(p.forward_pd.dst_desc());
-    const memory y = y_scratch ? y_scratch->mem : y_user;
+    Output y(out, Tag::nchw, p.forward_pd.dst_desc());
     const Scratch pad(p.forward_pd.scratchpad_desc());
-    p.forward.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, y}, {DNNL_ARG_SCRATCHPAD, pad.mem}});
-    if (y != y_user) dnnl::reorder(y, y_user).execute(stream, const_cast<memory&>(y), const_cast<memory&>(y_user));
+    p.forward.execute(stream,
+                      {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, y.mem()}, {DNNL_ARG_SCRATCHPAD, pad.mem}});
+    y.finish(stream);
     stream.wait();
   });
   return true;
@@ -165,17 +176,14 @@ bool CpuKernels::conv2d_backward_data_onednn(const Tensor& grad_out, const Tenso
     ConvPrimitives& p = primitives_for(grad_out.size(0), weight.size(0), g);
     std::lock_guard lock(p.running);
     dnnl::stream stream(cpu_engine());
-    std::optional<Scratch> gy_scratch, w_scratch, gx_scratch;
+    std::optional<Scratch> gy_scratch, w_scratch;
     const memory gy = as_layout(plain(grad_out, Tag::nchw), p.backward_data_pd.diff_dst_desc(), stream, gy_scratch);
     const memory w = as_layout(plain(weight, Tag::oihw), p.backward_data_pd.weights_desc(), stream, w_scratch);
-    const memory gx_user = plain(grad_x, Tag::nchw);
-    if (gx_user.get_desc() != p.backward_data_pd.diff_src_desc()) gx_scratch.emplace(p.backward_data_pd.diff_src_desc());
-    const memory gx = gx_scratch ? gx_scratch->mem : gx_user;
+    Output gx(grad_x, Tag::nchw, p.backward_data_pd.diff_src_desc());
     const Scratch pad(p.backward_data_pd.scratchpad_desc());
-    p.backward_data.execute(stream, {{DNNL_ARG_DIFF_DST, gy}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DIFF_SRC, gx},
+    p.backward_data.execute(stream, {{DNNL_ARG_DIFF_DST, gy}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DIFF_SRC, gx.mem()},
                                      {DNNL_ARG_SCRATCHPAD, pad.mem}});
-    if (gx != gx_user)
-      dnnl::reorder(gx, gx_user).execute(stream, const_cast<memory&>(gx), const_cast<memory&>(gx_user));
+    gx.finish(stream);
     stream.wait();
   });
   return true;
@@ -189,18 +197,14 @@ bool CpuKernels::conv2d_backward_weights_onednn(const Tensor& grad_out, const Te
     std::lock_guard lock(p.running);
     const OmpThreads fixed(kWeightThreads);
     dnnl::stream stream(cpu_engine());
-    std::optional<Scratch> x_scratch, gy_scratch, gw_scratch;
+    std::optional<Scratch> x_scratch, gy_scratch;
     const memory src = as_layout(plain(x, Tag::nchw), p.backward_weights_pd.src_desc(), stream, x_scratch);
     const memory gy = as_layout(plain(grad_out, Tag::nchw), p.backward_weights_pd.diff_dst_desc(), stream, gy_scratch);
-    const memory gw_user = plain(grad_weight, Tag::oihw);
-    if (gw_user.get_desc() != p.backward_weights_pd.diff_weights_desc())
-      gw_scratch.emplace(p.backward_weights_pd.diff_weights_desc());
-    const memory gw = gw_scratch ? gw_scratch->mem : gw_user;
+    Output gw(grad_weight, Tag::oihw, p.backward_weights_pd.diff_weights_desc());
     const Scratch pad(p.backward_weights_pd.scratchpad_desc());
-    p.backward_weights.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, gy}, {DNNL_ARG_DIFF_WEIGHTS, gw},
+    p.backward_weights.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, gy}, {DNNL_ARG_DIFF_WEIGHTS, gw.mem()},
                                         {DNNL_ARG_SCRATCHPAD, pad.mem}});
-    if (gw != gw_user)
-      dnnl::reorder(gw, gw_user).execute(stream, const_cast<memory&>(gw), const_cast<memory&>(gw_user));
+    gw.finish(stream);
     stream.wait();
   });
   return true;

@@ -6,7 +6,12 @@
 // replay (cuda::GraphedStep; --no-cuda-graph runs it op by op), and the report says where the time
 // goes: kernels per step, GPU busy fraction (CUPTI) and host microseconds to issue one step.
 //
+// With --distributed (one process per GPU, started by scripts/launch.sh) every rank times its share
+// of the epoch (DistributedSampler) under DistributedDataParallel, and rank 0 reports the whole
+// job's images per second.
+//
 //   build/bench --model cnn --device cuda --batch-size 64 [--epochs 3] [--no-cuda-graph] [--deterministic]
+//   scripts/launch.sh --nproc-per-node 2 build/bench --model cnn --batch-size 512 --distributed
 #include <CLI/CLI.hpp>
 
 #include <chrono>
@@ -18,6 +23,8 @@
 #include "apps/common/gpu_report.h"
 #include "apps/common/mnist_app.h"
 #include "apps/common/models.h"
+#include "data/sampler.h"
+#include "distributed/distributed.h"
 
 using namespace minidl;
 
@@ -54,8 +61,6 @@ struct Trainer {
             },
             optimizer, cuda::GraphedStepOptions().enabled(graph)) {}
 
-  int64_t steps() const { return (images.size(0) + batch - 1) / batch; }
-
   void shuffle(uint64_t seed, int64_t epoch) {
     std::vector<int64_t> idx(static_cast<size_t>(images.size(0)));
     for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int64_t>(i);
@@ -63,8 +68,10 @@ struct Trainer {
     order = Tensor::from_vector(idx).to(images.device());
   }
 
+  int64_t steps() const { return (order.size(0) + batch - 1) / batch; }
+
   Tensor step(int64_t s) {
-    int64_t begin = s * batch, n = std::min(batch, images.size(0) - begin);
+    int64_t begin = s * batch, n = std::min(batch, order.size(0) - begin);
     return train_step({Tensor::make_view(order, {n}, {1}, order.offset() + begin)});
   }
 };
@@ -89,7 +96,7 @@ int main(int argc, char** argv) {
   int64_t batch = 64;
   int epochs = 0, warmup = 50, threads = 0;
   uint64_t seed = 1;
-  bool graph = true, profile = false, deterministic = false;
+  bool graph = true, profile = false, deterministic = false, distributed = false;
   CLI::App app("minidl training benchmark (../shared/BENCHMARK.md)");
   app.add_option("--model", model_name, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}))->capture_default_str();
   app.add_option("--batch-size", batch, "training batch size")->check(CLI::Range(int64_t{1}, int64_t{60000}))->capture_default_str();
@@ -102,12 +109,16 @@ int main(int argc, char** argv) {
   app.add_flag("--cuda-graph,!--no-cuda-graph", graph, "on cuda, replay each step as one CUDA graph (default on)");
   app.add_flag("--profile", profile, "on cuda, also list each kernel's time and launches per step");
   app.add_flag("--deterministic", deterministic, "set_deterministic(true): what bit-identical results cost");
+  app.add_flag("--distributed", distributed,
+               "one process of a data-parallel job (scripts/launch.sh): --batch-size per GPU, the job's img/s from rank 0");
   CLI11_PARSE(app, argc, argv);
 
   return mnist_app::guarded_main([&] {
     if (threads > 0) set_num_threads(threads);
     if (deterministic) set_deterministic(true);
-    Device device = mnist_app::resolve_device(device_spec);
+    if (distributed) distributed::init();
+    Device device = distributed ? distributed::group().device() : mnist_app::resolve_device(device_spec);
+    const bool rank0 = distributed::rank() == 0;
     data::MNIST train(data::data_root(data_dir), true), test(data::data_root(data_dir), false);
     auto make = [&]() -> std::shared_ptr<nn::Module> {
       manual_seed(seed);
@@ -115,6 +126,7 @@ int main(int argc, char** argv) {
       if (model_name == "mlp") m = std::make_shared<mnist_app::Mlp>();
       else m = std::make_shared<mnist_app::Cnn>();
       m->to(device);
+      if (distributed) return std::make_shared<distributed::DistributedDataParallel>(m);
       return m;
     };
     auto new_trainer = [&] {
@@ -129,17 +141,21 @@ int main(int argc, char** argv) {
     t.step(0).item<float>();
     if (device.is_cuda()) reset_peak_memory_stats(device);
     t.shuffle(seed, 1);
+    if (distributed) distributed::group().barrier();  // every rank starts the clock together
     auto start = std::chrono::steady_clock::now();
     Tensor loss;
     for (int64_t s = 0; s < t.steps(); ++s) loss = t.step(s);
     loss.item<float>();
+    if (distributed) distributed::group().barrier();  // and the epoch ends with the slowest rank
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     double peak_mb = device.is_cuda() ? memory_stats(device).peak_bytes / 1048576.0 : peak_rss_mb();
-    std::printf("model %s  device %s  batch %lld  threads %d%s  %.0f img/s  epoch %.2f s  peak %s %.0f MB\n",
-                model_name.c_str(), device.str().c_str(), static_cast<long long>(batch), get_num_threads(),
-                deterministic ? "  deterministic" : "",
-                static_cast<double>(train.size()) / seconds, seconds, device.is_cuda() ? "device" : "RSS", peak_mb);
-    if (device.is_cuda()) {
+    const std::string gpus = distributed ? "  gpus " + std::to_string(distributed::world_size()) : "";
+    if (rank0)
+      std::printf("model %s  device %s  batch %lld  threads %d%s%s  %.0f img/s  epoch %.2f s  peak %s %.0f MB\n",
+                  model_name.c_str(), device.str().c_str(), static_cast<long long>(batch), get_num_threads(),
+                  deterministic ? "  deterministic" : "", gpus.c_str(), static_cast<double>(train.size()) / seconds,
+                  seconds, device.is_cuda() ? "device" : "RSS", peak_mb);
+    if (device.is_cuda() && !distributed) {
       mnist_app::report_gpu_time([&](int s) { t.step(s); },
                                  t.train_step.graphed() ? "one CUDA graph per step" : "eager (no CUDA graph)", profile);
     }
@@ -151,7 +167,8 @@ int main(int argc, char** argv) {
       for (int e = 1; e <= epochs; ++e) {
         fresh.shuffle(seed, e);
         for (int64_t s = 0; s < fresh.steps(); ++s) fresh.step(s);
-        std::printf("epoch %d  test accuracy %.2f%%\n", e, accuracy(*fresh.model, test_images, test_targets));
+        const double acc = accuracy(*fresh.model, test_images, test_targets);
+        if (rank0) std::printf("epoch %d  test accuracy %.2f%%\n", e, acc);
       }
     }
     std::fflush(stdout);

@@ -15,7 +15,7 @@ install(TARGETS minidl EXPORT minidlTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(FILES minidl.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/minidl)
-install(DIRECTORY core ops nn optim data DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/minidl
+install(DIRECTORY core ops nn optim data distributed DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/minidl
         FILES_MATCHING PATTERN "*.h" PATTERN "cpu" EXCLUDE PATTERN "cuda" EXCLUDE)
 # core/dlpack.h includes <dlpack/dlpack.h>: the vendored header goes under include/minidl/ too, with
 # its license (Apache-2.0 asks for it beside the copy).
@@ -49,6 +49,11 @@ set(MINIDL_CUDNN_LIBRARY_DIR "")
 if(MINIDL_WITH_CUDNN)
   set(MINIDL_PACKAGE_WITH_CUDNN ON)
   get_filename_component(MINIDL_CUDNN_LIBRARY_DIR "${CUDNN_LIBRARY}" DIRECTORY)
+endif()
+
+set(MINIDL_NCCL_LIBRARY_DIR "")
+if(MINIDL_WITH_NCCL)
+  get_filename_component(MINIDL_NCCL_LIBRARY_DIR "${NCCL_LIBRARY}" DIRECTORY)
 endif()
 
 configure_package_config_file(cmake/minidlConfig.cmake.in ${CMAKE_CURRENT_BINARY_DIR}/minidlConfig.cmake

@@ -150,6 +150,34 @@ void accumulate_into_leaf(TensorImpl& leaf, const Tensor& grad) {
   else leaf.grad = add(existing, grad).impl_ptr();
 }
 
+void run_post_accumulate_hooks(const std::shared_ptr<TensorImpl>& leaf) {
+  Tensor handle(leaf);
+  for (auto& hook : *leaf->post_accumulate_grad_hooks) hook(handle);
+}
+
+// The leaves with hooks that a walk reaches, and how many of its entries may still add to each:
+// a hook runs when the last of them has had its turn (given a gradient or not).
+struct HookCounts {
+  std::unordered_map<TensorImpl*, std::pair<int, bool>> remaining;  // leaf -> (entries left, got a gradient)
+
+  explicit HookCounts(const std::vector<TapeEntry>& entries, const std::vector<size_t>& walk) {
+    for (size_t index : walk)
+      for (const TapeInput& in : entries[index].inputs)
+        if (in.leaf && in.leaf->post_accumulate_grad_hooks) ++remaining[in.leaf.get()].first;
+  }
+  // After entry `e` has had its turn (`accumulated[i]`: input i received a gradient).
+  void done(const TapeEntry& e, const std::vector<bool>& accumulated) {
+    if (remaining.empty()) return;
+    for (size_t i = 0; i < e.inputs.size(); ++i) {
+      const TapeInput& in = e.inputs[i];
+      if (!in.leaf || !in.leaf->post_accumulate_grad_hooks) continue;
+      auto& [left, got] = remaining[in.leaf.get()];
+      got = got || (i < accumulated.size() && accumulated[i]);
+      if (--left == 0 && got) run_post_accumulate_hooks(in.leaf);
+    }
+  }
+};
+
 }  // namespace
 
 bool grad_mode_enabled() { return grad_mode; }
@@ -212,6 +240,7 @@ void backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
   if (anomaly) detail::check_seed(grad);
   if (root.is_leaf()) {
     accumulate_into_leaf(root.impl(), grad);
+    if (root.impl().post_accumulate_grad_hooks) run_post_accumulate_hooks(root.impl_ptr());
     return;
   }
   const TapeEntry* root_entry = find_entry(root.impl().node);
@@ -224,10 +253,14 @@ void backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
     BusyGuard guard;
     const std::vector<size_t> walk = reachable_from(static_cast<size_t>(root_entry - tape.entries.data()));
     std::unordered_map<uint64_t, Tensor> pending{{root.impl().node, grad.detach()}};
+    HookCounts hooks(tape.entries, walk);
     for (size_t index : walk) {
       TapeEntry& e = tape.entries[index];
       auto g = pending.find(e.id);
-      if (g == pending.end()) continue;  // every path to it carried a zero gradient
+      if (g == pending.end()) {  // every path to it carried a zero gradient
+        hooks.done(e, {});
+        continue;
+      }
       Tensor grad_output = std::move(g->second);
       pending.erase(g);
       std::vector<bool> needs;
@@ -236,17 +269,20 @@ void backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
       MINIDL_CHECK(grads.size() == e.inputs.size(), e.name, " backward returned ", grads.size(),
                    " gradients for ", e.inputs.size(), " inputs");
       if (anomaly) detail::check_backward(e.name, e.forward.get(), grad_output, grads, needs);
+      std::vector<bool> accumulated(grads.size(), false);
       for (size_t i = 0; i < grads.size(); ++i) {
         const TapeInput& in = e.inputs[i];
         if (!in.requires_grad || !grads[i].defined()) continue;
         if (in.leaf) {
           accumulate_into_leaf(*in.leaf, grads[i]);
+          accumulated[i] = true;
         } else if (auto p = pending.find(in.node); p == pending.end()) {
           pending.emplace(in.node, std::move(grads[i]));
         } else {
           p->second = add(p->second, grads[i]);
         }
       }
+      hooks.done(e, accumulated);
     }
     // Exactly the entries this backward walked are released; other graphs on the tape stay intact.
     if (!retain_graph)

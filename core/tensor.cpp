@@ -80,6 +80,16 @@ void Tensor::set_grad(const Tensor& grad) {
   impl().grad = grad.impl_ptr();
 }
 
+void Tensor::register_post_accumulate_grad_hook(std::function<void(Tensor&)> hook) {
+  MINIDL_CHECK(is_leaf() && requires_grad(), "register_post_accumulate_grad_hook: only a leaf that requires grad "
+                                             "accumulates a gradient; this tensor ",
+               is_leaf() ? "does not require grad" : "is the output of an op");
+  MINIDL_CHECK(hook, "register_post_accumulate_grad_hook: the hook is empty");
+  auto& hooks = impl().post_accumulate_grad_hooks;
+  if (!hooks) hooks = std::make_shared<std::vector<std::function<void(Tensor&)>>>();
+  hooks->push_back(std::move(hook));
+}
+
 Tensor Tensor::detach() const {
   return make_view(*this, shape(), strides(), offset());
 }

@@ -2,6 +2,7 @@
 // Tensor: a cheap, shared handle to a strided view of a Storage, plus its autograd state.
 // Operations on tensors live in ops/; this file knows only memory layout and gradients.
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -16,6 +17,8 @@
 
 namespace minidl {
 
+class Tensor;
+
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
   int64_t offset = 0;  // in elements
@@ -29,6 +32,8 @@ struct TensorImpl {
   uint64_t node = 0;
   std::shared_ptr<TensorImpl> grad;
   bool inference = false;  // made under InferenceMode (core/autograd.h)
+  // Called once per backward after this leaf's gradient is fully accumulated (most leaves have none).
+  std::shared_ptr<std::vector<std::function<void(Tensor&)>>> post_accumulate_grad_hooks;
 
   ~TensorImpl();
 };
@@ -82,6 +87,11 @@ class Tensor {
   /// The accumulated gradient of a leaf; undefined until a backward reaches it.
   Tensor grad() const { return Tensor(impl().grad); }
   void set_grad(const Tensor& grad);
+  /// Calls `hook(leaf)` in every backward that reaches this leaf, once its .grad holds everything
+  /// that backward adds to it (PyTorch's register_post_accumulate_grad_hook); for leaves that require
+  /// grad. DistributedDataParallel starts a bucket's all-reduce from it while backward goes on.
+  ///   w.register_post_accumulate_grad_hook([](Tensor& p) { clip(p.grad()); });
+  void register_post_accumulate_grad_hook(std::function<void(Tensor&)> hook);
   bool is_leaf() const { return impl().node == 0; }
   /// Made under InferenceMode: no recorded op takes it as an input.
   bool is_inference() const { return impl().inference; }

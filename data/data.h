@@ -5,3 +5,4 @@
 #include "data/idx.h"
 #include "data/mnist.h"
 #include "data/paths.h"
+#include "data/sampler.h"

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "core/autograd.h"
+#include "data/sampler.h"
 #include "core/random.h"
 #include "ops/copy.h"
 
@@ -21,21 +22,10 @@ namespace minidl::data {
 
 namespace {
 
-// Fisher-Yates on mt19937_64's raw output: both are fully specified, unlike std::shuffle and
-// std::uniform_int_distribution, so a seed gives the same order with every standard library.
 std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int64_t epoch) {
+  if (shuffle) return shuffled_indices(n, seed, epoch);
   std::vector<int64_t> order(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
-  if (!shuffle) return order;
-  const auto e = static_cast<uint64_t>(epoch);
-  std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), static_cast<uint32_t>(e),
-                    static_cast<uint32_t>(e >> 32)};
-  std::mt19937_64 engine(seq);
-  for (int64_t i = n - 1; i > 0; --i) {
-    // The modulo bias is below 2^-40 for any data set that fits in memory.
-    auto j = static_cast<int64_t>(engine() % static_cast<uint64_t>(i + 1));
-    std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(j)]);
-  }
   return order;
 }
 
@@ -197,6 +187,8 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   MINIDL_CHECK(options_.batch_size() > 0, "DataLoader: batch_size must be positive, got ", options_.batch_size());
   MINIDL_CHECK(options_.prefetch() > 0, "DataLoader: prefetch must be at least 1, got ", options_.prefetch());
   MINIDL_CHECK(dataset_->size() >= 0, "DataLoader: the data set reports a negative size ", dataset_->size());
+  MINIDL_CHECK(!(options_.sampler() && options_.shuffle()), "DataLoader: shuffle and sampler cannot both be given "
+               "(the sampler decides the order; DistributedSampler shuffles by itself)");
   if (options_.seed()) {
     seed_ = *options_.seed();
   } else {
@@ -211,13 +203,23 @@ DataLoader::~DataLoader() {
 }
 
 int64_t DataLoader::size() const {
-  const int64_t n = dataset_->size(), b = options_.batch_size();
+  const int64_t n = options_.sampler() ? options_.sampler()->size() : dataset_->size(), b = options_.batch_size();
   return options_.drop_last() ? n / b : (n + b - 1) / b;
 }
 
 DataLoader::Iterator DataLoader::begin() {
-  auto epoch = std::make_shared<Epoch>(dataset_, options_,
-                                       epoch_order(dataset_->size(), options_.shuffle(), seed_, epoch_), size());
+  std::vector<int64_t> order;
+  if (const auto& sampler = options_.sampler()) {
+    order = sampler->indices(epoch_);
+    MINIDL_CHECK(static_cast<int64_t>(order.size()) == sampler->size(), "DataLoader: the sampler gave ", order.size(),
+                 " indices for epoch ", epoch_, " but says its epochs have ", sampler->size());
+    for (int64_t i : order)
+      MINIDL_CHECK(i >= 0 && i < dataset_->size(), "DataLoader: the sampler gave index ", i,
+                   ", outside the data set's 0..", dataset_->size() - 1);
+  } else {
+    order = epoch_order(dataset_->size(), options_.shuffle(), seed_, epoch_);
+  }
+  auto epoch = std::make_shared<Epoch>(dataset_, options_, std::move(order), size());
   ++epoch_;
   running_ = epoch;
   return Iterator(std::move(epoch));

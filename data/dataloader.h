@@ -10,6 +10,7 @@
 
 #include "core/device.h"
 #include "data/dataset.h"
+#include "data/sampler.h"
 
 namespace minidl::data {
 
@@ -49,6 +50,9 @@ struct DataLoaderOptions {
   MINIDL_DATA_ARG(Device, device, Device::cpu());
   /// How many batches the worker prepares ahead of the loop (at least 1).
   MINIDL_DATA_ARG(int64_t, prefetch, 2);
+  /// Which examples an epoch visits, in what order (DistributedSampler: this rank's share). Excludes
+  /// shuffle; the loader's epoch counter is passed to it, so every epoch gets a new order.
+  MINIDL_DATA_ARG(std::shared_ptr<const Sampler>, sampler, nullptr);
 #undef MINIDL_DATA_ARG
 };
 
@@ -100,7 +104,7 @@ class DataLoader {
   Iterator begin();
   Iterator end() { return Iterator(); }
 
-  /// Batches per epoch: ceil(N / batch_size), or floor with drop_last.
+  /// Batches per epoch: ceil(N / batch_size), or floor with drop_last (N: the sampler's size if any).
   int64_t size() const;
   const DataLoaderOptions& options() const { return options_; }
   const Dataset& dataset() const { return *dataset_; }

@@ -16,6 +16,8 @@
 #include "data/dataloader.h"
 #include "data/mnist.h"
 #include "data/paths.h"
+#include "data/sampler.h"
+#include "distributed/distributed.h"
 #include "minidl.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
@@ -35,6 +37,7 @@ struct Flags {
   bool cuda_graph = true;
   bool detect_anomaly = false, deterministic = false;  // set_detect_anomaly, set_deterministic
   bool memory_report = false;  // one line of memory readings after every epoch
+  bool distributed = false;    // one process of a data-parallel job (scripts/launch.sh)
   std::string save, resume;  // checkpoint paths (optim/checkpoint.h)
   std::string metrics, title;  // --metrics folder for the curves (apps/common/metrics.h); the app's description
 };
@@ -90,6 +93,9 @@ inline Flags parse_flags(int argc, char** argv, const std::string& description, 
   app.add_flag("--deterministic", f.deterministic, "on cuda, bit-identical results run to run (slower paths)");
   app.add_flag("--memory-report", f.memory_report,
                "after every epoch, print the host's resident memory and the device allocator's bytes in use and held");
+  app.add_flag("--distributed", f.distributed,
+               "one process of a data-parallel job on several GPUs, started by scripts/launch.sh (RANK, WORLD_SIZE, "
+               "LOCAL_RANK, MASTER_ADDR, MASTER_PORT); --batch-size is per process, rank 0 prints");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -263,7 +269,12 @@ int run(std::shared_ptr<Model> model, const Flags& f) {
   InterruptGuard interrupt;
   RunModes modes(f);
   if (f.threads > 0) set_num_threads(f.threads);
-  Device device = resolve_device(f.device);
+  if (f.distributed) {
+    distributed::init();  // this process's GPU is cuda:LOCAL_RANK
+    // One report for the job: the other ranks train as rank 0 does and keep quiet (errors still reach stderr).
+    if (distributed::rank() != 0 && !std::freopen("/dev/null", "w", stdout)) std::perror("/dev/null");
+  }
+  Device device = f.distributed ? distributed::group().device() : resolve_device(f.device);
   auto train_set = load(f, true);
   auto test_set = load(f, false);
   std::shared_ptr<const data::Dataset> train_data = train_set;
@@ -273,10 +284,18 @@ int run(std::shared_ptr<Model> model, const Flags& f) {
               train_set->folder().c_str(), device.str().c_str(), get_num_threads());
   std::fflush(stdout);
 
-  data::DataLoader train_loader(train_data,
-                                data::DataLoaderOptions().batch_size(f.batch_size).shuffle(true).seed(f.seed).device(device));
+  auto train_options = data::DataLoaderOptions().batch_size(f.batch_size).seed(f.seed).device(device);
+  if (f.distributed)  // this rank's share of each shuffled epoch
+    train_options.sampler(std::make_shared<data::DistributedSampler>(train_data->size(), distributed::world_size(),
+                                                                      distributed::rank(), true, f.seed));
+  else
+    train_options.shuffle(true);
+  data::DataLoader train_loader(train_data, train_options);
+  const int64_t images_per_epoch = f.distributed ? train_options.sampler()->size() : train_data->size();  // this rank's
   data::DataLoader test_loader(test_set, data::DataLoaderOptions().batch_size(f.test_batch_size).device(device));
   model->to(device);
+  std::shared_ptr<nn::Module> trained = model;  // what the training step runs: the model, or DDP around it
+  if (f.distributed) trained = std::make_shared<distributed::DistributedDataParallel>(model);
   optim::SGD optimizer(model->parameters(), optim::SGDOptions(f.lr).momentum(f.momentum).weight_decay(f.weight_decay));
   std::unique_ptr<optim::CosineAnnealingLR> schedule;
   if (f.schedule == "cosine") schedule = std::make_unique<optim::CosineAnnealingLR>(optimizer, f.epochs);
@@ -284,7 +303,7 @@ int run(std::shared_ptr<Model> model, const Flags& f) {
   const int first_epoch =
       f.resume.empty() ? 1 : resume_from(f.resume, *model, optimizer, schedule.get(), train_loader, &state.batches_done);
   // Anomaly mode reads every result on the host, which a graph capture cannot.
-  cuda::GraphedStep train_step(model, optimizer, nn::functional::cross_entropy,
+  cuda::GraphedStep train_step(trained, optimizer, nn::functional::cross_entropy,
                                cuda::GraphedStepOptions().enabled(f.cuda_graph && !f.detect_anomaly));
   std::unique_ptr<MetricsLog> metrics;
   if (!f.metrics.empty()) metrics = std::make_unique<MetricsLog>(f.metrics, f.title + " (" + f.dataset + ")", first_epoch);
@@ -295,7 +314,7 @@ int run(std::shared_ptr<Model> model, const Flags& f) {
     ProgressBar timer(epoch, 0);
     const double lr = optimizer.lr();
     const double train_loss =
-        train_epoch(*model, train_loader, train_step, epoch, f, train_data->size(), metrics.get(), &state);
+        train_epoch(*model, train_loader, train_step, epoch, f, images_per_epoch, metrics.get(), &state);
     if (state.interrupted)
       return stop_after_interrupt(f.save, *model, optimizer, epoch, state.batches_done, train_loader.size());
     state.batches_done = 0;
@@ -304,7 +323,8 @@ int run(std::shared_ptr<Model> model, const Flags& f) {
     const TestResult result = test(*model, test_loader, test_set->size(), seconds);
     if (metrics) metrics->add_epoch({epoch, train_loss, result.loss, result.accuracy, seconds, lr});
     if (f.memory_report) report_memory(epoch, device);
-    if (!f.save.empty()) optim::save_checkpoint(f.save, *model, optimizer, {epoch, epoch * train_loader.size()});
+    if (!f.save.empty() && distributed::rank() == 0)  // the replicas are identical: one writer
+      optim::save_checkpoint(f.save, *model, optimizer, {epoch, epoch * train_loader.size()});
   }
   return 0;
 }

@@ -1,0 +1,70 @@
+#pragma once
+// DistributedDataParallel: the same model on every rank, each rank training on its own share of the
+// batch, with gradients averaged across ranks during backward, as torch.nn.parallel's DDP.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distributed/process_group.h"
+#include "nn/module.h"
+
+namespace minidl::distributed {
+
+struct DistributedDataParallelOptions {
+  /// Gradients are averaged in buckets of about this many megabytes (PyTorch's default, 25): a bucket's
+  /// all-reduce starts as soon as backward has produced all of its gradients, while backward goes on.
+  DistributedDataParallelOptions& bucket_cap_mb(double mb) {
+    bucket_cap_mb_ = mb;
+    return *this;
+  }
+  double bucket_cap_mb() const { return bucket_cap_mb_; }
+
+ private:
+  double bucket_cap_mb_ = 25;
+};
+
+/// Wraps a model already on this rank's GPU. Construction copies rank 0's parameters and buffers to
+/// every rank; each backward then leaves every rank with the average of all ranks' gradients, so the
+/// same optimizer step keeps the replicas bitwise identical. The gradients are bucketed in reverse
+/// registration order (the order backward produces them), each bucket averaged by one NCCL all-reduce
+/// on a communication stream that overlaps the rest of backward; the compute stream waits for them
+/// before the gradients are read. Works inside cuda::GraphedStep (the all-reduces are captured).
+/// Every backward through the model must reach every parameter (an unused one is reported by the
+/// next forward) and all ranks must run the same steps.
+///   auto ddp = std::make_shared<distributed::DistributedDataParallel>(model);
+///   optim::SGD opt(ddp->parameters(), 0.01);   loss = criterion(ddp->forward(x), y); loss.backward();
+class DistributedDataParallel : public nn::Module {
+ public:
+  explicit DistributedDataParallel(std::shared_ptr<nn::Module> module, ProcessGroup& group = distributed::group(),
+                                   DistributedDataParallelOptions options = {});
+  Tensor forward(const Tensor& input) override;
+  std::string name() const override { return "DistributedDataParallel"; }
+  std::shared_ptr<nn::Module> module() const { return module_; }
+  /// Buckets, and the parameter names in each (for tests and for the docs' figures).
+  std::vector<std::vector<std::string>> buckets() const;
+
+ private:
+  struct Slot {
+    Tensor param;
+    std::string name;
+    int64_t offset;
+    bool reached = false;  // this backward gave it a gradient
+  };
+  struct Bucket {
+    Tensor flat;  // the bucket's gradients, one after another
+    std::vector<Slot> slots;
+    size_t ready = 0;
+  };
+  // What the parameters' hooks reach: they hold it weakly, so hooks outliving the wrapper do nothing.
+  struct State {
+    ProcessGroup* group;
+    std::vector<Bucket> buckets;
+    size_t reduced = 0;  // buckets whose all-reduce this backward has started
+    void on_gradient(size_t bucket, size_t slot);
+  };
+
+  std::shared_ptr<nn::Module> module_;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace minidl::distributed

@@ -43,11 +43,11 @@ if want launch; then
   # A rank that dies: rank 0 must end (status 1, the watchdog's message) within the timeout.
   p=$(port)
   export MASTER_ADDR=127.0.0.1 MASTER_PORT=$p WORLD_SIZE=2 MINIDL_DIST_TIMEOUT=15
-  RANK=0 LOCAL_RANK=0 timeout 120 "$B/mnist_cnn" --distributed --epochs 20 --data "$DATA" >"$OUT/dies0.log" 2>&1 &
+  RANK=0 LOCAL_RANK=0 timeout 120 "$B/mnist_cnn" --distributed --epochs 1000 --data "$DATA" >"$OUT/dies0.log" 2>&1 &
   pid0=$!
-  RANK=1 LOCAL_RANK=1 "$B/mnist_cnn" --distributed --epochs 20 --data "$DATA" >"$OUT/dies1.log" 2>&1 &
+  RANK=1 LOCAL_RANK=1 "$B/mnist_cnn" --distributed --epochs 1000 --data "$DATA" >"$OUT/dies1.log" 2>&1 &
   pid1=$!
-  sleep 10
+  sleep 8
   kill -9 $pid1; killed=$SECONDS
   wait $pid0; rc=$?
   unset MASTER_ADDR MASTER_PORT WORLD_SIZE MINIDL_DIST_TIMEOUT

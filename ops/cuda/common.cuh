@@ -72,6 +72,28 @@ struct Strided {
   int64_t stride[K][kMaxDims] = {};
 };
 
+/// How many dims make_strided would keep: above kMaxDims, a caller can split the work instead.
+template <int K>
+int merged_rank(const Shape& shape, const std::array<const Strides*, K>& strides) {
+  int rank = 0;
+  int64_t inner_size = 0;
+  int64_t inner_stride[K] = {};
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    const int64_t n = shape[static_cast<size_t>(d)];
+    if (n == 1) continue;
+    bool merge = rank > 0;
+    for (int k = 0; k < K && merge; ++k) merge = (*strides[k])[static_cast<size_t>(d)] == inner_stride[k] * inner_size;
+    if (merge) {
+      inner_size *= n;
+      continue;
+    }
+    ++rank;
+    inner_size = n;
+    for (int k = 0; k < K; ++k) inner_stride[k] = (*strides[k])[static_cast<size_t>(d)];
+  }
+  return rank;
+}
+
 /// Builds a Strided<K> for `shape`, dropping size-1 dims and merging a dim into the next inner one
 /// when every operand steps through both as one. Throws if more than kMaxDims dims remain.
 template <int K>

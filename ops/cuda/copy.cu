@@ -132,6 +132,18 @@ void CudaKernels::copy(const Tensor& src, Tensor& dst) {
     CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), dst.nbytes(), cudaMemcpyDeviceToDevice, stream_));
     return;
   }
+  if (merged_rank<2>(dst.shape(), {&dst.strides(), &src.strides()}) > kMaxDims) {
+    // More dims than one strided walk holds (a permuted tensor of 9+ dims): one copy per slice of
+    // the outermost dim, each with a dim fewer.
+    const Shape inner_shape(dst.shape().begin() + 1, dst.shape().end());
+    const Strides dst_inner(dst.strides().begin() + 1, dst.strides().end());
+    const Strides src_inner(src.strides().begin() + 1, src.strides().end());
+    for (int64_t i = 0; i < dst.size(0); ++i) {
+      Tensor d = Tensor::make_view(dst, inner_shape, dst_inner, dst.offset() + i * dst.strides()[0]);
+      copy(Tensor::make_view(src, inner_shape, src_inner, src.offset() + i * src.strides()[0]), d);
+    }
+    return;
+  }
   Strided<2> m = make_strided<2>(dst.shape(), {&dst.strides(), &src.strides()});
   const bool small = fits_32bit(m, n);
   dispatch_with_bool(src.dtype(), "copy", [&](auto src_tag) {

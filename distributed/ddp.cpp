@@ -3,6 +3,7 @@
 // price of two device copies per parameter and step, small against the all-reduce itself.
 #include "distributed/ddp.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "core/autograd.h"
@@ -16,8 +17,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
     : module_(std::move(module)), state_(std::make_shared<State>()) {
   state_->group = &group;
   MINIDL_CHECK(module_, "DistributedDataParallel: the module is null");
-  MINIDL_CHECK(options.bucket_cap_mb() > 0, "DistributedDataParallel: bucket_cap_mb must be positive, got ",
-               options.bucket_cap_mb());
+  MINIDL_CHECK(!options.bucket_cap_mb() || *options.bucket_cap_mb() > 0,
+               "DistributedDataParallel: bucket_cap_mb must be positive, got ", options.bucket_cap_mb().value_or(0));
   register_module("module", module_);
   NoGradGuard no_grad;
   auto named = module_->named_parameters();
@@ -29,7 +30,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   for (auto& [name, b] : module_->named_buffers()) group.broadcast(b, 0);
 
   // Backward produces gradients roughly in reverse registration order; buckets follow it.
-  const int64_t cap = static_cast<int64_t>(options.bucket_cap_mb() * 1024 * 1024);
+  int64_t total = 0;
+  for (auto& [name, p] : named)
+    if (p.requires_grad()) total += static_cast<int64_t>(p.nbytes());
+  const int64_t cap = options.bucket_cap_mb() ? static_cast<int64_t>(*options.bucket_cap_mb() * 1024 * 1024)
+                                              : std::min<int64_t>(25 << 20, std::max<int64_t>(total / 4, 1));
   std::vector<std::vector<Slot>> plan;
   int64_t bytes = 0;
   DType dtype = kFloat32;

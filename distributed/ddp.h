@@ -2,6 +2,7 @@
 // DistributedDataParallel: the same model on every rank, each rank training on its own share of the
 // batch, with gradients averaged across ranks during backward, as torch.nn.parallel's DDP.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,16 +12,18 @@
 namespace minidl::distributed {
 
 struct DistributedDataParallelOptions {
-  /// Gradients are averaged in buckets of about this many megabytes (PyTorch's default, 25): a bucket's
-  /// all-reduce starts as soon as backward has produced all of its gradients, while backward goes on.
+  /// Gradients are averaged in buckets of about this many megabytes: a bucket's all-reduce starts as
+  /// soon as backward has produced all of its gradients, while backward goes on. Default: PyTorch's
+  /// 25, or a quarter of the model's gradients where that is smaller, so that a small model's
+  /// communication overlaps the rest of its backward too.
   DistributedDataParallelOptions& bucket_cap_mb(double mb) {
     bucket_cap_mb_ = mb;
     return *this;
   }
-  double bucket_cap_mb() const { return bucket_cap_mb_; }
+  std::optional<double> bucket_cap_mb() const { return bucket_cap_mb_; }
 
  private:
-  double bucket_cap_mb_ = 25;
+  std::optional<double> bucket_cap_mb_;
 };
 
 /// Wraps a model already on this rank's GPU. Construction copies rank 0's parameters and buffers to

@@ -21,6 +21,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/atomic_file.h"
@@ -55,6 +56,7 @@ struct Socket {
   ~Socket() {
     if (fd >= 0) ::close(fd);
   }
+  int release() { return std::exchange(fd, -1); }
 };
 
 // Sends or receives exactly `n` bytes before `deadline`; false on timeout or a closed connection.
@@ -98,7 +100,8 @@ std::string missing_ranks(const std::vector<bool>& arrived) {
   return out.str();
 }
 
-std::string tcp_rank0(const Rendezvous& where, int world_size, const std::string& blob, milliseconds timeout) {
+std::string tcp_rank0(const Rendezvous& where, int world_size, const std::string& blob, milliseconds timeout,
+                      std::vector<Link>* links) {
   const Clock::time_point deadline = Clock::now() + timeout;
   Socket listener(::socket(AF_INET6, SOCK_STREAM, 0));
   const bool ipv6 = listener.fd >= 0;
@@ -128,6 +131,7 @@ std::string tcp_rank0(const Rendezvous& where, int world_size, const std::string
   std::vector<bool> arrived(static_cast<size_t>(world_size), false);
   arrived[0] = true;
   std::vector<Socket> peers;
+  std::vector<int> peer_ranks;
   std::string failure;
   int waiting = world_size - 1;
   while (waiting > 0 && failure.empty()) {
@@ -166,6 +170,7 @@ std::string tcp_rank0(const Rendezvous& where, int world_size, const std::string
     arrived[hello[2]] = true;
     --waiting;
     peers.push_back(std::move(peer));
+    peer_ranks.push_back(static_cast<int>(hello[2]));
   }
   for (Socket& peer : peers)
     if (failure.empty() ? !send_reply(peer.fd, 0, blob, Clock::now() + std::chrono::seconds(10))
@@ -173,10 +178,12 @@ std::string tcp_rank0(const Rendezvous& where, int world_size, const std::string
       if (failure.empty()) failure = "rendezvous at " + where.describe() + ": a rank left before rank 0 answered it";
     }
   if (!failure.empty()) MINIDL_FAIL(failure);
+  if (links)
+    for (size_t i = 0; i < peers.size(); ++i) links->push_back({peer_ranks[i], peers[i].release()});
   return blob;
 }
 
-std::string tcp_rank(const Rendezvous& where, int rank, int world_size, milliseconds timeout) {
+std::string tcp_rank(const Rendezvous& where, int rank, int world_size, milliseconds timeout, std::vector<Link>* links) {
   const Clock::time_point deadline = Clock::now() + timeout;
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -211,6 +218,7 @@ std::string tcp_rank(const Rendezvous& where, int rank, int world_size, millisec
       MINIDL_CHECK(recv_all(s.fd, text.data(), text.size(), deadline), "rendezvous at ", where.describe(),
                    ": rank 0's answer was cut short");
       if (head[0] != 0) MINIDL_FAIL("rank ", rank, ": ", text);
+      if (links) links->push_back({0, s.release()});
       return text;
     }
     if (found) ::freeaddrinfo(found);
@@ -334,13 +342,14 @@ std::string Rendezvous::describe() const {
 }
 
 std::string rendezvous(const Rendezvous& where, int rank, int world_size, const std::string& blob,
-                       milliseconds timeout) {
+                       milliseconds timeout, std::vector<Link>* links) {
   MINIDL_CHECK(world_size >= 1, "rendezvous: the world size must be at least 1, got ", world_size);
   MINIDL_CHECK(rank >= 0 && rank < world_size, "rendezvous: rank ", rank, " is outside 0..", world_size - 1,
                " for a world of ", world_size);
   if (world_size == 1) return blob;
   if (where.kind == Rendezvous::Kind::Tcp)
-    return rank == 0 ? tcp_rank0(where, world_size, blob, timeout) : tcp_rank(where, rank, world_size, timeout);
+    return rank == 0 ? tcp_rank0(where, world_size, blob, timeout, links)
+                     : tcp_rank(where, rank, world_size, timeout, links);
   return rank == 0 ? file_rank0(where, world_size, blob, timeout) : file_rank(where, rank, world_size, timeout);
 }
 

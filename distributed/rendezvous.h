@@ -5,6 +5,7 @@
 // MASTER_PORT; works across machines) or a file every rank can see (a shared filesystem).
 #include <chrono>
 #include <string>
+#include <vector>
 
 namespace minidl::distributed {
 
@@ -24,11 +25,20 @@ struct Rendezvous {
   std::string describe() const;
 };
 
+/// An open connection to another rank, kept after a TCP rendezvous (rank 0 holds one to every rank,
+/// every other rank one to rank 0), on which a process that dies shows up as a closed socket.
+struct Link {
+  int rank;
+  int fd;
+};
+
 /// Meets the other ranks: returns rank 0's `blob` on every rank (the argument is ignored elsewhere).
 /// Throws a clear error when a rank does not arrive within `timeout` (rank 0 names the missing
 /// ranks), when ranks disagree on the world size, or when two processes claim the same rank.
+/// With `links`, a TCP rendezvous leaves its connections open and hands them over (the caller closes
+/// them); a file rendezvous has none.
 ///   std::string id = rendezvous(Rendezvous::from_env(), rank, world_size, rank == 0 ? make_id() : "", 60s);
 std::string rendezvous(const Rendezvous& where, int rank, int world_size, const std::string& blob,
-                       std::chrono::milliseconds timeout);
+                       std::chrono::milliseconds timeout, std::vector<Link>* links = nullptr);
 
 }  // namespace minidl::distributed

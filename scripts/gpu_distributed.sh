@@ -31,15 +31,19 @@ if want test; then
 fi
 
 if want launch; then
+  nvidia-smi topo -m >"$OUT/topology.txt" 2>&1
   p=$(port)
   nodes=()
   for node in 0 1; do
-    CUDA_VISIBLE_DEVICES=$node timeout 120 scripts/launch.sh --nnodes 2 --node-rank $node --nproc-per-node 1 \
+    CUDA_VISIBLE_DEVICES=$node NCCL_DEBUG=INFO timeout 120 scripts/launch.sh --nnodes 2 --node-rank $node --nproc-per-node 1 \
       --master 127.0.0.1:$p "$B/bench" --model mlp --batch-size 512 --data "$DATA" --distributed >"$OUT/node$node.log" 2>&1 &
     nodes+=($!)
   done
   wait "${nodes[0]}"; rc0=$?; wait "${nodes[1]}"; rc1=$?
   say "launch, two nodes over tcp://127.0.0.1:$p: exit $rc0 / $rc1: $(grep img/s "$OUT/node0.log")"
+  NCCL_DEBUG=INFO timeout 120 scripts/launch.sh --nproc-per-node 2 --master 127.0.0.1:$(port) "$B/bench" --model mlp \
+    --batch-size 512 --data "$DATA" --distributed >"$OUT/nccl_info.log" 2>&1
+  say "NCCL between the two GPUs: $(grep -E 'Channel 00.* via ' "$OUT/nccl_info.log" | head -2 | sed 's/.*NCCL INFO //' | tr '\n' ' ')"
   # A rank that dies: rank 0 must end (status 1, the watchdog's message) within the timeout.
   p=$(port)
   export MASTER_ADDR=127.0.0.1 MASTER_PORT=$p WORLD_SIZE=2 MINIDL_DIST_TIMEOUT=15
@@ -78,7 +82,8 @@ if want scaling; then
   done
   for b in 64 512; do  # PyTorch's whole-step graph under DDP, once
     timeout 180 python3 -m torch.distributed.run --nproc-per-node 2 --master-port $(port) scripts/bench_pytorch_ddp.py \
-      --model cnn --batch-size $b --data "$DATA/mnist" --mode graph 2>&1 | grep -E "img/s|Error" | tail -2 >>"$OUT/scaling.txt"
+      --model cnn --batch-size $b --data "$DATA/mnist" --mode graph >"$OUT/pytorch_graph_$b.log" 2>&1
+    grep img/s "$OUT/pytorch_graph_$b.log" >>"$OUT/scaling.txt" || echo "pytorch ddp graph  batch $b: failed (pytorch_graph_$b.log)" >>"$OUT/scaling.txt"
   done
   say "scaling (images/s of the whole job):"; cat "$OUT/scaling.txt" | tee -a "$SUMMARY" >/dev/null
 fi

@@ -234,3 +234,17 @@ TEST(CudaDistributed, ModelOnAnotherDeviceIsAClearError) {
     }
   });
 }
+
+TEST(CudaDistributed, DefaultBucketsStartCommunicationBeforeBackwardEnds) {
+  MINIDL_REQUIRE_TWO_GPUS();
+  on_two_ranks([](ProcessGroup& g) {
+    auto model = std::make_shared<Net>();
+    model->to(g.device());
+    // 1,036 bytes of gradients: buckets of at most a quarter, in the order backward produces them.
+    DistributedDataParallel ddp(model, g);
+    const std::vector<std::vector<std::string>> expected{
+        {"fc2.bias", "fc2.weight"}, {"fc1.bias"}, {"fc1.weight"}};
+    EXPECT_EQ(ddp.buckets(), expected);
+    EXPECT_EQ(DistributedDataParallel(model, g, DistributedDataParallelOptions().bucket_cap_mb(25)).buckets().size(), 1u);
+  });
+}

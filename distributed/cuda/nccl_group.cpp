@@ -3,11 +3,19 @@
 // ncclInProgress is polled to completion. A watchdog thread marks the compute stream with an event
 // every second and watches the oldest unfinished one: a collective waiting for a rank that died
 // keeps the stream from reaching it, and after the timeout the watchdog names what it waited for,
-// aborts the communicator and ends the process.
+// aborts the communicator and ends the process. After a TCP rendezvous the ranks also keep its
+// connections open: a process that is killed closes them, and the watchdog ends the job at once
+// instead of waiting for the timeout (NCCL itself may not notice: a dead peer's collectives can
+// simply stop doing anything). A rank leaving normally says so first.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <exception>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -99,8 +107,11 @@ struct ProcessGroup::Impl {
   std::mutex stop_mutex;
   std::condition_variable stop_cv;
   bool stop = false;
+  std::vector<Link> links;  // to the other ranks (rank 0: all of them; others: rank 0)
   std::atomic<uint64_t> collectives{0};
   std::atomic<const char*> last_collective{"none"};
+
+  ~Impl() { leave(true); }  // a constructor that failed after the rendezvous: the others stop too
 
   Clock::time_point deadline() const { return Clock::now() + timeout; }
 
@@ -126,6 +137,43 @@ struct ProcessGroup::Impl {
     std::_Exit(1);
   }
 
+  // A byte on a link: 'B' the rank left the group normally, 'F' it failed with an error; a closed
+  // link without either: its process ended (killed, crashed).
+  static constexpr char kBye = 'B', kFailed = 'F';
+
+  void watch_links() {
+    for (size_t i = 0; i < links.size();) {
+      pollfd pfd{links[i].fd, POLLIN, 0};
+      if (::poll(&pfd, 1, 0) <= 0) {
+        ++i;
+        continue;
+      }
+      char said = 0;
+      const ssize_t got = ::recv(links[i].fd, &said, 1, MSG_DONTWAIT);
+      if (got < 0 && (errno == EAGAIN || errno == EINTR)) {
+        ++i;
+        continue;
+      }
+      if (got == 1 && said == kBye) {
+        ::close(links[i].fd);
+        links.erase(links.begin() + static_cast<std::ptrdiff_t>(i));
+        continue;
+      }
+      tear_down("rank " + std::to_string(links[i].rank) +
+                (got == 1 && said == kFailed ? " stopped with an error"
+                                             : "'s process ended without leaving the group (killed or crashed)"));
+    }
+  }
+
+  void leave(bool failed) {
+    const char say = failed ? kFailed : kBye;
+    for (const Link& l : links) {
+      ::send(l.fd, &say, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      ::close(l.fd);
+    }
+    links.clear();
+  }
+
   void watch() {
     cudaSetDevice(device);
     Clock::time_point last_mark{};
@@ -135,6 +183,7 @@ struct ProcessGroup::Impl {
       ncclCommGetAsyncError(comm, &async);
       if (async != ncclSuccess && async != ncclInProgress)
         tear_down(std::string("NCCL reported an error: ") + ncclGetErrorString(async));
+      watch_links();
       // Stay off the stream while a graph captures it (what we queued would land in the graph).
       std::shared_lock<std::shared_mutex> off_capture(cuda::capture_mutex(device), std::try_to_lock);
       if (!off_capture.owns_lock()) continue;
@@ -180,7 +229,7 @@ ProcessGroup::ProcessGroup(int rank, int world_size, const Rendezvous& where, De
     if (status != ncclSuccess) throw_nccl("ncclGetUniqueId", status, nullptr, __FILE__, __LINE__);
   }
   const std::string blob = rendezvous(where, rank, world_size,
-                                      std::string(reinterpret_cast<const char*>(&id), sizeof(id)), g.timeout);
+                                      std::string(reinterpret_cast<const char*>(&id), sizeof(id)), g.timeout, &g.links);
   MINIDL_CHECK(blob.size() == sizeof(id), "ProcessGroup: rank 0 sent ", blob.size(), " bytes; NCCL's id has ",
                sizeof(id), " (is every rank running the same minidl?)");
   std::memcpy(&id, blob.data(), sizeof(id));
@@ -218,6 +267,7 @@ ProcessGroup::~ProcessGroup() {
     g.stop_cv.notify_all();
     g.watchdog.join();
   }
+  g.leave(std::uncaught_exceptions() > 0);
   if (!g.comm) return;
   cudaSetDevice(g.device);
   // Finalize flushes what is queued; if a peer is gone it cannot finish, and abort releases it.

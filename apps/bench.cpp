@@ -97,6 +97,7 @@ int main(int argc, char** argv) {
   int epochs = 0, warmup = 50, threads = 0;
   uint64_t seed = 1;
   bool graph = true, profile = false, deterministic = false, distributed = false;
+  double bucket_cap_mb = 0;
   CLI::App app("minidl training benchmark (../shared/BENCHMARK.md)");
   app.add_option("--model", model_name, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}))->capture_default_str();
   app.add_option("--batch-size", batch, "training batch size")->check(CLI::Range(int64_t{1}, int64_t{60000}))->capture_default_str();
@@ -111,6 +112,8 @@ int main(int argc, char** argv) {
   app.add_flag("--deterministic", deterministic, "set_deterministic(true): what bit-identical results cost");
   app.add_flag("--distributed", distributed,
                "one process of a data-parallel job (scripts/launch.sh): --batch-size per GPU, the job's img/s from rank 0");
+  app.add_option("--bucket-cap-mb", bucket_cap_mb, "with --distributed: DDP's bucket size (0: its default)")
+      ->check(CLI::Range(0.0, 1024.0));
   CLI11_PARSE(app, argc, argv);
 
   return mnist_app::guarded_main([&] {
@@ -126,7 +129,9 @@ int main(int argc, char** argv) {
       if (model_name == "mlp") m = std::make_shared<mnist_app::Mlp>();
       else m = std::make_shared<mnist_app::Cnn>();
       m->to(device);
-      if (distributed) return std::make_shared<distributed::DistributedDataParallel>(m);
+      distributed::DistributedDataParallelOptions ddp_options;
+      if (bucket_cap_mb > 0) ddp_options.bucket_cap_mb(bucket_cap_mb);
+      if (distributed) return std::make_shared<distributed::DistributedDataParallel>(m, distributed::group(), ddp_options);
       return m;
     };
     auto new_trainer = [&] {
@@ -150,6 +155,8 @@ int main(int argc, char** argv) {
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     double peak_mb = device.is_cuda() ? memory_stats(device).peak_bytes / 1048576.0 : peak_rss_mb();
     const std::string gpus = distributed ? "  gpus " + std::to_string(distributed::world_size()) : "";
+    if (distributed && !t.train_step.graphed() && rank0)
+      std::printf("(eager steps: %s)\n", t.train_step.eager_reason().c_str());
     if (rank0)
       std::printf("model %s  device %s  batch %lld  threads %d%s%s  %.0f img/s  epoch %.2f s  peak %s %.0f MB\n",
                   model_name.c_str(), device.str().c_str(), static_cast<long long>(batch), get_num_threads(),

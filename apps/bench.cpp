@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
                   model_name.c_str(), device.str().c_str(), static_cast<long long>(batch), get_num_threads(),
                   deterministic ? "  deterministic" : "", gpus.c_str(), static_cast<double>(train.size()) / seconds,
                   seconds, device.is_cuda() ? "device" : "RSS", peak_mb);
-    if (device.is_cuda() && !distributed) {
+    if (device.is_cuda() && (!distributed || profile)) {  // every rank runs the same profiled steps
       mnist_app::report_gpu_time([&](int s) { t.step(s); },
                                  t.train_step.graphed() ? "one CUDA graph per step" : "eager (no CUDA graph)", profile);
     }

@@ -16,10 +16,10 @@ enum class ReduceOp { Sum, Avg, Max, Min, Product };
 
 struct ProcessGroupOptions {
   /// How long joining waits for the other ranks, and how long a queued collective may stay unfinished
-  /// before the group's watchdog decides a rank has died or hung: it prints which collective waited,
-  /// aborts the NCCL communicator and ends the process with status 1 (as PyTorch's NCCL watchdog does;
-  /// an exception cannot reach a thread blocked on the GPU). Default: MINIDL_DIST_TIMEOUT seconds from
-  /// the environment, else 600.
+  /// before the group's watchdog decides a rank has died or hung: it says so and ends the process
+  /// with status 1 (as PyTorch's NCCL watchdog does; an exception cannot reach a thread blocked on
+  /// the GPU). A rank whose process ends without leaving the group ends the others at once, where
+  /// the ranks met over TCP. Default: MINIDL_DIST_TIMEOUT seconds from the environment, else 600.
   ProcessGroupOptions& timeout(std::chrono::milliseconds t) {
     timeout_ = t;
     return *this;

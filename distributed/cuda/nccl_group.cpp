@@ -3,7 +3,7 @@
 // ncclInProgress is polled to completion. A watchdog thread marks the compute stream with an event
 // every second and watches the oldest unfinished one: a collective waiting for a rank that died
 // keeps the stream from reaching it, and after the timeout the watchdog names what it waited for,
-// aborts the communicator and ends the process. After a TCP rendezvous the ranks also keep its
+// ends the process. After a TCP rendezvous the ranks also keep its
 // connections open: a process that is killed closes them, and the watchdog ends the job at once
 // instead of waiting for the timeout (NCCL itself may not notice: a dead peer's collectives can
 // simply stop doing anything). A rank leaving normally says so first.
@@ -108,7 +108,6 @@ struct ProcessGroup::Impl {
   std::condition_variable stop_cv;
   bool stop = false;
   std::vector<Link> links;  // to the other ranks (rank 0: all of them; others: rank 0)
-  std::atomic<uint64_t> collectives{0};
   std::atomic<const char*> last_collective{"none"};
 
   ~Impl() { leave(true); }  // a constructor that failed after the rendezvous: the others stop too
@@ -123,17 +122,17 @@ struct ProcessGroup::Impl {
   }
 
   void note(const char* op) {
-    collectives.fetch_add(1, std::memory_order_relaxed);
     last_collective.store(op, std::memory_order_relaxed);
   }
 
   [[noreturn]] void tear_down(const std::string& why) {
+    // No ncclCommAbort first: with a peer gone it can block for good (seen with P2P transports), and
+    // ending the process frees the communicator anyway and tells the other ranks, through the links.
     std::fprintf(stderr,
-                 "minidl distributed: rank %d of %d: %s. The last collective queued was %s (#%llu). Aborting the "
-                 "NCCL communicator and ending this process (status 1).\n",
-                 rank, world, why.c_str(), last_collective.load(), static_cast<unsigned long long>(collectives.load()));
+                 "minidl distributed: rank %d of %d: %s. The last collective this rank queued from the host was "
+                 "%s. Ending this process (status 1).\n",
+                 rank, world, why.c_str(), last_collective.load());
     std::fflush(stderr);
-    ncclCommAbort(comm);
     std::_Exit(1);
   }
 

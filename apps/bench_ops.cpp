@@ -6,6 +6,12 @@
 // columns for PyTorch and CuPy.
 //
 //   build/bench_ops matmul [--sizes 4096x4096x4096 777x1313x555:odd] [--repeats 20] [--csv out.csv]
+//
+// `crossover` runs elementwise ops, a sum and softmax on the CPU and the GPU from 1e3 to 1e8
+// elements, with the data on the device and with transfers, and names the size from which the GPU
+// wins (apps/common/crossover.h); scripts/crossover_numpy_cupy.py gives NumPy's and CuPy's figures.
+//
+//   build/bench_ops crossover [--sizes 1e3 1e4 ...] [--ops add axpb sum softmax] [--csv c.csv] [--svg c.svg]
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -17,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "apps/common/crossover.h"
+#include "apps/common/svg_chart.h"
 #include "core/cuda.h"
 #include "minidl.h"
 #ifdef MINIDL_KERNEL_LAB
@@ -37,6 +45,83 @@ struct MatmulFlags {
   uint64_t seed = 1;
   std::string csv;
 };
+
+struct CrossoverFlags {
+  std::vector<std::string> sizes = {"1e3", "3e3", "1e4", "3e4", "1e5", "3e5", "1e6", "3e6", "1e7", "3e7", "1e8"};
+  std::vector<std::string> ops = crossover::kOps;
+  int repeats = 20, threads = 0;
+  double budget_ms = 200;
+  bool gpu = true;
+  std::string csv, svg;
+};
+
+int run_crossover(const CrossoverFlags& f) {
+  if (f.threads > 0) set_num_threads(f.threads);
+  std::vector<int64_t> sizes;
+  for (const std::string& text : f.sizes) {
+    char* end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);
+    MINIDL_CHECK(end && *end == '\0' && v >= 1 && v <= 1e10 && v == std::floor(v), "--sizes: expected whole numbers "
+                 "such as 1000 or 1e6, got '", text, "'");
+    sizes.push_back(static_cast<int64_t>(v));
+  }
+  std::sort(sizes.begin(), sizes.end());
+  const bool gpu = f.gpu && cuda::is_available();
+  std::printf("CPU: %d threads; GPU: %s\nmedian of up to %d wall-clock calls after a warm-up (at least 3; fewer past "
+              "%.0f ms); a GPU call is timed to its synchronize\n",
+              get_num_threads(), gpu ? cuda::device_properties(0).name.c_str()
+                                     : ("none (" + (f.gpu ? cuda::unavailable_reason() : std::string("--no-gpu")) + ")").c_str(),
+              f.repeats, f.budget_ms);
+  std::ofstream csv;
+  if (!f.csv.empty()) {
+    csv.open(f.csv);
+    MINIDL_CHECK(csv.good(), "--csv: cannot write '", f.csv, "'");
+    csv << "framework,op,size,cpu_ms,gpu_ms,gpu_transfer_ms,max_rel_err\n";
+  }
+  std::vector<svg::Panel> panels;
+  for (const std::string& op : f.ops) {
+    std::printf("\n%-8s %11s %11s %11s %16s %9s\n", op.c_str(), "elements", "CPU ms", "GPU ms", "GPU+transfer ms",
+                "err");
+    std::vector<double> cpu, dev, transfer, logn;
+    for (int64_t n : sizes) {
+      if (op == "softmax" && n % 1000 != 0) continue;
+      const crossover::Row r = crossover::measure(op, n, gpu, f.budget_ms, f.repeats);
+      std::printf("%-8s %11lld %11.4f %11.4f %16.4f %9.1e\n", op.c_str(), static_cast<long long>(n), r.cpu_ms, r.gpu_ms,
+                  r.gpu_transfer_ms, r.max_rel_error);
+      std::fflush(stdout);
+      if (csv.is_open())
+        csv << "minidl," << op << "," << n << "," << r.cpu_ms << "," << r.gpu_ms << "," << r.gpu_transfer_ms << ","
+            << r.max_rel_error << "\n";
+      cpu.push_back(r.cpu_ms), dev.push_back(r.gpu_ms), transfer.push_back(r.gpu_transfer_ms);
+      logn.push_back(std::log10(static_cast<double>(n)));
+    }
+    std::vector<int64_t> measured;
+    for (double l : logn) measured.push_back(static_cast<int64_t>(std::llround(std::pow(10.0, l))));
+    auto say = [](std::optional<int64_t> n) { return n ? std::to_string(*n) + " elements" : std::string("never"); };
+    if (gpu)
+      std::printf("%s: the GPU wins from %s with the data on it, from %s with the transfers\n", op.c_str(),
+                  say(crossover::crossover_size(measured, cpu, dev)).c_str(),
+                  say(crossover::crossover_size(measured, cpu, transfer)).c_str());
+    auto log_ms = [](std::vector<double> v) {
+      for (double& x : v) x = std::log10(x * 1000);  // microseconds
+      return v;
+    };
+    svg::Panel panel{op, "log10(elements)", "log10(microseconds)",
+                     {{"CPU", "#1f77b4", logn, log_ms(cpu)}}};
+    if (gpu) {
+      panel.series.push_back({"GPU, data on it", "#d62728", logn, log_ms(dev)});
+      panel.series.push_back({"GPU with transfers", "#ff7f0e", logn, log_ms(transfer)});
+    }
+    panel.integer_x = false;
+    panels.push_back(panel);
+  }
+  if (!f.svg.empty()) {
+    std::ofstream out(f.svg);
+    MINIDL_CHECK(out.good(), "--svg: cannot write '", f.svg, "'");
+    out << svg::chart("When the GPU wins: CPU vs GPU by array size (minidl)", panels);
+  }
+  return 0;
+}
 
 #ifdef MINIDL_KERNEL_LAB
 using kernel_lab::GemmBench;
@@ -167,9 +252,20 @@ int main(int argc, char** argv) {
   mm->add_option("--threads", f.threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 4096));
   mm->add_option("--seed", f.seed, "seed of the random inputs")->capture_default_str();
   mm->add_option("--csv", f.csv, "also write the table as CSV to this file");
+  CrossoverFlags x;
+  CLI::App* xo = app.add_subcommand("crossover", "CPU against GPU by array size: elementwise, sum, softmax");
+  xo->add_option("--sizes", x.sizes, "element counts (1e3 .. 1e8)")->capture_default_str();
+  xo->add_option("--ops", x.ops, "ops to run")->check(CLI::IsMember(crossover::kOps))->capture_default_str();
+  xo->add_option("--repeats", x.repeats, "timed calls per measurement, at most")->check(CLI::Range(3, 1000))->capture_default_str();
+  xo->add_option("--budget-ms", x.budget_ms, "fewer calls (at least 3) past this time")->check(CLI::PositiveNumber)->capture_default_str();
+  xo->add_option("--threads", x.threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 4096));
+  xo->add_flag("--gpu,!--no-gpu", x.gpu, "also run on the GPU where there is one (default on)");
+  xo->add_option("--csv", x.csv, "also write the table as CSV to this file");
+  xo->add_option("--svg", x.svg, "draw the times by size (log-log) into this SVG file");
   CLI11_PARSE(app, argc, argv);
 
   try {
+    if (xo->parsed()) return run_crossover(x);
 #ifdef MINIDL_KERNEL_LAB
     return run_matmul(f);
 #else

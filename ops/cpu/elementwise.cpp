@@ -1,5 +1,6 @@
 // Elementwise kernels: Eigen array expressions on contiguous data (vectorized), a strided walk
 // for broadcast or transposed operands.
+#include <algorithm>
 #include <Eigen/Core>
 #include <cmath>
 
@@ -128,6 +129,29 @@ void binary_contiguous(BinaryOp op, const T* a, const T* b, T* out, int64_t n, T
   }
 }
 
+// A contiguous operand against one value (x * 2.0, x + bias of a single element): vectorized, with
+// the op chosen once rather than per element.
+template <class T>
+void binary_scalar(BinaryOp op, const T* a, T b, bool scalar_on_left, T* out, int64_t n, T scalar) {
+  ConstArray<T> x(a, n);
+  Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> o(out, n);
+  switch (op) {
+    case BinaryOp::Add: o = x + b; return;
+    case BinaryOp::Mul: o = x * b; return;
+    case BinaryOp::Sub:
+      if (scalar_on_left) o = b - x;
+      else o = x - b;
+      return;
+    case BinaryOp::Div:
+      if (scalar_on_left) o = b / x;
+      else o = x / b;
+      return;
+    default:
+      for (int64_t i = 0; i < n; ++i)
+        out[i] = scalar_on_left ? apply_binary(op, b, a[i], scalar) : apply_binary(op, a[i], b, scalar);
+  }
+}
+
 // Splits a contiguous range into per-thread chunks, each handled by `chunk(begin, count)`.
 template <class Chunk>
 void parallel_chunks(int64_t n, Chunk&& chunk) {
@@ -181,6 +205,19 @@ void CpuKernels::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& o
     if (a.is_contiguous() && b.is_contiguous()) {
       parallel_chunks(out.numel(), [&](int64_t begin, int64_t n) {
         binary_contiguous(op, x + begin, y + begin, o + begin, n, scalar);
+      });
+      return;
+    }
+    // Operands arrive broadcast to the output's shape: a single value is a view whose strides are all 0.
+    auto one_value = [](const Tensor& t) {
+      return std::all_of(t.strides().begin(), t.strides().end(), [](int64_t st) { return st == 0; });
+    };
+    if (out.is_contiguous() && ((a.is_contiguous() && one_value(b)) || (b.is_contiguous() && one_value(a)))) {
+      const bool left = !(a.is_contiguous() && one_value(b));
+      const T* big = left ? y : x;
+      const T value = left ? *x : *y;
+      parallel_chunks(out.numel(), [&](int64_t begin, int64_t n) {
+        binary_scalar(op, big + begin, value, left, o + begin, n, scalar);
       });
       return;
     }

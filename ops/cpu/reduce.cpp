@@ -2,6 +2,7 @@
 // run of contiguous inner columns in the inner loop, so a sum over dim 0 (a bias gradient) streams
 // its rows instead of striding down each column.
 #include <algorithm>
+#include <vector>
 #include <limits>
 
 #include "ops/cpu/cpu_kernels.h"
@@ -12,10 +13,40 @@ namespace {
 
 constexpr int64_t kColumns = 256;  // inner columns per task: the accumulators stay in registers/L1
 
+// Sums of contiguous rows (inner == 1: a full sum, a row sum): each row in fixed blocks summed with
+// vector accumulators, the blocks added in order. The blocks, not the threads, fix the order of the
+// additions, so the bits do not depend on the thread count.
+template <class T, class Acc>
+void sum_rows(const T* in, int64_t outer, int64_t n, T* o) {
+  constexpr int64_t kBlock = 1 << 14;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  std::vector<Acc> partial(static_cast<size_t>(outer * blocks));
+#pragma omp parallel for collapse(2) if (outer * n > 32768)
+  for (int64_t a = 0; a < outer; ++a) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const T* p = in + a * n + b * kBlock;
+      const int64_t len = std::min(kBlock, n - b * kBlock);
+      Acc acc = 0;
+#pragma omp simd reduction(+ : acc)
+      for (int64_t i = 0; i < len; ++i) acc += static_cast<Acc>(p[i]);
+      partial[static_cast<size_t>(a * blocks + b)] = acc;
+    }
+  }
+  for (int64_t a = 0; a < outer; ++a) {
+    Acc total = 0;
+    for (int64_t b = 0; b < blocks; ++b) total += partial[static_cast<size_t>(a * blocks + b)];
+    o[a] = static_cast<T>(total);
+  }
+}
+
 template <class T>
 void sum_kernel(const T* in, int64_t outer, int64_t n, int64_t inner, T* o) {
   // Accumulate float32 sums in double: a sum over 60,000 elements keeps its digits.
   using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
+  if (inner == 1 && n >= 64) {
+    sum_rows<T, Acc>(in, outer, n, o);
+    return;
+  }
   const int64_t chunks = (inner + kColumns - 1) / kColumns;
 #pragma omp parallel for collapse(2) if (outer * n * inner > 32768)
   for (int64_t a = 0; a < outer; ++a) {

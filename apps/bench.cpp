@@ -119,6 +119,8 @@ int main(int argc, char** argv) {
   return mnist_app::guarded_main([&] {
     if (threads > 0) set_num_threads(threads);
     if (deterministic) set_deterministic(true);
+    MINIDL_CHECK(!distributed || device_spec == "auto" || device_spec == "cuda", "--distributed runs each process on "
+                 "its GPU cuda:LOCAL_RANK (NCCL); leave out --device ", device_spec);
     if (distributed) distributed::init();
     Device device = distributed ? distributed::group().device() : mnist_app::resolve_device(device_spec);
     const bool rank0 = distributed::rank() == 0;

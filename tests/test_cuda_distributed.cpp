@@ -3,9 +3,6 @@
 // GPUs or without NCCL. The multi-process paths (the launcher, a rank that dies) run in
 // scripts/gpu_distributed.sh.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <functional>
 #include <future>
@@ -16,9 +13,11 @@
 #include "nn/nn.h"
 #include "optim/optim.h"
 #include "test_cuda_util.h"
+#include "test_port_util.h"
 
 using namespace minidl;
 using namespace minidl::distributed;
+using minidl::testing::free_port;
 
 namespace {
 
@@ -28,18 +27,6 @@ namespace {
     if (!nccl_available()) GTEST_SKIP() << nccl_unavailable_reason();                                      \
     if (cuda::device_count() < 2) GTEST_SKIP() << "needs 2 GPUs, this machine has " << cuda::device_count(); \
   } while (0)
-
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 // Runs body(group) on two threads, rank r on cuda:r, and rethrows the first failure.
 void on_two_ranks(const std::function<void(ProcessGroup&)>& body) {

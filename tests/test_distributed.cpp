@@ -3,8 +3,6 @@
 // post-accumulate-grad hooks DistributedDataParallel is built on, and the errors of a build or
 // machine without NCCL.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,26 +18,14 @@
 #include "data/data.h"
 #include "distributed/distributed.h"
 #include "minidl.h"
+#include "test_port_util.h"
 
 using namespace minidl;
 using namespace minidl::distributed;
 using namespace std::chrono_literals;
+using minidl::testing::free_port;
 
 namespace {
-
-// A port nobody listens on now: the kernel picks one, we release it.
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 // Runs rank r's rendezvous on thread r; each result is the blob or the error's text.
 std::vector<std::string> meet(const Rendezvous& where, std::vector<int> ranks, std::vector<int> world_sizes,

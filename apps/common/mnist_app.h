@@ -270,6 +270,8 @@ int run(std::shared_ptr<Model> model, const Flags& f) {
   RunModes modes(f);
   if (f.threads > 0) set_num_threads(f.threads);
   if (f.distributed) {
+    MINIDL_CHECK(f.device == "auto" || f.device == "cuda", "--distributed trains each process on its GPU cuda:LOCAL_RANK "
+                 "(NCCL); leave out --device ", f.device);
     distributed::init();  // this process's GPU is cuda:LOCAL_RANK
     // One report for the job: the other ranks train as rank 0 does and keep quiet (errors still reach stderr).
     if (distributed::rank() != 0 && !std::freopen("/dev/null", "w", stdout)) std::perror("/dev/null");

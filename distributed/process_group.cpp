@@ -51,8 +51,8 @@ LaunchEnv LaunchEnv::read() {
 
 void init(ProcessGroupOptions options) {
   const LaunchEnv env = LaunchEnv::read();
-  MINIDL_CHECK(cuda::is_available(), "distributed::init: the NCCL process group needs a GPU: ",
-               cuda::unavailable_reason());
+  MINIDL_CHECK(cuda::is_available(), "distributed::init: the NCCL process group needs a GPU for every process "
+               "(train without --distributed to use the CPU); here: ", cuda::unavailable_reason());
   MINIDL_CHECK(env.local_rank < cuda::device_count(), "distributed::init: LOCAL_RANK ", env.local_rank,
                " names no GPU; this machine has ", cuda::device_count(),
                " (start at most that many processes per machine)");

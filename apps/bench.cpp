@@ -17,7 +17,6 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <random>
 #include <string>
 
 #include "apps/common/gpu_report.h"
@@ -61,11 +60,10 @@ struct Trainer {
             },
             optimizer, cuda::GraphedStepOptions().enabled(graph)) {}
 
+  // This rank's share of one shuffled epoch; the whole epoch without --distributed (one rank).
   void shuffle(uint64_t seed, int64_t epoch) {
-    std::vector<int64_t> idx(static_cast<size_t>(images.size(0)));
-    for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int64_t>(i);
-    std::shuffle(idx.begin(), idx.end(), std::mt19937_64(seed * 1000003 + static_cast<uint64_t>(epoch)));
-    order = Tensor::from_vector(idx).to(images.device());
+    data::DistributedSampler sampler(images.size(0), distributed::world_size(), distributed::rank(), true, seed);
+    order = Tensor::from_vector(sampler.indices(epoch)).to(images.device());
   }
 
   int64_t steps() const { return (order.size(0) + batch - 1) / batch; }

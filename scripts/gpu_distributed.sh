@@ -80,7 +80,7 @@ if want scaling; then
       done
     done
   done
-  for b in 64 512; do  # PyTorch's whole-step graph under DDP, once
+  for b in ${PYTORCH_GRAPH_BATCHES-64 512}; do  # PyTorch's whole-step graph under DDP, once (PYTORCH_GRAPH_BATCHES= skips it)
     timeout 180 python3 -m torch.distributed.run --nproc-per-node 2 --master-port $(port) scripts/bench_pytorch_ddp.py \
       --model cnn --batch-size $b --data "$DATA/mnist" --mode graph >"$OUT/pytorch_graph_$b.log" 2>&1
     grep img/s "$OUT/pytorch_graph_$b.log" >>"$OUT/scaling.txt" || echo "pytorch ddp graph  batch $b: failed (pytorch_graph_$b.log)" >>"$OUT/scaling.txt"

@@ -83,7 +83,10 @@ Tensor DistributedDataParallel::forward(const Tensor& input) {
   return module_->forward(input);
 }
 
+DistributedDataParallel::NoSync DistributedDataParallel::no_sync() { return NoSync(state_); }
+
 void DistributedDataParallel::State::on_gradient(size_t b, size_t s) {
+  if (!sync) return;
   Bucket& bucket = buckets[b];
   Slot& slot = bucket.slots[s];
   Tensor into = bucket.flat.slice(0, slot.offset, slot.offset + slot.param.numel()).view(slot.param.shape());

@@ -43,6 +43,13 @@ class DistributedDataParallel : public nn::Module {
   Tensor forward(const Tensor& input) override;
   std::string name() const override { return "DistributedDataParallel"; }
   std::shared_ptr<nn::Module> module() const { return module_; }
+  /// While the returned guard lives, backwards communicate nothing: each rank sums its gradients
+  /// into .grad as usual, and the first backward after the guard averages the sums (gradient
+  /// accumulation over several micro-batches with one all-reduce, as PyTorch's DDP.no_sync()).
+  ///   { auto local = ddp->no_sync(); loss_fn(ddp->forward(x1), y1).backward(); }
+  ///   loss_fn(ddp->forward(x2), y2).backward();   // every rank: the average of both micro-batches
+  class NoSync;
+  [[nodiscard]] NoSync no_sync();
   /// Buckets, and the parameter names in each (for tests and for the docs' figures).
   std::vector<std::vector<std::string>> buckets() const;
 
@@ -63,11 +70,26 @@ class DistributedDataParallel : public nn::Module {
     ProcessGroup* group;
     std::vector<Bucket> buckets;
     size_t reduced = 0;  // buckets whose all-reduce this backward has started
+    bool sync = true;    // false inside no_sync()
     void on_gradient(size_t bucket, size_t slot);
   };
 
   std::shared_ptr<nn::Module> module_;
   std::shared_ptr<State> state_;
+};
+
+class DistributedDataParallel::NoSync {
+ public:
+  explicit NoSync(const std::shared_ptr<State>& state) : state_(state), before_(state->sync) { state->sync = false; }
+  ~NoSync() {
+    if (auto state = state_.lock()) state->sync = before_;
+  }
+  NoSync(const NoSync&) = delete;
+  NoSync& operator=(const NoSync&) = delete;
+
+ private:
+  std::weak_ptr<State> state_;
+  bool before_;
 };
 
 }  // namespace minidl::distributed

@@ -190,6 +190,59 @@ TEST(CudaDistributed, DdpInsideAGraphedStep) {
   check_ddp_against_one_process(true, 1e-6);
 }
 
+// Two micro-batches, the first under no_sync: the ranks' gradients differ after it (nothing was
+// sent), and after the second they are the average of both ranks' sums, which is one process's
+// gradient accumulated over the two whole micro-batches.
+TEST(CudaDistributed, NoSyncAccumulatesLocallyAndTheNextBackwardAverages) {
+  MINIDL_REQUIRE_TWO_GPUS();
+  MINIDL_FRESH_SEED();
+  const int64_t batch = 8;
+  std::vector<Tensor> xs = {randn({batch, 12}), randn({batch, 12})};
+  std::vector<Tensor> ys = {argmax(randn({batch, 3}), 1), argmax(randn({batch, 3}), 1)};
+  manual_seed(minidl_seed_ + 1);
+  auto reference = std::make_shared<Net>();
+  const nn::StateDict start = reference->state_dict();
+  cuda::set_device(0);
+  reference->to(Device::cuda(0));
+  for (int m = 0; m < 2; ++m)
+    nn::functional::cross_entropy(reference->forward(xs[m].to(Device::cuda(0))), ys[m].to(Device::cuda(0))).backward();
+  std::vector<Tensor> ref;
+  for (Tensor& p : reference->parameters()) ref.push_back(p.grad());
+  const auto expected = values_of(ref);
+
+  std::vector<std::vector<std::vector<float>>> local(2), averaged(2);
+  on_two_ranks([&](ProcessGroup& g) {
+    const Device d = g.device();
+    auto model = std::make_shared<Net>();
+    if (g.rank() == 0) model->load_state_dict(start);
+    model->to(d);
+    DistributedDataParallel ddp(model, g, DistributedDataParallelOptions().bucket_cap_mb(1e-6));
+    const int64_t half = batch / 2, from = g.rank() * half;
+    auto micro_step = [&](int m) {
+      Tensor x = xs[m].slice(0, from, from + half).contiguous().to(d);
+      Tensor y = ys[m].slice(0, from, from + half).contiguous().to(d);
+      nn::functional::cross_entropy(ddp.forward(x), y).backward();
+    };
+    auto grads = [&] {
+      std::vector<Tensor> gr;
+      for (Tensor& p : model->parameters()) gr.push_back(p.grad());
+      return values_of(gr);
+    };
+    {
+      auto no_sync = ddp.no_sync();
+      micro_step(0);
+    }
+    local[g.rank()] = grads();
+    micro_step(1);
+    averaged[g.rank()] = grads();
+  });
+  EXPECT_NE(local[0], local[1]);
+  EXPECT_EQ(averaged[0], averaged[1]);
+  for (size_t k = 0; k < expected.size(); ++k)
+    for (size_t i = 0; i < expected[k].size(); ++i)
+      EXPECT_NEAR(averaged[0][k][i], expected[k][i], 1e-5 + 1e-4 * std::abs(expected[k][i])) << k << " " << i;
+}
+
 TEST(CudaDistributed, DdpNamesAParameterThatGotNoGradient) {
   MINIDL_REQUIRE_TWO_GPUS();
   on_two_ranks([](ProcessGroup& g) {

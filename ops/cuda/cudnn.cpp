@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -18,18 +19,25 @@ namespace minidl {
 
 namespace cudnn {
 
-cudnnHandle_t cudnn_handle(int device) {
+namespace {
+
+cudnnHandle_t handle_on(int device, bool side) {
   static std::mutex mutex;
-  static auto* handles = new std::vector<cudnnHandle_t>(static_cast<size_t>(cuda::device_count()), nullptr);
+  static auto* handles = new std::vector<cudnnHandle_t>(2 * static_cast<size_t>(cuda::device_count()), nullptr);
   std::lock_guard lock(mutex);
-  cudnnHandle_t& h = (*handles)[static_cast<size_t>(device)];
+  cudnnHandle_t& h = (*handles)[2 * static_cast<size_t>(device) + (side ? 1 : 0)];
   if (!h) {
     cuda::DeviceGuard guard(device);
     CUDNN_CHECK(cudnnCreate(&h));
-    CUDNN_CHECK(cudnnSetStream(h, cuda::compute_stream(device)));
+    CUDNN_CHECK(cudnnSetStream(h, side ? cuda::side_stream(device) : cuda::compute_stream(device)));
   }
   return h;
 }
+
+}  // namespace
+
+cudnnHandle_t cudnn_handle(int device) { return handle_on(device, false); }
+cudnnHandle_t cudnn_side_handle(int device) { return handle_on(device, true); }
 
 bool use_algorithms(cudnnHandle_t handle, ConvPlan& p, const cudnnConvolutionFwdAlgoPerf_t* fwd,
                     const cudnnConvolutionBwdDataAlgoPerf_t* bwd_data,
@@ -278,18 +286,27 @@ bool CudaKernels::conv2d_backward_cudnn(const Tensor& grad_out, const Tensor& x,
       data_ws = d.bwd_data_ws, filter_ws = d.bwd_filter_ws;
     }
   }
+  // With both gradients wanted, the weight's runs on the side stream next to the input's: they only
+  // read the same output gradient, and at small batches neither fills the GPU. The side stream's
+  // workspace goes back to the allocator after the join, so its reuse is ordered after it.
+  const bool concurrent = grad_x && grad_weight;
+  const cudaStream_t side = cuda::side_stream(device_);
+  if (concurrent) cuda::stream_wait(device_, side, stream_);
+  std::optional<Workspace> filter_space;
+  if (grad_weight) {
+    filter_space.emplace(device_, filter_ws);
+    CUDNN_CHECK(cudnnConvolutionBackwardFilter(concurrent ? cudnn_side_handle(device_) : handle, kOne.get(dt), p.x.d,
+                                               x.raw_data(), p.y.d, grad_out.raw_data(), p.conv, filter_algo,
+                                               filter_space->get(), filter_space->size(), kZero.get(dt), p.w,
+                                               grad_weight->raw_data()));
+  }
   if (grad_x) {
     Workspace ws(device_, data_ws);
     CUDNN_CHECK(cudnnConvolutionBackwardData(handle, kOne.get(dt), p.w, weight.raw_data(), p.y.d, grad_out.raw_data(),
                                              p.conv, data_algo, ws.get(), ws.size(), kZero.get(dt), p.x.d,
                                              grad_x->raw_data()));
   }
-  if (grad_weight) {
-    Workspace ws(device_, filter_ws);
-    CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle, kOne.get(dt), p.x.d, x.raw_data(), p.y.d, grad_out.raw_data(),
-                                               p.conv, filter_algo, ws.get(), ws.size(), kZero.get(dt), p.w,
-                                               grad_weight->raw_data()));
-  }
+  if (concurrent) cuda::stream_wait(device_, stream_, side);
   if (grad_bias) {
     CUDNN_CHECK(cudnnConvolutionBackwardBias(handle, kOne.get(dt), p.y.d, grad_out.raw_data(), kZero.get(dt), p.bias.d,
                                              grad_bias->raw_data()));

@@ -13,6 +13,9 @@ namespace minidl::cudnn {
 
 /// The cuDNN handle of `device`, bound to its compute stream; made on first use.
 cudnnHandle_t cudnn_handle(int device);
+/// A second handle of `device`, bound to its side stream (core/cuda/context.h), for work that
+/// overlaps the compute stream's.
+cudnnHandle_t cudnn_side_handle(int device);
 
 inline cudnnDataType_t cudnn_type(DType dtype) {
   switch (dtype) {

@@ -213,16 +213,19 @@ TEST(CudaDistributed, NoSyncAccumulatesLocallyAndTheNextBackwardAverages) {
   std::vector<std::vector<std::vector<float>>> local(2), averaged(2);
   on_two_ranks([&](ProcessGroup& g) {
     const Device d = g.device();
+    // Every upload before the first collective: with both ranks in one process, a host-side CUDA
+    // call of one rank can wait behind the other rank's collective, which waits for the first.
+    const int64_t half = batch / 2, from = g.rank() * half;
+    std::vector<Tensor> x, y;
+    for (int m = 0; m < 2; ++m) {
+      x.push_back(xs[m].slice(0, from, from + half).contiguous().to(d));
+      y.push_back(ys[m].slice(0, from, from + half).contiguous().to(d));
+    }
     auto model = std::make_shared<Net>();
     if (g.rank() == 0) model->load_state_dict(start);
     model->to(d);
     DistributedDataParallel ddp(model, g, DistributedDataParallelOptions().bucket_cap_mb(1e-6));
-    const int64_t half = batch / 2, from = g.rank() * half;
-    auto micro_step = [&](int m) {
-      Tensor x = xs[m].slice(0, from, from + half).contiguous().to(d);
-      Tensor y = ys[m].slice(0, from, from + half).contiguous().to(d);
-      nn::functional::cross_entropy(ddp.forward(x), y).backward();
-    };
+    auto micro_step = [&](int m) { nn::functional::cross_entropy(ddp.forward(x[m]), y[m]).backward(); };
     auto grads = [&] {
       std::vector<Tensor> gr;
       for (Tensor& p : model->parameters()) gr.push_back(p.grad());

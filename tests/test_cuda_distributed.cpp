@@ -213,8 +213,6 @@ TEST(CudaDistributed, NoSyncAccumulatesLocallyAndTheNextBackwardAverages) {
   std::vector<std::vector<std::vector<float>>> local(2), averaged(2);
   on_two_ranks([&](ProcessGroup& g) {
     const Device d = g.device();
-    // Every upload before the first collective: with both ranks in one process, a host-side CUDA
-    // call of one rank can wait behind the other rank's collective, which waits for the first.
     const int64_t half = batch / 2, from = g.rank() * half;
     std::vector<Tensor> x, y;
     for (int m = 0; m < 2; ++m) {

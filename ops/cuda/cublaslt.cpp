@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/allocator.h"
 #include "core/cuda/check.h"
 #include "core/deterministic.h"
 #include "ops/cuda/timing.h"
@@ -88,6 +89,10 @@ struct Plan {
   int seen = 0;       // calls outside graph capture so far
   std::string name;   // "m x n x k, ops, epilogue", for the log
   bool timed = false;
+  // Held from the choice to the launch (the bias pointer is set on desc). Per plan, so that one
+  // device's timing never holds up another device's GEMMs: with ranks as threads of one process,
+  // the other rank may have to reach its next collective before this device's work can finish.
+  std::mutex mutex;
   ~Plan() {
     if (desc) cublasLtMatmulDescDestroy(desc);
     for (auto layout : {a, b, d})
@@ -222,10 +227,13 @@ cublasStatus_t launch(const LtStream& dev, cudaStream_t stream, const Plan& p, s
 // queued behind a busy wait, so the GPU runs them back to back as it runs a captured step, without
 // waiting for the host to call cuBLASLt. A first pass times every candidate on one short burst; the
 // five fastest are timed again on longer ones. False when no candidate runs.
-bool choose_by_timing(const LtStream& dev, cudaStream_t stream, Plan& p, const void* a, const void* b, int64_t m,
-                      int64_t n, float alpha, float beta) {
-  void* scratch = nullptr;
-  CUDA_CHECK(cudaMalloc(&scratch, static_cast<size_t>(m * n) * sizeof(float)));
+bool choose_by_timing(int device, const LtStream& dev, cudaStream_t stream, Plan& p, const void* a, const void* b,
+                      int64_t m, int64_t n, float alpha, float beta) {
+  // From the caching allocator, not cudaMalloc/cudaFree: cudaFree waits for every stream of the
+  // device, a data-parallel all-reduce included, which waits for the other ranks.
+  Allocator& allocator = allocator_for(Device::cuda(device));
+  const size_t scratch_bytes = static_cast<size_t>(m * n) * sizeof(float);
+  void* scratch = allocator.allocate(scratch_bytes);
   cudaEvent_t start, stop;
   CUDA_CHECK(cudaEventCreate(&start));
   CUDA_CHECK(cudaEventCreate(&stop));
@@ -256,7 +264,7 @@ bool choose_by_timing(const LtStream& dev, cudaStream_t stream, Plan& p, const v
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
-  CUDA_CHECK(cudaFree(scratch));
+  allocator.deallocate(scratch, scratch_bytes);
   p.timed = true;
   if (tuning_verbose())
     std::fprintf(stderr, "minidl: gemm %s: candidate %zu of %zu, %.1f us (heuristic's first %.1f us)\n", p.name.c_str(),
@@ -274,15 +282,20 @@ bool lt_matmul(int device, cudaStream_t stream, int64_t m, int64_t n, int64_t k,
   const uint32_t align_a = alignment(a), align_b = alignment(b), align_d = alignment(d);
   const LtStream dev = lt_stream(device, stream);
 
-  static std::mutex mutex;
+  static std::mutex mutex;  // the map only
   static auto* plans = new std::map<Key, std::unique_ptr<Plan>>();
-  std::lock_guard lock(mutex);
-  auto& slot = (*plans)[{device, m, n, k, trans_a, trans_b, static_cast<int>(epilogue), align_a, align_b, align_d}];
-  if (!slot) {
-    slot = std::make_unique<Plan>();
-    create_plan(*slot, dev.handle, m, n, k, trans_a, trans_b, epilogue, align_a, align_b, align_d);
+  Plan* plan;
+  {
+    std::lock_guard lock(mutex);
+    auto& slot = (*plans)[{device, m, n, k, trans_a, trans_b, static_cast<int>(epilogue), align_a, align_b, align_d}];
+    if (!slot) {
+      slot = std::make_unique<Plan>();
+      create_plan(*slot, dev.handle, m, n, k, trans_a, trans_b, epilogue, align_a, align_b, align_d);
+    }
+    plan = slot.get();
   }
-  Plan& p = *slot;
+  Plan& p = *plan;
+  std::lock_guard plan_lock(p.mutex);
   if (p.candidates.empty()) return false;
   if (epilogue != LtEpilogue::None)
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
@@ -293,7 +306,7 @@ bool lt_matmul(int device, cudaStream_t stream, int64_t m, int64_t n, int64_t k,
     CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
     if (capture == cudaStreamCaptureStatusNone && ++p.seen >= 2) {
       add_all_configurations(dev.handle, p);
-      if (!choose_by_timing(dev, stream, p, a, b, m, n, alpha, beta)) {
+      if (!choose_by_timing(device, dev, stream, p, a, b, m, n, alpha, beta)) {
         p.candidates.clear();
         return false;
       }

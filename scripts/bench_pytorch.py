@@ -8,11 +8,11 @@
 # three, one after the other, in fresh models.
 #
 #   python3 scripts/bench_pytorch.py --model cnn --batch-size 64 --data DIR/mnist [--mode eager|graph|best|all]
-import argparse, gzip, os, time
-import numpy as np
+import argparse, time
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+
+from mnist_torch import make_model, training_set
 
 p = argparse.ArgumentParser()
 p.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
@@ -27,41 +27,14 @@ p.add_argument("--profile", action="store_true", help="after the timed epoch, li
 a = p.parse_args()
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
-
-
-def idx(name, offset):
-    for path in (f"{a.data}/{name}", f"{a.data}/{name}.gz"):
-        if os.path.exists(path):
-            raw = gzip.open(path).read() if path.endswith(".gz") else open(path, "rb").read()
-            return np.frombuffer(raw, dtype=np.uint8, offset=offset)
-    raise SystemExit(f"missing {name} under {a.data}")
-
-
 dev = torch.device(a.device)
-images = torch.tensor(idx("train-images-idx3-ubyte", 16).reshape(-1, 1, 28, 28), dtype=torch.float32)
-images = ((images / 255 - 0.1307) / 0.3081).to(dev)
-targets = torch.tensor(idx("train-labels-idx1-ubyte", 8), dtype=torch.int64).to(dev)
-
-
-class Cnn(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1, self.conv2 = nn.Conv2d(1, 32, 3), nn.Conv2d(32, 64, 3)
-        self.fc1, self.fc2 = nn.Linear(9216, 128), nn.Linear(128, 10)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv2(F.relu(self.conv1(x)))), 2)
-        x = F.relu(self.fc1(torch.flatten(F.dropout(x, 0.25, self.training), 1)))
-        return self.fc2(F.dropout(x, 0.5, self.training))
-
-
+images, targets = training_set(a.data, dev)
 
 
 def run(mode):
     torch.backends.cudnn.benchmark = mode == "best"
     torch.manual_seed(a.seed)
-    model = (Cnn() if a.model == "cnn" else nn.Sequential(
-        nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10))).to(dev)
+    model = make_model(a.model).to(dev)
     fused = mode == "best" and dev.type == "cuda"
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, **({"fused": True} if fused else {}))
     n, bs = images.shape[0], a.batch_size

@@ -8,12 +8,13 @@
 # Rank 0 prints the job's images per second. Started by torchrun, one process per GPU:
 #
 #   torchrun --nproc-per-node 2 scripts/bench_pytorch_ddp.py --model cnn --batch-size 512 --data DIR/mnist
-import argparse, gzip, os, time
-import numpy as np
+import argparse, os, time
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
+
+from mnist_torch import make_model, training_set
 
 p = argparse.ArgumentParser()
 p.add_argument("--model", choices=["mlp", "cnn"], default="cnn")
@@ -32,36 +33,10 @@ torch.cuda.set_device(local_rank)
 dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
 rank, world = dist.get_rank(), dist.get_world_size()
 dev = torch.device("cuda", local_rank)
-
-
-def idx(name, offset):
-    for path in (f"{a.data}/{name}", f"{a.data}/{name}.gz"):
-        if os.path.exists(path):
-            raw = gzip.open(path).read() if path.endswith(".gz") else open(path, "rb").read()
-            return np.frombuffer(raw, dtype=np.uint8, offset=offset)
-    raise SystemExit(f"missing {name} under {a.data}")
-
-
-images = torch.tensor(idx("train-images-idx3-ubyte", 16).reshape(-1, 1, 28, 28), dtype=torch.float32)
-images = ((images / 255 - 0.1307) / 0.3081).to(dev)
-targets = torch.tensor(idx("train-labels-idx1-ubyte", 8), dtype=torch.int64).to(dev)
-
-
-class Cnn(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1, self.conv2 = nn.Conv2d(1, 32, 3), nn.Conv2d(32, 64, 3)
-        self.fc1, self.fc2 = nn.Linear(9216, 128), nn.Linear(128, 10)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv2(F.relu(self.conv1(x)))), 2)
-        x = F.relu(self.fc1(torch.flatten(F.dropout(x, 0.25, self.training), 1)))
-        return self.fc2(F.dropout(x, 0.5, self.training))
-
+images, targets = training_set(a.data, dev)
 
 torch.manual_seed(a.seed)
-model = (Cnn() if a.model == "cnn" else nn.Sequential(
-    nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10))).to(dev)
+model = make_model(a.model).to(dev)
 ddp = nn.parallel.DistributedDataParallel(model, device_ids=[local_rank], gradient_as_bucket_view=True,
                                           static_graph=a.mode == "graph")
 opt = torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9, fused=True)

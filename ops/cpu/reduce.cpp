@@ -20,6 +20,16 @@ template <class T, class Acc>
 void sum_rows(const T* in, int64_t outer, int64_t n, T* o) {
   constexpr int64_t kBlock = 1 << 14;
   const int64_t blocks = (n + kBlock - 1) / kBlock;
+  if (blocks == 1) {  // short rows: each row's one block is its sum, nothing to keep in between
+#pragma omp parallel for if (outer * n > 32768)
+    for (int64_t a = 0; a < outer; ++a) {
+      Acc acc = 0;
+#pragma omp simd reduction(+ : acc)
+      for (int64_t i = 0; i < n; ++i) acc += static_cast<Acc>(in[a * n + i]);
+      o[a] = static_cast<T>(acc);
+    }
+    return;
+  }
   std::vector<Acc> partial(static_cast<size_t>(outer * blocks));
 #pragma omp parallel for collapse(2) if (outer * n > 32768)
   for (int64_t a = 0; a < outer; ++a) {

@@ -45,14 +45,12 @@ export WORLD_SIZE=$((nproc * nnodes)) LOCAL_WORLD_SIZE=$nproc
 # NVLink multicast (NVLS) can take a shared host's GPUs out of service; leave it to the user to enable.
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 
-declare -A rank_of=()
-pids=()
-stop_all() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done; }
-trap 'for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null; done' INT
-trap 'stop_all' TERM
+declare -A rank_of=()  # the ranks still running, by process id
+signal_all() { for p in "${!rank_of[@]}"; do kill "-$1" "$p" 2>/dev/null; done; }
+trap 'signal_all INT' INT
+trap 'signal_all TERM' TERM
 for ((i = 0; i < nproc; i++)); do
   RANK=$((node_rank * nproc + i)) LOCAL_RANK=$i "$@" &
-  pids+=($!)
   rank_of[$!]=$((node_rank * nproc + i))
 done
 
@@ -69,7 +67,7 @@ while ((${#rank_of[@]} > 0)); do
     if ((rc != 0 && status == 0)); then
       status=$rc
       echo "launch.sh: rank $rank exited with status $rc; stopping the other ranks" >&2
-      stop_all
+      signal_all TERM
     fi
   done
   ((${#rank_of[@]} > 0)) && sleep 0.2

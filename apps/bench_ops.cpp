@@ -82,6 +82,7 @@ int run_crossover(const CrossoverFlags& f) {
   for (const std::string& op : f.ops) {
     std::printf("\n%-8s %11s %11s %11s %16s %9s\n", op.c_str(), "elements", "CPU ms", "GPU ms", "GPU+transfer ms",
                 "err");
+    std::vector<int64_t> measured;
     std::vector<double> cpu, dev, transfer, logn;
     for (int64_t n : sizes) {
       if (op == "softmax" && n % 1000 != 0) continue;
@@ -93,10 +94,9 @@ int run_crossover(const CrossoverFlags& f) {
         csv << "minidl," << op << "," << n << "," << r.cpu_ms << "," << r.gpu_ms << "," << r.gpu_transfer_ms << ","
             << r.max_rel_error << "\n";
       cpu.push_back(r.cpu_ms), dev.push_back(r.gpu_ms), transfer.push_back(r.gpu_transfer_ms);
+      measured.push_back(n);
       logn.push_back(std::log10(static_cast<double>(n)));
     }
-    std::vector<int64_t> measured;
-    for (double l : logn) measured.push_back(static_cast<int64_t>(std::llround(std::pow(10.0, l))));
     auto say = [](std::optional<int64_t> n) { return n ? std::to_string(*n) + " elements" : std::string("never"); };
     if (gpu)
       std::printf("%s: the GPU wins from %s with the data on it, from %s with the transfers\n", op.c_str(),

@@ -61,7 +61,7 @@ double median_ms(F&& call, double budget_ms, int max_repeats) {
 /// elementwise ops (as NumPy runs it); on the GPU one run-time kernel (as CuPy's ElementwiseKernel).
 class Op {
  public:
-  Op(const std::string& name, int64_t size) : name_(name), size_(size) {
+  Op(const std::string& name, int64_t size) : name_(name) {
     MINIDL_CHECK(name == "add" || name == "axpb" || name == "sum" || name == "softmax", "crossover: unknown op '",
                  name, "' (add, axpb, sum or softmax)");
     MINIDL_CHECK(size > 0 && (name != "softmax" || size % 1000 == 0), "crossover: softmax needs a multiple of 1000 "
@@ -88,7 +88,6 @@ class Op {
     return k;
   }
   std::string name_;
-  int64_t size_;
   Tensor x_, y_;
 };
 

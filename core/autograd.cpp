@@ -6,7 +6,6 @@
 #include <unordered_set>
 
 #include "core/anomaly_mode.h"
-#include "core/cuda.h"
 
 // The engine adds gradients that meet at one tensor and seeds a scalar's gradient with ones; these
 // two ops are the only ones core/ calls.
@@ -136,10 +135,6 @@ std::vector<size_t> reachable_from(size_t root) {
 }
 
 void accumulate_into_leaf(TensorImpl& leaf, const Tensor& grad) {
-  // A weight gradient may still be in the making on a CUDA side stream (Kernels::gemm_concurrent):
-  // storing it is fine, reading it (a copy, a sum) waits for it.
-  const bool stored_as_is = !leaf.grad && grad.impl_ptr().use_count() == 1 && grad.impl().storage.use_count() == 1;
-  if (!stored_as_is) cuda::join_side_streams();
   if (!leaf.grad) {
     // A gradient the engine still shares (e.g. add passes one tensor to both inputs) is copied, so
     // that changing one .grad in place never changes another.
@@ -156,7 +151,6 @@ void accumulate_into_leaf(TensorImpl& leaf, const Tensor& grad) {
 }
 
 void run_post_accumulate_hooks(const std::shared_ptr<TensorImpl>& leaf) {
-  cuda::join_side_streams();  // a hook reads the gradient
   Tensor handle(leaf);
   for (auto& hook : *leaf->post_accumulate_grad_hooks) hook(handle);
 }
@@ -274,10 +268,7 @@ void backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
       std::vector<Tensor> grads = e.backward(grad_output, needs);
       MINIDL_CHECK(grads.size() == e.inputs.size(), e.name, " backward returned ", grads.size(),
                    " gradients for ", e.inputs.size(), " inputs");
-      if (anomaly) {
-        cuda::join_side_streams();
-        detail::check_backward(e.name, e.forward.get(), grad_output, grads, needs);
-      }
+      if (anomaly) detail::check_backward(e.name, e.forward.get(), grad_output, grads, needs);
       std::vector<bool> accumulated(grads.size(), false);
       for (size_t i = 0; i < grads.size(); ++i) {
         const TapeInput& in = e.inputs[i];
@@ -293,7 +284,6 @@ void backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
       }
       hooks.done(e, accumulated);
     }
-    cuda::join_side_streams();  // every gradient is complete when backward returns
     // Exactly the entries this backward walked are released; other graphs on the tape stay intact.
     if (!retain_graph)
       for (size_t index : walk) tape.entries[index].release();

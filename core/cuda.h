@@ -54,9 +54,6 @@ int current_device();
 void set_device(int index);
 /// Waits until all queued work of `index` (every device when -1) has finished.
 void synchronize(int index = -1);
-/// Makes each device's compute stream wait for the work a backward left on its side stream (weight
-/// gradients that overlap the rest of backward); autograd calls it before anything reads them.
-void join_side_streams();
 DeviceProperties device_properties(int index = 0);
 
 /// Copies a contiguous CPU tensor to `device` through a pinned staging buffer on the device's copy
@@ -82,7 +79,6 @@ inline int device_count() { return 0; }
 inline int current_device() { MINIDL_FAIL("cuda::current_device: ", unavailable_reason()); }
 inline void set_device(int) { MINIDL_FAIL("cuda::set_device: ", unavailable_reason()); }
 inline void synchronize(int = -1) {}
-inline void join_side_streams() {}
 inline DeviceProperties device_properties(int = 0) { MINIDL_FAIL("cuda::device_properties: ", unavailable_reason()); }
 inline Tensor to_device_pinned(const Tensor&, Device device) {
   MINIDL_FAIL("cuda::to_device_pinned to ", device, ": ", unavailable_reason());

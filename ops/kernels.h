@@ -136,12 +136,8 @@ class Kernels {
   };
   /// Two independent products (alpha 1, beta 0) that a backend may run at the same time: CUDA runs
   /// the second on a side stream (small GEMMs leave most of the GPU idle). The default runs them in
-  /// order. Used for the input and weight gradients of a linear layer. With `join_later` the second
-  /// result is a leaf's gradient that autograd stores as .grad and reads only after
-  /// cuda::join_side_streams() (it joins before it adds to or copies a gradient, before hooks and at
-  /// the end of backward), so CUDA lets that product overlap what comes next as well.
-  virtual void gemm_concurrent(const GemmCall& first, const GemmCall& second, bool join_later = false) {
-    (void)join_later;
+  /// order. Used for the input and weight gradients of a linear layer.
+  virtual void gemm_concurrent(const GemmCall& first, const GemmCall& second) {
     gemm(first.a, first.trans_a, first.b, first.trans_b, first.c, 1, 0);
     gemm(second.a, second.trans_a, second.b, second.trans_b, second.c, 1, 0);
   }

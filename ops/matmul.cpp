@@ -173,11 +173,8 @@ Tensor linear_op(const char* name, const Tensor& x, const Tensor& weight, const 
     Operand saved_w = x.requires_grad() ? ow : Operand{};
     // ReLU's gradient needs only where its output is positive: the output is saved detached.
     Tensor saved_out = relu ? out2.detach() : Tensor();
-    // A leaf weight's gradient goes straight to .grad, so its product may finish while backward goes on.
-    const bool weight_is_leaf = weight.is_leaf();
     autograd::record(name, out, {x, weight, bias}, [saved_x, saved_w, saved_out, x_shape = x.shape(), rows, in,
-                                                    out_features, weight_is_leaf](const Tensor& g,
-                                                                                  const std::vector<bool>& needs) {
+                                                    out_features](const Tensor& g, const std::vector<bool>& needs) {
       Kernels& kg = kernels_for(g.device());
       Tensor g2 = g.dim() == 2 ? g : reshape(g, {rows, out_features});
       Tensor gx, gw, gb;
@@ -194,7 +191,7 @@ Tensor linear_op(const char* name, const Tensor& x, const Tensor& weight, const 
       Tensor gx2 = needs[0] ? flat_view(gx, {rows, in}) : Tensor();
       if (needs[0] && needs[1]) {  // g @ W and g^T @ x are independent: a backend may overlap them
         kg.gemm_concurrent({og.data, og.trans, saved_w.data, saved_w.trans, gx2},
-                           {og.data, !og.trans, saved_x.data, saved_x.trans, gw}, weight_is_leaf);
+                           {og.data, !og.trans, saved_x.data, saved_x.trans, gw});
       } else if (needs[0]) {
         kg.gemm(og.data, og.trans, saved_w.data, saved_w.trans, gx2, 1, 0);
       } else if (needs[1]) {

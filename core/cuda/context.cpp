@@ -3,8 +3,6 @@
 // destroying handles then fails. The process exit releases everything.
 #include "core/cuda/context.h"
 
-#include <atomic>
-#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -22,9 +20,6 @@ struct DeviceContext {
   cudaStream_t copy = nullptr;
   cudaStream_t side = nullptr;
   cudaEvent_t to_side = nullptr, to_compute = nullptr;  // fork and join events
-  std::mutex unjoined_mutex;
-  std::vector<std::shared_ptr<const void>> unjoined;  // kept alive by side work not yet joined
-  bool side_unjoined = false;
   cublasHandle_t cublas = nullptr;
   // The kernels' error report (context.h): code and detail pinned and mapped, host pointers here
   // and their device aliases in `report`; the claim in device memory.
@@ -87,43 +82,6 @@ void stream_wait(int index, cudaStream_t waiter, cudaStream_t producer) {
   cudaEvent_t event = producer == ctx.side ? ctx.to_compute : ctx.to_side;
   CUDA_CHECK(cudaEventRecord(event, producer));
   CUDA_CHECK(cudaStreamWaitEvent(waiter, event, 0));
-}
-
-namespace {
-// Bit d: device d may have side work unjoined. Lets join_side_streams() skip devices (and CPU-only
-// backwards) without touching them.
-std::atomic<uint64_t> unjoined_devices{0};
-}  // namespace
-
-void defer_side_join(int index, std::vector<std::shared_ptr<const void>> keep_alive) {
-  DeviceContext& ctx = context(index);
-  if (index >= 64) {  // past the mask's bits: join now
-    stream_wait(index, ctx.compute, ctx.side);
-    return;
-  }
-  std::lock_guard lock(ctx.unjoined_mutex);
-  ctx.side_unjoined = true;
-  for (auto& p : keep_alive) ctx.unjoined.push_back(std::move(p));
-  unjoined_devices.fetch_or(uint64_t{1} << index);
-}
-
-void join_side_stream(int index) {
-  DeviceContext& ctx = context(index);
-  std::vector<std::shared_ptr<const void>> release;
-  {
-    std::lock_guard lock(ctx.unjoined_mutex);
-    if (!ctx.side_unjoined) return;
-    stream_wait(index, ctx.compute, ctx.side);
-    ctx.side_unjoined = false;
-    release.swap(ctx.unjoined);
-  }
-  // Released only now: whatever reuses this memory is queued after the wait.
-}
-
-void join_side_streams() {
-  uint64_t devices = unjoined_devices.exchange(0);
-  for (int d = 0; devices != 0; ++d, devices >>= 1)
-    if (devices & 1) join_side_stream(d);
 }
 
 std::shared_mutex& capture_mutex(int index) { return context(index).capture; }

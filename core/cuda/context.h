@@ -6,9 +6,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include <memory>
 #include <shared_mutex>
-#include <vector>
 
 #include "core/cuda/check.h"
 
@@ -41,13 +39,6 @@ cudaStream_t side_stream(int index);
 /// Makes `waiter` wait for everything queued on `producer` so far (one of the device's two events,
 /// recorded and waited on at once). Both streams belong to device `index`.
 void stream_wait(int index, cudaStream_t waiter, cudaStream_t producer);
-/// Leaves the side stream's work so far unjoined: the compute stream waits for it only at the next
-/// join_side_stream(index) (cuda::join_side_streams(), core/cuda.h). `keep_alive` holds what that
-/// work reads and writes until then, so that the allocator cannot hand the memory to compute-stream
-/// work that would not wait for it.
-void defer_side_join(int index, std::vector<std::shared_ptr<const void>> keep_alive);
-/// Makes the compute stream wait for side-stream work left unjoined; nothing when there is none.
-void join_side_stream(int index);
 /// Keeps other threads' work off the compute stream while a graph captures it (core/cuda/graph.cu):
 /// in relaxed capture mode, what another thread queued there would land in the graph. The
 /// capturing thread holds it exclusively; to_device_pinned holds it shared.

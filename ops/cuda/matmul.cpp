@@ -84,17 +84,14 @@ bool CudaKernels::gemm_lt(cudaStream_t stream, const Tensor& a, bool trans_a, co
                          static_cast<float>(alpha), static_cast<float>(beta), cuda::LtEpilogue::None, nullptr);
 }
 
-void CudaKernels::gemm_concurrent(const GemmCall& first, const GemmCall& second, bool join_later) {
+void CudaKernels::gemm_concurrent(const GemmCall& first, const GemmCall& second) {
   cuda::DeviceGuard guard(device_);
   const cudaStream_t side = cuda::side_stream(device_);
   cuda::stream_wait(device_, side, stream_);  // the side stream starts after what came before
   const bool second_on_side = gemm_lt(side, second.a, second.trans_a, second.b, second.trans_b, second.c, 1, 0);
   gemm(first.a, first.trans_a, first.b, first.trans_b, first.c, 1, 0);
   if (!second_on_side) gemm(second.a, second.trans_a, second.b, second.trans_b, second.c, 1, 0);
-  if (second_on_side && join_later)  // what comes after waits only at the next join_side_streams()
-    cuda::defer_side_join(device_, {second.a.impl_ptr(), second.b.impl_ptr()});  // c: see the header
-  else
-    cuda::stream_wait(device_, stream_, side);  // what comes after waits for it
+  cuda::stream_wait(device_, stream_, side);  // and what comes after waits for it
 }
 
 // A product with few output tiles over a long k leaves most of the GPU idle, and cuBLASLt offers no

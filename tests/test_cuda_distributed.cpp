@@ -150,7 +150,9 @@ void check_ddp_against_one_process(bool graphed, double bucket_mb) {
     model->to(d);
     auto ddp = std::make_shared<DistributedDataParallel>(model, g,
                                                         DistributedDataParallelOptions().bucket_cap_mb(bucket_mb));
-    if (bucket_mb < 0.001) EXPECT_EQ(ddp->buckets().size(), 4u);  // one parameter per bucket
+    if (bucket_mb < 0.001) {
+      EXPECT_EQ(ddp->buckets().size(), 4u);  // one parameter per bucket
+    }
     optim::SGD opt(ddp->parameters(), optim::SGDOptions(0.1).momentum(0.9));
     cuda::GraphedStep step(ddp, opt, nn::functional::cross_entropy, cuda::GraphedStepOptions().enabled(graphed));
     for (int s = 0; s < steps; ++s) {
@@ -161,7 +163,9 @@ void check_ddp_against_one_process(bool graphed, double bucket_mb) {
       grads[g.rank()].push_back(values_of(gr));
       params[g.rank()].push_back(values_of(model->parameters()));
     }
-    if (graphed) EXPECT_GT(step.replays(), 0);
+    if (graphed) {
+      EXPECT_GT(step.replays(), 0);
+    }
   });
   for (int s = 0; s < steps; ++s) {
     SCOPED_TRACE("step " + std::to_string(s));

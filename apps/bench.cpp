@@ -119,10 +119,7 @@ int main(int argc, char** argv) {
   return mnist_app::guarded_main([&] {
     if (threads > 0) set_num_threads(threads);
     if (deterministic) set_deterministic(true);
-    MINIDL_CHECK(!distributed || device_spec == "auto" || device_spec == "cuda", "--distributed runs each process on "
-                 "its GPU cuda:LOCAL_RANK (NCCL); leave out --device ", device_spec);
-    if (distributed) distributed::init();
-    Device device = distributed ? distributed::group().device() : mnist_app::resolve_device(device_spec);
+    const Device device = mnist_app::training_device(device_spec, distributed);
     const bool rank0 = distributed::rank() == 0;
     data::MNIST train(data::data_root(data_dir), true), test(data::data_root(data_dir), false);
     auto make = [&]() -> std::shared_ptr<nn::Module> {

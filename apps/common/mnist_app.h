@@ -124,6 +124,16 @@ inline Device resolve_device(const std::string& spec) {
   return device;
 }
 
+/// With --distributed: joins the job scripts/launch.sh started and returns this process's GPU,
+/// cuda:LOCAL_RANK (a --device other than auto or cuda is an error); otherwise resolve_device.
+inline Device training_device(const std::string& spec, bool distributed) {
+  if (!distributed) return resolve_device(spec);
+  MINIDL_CHECK(spec == "auto" || spec == "cuda", "--distributed trains each process on its GPU cuda:LOCAL_RANK "
+               "(NCCL); leave out --device ", spec);
+  distributed::init();
+  return distributed::group().device();
+}
+
 inline std::shared_ptr<data::MNIST> load(const Flags& f, bool train) {
   auto root = data::data_root(f.data);
   if (f.dataset == "fashion-mnist") return std::make_shared<data::FashionMNIST>(root, train);
@@ -269,14 +279,9 @@ int run(std::shared_ptr<Model> model, const Flags& f) {
   InterruptGuard interrupt;
   RunModes modes(f);
   if (f.threads > 0) set_num_threads(f.threads);
-  if (f.distributed) {
-    MINIDL_CHECK(f.device == "auto" || f.device == "cuda", "--distributed trains each process on its GPU cuda:LOCAL_RANK "
-                 "(NCCL); leave out --device ", f.device);
-    distributed::init();  // this process's GPU is cuda:LOCAL_RANK
-    // One report for the job: the other ranks train as rank 0 does and keep quiet (errors still reach stderr).
-    if (distributed::rank() != 0 && !std::freopen("/dev/null", "w", stdout)) std::perror("/dev/null");
-  }
-  Device device = f.distributed ? distributed::group().device() : resolve_device(f.device);
+  const Device device = training_device(f.device, f.distributed);
+  // One report for the job: the other ranks train as rank 0 does and keep quiet (errors still reach stderr).
+  if (distributed::rank() != 0 && !std::freopen("/dev/null", "w", stdout)) std::perror("/dev/null");
   auto train_set = load(f, true);
   auto test_set = load(f, false);
   std::shared_ptr<const data::Dataset> train_data = train_set;

@@ -126,20 +126,28 @@ class Kernels {
   /// operand is shared by every batch.
   virtual void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, double alpha,
                     double beta) = 0;
-  /// One product of gemm_concurrent: c = op(a) @ op(b).
+  /// One product of gemm_concurrent and gemm_row_sums: c = op(a) @ op(b) and, when row_sums is
+  /// given, row_sums [M] = op(a) summed over k (a linear layer's bias gradient, op(a) = grad^T,
+  /// next to its weight gradient).
   struct GemmCall {
     const Tensor& a;
     bool trans_a;
     const Tensor& b;
     bool trans_b;
     Tensor& c;
+    Tensor* row_sums = nullptr;
   };
+  /// One GemmCall (alpha 1, beta 0). The default is gemm, then reduce for the row sums; CUDA does
+  /// both in one kernel for a narrow c (at most 16 rows: a classifier's weight gradient).
+  virtual void gemm_row_sums(const GemmCall& call);
+  /// Only the row sums of a GemmCall, by reduce.
+  void sum_rows_of_a(const GemmCall& call);
   /// Two independent products (alpha 1, beta 0) that a backend may run at the same time: CUDA runs
   /// the second on a side stream (small GEMMs leave most of the GPU idle). The default runs them in
   /// order. Used for the input and weight gradients of a linear layer.
   virtual void gemm_concurrent(const GemmCall& first, const GemmCall& second) {
-    gemm(first.a, first.trans_a, first.b, first.trans_b, first.c, 1, 0);
-    gemm(second.a, second.trans_a, second.b, second.trans_b, second.c, 1, 0);
+    gemm_row_sums(first);
+    gemm_row_sums(second);
   }
   /// c [M, N] = op(a) @ op(b) + bias [N] on every row, then max(., 0) when `relu`; 2-D only, c is
   /// overwritten. The default composes copy, gemm and unary (ops/matmul.cpp); CUDA puts the bias and

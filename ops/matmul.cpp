@@ -189,15 +189,19 @@ Tensor linear_op(const char* name, const Tensor& x, const Tensor& weight, const 
       if (needs[0]) gx = Tensor::empty(x_shape, g.dtype(), g.device());
       if (needs[1]) gw = Tensor::empty({out_features, in}, g.dtype(), g.device());
       Tensor gx2 = needs[0] ? flat_view(gx, {rows, in}) : Tensor();
+      // Without a ReLU the bias gradient, g summed over the rows, comes with the weight gradient
+      // g^T @ x: the rows of g^T summed over k (one kernel for a narrow layer on CUDA).
+      const bool bias_with_weight = needs[1] && needs[2] && !saved_out.defined();
+      Tensor* row_sums = bias_with_weight ? &gb : nullptr;
       if (needs[0] && needs[1]) {  // g @ W and g^T @ x are independent: a backend may overlap them
         kg.gemm_concurrent({og.data, og.trans, saved_w.data, saved_w.trans, gx2},
-                           {og.data, !og.trans, saved_x.data, saved_x.trans, gw});
+                           {og.data, !og.trans, saved_x.data, saved_x.trans, gw, row_sums});
       } else if (needs[0]) {
         kg.gemm(og.data, og.trans, saved_w.data, saved_w.trans, gx2, 1, 0);
       } else if (needs[1]) {
-        kg.gemm(og.data, !og.trans, saved_x.data, saved_x.trans, gw, 1, 0);
+        kg.gemm_row_sums({og.data, !og.trans, saved_x.data, saved_x.trans, gw, row_sums});
       }
-      if (needs[2] && !saved_out.defined()) {  // sum of g over rows, read in whichever layout g is stored
+      if (needs[2] && !saved_out.defined() && !bias_with_weight) {  // sum of g over rows, in g's layout
         if (og.trans) kg.reduce(ReduceOp::Sum, og.data, out_features, rows, 1, gb, nullptr);
         else kg.reduce(ReduceOp::Sum, og.data, 1, rows, out_features, gb, nullptr);
       }
@@ -225,6 +229,18 @@ void Kernels::gemm_bias(const Tensor& a, bool trans_a, const Tensor& b, bool tra
   copy(Tensor::make_view(bias, {rows, cols}, {0, bias.strides()[0]}, bias.offset()), c);
   gemm(a, trans_a, b, trans_b, c, 1, 1);
   if (relu) unary(UnaryOp::Relu, c, c);
+}
+
+void Kernels::gemm_row_sums(const GemmCall& call) {
+  gemm(call.a, call.trans_a, call.b, call.trans_b, call.c, 1, 0);
+  if (call.row_sums) sum_rows_of_a(call);
+}
+
+void Kernels::sum_rows_of_a(const GemmCall& call) {
+  // op(a) is [M, K]: a itself, or a [K, M] read transposed.
+  const int64_t m = call.c.size(0);
+  if (call.trans_a) reduce(ReduceOp::Sum, call.a, 1, call.a.size(0), m, *call.row_sums, nullptr);
+  else reduce(ReduceOp::Sum, call.a, m, call.a.size(1), 1, *call.row_sums, nullptr);
 }
 
 void Kernels::relu_bias_backward(const Tensor& grad_out, const Tensor& out, Tensor& grad_pre, Tensor& grad_bias) {

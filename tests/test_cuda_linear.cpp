@@ -134,3 +134,92 @@ TEST(CudaLinear, ConcurrentGemmsEqualSequentialOnes) {
     EXPECT_TRUE(all_close(gw, gw_ref, 1e-5, 1e-5));
   }
 }
+
+// The narrow-layer kernels (ops/cuda/linear_narrow.cu) against the CPU: a forward with at most 16
+// outputs, a product over k <= 16, and a weight gradient with at most 16 rows plus its bias
+// gradient, at the edges of each kernel's shape rules (one row, one column, 16 outputs, k of one,
+// k split into slices of 64 whose last is short).
+TEST(CudaLinear, NarrowForwardMatchesCpu) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  for (DType dtype : {kFloat32, kFloat64}) {
+    for (int64_t rows : {1, 9, 513}) {
+      for (int64_t n : {1, 10, 16}) {
+        for (int64_t kk : {1, 33, 256}) {
+          for (bool relu : {false, true}) {
+            SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(n) + "x" + std::to_string(kk) + (relu ? " relu" : ""));
+            Tensor x = randn({rows, kk}, dtype), w = randn({n, kk}, dtype), bias = randn({n}, dtype);
+            Tensor expected = Tensor::empty({rows, n}, dtype);
+            kernels_for(Device::cpu()).gemm_bias(x, false, w, true, bias, relu, expected);
+            Tensor got = Tensor::empty({rows, n}, dtype, gpu());
+            kernels_for(gpu()).gemm_bias(x.to(gpu()), false, w.to(gpu()), true, bias.to(gpu()), relu, got);
+            EXPECT_TRUE(all_close(got, expected, tol(dtype), tol(dtype)));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaLinear, SmallKGemmMatchesCpu) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  for (DType dtype : {kFloat32, kFloat64}) {
+    for (int64_t kk : {1, 10, 16}) {
+      for (const auto& [alpha, beta] : {std::pair{1.0, 0.0}, std::pair{0.5, 2.0}}) {
+        SCOPED_TRACE("k " + std::to_string(kk) + " beta " + std::to_string(beta));
+        Tensor a = randn({300, kk}, dtype), b = randn({kk, 257}, dtype), c = randn({300, 257}, dtype);
+        Tensor expected = c.clone();
+        kernels_for(Device::cpu()).gemm(a, false, b, false, expected, alpha, beta);
+        Tensor got = c.to(gpu());
+        kernels_for(gpu()).gemm(a.to(gpu()), false, b.to(gpu()), false, got, alpha, beta);
+        EXPECT_TRUE(all_close(got, expected, tol(dtype), tol(dtype)));
+      }
+    }
+  }
+}
+
+TEST(CudaLinear, NarrowWeightGradMatchesCpu) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  Kernels& k = kernels_for(gpu());
+  for (DType dtype : {kFloat32, kFloat64}) {
+    for (int64_t m : {1, 10, 16}) {
+      for (int64_t n : {1, 31, 300}) {
+        for (int64_t kk : {1, 64, 65, 512, 5000}) {
+          SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(kk));
+          // c = g^T x, the bias gradient g summed over its rows: as a linear layer's backward asks.
+          Tensor g = randn({kk, m}, dtype), x = randn({kk, n}, dtype);
+          Tensor expected = Tensor::empty({m, n}, dtype), expected_sums = Tensor::empty({m}, dtype);
+          kernels_for(Device::cpu()).gemm_row_sums({g, true, x, false, expected, &expected_sums});
+          Tensor g_gpu = g.to(gpu()), x_gpu = x.to(gpu());
+          Tensor got = Tensor::empty({m, n}, dtype, gpu()), sums = Tensor::empty({m}, dtype, gpu());
+          k.gemm_row_sums({g_gpu, true, x_gpu, false, got, &sums});
+          EXPECT_TRUE(all_close(got, expected, tol(dtype), tol(dtype)));
+          EXPECT_TRUE(all_close(sums, expected_sums, tol(dtype), tol(dtype)));
+          // The same on the side stream, next to the input gradient g @ w.
+          Tensor w = randn({m, 7}, dtype).to(gpu());
+          Tensor gx = Tensor::empty({kk, 7}, dtype, gpu()), gx_ref = Tensor::empty({kk, 7}, dtype, gpu());
+          Tensor got_side = Tensor::empty({m, n}, dtype, gpu()), sums_side = Tensor::empty({m}, dtype, gpu());
+          k.gemm_concurrent({g_gpu, false, w, false, gx}, {g_gpu, true, x_gpu, false, got_side, &sums_side});
+          k.gemm(g_gpu, false, w, false, gx_ref, 1, 0);
+          EXPECT_TRUE(all_close(gx, gx_ref, tol(dtype), tol(dtype)));
+          EXPECT_TRUE(all_equal(got_side, got));
+          EXPECT_TRUE(all_equal(sums_side, sums));
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaLinear, GradcheckNarrowLinear) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  // 10 outputs: the forward, input-gradient (k = 10) and weight-gradient kernels of a narrow layer;
+  // 130 rows: the weight gradient in three slices.
+  Tensor x = randn({130, 20}, kFloat64).to(gpu()), w = randn({10, 20}, kFloat64).to(gpu());
+  Tensor b = randn({10}, kFloat64).to(gpu());
+  GradcheckResult r = gradcheck([](auto& t) { return linear(t[0], t[1], t[2]); },
+                                {x.requires_grad_(), w.requires_grad_(), b.requires_grad_()});
+  EXPECT_TRUE(r) << r.message;
+}

@@ -69,8 +69,6 @@ const char* tune_setting() {
   static const char* v = std::getenv("MINIDL_GEMM_TUNE");
   return v ? v : "";
 }
-bool tuning_enabled() { return std::strcmp(tune_setting(), "0") != 0; }
-bool tuning_verbose() { return std::strcmp(tune_setting(), "verbose") == 0; }
 
 // The largest power of two (up to 256) dividing a pointer: cuBLASLt's kernels assume 256-byte
 // alignment unless told otherwise, and views can start anywhere.
@@ -266,13 +264,16 @@ bool choose_by_timing(int device, const LtStream& dev, cudaStream_t stream, Plan
   cudaEventDestroy(stop);
   allocator.deallocate(scratch, scratch_bytes);
   p.timed = true;
-  if (tuning_verbose())
+  if (gemm_tuning_verbose())
     std::fprintf(stderr, "minidl: gemm %s: candidate %zu of %zu, %.1f us (heuristic's first %.1f us)\n", p.name.c_str(),
                  p.chosen, p.candidates.size(), best_ms * 1000, heuristic_ms * 1000);
   return best_ms >= 0;
 }
 
 }  // namespace
+
+bool gemm_tuning_enabled() { return std::strcmp(tune_setting(), "0") != 0; }
+bool gemm_tuning_verbose() { return std::strcmp(tune_setting(), "verbose") == 0; }
 
 bool lt_matmul(int device, cudaStream_t stream, int64_t m, int64_t n, int64_t k, bool trans_a, const float* a,
                bool trans_b, const float* b, float* d, float alpha, float beta, LtEpilogue epilogue,
@@ -300,7 +301,7 @@ bool lt_matmul(int device, cudaStream_t stream, int64_t m, int64_t n, int64_t k,
   if (epilogue != LtEpilogue::None)
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
   const bool deterministic = is_deterministic();
-  if (!p.timed && tuning_enabled() && !deterministic) {
+  if (!p.timed && gemm_tuning_enabled() && !deterministic) {
     // Timing needs the device to run now: inside a graph capture, use the current choice.
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));

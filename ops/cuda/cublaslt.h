@@ -17,4 +17,8 @@ bool lt_matmul(int device, cudaStream_t stream, int64_t m, int64_t n, int64_t k,
                bool trans_b, const float* b, float* d, float alpha, float beta, LtEpilogue epilogue,
                const float* bias);
 
+/// MINIDL_GEMM_TUNE: whether shapes are timed (not "0"), and whether each choice is printed ("verbose").
+bool gemm_tuning_enabled();
+bool gemm_tuning_verbose();
+
 }  // namespace minidl::cuda

@@ -33,6 +33,7 @@ class CudaKernels final : public Kernels {
   void gemm_bias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, bool relu,
                  Tensor& c) override;
   void relu_bias_backward(const Tensor& grad_out, const Tensor& out, Tensor& grad_pre, Tensor& grad_bias) override;
+  void gemm_row_sums(const GemmCall& call) override;
   void softmax(const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool log, Tensor& out) override;
   void softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t outer, int64_t n, int64_t inner, bool log,
                         Tensor& grad_in) override;
@@ -98,13 +99,25 @@ class CudaKernels final : public Kernels {
   // A 2-D float32 product on cuBLASLt on `stream`; false where that path does not apply.
   bool gemm_lt(cudaStream_t stream, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
                double alpha, double beta);
-  // gemm_bias for a product with few output tiles and a long k, split along k; false where it does
-  // not apply (ops/cuda/matmul.cpp).
-  bool gemm_bias_split_k(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, bool relu,
-                         Tensor& c);
+  // gemm_bias for a product with few output tiles and a long k: split along k into `slices`, which
+  // gemm_bias_slices picks (1: no split; ops/cuda/matmul.cpp). Float32, contiguous a and b.
+  void gemm_bias_split_k(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, bool relu,
+                         Tensor& c, int64_t slices);
+  int64_t gemm_bias_slices(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, bool relu,
+                           Tensor& c);
   // c [m, n] = act(sum over s of parts[s] + bias), parts [S, m, n]: the end of gemm_bias_split_k
   // (ops/cuda/linear.cu).
   void sum_slices_bias(const Tensor& parts, const Tensor& bias, bool relu, Tensor& c);
+
+  // The products of a linear layer with at most 16 output features (ops/cuda/linear_narrow.cu);
+  // each returns false, doing nothing, where its layout does not apply.
+  // c [M, N <= 16] = x [M, K] w [N, K]^T + bias (when defined), then ReLU.
+  bool narrow_linear(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu, Tensor& c);
+  // c [M, N] = alpha a [M, K <= 16] b [K, N] + beta c.
+  bool small_k_gemm(const Tensor& a, const Tensor& b, Tensor& c, double alpha, double beta);
+  // c [M <= 16, N] = a [K, M]^T b [K, N] and, when row_sums is given, row_sums [M] = a summed over
+  // K, on `stream`.
+  bool narrow_weight_grad(cudaStream_t stream, const Tensor& a, const Tensor& b, Tensor& c, Tensor* row_sums);
 
   int device_;
   cudaStream_t stream_;

@@ -4,15 +4,22 @@
 // each operand's own transpose flag. No data is copied or transposed.
 // A batch is one strided-batched call; a 2-D operand shared by every batch has stride 0.
 // Float32 products of 2-D operands go to cuBLASLt (ops/cuda/cublaslt.h), whose algorithm is chosen
-// per shape by timing, with the bias and ReLU of linear layers in the epilogue.
+// per shape by timing, with the bias and ReLU of linear layers in the epilogue. The products of a
+// layer with at most 16 outputs, and any 2-D product over k <= 16, run on minidl's own kernels
+// instead (ops/cuda/linear_narrow.cu says why).
 #include <cublas_v2.h>
 
+#include <cstdio>
 #include <limits>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include "core/cuda/check.h"
 #include "core/deterministic.h"
 #include "ops/cuda/cublaslt.h"
 #include "ops/cuda/cuda_kernels.h"
+#include "ops/cuda/timing.h"
 
 namespace minidl {
 
@@ -21,6 +28,13 @@ namespace {
 int to_int(int64_t v, const char* what) {
   MINIDL_CHECK(v <= std::numeric_limits<int>::max(), "gemm on CUDA: ", what, " = ", v, " exceeds cuBLAS's 32-bit sizes");
   return static_cast<int>(v);
+}
+
+// Whether a GemmCall is the weight gradient g^T x of a layer with at most 16 outputs (a classifier's
+// last layer), which one kernel computes with its bias gradient (ops/cuda/linear_narrow.cu).
+bool narrow_call(const Kernels::GemmCall& call) {
+  return call.trans_a && !call.trans_b && call.a.dim() == 2 && call.b.dim() == 2 && call.c.dim() == 2 &&
+         call.c.size(0) <= 16 && call.c.size(0) > 0 && call.c.size(1) > 0;
 }
 
 }  // namespace
@@ -45,6 +59,8 @@ void CudaKernels::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool tran
   const int batches = to_int(batch, "batch");
 
   cuda::DeviceGuard guard(device_);
+  if (!batched && a.dim() == 2 && b.dim() == 2 && !trans_a && !trans_b && k > 0 && small_k_gemm(a, b, c, alpha, beta))
+    return;
   if (gemm_lt(stream_, a, trans_a, b, trans_b, c, alpha, beta)) return;
   cublasHandle_t handle = cuda::cublas_handle(device_);
   // Atomics are off by default (cuBLAS then gives the same bits run to run on one GPU model); say so
@@ -84,31 +100,33 @@ bool CudaKernels::gemm_lt(cudaStream_t stream, const Tensor& a, bool trans_a, co
                          static_cast<float>(alpha), static_cast<float>(beta), cuda::LtEpilogue::None, nullptr);
 }
 
+void CudaKernels::gemm_row_sums(const GemmCall& call) {
+  cuda::DeviceGuard guard(device_);
+  if (narrow_call(call) && narrow_weight_grad(stream_, call.a, call.b, call.c, call.row_sums)) return;
+  Kernels::gemm_row_sums(call);
+}
+
 void CudaKernels::gemm_concurrent(const GemmCall& first, const GemmCall& second) {
   cuda::DeviceGuard guard(device_);
   const cudaStream_t side = cuda::side_stream(device_);
   cuda::stream_wait(device_, side, stream_);  // the side stream starts after what came before
-  const bool second_on_side = gemm_lt(side, second.a, second.trans_a, second.b, second.trans_b, second.c, 1, 0);
-  gemm(first.a, first.trans_a, first.b, first.trans_b, first.c, 1, 0);
+  bool second_on_side = narrow_call(second) && narrow_weight_grad(side, second.a, second.b, second.c, second.row_sums);
+  const bool sums_left = !second_on_side && second.row_sums;
+  if (!second_on_side) second_on_side = gemm_lt(side, second.a, second.trans_a, second.b, second.trans_b, second.c, 1, 0);
+  gemm_row_sums(first);
   if (!second_on_side) gemm(second.a, second.trans_a, second.b, second.trans_b, second.c, 1, 0);
   cuda::stream_wait(device_, stream_, side);  // and what comes after waits for it
+  if (sums_left) sum_rows_of_a(second);
 }
 
 // A product with few output tiles over a long k leaves most of the GPU idle, and cuBLASLt offers no
 // split along k with a bias epilogue: the first linear layer after a flatten (64 x 128 outputs over
 // k = 9216 in the MNIST CNN at batch 64) took 33.6 us on an H100, its best configuration of 185
 // timed. Here k is cut into S equal slices, one strided-batched GEMM writes the S partial products
-// and one kernel adds them in order with the bias and ReLU. Applies when the output has at most 32
-// tiles of 32 x 32, k is at least 2048 and S (a power of two up to 32, at most 8 tiles' worth per
-// SM-sized share, each slice 256 or more long) divides k.
-bool CudaKernels::gemm_bias_split_k(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,
-                                    bool relu, Tensor& c) {
+// and one kernel adds them in order with the bias and ReLU.
+void CudaKernels::gemm_bias_split_k(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,
+                                    bool relu, Tensor& c, int64_t slices) {
   const int64_t m = c.size(0), n = c.size(1), k = trans_a ? a.size(0) : a.size(1);
-  const int64_t tiles = ((m + 31) / 32) * ((n + 31) / 32);
-  if (c.dtype() != kFloat32 || tiles > 32 || k < 2048 || !a.is_contiguous() || !b.is_contiguous()) return false;
-  int64_t slices = 1;
-  while (slices < 32 && tiles * slices < 128 && k % (slices * 2) == 0 && k / (slices * 2) >= 256) slices *= 2;
-  if (slices == 1) return false;
   const int64_t ks = k / slices;
   Tensor parts = Tensor::empty({slices, m, n}, kFloat32, c.device());
   cublasHandle_t handle = cuda::cublas_handle(device_);
@@ -122,15 +140,101 @@ bool CudaKernels::gemm_bias_split_k(const Tensor& a, bool trans_a, const Tensor&
       static_cast<const float*>(a.raw_data()), to_int(a.size(1), "lda"), ks * a_k_stride, &zero,
       static_cast<float*>(parts.raw_data()), to_int(n, "ldc"), m * n, to_int(slices, "batch")));
   sum_slices_bias(parts, bias, relu, c);
-  return true;
+}
+
+namespace {
+
+// How many slices gemm_bias splits k into (1: none) where nothing was timed: when the output has
+// at most 32 tiles of 32 x 32 and k is at least 2048, S is a power of two up to 32 that divides k,
+// at most 8 tiles' worth per SM-sized share, each slice 256 or more long.
+int64_t split_k_rule(int64_t tiles, int64_t k) {
+  if (tiles > 32 || k < 2048) return 1;
+  int64_t slices = 1;
+  while (slices < 32 && tiles * slices < 128 && k % (slices * 2) == 0 && k / (slices * 2) >= 256) slices *= 2;
+  return slices;
+}
+
+struct SplitChoice {
+  int seen = 0;        // calls outside graph capture so far
+  bool timing = false;  // being timed now (by another thread: use the rule meanwhile)
+  int64_t slices = 0;  // 0: not timed yet
+};
+
+}  // namespace
+
+// The rule above is a guess. Like the GEMM configurations themselves (ops/cuda/cublaslt.cpp), the
+// choice between cuBLASLt's best and each split of k is timed the second time a shape with at most
+// 512 tiles over a k of 512 or more comes, and kept: at batch 64 the MLP's first layer (64 x 512
+// over k = 784) took 8.5 us in 8 slices against cuBLASLt's best 10.1 us on an H200, its second
+// (64 x 256 over 512) 6.8 against 8.1. MINIDL_GEMM_TUNE=0 and deterministic mode keep the rule.
+int64_t CudaKernels::gemm_bias_slices(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,
+                                      bool relu, Tensor& c) {
+  const int64_t m = c.size(0), n = c.size(1), k = trans_a ? a.size(0) : a.size(1);
+  if (!a.is_contiguous() || !b.is_contiguous()) return 1;
+  const int64_t tiles = ((m + 31) / 32) * ((n + 31) / 32);
+  const int64_t rule = split_k_rule(tiles, k);
+  if (tiles > 512 || k < 512 || !cuda::gemm_tuning_enabled() || is_deterministic()) return rule;
+  using Key = std::tuple<int, int64_t, int64_t, int64_t, bool, bool, bool>;
+  // The lock covers the map, not the timing: with data-parallel ranks as threads, this device's
+  // stream may wait on a collective that another rank reaches only after its own GEMMs.
+  static std::mutex mutex;
+  static auto* choices = new std::map<Key, SplitChoice>();  // never destroyed: used until exit
+  SplitChoice* entry;
+  {
+    std::lock_guard lock(mutex);
+    entry = &(*choices)[{device_, m, n, k, trans_a, trans_b, relu}];
+    if (entry->slices > 0) return entry->slices;
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
+    if (capture != cudaStreamCaptureStatusNone || entry->timing || ++entry->seen < 2) return rule;
+    entry->timing = true;
+  }
+  SplitChoice choice;
+  const auto lt = [&] {
+    return cuda::lt_matmul(device_, stream_, n, m, k, trans_b, static_cast<const float*>(b.raw_data()), trans_a,
+                           static_cast<const float*>(a.raw_data()), static_cast<float*>(c.raw_data()), 1, 0,
+                           relu ? cuda::LtEpilogue::BiasRelu : cuda::LtEpilogue::Bias,
+                           static_cast<const float*>(bias.raw_data()));
+  };
+  // c is written by every candidate; the caller's own product overwrites it afterwards.
+  float best_us = -1;
+  if (lt()) {  // the first call also lets cuBLASLt time its configurations for this shape
+    best_us = cuda::time_per_call_us(stream_, [&] { lt(); });
+    choice.slices = 1;
+  }
+  const float lt_us = best_us;
+  for (int64_t slices = 2; slices <= 32; slices *= 2) {
+    if (k % slices != 0 || k / slices < 64 || tiles * slices > 2048) continue;
+    gemm_bias_split_k(a, trans_a, b, trans_b, bias, relu, c, slices);
+    const float us = cuda::time_per_call_us(stream_, [&] { gemm_bias_split_k(a, trans_a, b, trans_b, bias, relu, c, slices); });
+    if (best_us < 0 || us < best_us) best_us = us, choice.slices = slices;
+  }
+  if (choice.slices == 0) choice.slices = rule;
+  {
+    std::lock_guard lock(mutex);
+    entry->slices = choice.slices;
+  }
+  if (cuda::gemm_tuning_verbose())
+    std::fprintf(stderr, "minidl: gemm+bias %lld x %lld x %lld: %lld slices of k, %.1f us (cuBLASLt %.1f us)\n",
+                 static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k),
+                 static_cast<long long>(choice.slices), best_us, lt_us);
+  return choice.slices;
 }
 
 void CudaKernels::gemm_bias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,
                             bool relu, Tensor& c) {
   const int64_t m = c.size(0), n = c.size(1), k = trans_a ? a.size(0) : a.size(1);
+  if (m > 0 && n > 0 && k > 0 && !trans_a && trans_b && n <= 16) {
+    cuda::DeviceGuard guard(device_);
+    if (narrow_linear(a, b, bias, relu, c)) return;
+  }
   if (c.dtype() == kFloat32 && m > 0 && n > 0 && k > 0) {
     cuda::DeviceGuard guard(device_);
-    if (gemm_bias_split_k(a, trans_a, b, trans_b, bias, relu, c)) return;
+    const int64_t slices = gemm_bias_slices(a, trans_a, b, trans_b, bias, relu, c);
+    if (slices > 1) {
+      gemm_bias_split_k(a, trans_a, b, trans_b, bias, relu, c, slices);
+      return;
+    }
     // Column-major: C^T [n x m] = op(B)^T op(A)^T, the bias along C^T's columns.
     if (cuda::lt_matmul(device_, stream_, n, m, k, trans_b, static_cast<const float*>(b.raw_data()), trans_a,
                         static_cast<const float*>(a.raw_data()), static_cast<float*>(c.raw_data()), 1, 0,

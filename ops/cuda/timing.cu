@@ -26,4 +26,25 @@ void busy_wait(cudaStream_t stream, unsigned microseconds) {
   CUDA_LAUNCH_CHECK(busy_wait_kernel);
 }
 
+float time_per_call_us(cudaStream_t stream, const std::function<void()>& work, int calls) {
+  cudaEvent_t start, stop;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  float best = -1;
+  for (int trial = 0; trial < 3; ++trial) {
+    busy_wait(stream, 250);
+    CUDA_CHECK(cudaEventRecord(start, stream));
+    for (int c = 0; c < calls; ++c) work();
+    CUDA_CHECK(cudaEventRecord(stop, stream));
+    CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    const float us = ms * 1000 / static_cast<float>(calls);
+    if (best < 0 || us < best) best = us;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return best;
+}
+
 }  // namespace minidl::cuda

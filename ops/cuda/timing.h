@@ -3,11 +3,17 @@
 // algorithms this way).
 #include <cuda_runtime_api.h>
 
+#include <functional>
+
 namespace minidl::cuda {
 
 /// Queues a kernel that keeps the GPU busy for about `microseconds`. Work queued behind it while it
 /// runs starts back to back, so events around that work time the GPU, not the host's launches
 /// (a small GEMM runs faster than cuBLASLt can be called).
 void busy_wait(cudaStream_t stream, unsigned microseconds);
+
+/// Microseconds of GPU time per call of `work`, which queues its kernels on `stream`: bursts of
+/// `calls` queued behind a busy wait, the best of three. Synchronizes with the device.
+float time_per_call_us(cudaStream_t stream, const std::function<void()>& work, int calls = 8);
 
 }  // namespace minidl::cuda

@@ -1,0 +1,214 @@
+// The three products of a linear layer with few output features (a classifier's last layer: 10
+// classes), written here because cuBLAS(Lt) does them badly. A row of 10 floats is 40 bytes, so
+// every cuBLASLt kernel falls back to unaligned (align1) tiles, and tiles of 32 or 64 outputs
+// leave most of each tile, and most of the GPU, idle. On an H200, for the MNIST MLP's last layer
+// (256 -> 10) at batch 64 and 512: the forward took 7.7 and 7.4 us with cuBLASLt's best of about
+// 180 configurations timed, the weight gradient 4.1 and 7.1 us plus 1.6 and 4.5 us for the bias
+// gradient, the input gradient 4.2 and 3.6 us; these kernels take 3.0 and 3.5, 2.9 and 5.6 (with
+// the bias gradient), 2.6 and 3.8 us (CUPTI, inside the training step's CUDA graph).
+//
+//   narrow_linear:   c [M, N] = x [M, K] w [N, K]^T + bias, then ReLU; N <= 16. One block per row
+//                    of c: threads stride along k (coalesced loads of x and w), each keeping N sums,
+//                    then butterfly sums across each warp and the warps' sums in order.
+//   small_k_gemm:    c [M, N] = alpha a [M, K] b [K, N] + beta c; K <= 16. One thread per output,
+//                    coalesced along N.
+//   narrow_weight_grad: c [M, N] = a [K, M]^T b [K, N] and row_sums [M] = a summed over K; M <= 16.
+//                    A block is 8 columns by 64 lanes of k over all of k (a's rows staged in shared
+//                    memory), summed across the lanes in a fixed order: deterministic, one launch,
+//                    no block waits for another.
+//
+// Products accumulate in T; the bias gradient (row sums) in AccT, like the reductions.
+#include <limits>
+
+#include "ops/cuda/common.cuh"
+
+namespace minidl {
+
+namespace {
+
+using namespace cuda;
+
+constexpr int kNarrowMax = 16;  // the widest output each kernel keeps in registers
+constexpr int kMaxWarps = 4;
+
+template <class T, bool Relu>
+__global__ void narrow_linear_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
+                                     T* __restrict__ c, int n, int k) {
+  __shared__ T warp_sums[kMaxWarps][kNarrowMax];
+  const int row = blockIdx.x, lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  T sum[kNarrowMax];
+#pragma unroll
+  for (int j = 0; j < kNarrowMax; ++j) sum[j] = T(0);
+  const T* xr = x + static_cast<size_t>(row) * k;
+#pragma unroll 4
+  for (int i = static_cast<int>(threadIdx.x); i < k; i += static_cast<int>(blockDim.x)) {
+    const T v = xr[i];
+#pragma unroll
+    for (int j = 0; j < kNarrowMax; ++j)
+      if (j < n) sum[j] += v * __ldg(w + static_cast<size_t>(j) * k + i);
+  }
+#pragma unroll
+  for (int j = 0; j < kNarrowMax; ++j) {
+    if (j < n) {
+      T s = sum[j];
+      for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
+      if (lane == 0) warp_sums[warp][j] = s;
+    }
+  }
+  __syncthreads();
+  const int j = static_cast<int>(threadIdx.x);
+  if (j < n) {
+    T v = bias ? bias[j] : T(0);
+    T total = T(0);
+    for (int i = 0; i < static_cast<int>(blockDim.x / 32); ++i) total += warp_sums[i][j];
+    v += total;
+    if (Relu) v = v > T(0) || v != v ? v : T(0);
+    c[static_cast<size_t>(row) * n + j] = v;
+  }
+}
+
+template <class T>
+__global__ void small_k_gemm_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ c, int m, int n,
+                                    int k, T alpha, T beta) {
+  const int64_t total = static_cast<int64_t>(m) * n;
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total; idx += int64_t(gridDim.x) * blockDim.x) {
+    const int row = static_cast<int>(idx / n), col = static_cast<int>(idx - int64_t(row) * n);
+    T sum = T(0);
+#pragma unroll
+    for (int j = 0; j < kNarrowMax; ++j)  // unrolled: every load in flight at once
+      if (j < k) sum += a[static_cast<size_t>(row) * k + j] * b[static_cast<size_t>(j) * n + col];
+    c[idx] = beta == T(0) ? alpha * sum : alpha * sum + beta * c[idx];
+  }
+}
+
+// A block is 8 columns of c by 64 lanes of k over all of k, so no block waits for another (a
+// cross-block reduction's fence and second pass cost more than the whole product here). a's rows
+// are staged in shared memory a chunk at a time, read once by coalesced loads: every lane then
+// reads them from there, and only its column of b from global memory.
+constexpr int kColumns = 8, kKLanes = 64, kGradThreads = kColumns * kKLanes, kGradWarps = kGradThreads / 32;
+constexpr int kChunkBytes = 32 * 1024;
+constexpr int kSumLanes = kGradThreads / kNarrowMax;  // lanes of k per row sum
+
+template <class T>
+__global__ void __launch_bounds__(kGradThreads)
+    narrow_weight_grad_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ c,
+                              T* __restrict__ row_sums, int m, int n, int k) {
+  using Acc = AccT<T>;
+  constexpr int kChunkRows = kChunkBytes / (kNarrowMax * int(sizeof(T)));
+  __shared__ __align__(16) unsigned char staged[kChunkBytes];  // a's rows, then the warps' sums
+  __shared__ Acc row_part[kSumLanes][kNarrowMax];
+  T(*chunk)[kNarrowMax] = reinterpret_cast<T(*)[kNarrowMax]>(staged);
+  const int col = static_cast<int>(blockIdx.x) * kColumns + static_cast<int>(threadIdx.x);
+  const int thread = static_cast<int>(threadIdx.y) * kColumns + static_cast<int>(threadIdx.x);
+  const int lane = thread % 32, warp = thread / 32;
+  // The first column group also sums a's rows (the bias gradient): thread = lane * 16 + j.
+  const bool sums_rows = row_sums && blockIdx.x == 0;
+  const int sum_j = thread % kNarrowMax, sum_lane = thread / kNarrowMax;
+  Acc row_sum = 0;
+  T sum[kNarrowMax];
+#pragma unroll
+  for (int j = 0; j < kNarrowMax; ++j) sum[j] = T(0);
+  for (int base = 0; base < k; base += kChunkRows) {
+    const int rows = min(kChunkRows, k - base);
+    const T* from = a + static_cast<size_t>(base) * m;
+#pragma unroll 8  // the loads in flight together, not one round trip each
+    for (int e = thread; e < rows * m; e += kGradThreads) chunk[e / m][e % m] = from[e];
+    __syncthreads();
+#pragma unroll 8
+    for (int r = static_cast<int>(threadIdx.y); r < rows; r += kKLanes) {
+      const T bv = col < n ? b[static_cast<size_t>(base + r) * n + col] : T(0);
+#pragma unroll
+      for (int j = 0; j < kNarrowMax; ++j)
+        if (j < m) sum[j] += chunk[r][j] * bv;
+    }
+    if (sums_rows && sum_j < m)
+      for (int r = sum_lane; r < rows; r += kSumLanes) row_sum += Acc(chunk[r][sum_j]);
+    __syncthreads();
+  }
+  // A warp holds 8 columns by 4 lanes of k (lanes 8 and 16 apart): those 4 first, then the warps
+  // in order through shared memory.
+  T(*warp_part)[kNarrowMax][kColumns] = reinterpret_cast<T(*)[kNarrowMax][kColumns]>(staged);
+#pragma unroll
+  for (int j = 0; j < kNarrowMax; ++j) {
+    if (j < m) {
+      T v = sum[j];
+      v += __shfl_xor_sync(0xffffffffu, v, 8);
+      v += __shfl_xor_sync(0xffffffffu, v, 16);
+      if (lane < kColumns) warp_part[warp][j][lane] = v;
+    }
+  }
+  if (sums_rows) row_part[sum_lane][sum_j] = row_sum;
+  __syncthreads();
+  if (thread < m * kColumns) {
+    const int j = thread / kColumns, x = thread % kColumns;
+    T total = T(0);
+    for (int w = 0; w < kGradWarps; ++w) total += warp_part[w][j][x];
+    const int out_col = static_cast<int>(blockIdx.x) * kColumns + x;
+    if (out_col < n) c[static_cast<size_t>(j) * n + out_col] = total;
+  } else if (sums_rows && thread - m * kColumns < m) {
+    const int j = thread - m * kColumns;
+    Acc total = Acc(0);
+    for (int l = 0; l < kSumLanes; ++l) total += row_part[l][j];
+    row_sums[j] = static_cast<T>(total);
+  }
+}
+
+bool fits_int(int64_t v) { return v <= std::numeric_limits<int>::max(); }
+
+}  // namespace
+
+bool CudaKernels::narrow_linear(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu, Tensor& c) {
+  const int64_t rows = c.size(0), n = c.size(1), k = x.size(1);
+  if (n > kNarrowMax || !x.is_contiguous() || !w.is_contiguous() || !c.is_contiguous() ||
+      !fits_int(x.numel()) || !fits_int(rows) || (bias.defined() && !bias.is_contiguous()))
+    return false;
+  cuda::DeviceGuard guard(device_);
+  dispatch_floating(c.dtype(), "narrow_linear", [&](auto tag) {
+    using T = decltype(tag);
+    // A block per row, a thread per two elements of k (up to 128 threads, then looping): short
+    // dependent chains, and small blocks, so that a batch of rows fits on the GPU at once.
+    const unsigned threads = static_cast<unsigned>(std::clamp<int64_t>((k / 2 + 31) / 32 * 32, 32, kMaxWarps * 32));
+    const T* b = bias.defined() ? ptr<const T>(bias) : nullptr;
+    if (relu)
+      narrow_linear_kernel<T, true><<<static_cast<unsigned>(rows), threads, 0, stream_>>>(
+          ptr<const T>(x), ptr<const T>(w), b, ptr<T>(c), int(n), int(k));
+    else
+      narrow_linear_kernel<T, false><<<static_cast<unsigned>(rows), threads, 0, stream_>>>(
+          ptr<const T>(x), ptr<const T>(w), b, ptr<T>(c), int(n), int(k));
+    CUDA_LAUNCH_CHECK(narrow_linear_kernel);
+  });
+  return true;
+}
+
+bool CudaKernels::small_k_gemm(const Tensor& a, const Tensor& b, Tensor& c, double alpha, double beta) {
+  const int64_t m = c.size(0), n = c.size(1), k = a.size(1);
+  if (k > kNarrowMax || !a.is_contiguous() || !b.is_contiguous() || !c.is_contiguous() || !fits_int(m) ||
+      !fits_int(n))
+    return false;
+  dispatch_floating(c.dtype(), "small_k_gemm", [&](auto tag) {
+    using T = decltype(tag);
+    small_k_gemm_kernel<T><<<blocks_for(m * n), kThreads, 0, stream_>>>(
+        ptr<const T>(a), ptr<const T>(b), ptr<T>(c), int(m), int(n), int(k), static_cast<T>(alpha), static_cast<T>(beta));
+    CUDA_LAUNCH_CHECK(small_k_gemm_kernel);
+  });
+  return true;
+}
+
+bool CudaKernels::narrow_weight_grad(cudaStream_t stream, const Tensor& a, const Tensor& b, Tensor& c,
+                                     Tensor* row_sums) {
+  const int64_t m = c.size(0), n = c.size(1), k = a.size(0);
+  if (m > kNarrowMax || !a.is_contiguous() || !b.is_contiguous() || !c.is_contiguous() || !fits_int(a.numel()) ||
+      !fits_int(b.numel()) || k == 0)
+    return false;
+  dispatch_floating(c.dtype(), "narrow_weight_grad", [&](auto tag) {
+    using T = decltype(tag);
+    const auto blocks = static_cast<unsigned>((n + kColumns - 1) / kColumns);
+    static_assert(kGradWarps * kNarrowMax * kColumns * sizeof(T) <= kChunkBytes);
+    narrow_weight_grad_kernel<T><<<blocks, dim3(kColumns, kKLanes), 0, stream>>>(
+        ptr<const T>(a), ptr<const T>(b), ptr<T>(c), row_sums ? ptr<T>(*row_sums) : nullptr, int(m), int(n), int(k));
+    CUDA_LAUNCH_CHECK(narrow_weight_grad_kernel);
+  });
+  return true;
+}
+
+}  // namespace minidl

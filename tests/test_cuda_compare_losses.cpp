@@ -157,6 +157,18 @@ TEST(CudaIndexSelect, ForwardAndAtomicBackwardMatchCpu) {
   }
   expect_gradcheck("index_select of a transposed view", [&](auto& in) { return index_select(in[0].t(), 1, index) * 2.0; },
                    {leaf({4, 3})});
+  // Whole slices along dim 0 (the batch gather): 16-, 8-, 4- and 1-byte units, out of range too.
+  for (const Shape& shape : {Shape{50, 32}, Shape{50, 18}, Shape{50, 33}}) {
+    Tensor rows_index = randint({70}, 50);
+    expect_cpu_cuda_agree("index_select rows", [&](auto& in) { return index_select(in[0], 0, in[1]); },
+                          {randn(shape), rows_index}, 1e-6);
+  }
+  Tensor bytes = Tensor::from_vector<float>(std::vector<float>(1 + 40 * 17, 1.5f)).to(gpu());
+  Tensor unaligned = narrow(bytes, 0, 1, 40 * 17).view({40, 17});  // 68-byte slices starting 4 bytes in
+  Tensor rows_picked = index_select(unaligned, 0, Tensor::from_vector<int64_t>({39, 0, 7}).to(gpu()));
+  EXPECT_EQ(rows_picked.to_vector<float>(), std::vector<float>(3 * 17, 1.5f));
+  Tensor beyond = index_select(randn({4, 32}, kFloat32, gpu()), 0, Tensor::from_vector<int64_t>({1, 4}).to(gpu()));
+  EXPECT_THROW(beyond.to_vector<float>(), Error);
   // Hand-computed accumulation, on the device.
   Tensor x = zeros({3, 2}, kFloat64, gpu()).requires_grad_();
   index_select(x, 0, Tensor::from_vector<int64_t>({0, 2, 0}).to(gpu())).sum().backward();
@@ -224,6 +236,12 @@ TEST(CudaLosses, MatchCpuInFloat32) {
                         [](auto& in) { return binary_cross_entropy_with_logits(in[0], in[1], Reduction::None); },
                         {Tensor::from_vector<float>({1000, -1000, 1000, -1000, 0, 88}), Tensor::from_vector<float>({1, 0, 0, 1, 1, 0})});
   expect_cpu_cuda_agree("log_sigmoid", [](auto& in) { return log_sigmoid(in[0]); }, {randn({1000}) * 30.0});
+  // A training batch in one block (up to 1024 rows), and one past it (per-row kernel, then the mean).
+  for (int64_t rows : {1024, 1500}) {
+    Tensor tt = randint({rows}, 10);
+    expect_cpu_cuda_agree((rows == 1024 ? "cross_entropy, 1024 rows" : "cross_entropy, 1500 rows"),
+                          [&](auto& in) { return cross_entropy(in[0], on(tt, in[0])); }, {randn({rows, 10}) * 3.0});
+  }
   // Wide rows (the block-per-row softmax) and a batch past one block of the mean.
   Tensor tw = randint({600}, 1500);
   expect_cpu_cuda_agree("cross_entropy wide", [&](auto& in) { return cross_entropy(in[0], on(tw, in[0])); },

@@ -5,11 +5,15 @@
 // where the output was zero, and the bias gradient, its sum over the rows, in one pass over the
 // [rows, n] gradient instead of a ReLU-backward kernel followed by a column reduction.
 //
-// A block is 32 columns (one 128-byte line of a row) by 8 row lanes and covers a slice of the rows;
-// the row slices of a column group run in parallel blocks. Each block leaves its column sums in a
-// scratch row; the last block of a column group to finish (counted with an atomic, a counter per
-// group that it resets for the next launch) adds the scratch rows in slice order, so the result is
-// deterministic and one launch does it all. Sums of float accumulate in double, like the reductions.
+// Up to 1024 rows (a training batch), a block holds all the rows of 8 columns
+// (relu_bias_backward_short_kernel). Beyond, a block is 32 columns (one 128-byte line of a row) by
+// 8 row lanes and covers a slice of the rows; the row slices of a column group run in parallel
+// blocks. Each block leaves its column sums in a scratch row; the last block of a column group to
+// finish (counted with an atomic, a counter per group that it resets for the next launch) adds the
+// scratch rows in slice order, so the result is deterministic and one launch does it all. Sums of
+// float accumulate in double, like the reductions.
+#include <limits>
+
 #include "ops/cuda/common.cuh"
 
 namespace minidl {
@@ -57,11 +61,62 @@ __global__ void relu_bias_backward_kernel(const T* __restrict__ grad_out, const 
   }
 }
 
+// Up to kShortRows rows: a block is 8 columns by 64 row lanes over all the rows, each thread
+// loading its rows (at most 16) before it stores any, then the lanes summed in a fixed order. No
+// block waits for another: at a batch of 512 the sliced kernel's fence and second pass cost more
+// than the loads.
+constexpr int kShortColumns = 8, kShortLanes = 64, kShortWarps = kShortColumns * kShortLanes / 32;
+constexpr int kShortRows = 16 * kShortLanes, kShortUnroll = 8;
+
+template <class T>
+__global__ void __launch_bounds__(kShortColumns* kShortLanes)
+    relu_bias_backward_short_kernel(const T* __restrict__ grad_out, const T* __restrict__ out, T* __restrict__ grad_pre,
+                                    T* __restrict__ grad_bias, int rows, int cols) {
+  __shared__ AccT<T> warp_sums[kShortWarps][kShortColumns];
+  const int col = static_cast<int>(blockIdx.x) * kShortColumns + static_cast<int>(threadIdx.x);
+  const int thread = static_cast<int>(threadIdx.y) * kShortColumns + static_cast<int>(threadIdx.x);
+  AccT<T> sum = 0;
+  if (col < cols) {
+    for (int first = static_cast<int>(threadIdx.y); first < rows; first += kShortUnroll * kShortLanes) {
+      T g[kShortUnroll], o[kShortUnroll];
+#pragma unroll
+      for (int u = 0; u < kShortUnroll; ++u) {
+        const int row = first + u * kShortLanes;
+        if (row < rows) {
+          g[u] = grad_out[static_cast<size_t>(row) * cols + col];
+          o[u] = out[static_cast<size_t>(row) * cols + col];
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kShortUnroll; ++u) {
+        const int row = first + u * kShortLanes;
+        if (row < rows) {
+          const T v = o[u] > T(0) ? g[u] : T(0);
+          grad_pre[static_cast<size_t>(row) * cols + col] = v;
+          sum += v;
+        }
+      }
+    }
+  }
+  // A warp is 8 columns by 4 row lanes (lanes 8 and 16 apart).
+  sum += __shfl_xor_sync(0xffffffffu, sum, 8);
+  sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+  if (thread % 32 < kShortColumns) warp_sums[thread / 32][thread % 32] = sum;
+  __syncthreads();
+  const int out_col = static_cast<int>(blockIdx.x) * kShortColumns + thread;
+  if (thread < kShortColumns && out_col < cols) {
+    AccT<T> total = 0;
+    for (int w = 0; w < kShortWarps; ++w) total += warp_sums[w][thread];
+    grad_bias[out_col] = static_cast<T>(total);
+  }
+}
+
 template <bool Relu>
 __global__ void sum_slices_bias_kernel(const float* __restrict__ parts, const float* __restrict__ bias,
                                        float* __restrict__ c, int slices, int64_t size, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < size; i += int64_t(gridDim.x) * blockDim.x) {
     float sum = bias[i % n];
+#pragma unroll 8  // the slices' loads in flight together
     for (int s = 0; s < slices; ++s) sum += __ldg(&parts[s * size + i]);
     c[i] = Relu ? (sum > 0.f || sum != sum ? sum : 0.f) : sum;
   }
@@ -83,6 +138,16 @@ void CudaKernels::relu_bias_backward(const Tensor& grad_out, const Tensor& out, 
   const int64_t rows = grad_pre.size(0), cols = grad_pre.size(1);
   if (cols == 0) return;
   cuda::DeviceGuard guard(device_);
+  if (rows <= kShortRows && rows * cols <= std::numeric_limits<int>::max()) {
+    dispatch_floating(grad_pre.dtype(), "relu_bias_backward", [&](auto tag) {
+      using T = decltype(tag);
+      const auto blocks = static_cast<unsigned>((cols + kShortColumns - 1) / kShortColumns);
+      relu_bias_backward_short_kernel<T><<<blocks, dim3(kShortColumns, kShortLanes), 0, stream_>>>(
+          ptr<const T>(grad_out), ptr<const T>(out), ptr<T>(grad_pre), ptr<T>(grad_bias), int(rows), int(cols));
+      CUDA_LAUNCH_CHECK(relu_bias_backward_short_kernel);
+    });
+    return;
+  }
   const int64_t groups = (cols + kColumns - 1) / kColumns;
   int64_t slices = std::clamp<int64_t>((rows + kRowsPerSlice - 1) / kRowsPerSlice, 1, kMaxSlices);
   if (groups > kMaxCounterGroups) slices = 1;

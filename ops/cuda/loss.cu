@@ -43,6 +43,54 @@ __global__ void mean_over_targets(const T* row_value, const int64_t* target, int
   }
 }
 
+// The whole cross-entropy forward of a small batch in one block, when there are at most 1024 rows
+// whose logits fit in shared memory (rows x classes <= kSmallBytes / sizeof(T), classes <= 64: a
+// classifier's training batch). Two kernels (per-row softmax, then the mean) would cost twice the
+// launch latency that dominates at this size. Logits and targets are loaded in one coalesced pass;
+// a thread per row takes its log-sum-exp from shared memory; the log-probabilities are written
+// in one coalesced pass; the block sums the rows' values in a fixed order.
+constexpr int kSmallThreads = 1024, kSmallBytes = 32 * 1024, kSmallMaxClasses = 64;
+
+template <class T>
+__global__ void __launch_bounds__(kSmallThreads)
+    cross_entropy_small_kernel(const T* __restrict__ logits, const int64_t* __restrict__ target,
+                               T* __restrict__ log_probs, int rows, int classes, int64_t ignore_index, T* loss,
+                               T* count, DeviceErrorReport error) {
+  using Acc = AccT<T>;
+  __shared__ T x[kSmallBytes / sizeof(T)];
+  __shared__ T lse_of[kSmallThreads];
+  __shared__ typename cub::BlockReduce<Acc, kSmallThreads>::TempStorage temp;
+  const int n = rows * classes, row = static_cast<int>(threadIdx.x);
+  const int64_t t = row < rows ? target[row] : ignore_index;
+#pragma unroll 8  // the loads in flight together, not one round trip each
+  for (int e = row; e < n; e += kSmallThreads) x[e] = logits[e];
+  __syncthreads();
+  Acc value = 0, counted = 0;
+  if (row < rows) {
+    const T* p = x + row * classes;
+    T m = -d_infinity<T>();
+    for (int j = 0; j < classes; ++j) m = p[j] > m ? p[j] : m;
+    Acc s = 0;
+    for (int j = 0; j < classes; ++j) s += Acc(d_exp(p[j] - m));
+    const T lse = m + d_log(static_cast<T>(s));
+    lse_of[row] = lse;
+    if (t != ignore_index) {
+      counted = Acc(1);
+      if (t >= 0 && t < classes) value = Acc(p[t] - lse);
+      else report_device_error(error, kCrossEntropyTarget, row, t, classes);
+    }
+  }
+  __syncthreads();
+  for (int e = row; e < n; e += kSmallThreads) log_probs[e] = x[e] - lse_of[e / classes];
+  value = cub::BlockReduce<Acc, kSmallThreads>(temp).Reduce(value, SumOp());
+  __syncthreads();
+  counted = cub::BlockReduce<Acc, kSmallThreads>(temp).Reduce(counted, SumOp());
+  if (threadIdx.x == 0) {
+    loss[0] = static_cast<T>(-value / counted);  // every row ignored: 0 / 0 = NaN, as PyTorch's
+    count[0] = static_cast<T>(counted);
+  }
+}
+
 // One block: row_loss[i] = -w[t] * lp[i, t] (0 on ignored rows), total_weight[0] = sum of w[t] over
 // the rows not ignored.
 template <class T>
@@ -178,6 +226,14 @@ void CudaKernels::cross_entropy(const Tensor& logits, const Tensor& target, int6
   cuda::DeviceGuard guard(device_);
   dispatch_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
+    if (rows > 0 && rows <= kSmallThreads && classes > 0 && classes <= kSmallMaxClasses &&
+        rows * classes <= static_cast<int64_t>(kSmallBytes / sizeof(T))) {
+      cross_entropy_small_kernel<T><<<1, kSmallThreads, 0, stream_>>>(
+          ptr<const T>(logits), ptr<const int64_t>(target), ptr<T>(log_probs), int(rows), int(classes), ignore_index,
+          ptr<T>(loss), ptr<T>(count), cuda::device_error_report(device_));
+      CUDA_LAUNCH_CHECK(cross_entropy_small_kernel);
+      return;
+    }
     // Pass 1, per row: max, log-sum-exp, the log-probs (saved for backward) and the row's
     // log-probability at its target. Pass 2: minus their mean over the rows not ignored.
     Allocator& alloc = allocator_for(Device::cuda(device_));

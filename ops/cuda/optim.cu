@@ -18,7 +18,8 @@ struct SgdArgs {
 // Up to kMaxTensors parameters in one launch: block b works on the parameter whose block range holds b,
 // kChunk elements of it. The list travels by value as the kernel's argument (well under 4 KB).
 constexpr int kMaxTensors = 24;
-constexpr int64_t kChunk = 8 * kThreads;
+constexpr int kPerThread = 4;
+constexpr int64_t kChunk = kPerThread * kThreads;
 
 template <class T>
 struct SgdList {
@@ -35,19 +36,34 @@ __global__ void sgd_multi_kernel(SgdList<T> list, SgdArgs<T> c) {
   if (c.lr_on_device) c.lr = *c.lr_on_device;
   int t = 0;
   while (t + 1 < list.count && blockIdx.x >= list.block_start[t + 1]) ++t;
-  T* p = list.p[t];
-  const T* g = list.g[t];
-  T* buf = list.buf[t];
-  const int64_t begin = (blockIdx.x - list.block_start[t]) * kChunk;
-  const int64_t end = begin + kChunk < list.n[t] ? begin + kChunk : list.n[t];
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    T d = g[i] + c.wd * p[i];
+  T* __restrict__ p = list.p[t];
+  const T* __restrict__ g = list.g[t];
+  T* __restrict__ buf = list.buf[t];
+  const int64_t begin = (blockIdx.x - list.block_start[t]) * kChunk + threadIdx.x;
+  const int64_t n = list.n[t];
+  // Every load first, then the arithmetic and the stores: one memory round trip per thread instead
+  // of one per element (a step's update is short, so its latency is what counts).
+  T gv[kPerThread], pv[kPerThread], bv[kPerThread];
+#pragma unroll
+  for (int u = 0; u < kPerThread; ++u) {
+    const int64_t i = begin + int64_t(u) * blockDim.x;
+    if (i < n) {
+      gv[u] = g[i];
+      pv[u] = p[i];
+      bv[u] = buf && !c.first_step ? buf[i] : T(0);
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < kPerThread; ++u) {
+    const int64_t i = begin + int64_t(u) * blockDim.x;
+    if (i >= n) continue;
+    T d = gv[u] + c.wd * pv[u];
     if (buf) {
-      const T b = c.first_step ? d : c.momentum * buf[i] + c.damp * d;
+      const T b = c.first_step ? d : c.momentum * bv[u] + c.damp * d;
       buf[i] = b;
       d = c.nesterov ? d + c.momentum * b : b;
     }
-    p[i] -= c.lr * d;
+    p[i] = pv[u] - c.lr * d;
   }
 }
 

@@ -163,6 +163,12 @@ TEST(CudaIndexSelect, ForwardAndAtomicBackwardMatchCpu) {
     expect_cpu_cuda_agree("index_select rows", [&](auto& in) { return index_select(in[0], 0, in[1]); },
                           {randn(shape), rows_index}, 1e-6);
   }
+  // int64 labels (8-byte slices) and bool rows of 3 bytes, against the CPU.
+  Tensor labels = randint({50}, 10), flags = gt(randn({50, 3}), zeros({50, 3}));
+  Tensor picks = randint({70}, 50);
+  EXPECT_EQ(index_select(labels.to(gpu()), 0, picks.to(gpu())).to_vector<int64_t>(),
+            index_select(labels, 0, picks).to_vector<int64_t>());
+  EXPECT_TRUE(all_equal(index_select(flags.to(gpu()), 0, picks.to(gpu())), index_select(flags, 0, picks)));
   Tensor bytes = Tensor::from_vector<float>(std::vector<float>(1 + 40 * 17, 1.5f)).to(gpu());
   Tensor unaligned = narrow(bytes, 0, 1, 40 * 17).view({40, 17});  // 68-byte slices starting 4 bytes in
   Tensor rows_picked = index_select(unaligned, 0, Tensor::from_vector<int64_t>({39, 0, 7}).to(gpu()));

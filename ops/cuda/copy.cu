@@ -48,29 +48,31 @@ __global__ void index_select_kernel(const T* src, const int64_t* index, T* out, 
   }
 }
 
-// index_select along the first dim (outer == 1) of whole slices of at least 64 bytes, the batch
-// gather of training: blockIdx.y is the slice j, threads copy it in units V (16 bytes where the
-// slice's size and the pointers allow), with 32-bit index math.
+// index_select along the first dim (outer == 1), the batch gather of training: whole slices
+// copied in units V (16 bytes where the slice's size and the pointers allow), a thread per unit,
+// with 32-bit index math.
 template <class V>
 __global__ void gather_slices_kernel(const V* src, const int64_t* index, V* out, int64_t rows, unsigned slice_units,
-                                     DeviceErrorReport error) {
-  const unsigned j = blockIdx.y;
-  const int64_t s = index[j];
-  const bool valid = s >= 0 && s < rows;
-  if (!valid && blockIdx.x == 0 && threadIdx.x == 0) report_device_error(error, kIndexSelectIndex, j, s, rows);
-  const V* from = src + (valid ? s : 0) * int64_t(slice_units);
-  V* to = out + int64_t(j) * slice_units;
-  for (unsigned c = blockIdx.x * blockDim.x + threadIdx.x; c < slice_units; c += gridDim.x * blockDim.x)
-    to[c] = valid ? from[c] : V{};
+                                     unsigned total_units, DeviceErrorReport error) {
+  for (unsigned u = blockIdx.x * blockDim.x + threadIdx.x; u < total_units; u += gridDim.x * blockDim.x) {
+    const unsigned j = u / slice_units, c = u - j * slice_units;
+    const int64_t s = index[j];
+    if (s >= 0 && s < rows) {
+      out[u] = src[s * int64_t(slice_units) + c];
+    } else {
+      out[u] = V{};
+      if (c == 0) report_device_error(error, kIndexSelectIndex, j, s, rows);
+    }
+  }
 }
 
 template <class V>
 void launch_gather_slices(const void* src, const int64_t* index, void* out, int64_t rows, int64_t k,
                           int64_t slice_bytes, DeviceErrorReport error, cudaStream_t stream) {
   const auto units = static_cast<unsigned>(slice_bytes / int64_t(sizeof(V)));
-  const dim3 grid(std::min<unsigned>((units + kThreads - 1) / kThreads, 64), static_cast<unsigned>(k));
-  gather_slices_kernel<V><<<grid, kThreads, 0, stream>>>(static_cast<const V*>(src), index, static_cast<V*>(out), rows,
-                                                         units, error);
+  const auto total = static_cast<unsigned>(k * units);
+  gather_slices_kernel<V><<<blocks_for(total), kThreads, 0, stream>>>(static_cast<const V*>(src), index,
+                                                                      static_cast<V*>(out), rows, units, total, error);
   CUDA_LAUNCH_CHECK(gather_slices_kernel);
 }
 
@@ -211,7 +213,7 @@ void CudaKernels::index_select(const Tensor& src, int64_t dim, const Tensor& ind
   cuda::DeviceGuard guard(device_);
   const cuda::DeviceErrorReport error = cuda::device_error_report(device_);
   const int64_t slice_bytes = g.inner * static_cast<int64_t>(element_size(src.dtype()));
-  if (g.outer == 1 && slice_bytes >= 64 && g.k <= 65535 && slice_bytes / 4 <= std::numeric_limits<unsigned>::max()) {
+  if (g.outer == 1 && g.k * slice_bytes <= std::numeric_limits<int>::max()) {
     const auto aligned = [&](int64_t unit) {
       return slice_bytes % unit == 0 && reinterpret_cast<uintptr_t>(src.raw_data()) % unit == 0 &&
              reinterpret_cast<uintptr_t>(out.raw_data()) % unit == 0;

@@ -232,42 +232,27 @@ bool choose_by_timing(int device, const LtStream& dev, cudaStream_t stream, Plan
   Allocator& allocator = allocator_for(Device::cuda(device));
   const size_t scratch_bytes = static_cast<size_t>(m * n) * sizeof(float);
   void* scratch = allocator.allocate(scratch_bytes);
-  cudaEvent_t start, stop;
-  CUDA_CHECK(cudaEventCreate(&start));
-  CUDA_CHECK(cudaEventCreate(&stop));
-  const auto burst_ms = [&](size_t c, int runs, unsigned queue_us) {
-    busy_wait(stream, queue_us);
-    CUDA_CHECK(cudaEventRecord(start, stream));
-    for (int r = 0; r < runs; ++r) CUBLAS_CHECK(launch(dev, stream, p, c, a, b, scratch, alpha, beta));
-    CUDA_CHECK(cudaEventRecord(stop, stream));
-    CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    return ms / runs;
-  };
-  std::vector<std::pair<float, size_t>> first_pass;
+  const auto run = [&](size_t c) { CUBLAS_CHECK(launch(dev, stream, p, c, a, b, scratch, alpha, beta)); };
+  std::vector<std::pair<float, size_t>> first_pass;  // microseconds, candidate
   for (size_t c = 0; c < p.candidates.size(); ++c) {
     // A candidate that refuses these pointers or this beta is skipped.
     if (launch(dev, stream, p, c, a, b, scratch, alpha, beta) != CUBLAS_STATUS_SUCCESS) continue;
-    first_pass.emplace_back(burst_ms(c, 4, 100), c);
+    first_pass.emplace_back(time_per_call_us(stream, [&] { run(c); }, 4, 1, 100), c);
   }
-  const float heuristic_ms = !first_pass.empty() && first_pass[0].second == 0 ? first_pass[0].first : -1;
+  const float heuristic_us = !first_pass.empty() && first_pass[0].second == 0 ? first_pass[0].first : -1;
   std::sort(first_pass.begin(), first_pass.end());
-  float best_ms = -1;
+  float best_us = -1;
   for (size_t i = 0; i < std::min<size_t>(5, first_pass.size()); ++i) {
     const size_t c = first_pass[i].second;
-    float ms = burst_ms(c, 8, 250);
-    for (int trial = 1; trial < 3; ++trial) ms = std::min(ms, burst_ms(c, 8, 250));
-    if (best_ms < 0 || ms < best_ms) best_ms = ms, p.chosen = c;
+    const float us = time_per_call_us(stream, [&] { run(c); }, 8, 3, 250);
+    if (best_us < 0 || us < best_us) best_us = us, p.chosen = c;
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
   allocator.deallocate(scratch, scratch_bytes);
   p.timed = true;
   if (gemm_tuning_verbose())
     std::fprintf(stderr, "minidl: gemm %s: candidate %zu of %zu, %.1f us (heuristic's first %.1f us)\n", p.name.c_str(),
-                 p.chosen, p.candidates.size(), best_ms * 1000, heuristic_ms * 1000);
-  return best_ms >= 0;
+                 p.chosen, p.candidates.size(), best_us, heuristic_us);
+  return best_us >= 0;
 }
 
 }  // namespace

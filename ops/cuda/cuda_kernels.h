@@ -103,6 +103,9 @@ class CudaKernels final : public Kernels {
   // gemm_bias_slices picks (1: no split; ops/cuda/matmul.cpp). Float32, contiguous a and b.
   void gemm_bias_split_k(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, bool relu,
                          Tensor& c, int64_t slices);
+  // gemm_bias on cuBLASLt, the bias and ReLU in the epilogue; false where it has no algorithm.
+  bool gemm_bias_lt(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, bool relu,
+                    Tensor& c);
   int64_t gemm_bias_slices(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, bool relu,
                            Tensor& c);
   // c [m, n] = act(sum over s of parts[s] + bias), parts [S, m, n]: the end of gemm_bias_split_k

@@ -198,8 +198,8 @@ bool CudaKernels::small_k_gemm(const Tensor& a, const Tensor& b, Tensor& c, doub
 bool CudaKernels::narrow_weight_grad(cudaStream_t stream, const Tensor& a, const Tensor& b, Tensor& c,
                                      Tensor* row_sums) {
   const int64_t m = c.size(0), n = c.size(1), k = a.size(0);
-  if (m > kNarrowMax || !a.is_contiguous() || !b.is_contiguous() || !c.is_contiguous() || !fits_int(a.numel()) ||
-      !fits_int(b.numel()) || k == 0)
+  if (m == 0 || m > kNarrowMax || n == 0 || k == 0 || !a.is_contiguous() || !b.is_contiguous() ||
+      !c.is_contiguous() || !fits_int(a.numel()) || !fits_int(b.numel()))
     return false;
   dispatch_floating(c.dtype(), "narrow_weight_grad", [&](auto tag) {
     using T = decltype(tag);

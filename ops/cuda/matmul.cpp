@@ -30,11 +30,10 @@ int to_int(int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
-// Whether a GemmCall is the weight gradient g^T x of a layer with at most 16 outputs (a classifier's
-// last layer), which one kernel computes with its bias gradient (ops/cuda/linear_narrow.cu).
-bool narrow_call(const Kernels::GemmCall& call) {
-  return call.trans_a && !call.trans_b && call.a.dim() == 2 && call.b.dim() == 2 && call.c.dim() == 2 &&
-         call.c.size(0) <= 16 && call.c.size(0) > 0 && call.c.size(1) > 0;
+// Whether a GemmCall has the layout of a weight gradient g^T x, which narrow_weight_grad computes
+// with its bias gradient for a layer with at most 16 outputs (ops/cuda/linear_narrow.cu).
+bool weight_grad_layout(const Kernels::GemmCall& call) {
+  return call.trans_a && !call.trans_b && call.a.dim() == 2 && call.b.dim() == 2 && call.c.dim() == 2;
 }
 
 }  // namespace
@@ -102,7 +101,7 @@ bool CudaKernels::gemm_lt(cudaStream_t stream, const Tensor& a, bool trans_a, co
 
 void CudaKernels::gemm_row_sums(const GemmCall& call) {
   cuda::DeviceGuard guard(device_);
-  if (narrow_call(call) && narrow_weight_grad(stream_, call.a, call.b, call.c, call.row_sums)) return;
+  if (weight_grad_layout(call) && narrow_weight_grad(stream_, call.a, call.b, call.c, call.row_sums)) return;
   Kernels::gemm_row_sums(call);
 }
 
@@ -110,7 +109,8 @@ void CudaKernels::gemm_concurrent(const GemmCall& first, const GemmCall& second)
   cuda::DeviceGuard guard(device_);
   const cudaStream_t side = cuda::side_stream(device_);
   cuda::stream_wait(device_, side, stream_);  // the side stream starts after what came before
-  bool second_on_side = narrow_call(second) && narrow_weight_grad(side, second.a, second.b, second.c, second.row_sums);
+  bool second_on_side =
+      weight_grad_layout(second) && narrow_weight_grad(side, second.a, second.b, second.c, second.row_sums);
   const bool sums_left = !second_on_side && second.row_sums;
   if (!second_on_side) second_on_side = gemm_lt(side, second.a, second.trans_a, second.b, second.trans_b, second.c, 1, 0);
   gemm_row_sums(first);
@@ -190,12 +190,7 @@ int64_t CudaKernels::gemm_bias_slices(const Tensor& a, bool trans_a, const Tenso
     entry->timing = true;
   }
   SplitChoice choice;
-  const auto lt = [&] {
-    return cuda::lt_matmul(device_, stream_, n, m, k, trans_b, static_cast<const float*>(b.raw_data()), trans_a,
-                           static_cast<const float*>(a.raw_data()), static_cast<float*>(c.raw_data()), 1, 0,
-                           relu ? cuda::LtEpilogue::BiasRelu : cuda::LtEpilogue::Bias,
-                           static_cast<const float*>(bias.raw_data()));
-  };
+  const auto lt = [&] { return gemm_bias_lt(a, trans_a, b, trans_b, bias, relu, c); };
   // c is written by every candidate; the caller's own product overwrites it afterwards.
   float best_us = -1;
   if (lt()) {  // the first call also lets cuBLASLt time its configurations for this shape
@@ -235,14 +230,19 @@ void CudaKernels::gemm_bias(const Tensor& a, bool trans_a, const Tensor& b, bool
       gemm_bias_split_k(a, trans_a, b, trans_b, bias, relu, c, slices);
       return;
     }
-    // Column-major: C^T [n x m] = op(B)^T op(A)^T, the bias along C^T's columns.
-    if (cuda::lt_matmul(device_, stream_, n, m, k, trans_b, static_cast<const float*>(b.raw_data()), trans_a,
-                        static_cast<const float*>(a.raw_data()), static_cast<float*>(c.raw_data()), 1, 0,
-                        relu ? cuda::LtEpilogue::BiasRelu : cuda::LtEpilogue::Bias,
-                        static_cast<const float*>(bias.raw_data())))
-      return;
+    if (gemm_bias_lt(a, trans_a, b, trans_b, bias, relu, c)) return;
   }
   Kernels::gemm_bias(a, trans_a, b, trans_b, bias, relu, c);
+}
+
+bool CudaKernels::gemm_bias_lt(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,
+                               bool relu, Tensor& c) {
+  const int64_t m = c.size(0), n = c.size(1), k = trans_a ? a.size(0) : a.size(1);
+  // Column-major: C^T [n x m] = op(B)^T op(A)^T, the bias along C^T's columns.
+  return cuda::lt_matmul(device_, stream_, n, m, k, trans_b, static_cast<const float*>(b.raw_data()), trans_a,
+                         static_cast<const float*>(a.raw_data()), static_cast<float*>(c.raw_data()), 1, 0,
+                         relu ? cuda::LtEpilogue::BiasRelu : cuda::LtEpilogue::Bias,
+                         static_cast<const float*>(bias.raw_data()));
 }
 
 }  // namespace minidl

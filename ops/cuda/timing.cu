@@ -26,13 +26,14 @@ void busy_wait(cudaStream_t stream, unsigned microseconds) {
   CUDA_LAUNCH_CHECK(busy_wait_kernel);
 }
 
-float time_per_call_us(cudaStream_t stream, const std::function<void()>& work, int calls) {
+float time_per_call_us(cudaStream_t stream, const std::function<void()>& work, int calls, int bursts,
+                       unsigned queue_us) {
   cudaEvent_t start, stop;
   CUDA_CHECK(cudaEventCreate(&start));
   CUDA_CHECK(cudaEventCreate(&stop));
   float best = -1;
-  for (int trial = 0; trial < 3; ++trial) {
-    busy_wait(stream, 250);
+  for (int burst = 0; burst < bursts; ++burst) {
+    busy_wait(stream, queue_us);
     CUDA_CHECK(cudaEventRecord(start, stream));
     for (int c = 0; c < calls; ++c) work();
     CUDA_CHECK(cudaEventRecord(stop, stream));

@@ -210,9 +210,9 @@ int64_t CudaKernels::gemm_bias_slices(const Tensor& a, bool trans_a, const Tenso
     entry->slices = choice.slices;
   }
   if (cuda::gemm_tuning_verbose())
-    std::fprintf(stderr, "minidl: gemm+bias %lld x %lld x %lld: %lld slices of k, %.1f us (cuBLASLt %.1f us)\n",
+    std::fprintf(stderr, "minidl: gemm+bias %lld x %lld x %lld: %lld slice%s of k, %.1f us (cuBLASLt %.1f us)\n",
                  static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k),
-                 static_cast<long long>(choice.slices), best_us, lt_us);
+                 static_cast<long long>(choice.slices), choice.slices == 1 ? "" : "s", best_us, lt_us);
   return choice.slices;
 }
 

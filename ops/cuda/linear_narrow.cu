@@ -3,7 +3,7 @@
 // every cuBLASLt kernel falls back to unaligned (align1) tiles, and tiles of 32 or 64 outputs
 // leave most of each tile, and most of the GPU, idle. On an H200, for the MNIST MLP's last layer
 // (256 -> 10) at batch 64 and 512, cuBLASLt's best of about 180 configurations (as its tuner
-// timed them) took 7.2 and 7.4 us for the forward, 4.1 and 7.1 us for the weight gradient, plus
+// timed them) took about 7 and 7.3 us for the forward, 4.1 and 7 us for the weight gradient, plus
 // 1.6 and 4.5 us for the bias gradient's reduction, and 3.4 and 3.6 us for the input gradient.
 // Inside the training step's CUDA graph (CUPTI) these kernels take 3.0 and 3.5 us, 2.9 and 5.7 us
 // (with the bias gradient), 2.0 and 3.6 us.

@@ -37,6 +37,13 @@ struct KernelActivity {
     double us = 0;
   };
   std::vector<Kernel> by_time;  // one entry per kernel name, the longest total first
+  struct Launch {
+    std::string name;        // as in Kernel
+    double start_us = 0;     // from the first kernel's start
+    double end_us = 0;
+    uint32_t stream = 0;     // CUPTI's stream id: kernels of one stream share it
+  };
+  std::vector<Launch> launches;  // every kernel that ran, in start order
 };
 
 #ifdef MINIDL_WITH_CUDA

@@ -11,8 +11,36 @@
 
 namespace mnist_app {
 
+/// Prints the kernels of one step in the middle of `a` (`steps` steps of equally many kernels) in the
+/// order they started: when each started after the step's first, how long it ran, how long the GPU
+/// had been idle before it (no kernel of any stream running), and its stream. Idle time is where a
+/// faster kernel no longer helps and fewer or earlier launches do.
+inline void print_step_timeline(const minidl::cuda::KernelActivity& a, int steps) {
+  const size_t per_step = a.launches.size() / static_cast<size_t>(steps);
+  if (per_step == 0 || per_step * static_cast<size_t>(steps) != a.launches.size()) {
+    std::printf("    (no timeline: the steps did not launch equally many kernels)\n");
+    return;
+  }
+  const size_t first = per_step * static_cast<size_t>(steps / 2);
+  double busy_until = 0;  // when the kernels of earlier steps had all ended (times count from the first start)
+  for (size_t i = 0; i < first; ++i) busy_until = std::max(busy_until, a.launches[i].end_us);
+  const double step_start = a.launches[first].start_us, previous_end = busy_until;
+  double idle = 0;
+  std::printf("    one step, kernel by kernel:   start    time    idle before  stream\n");
+  for (size_t i = first; i < first + per_step; ++i) {
+    const auto& k = a.launches[i];
+    const double gap = std::max(0.0, k.start_us - busy_until);
+    idle += gap;
+    busy_until = std::max(busy_until, k.end_us);
+    std::printf("    %-28.28s %7.1f %7.1f %10.1f %7u\n", k.name.c_str(), k.start_us - step_start,
+                k.end_us - k.start_us, gap, k.stream);
+  }
+  std::printf("    step: %.1f us from the previous step's last kernel to its own last, %.1f us of it idle\n",
+              busy_until - previous_end, idle);
+}
+
 /// Runs `step(s)` for s = 0..99 under CUPTI and prints one line (and, with `list_kernels`, one line
-/// per kernel name), labelled with `mode`.
+/// per kernel name and one step's timeline), labelled with `mode`.
 inline void report_gpu_time(const std::function<void(int)>& step, const char* mode, bool list_kernels) {
   using namespace minidl;
   const int steps = 100;
@@ -34,6 +62,7 @@ inline void report_gpu_time(const std::function<void(int)>& step, const char* mo
   if (list_kernels) {
     for (const auto& k : a.by_time)
       std::printf("    %6.1f us  %4.1fx  %s\n", k.us / steps, static_cast<double>(k.count) / steps, k.name.c_str());
+    print_step_timeline(a, steps);
   }
 }
 

@@ -21,6 +21,12 @@ std::mutex mutex;
 KernelActivity* sink = nullptr;
 uint64_t first_start = 0, last_end = 0;
 std::map<std::string, KernelActivity::Kernel>* per_name = nullptr;
+struct Record {
+  std::string mangled;
+  uint64_t start, end;
+  uint32_t stream;
+};
+std::vector<Record>* records = nullptr;
 
 // "void minidl::(anonymous namespace)::relu_kernel<float>(float*, ...)" -> "relu_kernel<float>".
 std::string short_name(const char* mangled) {
@@ -58,6 +64,7 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
     entry.us += us;
     if (first_start == 0 || k->start < first_start) first_start = k->start;
     if (k->end > last_end) last_end = k->end;
+    records->push_back({k->name ? k->name : "?", k->start, k->end, k->streamId});
   }
   std::free(buffer);
 }
@@ -77,10 +84,12 @@ KernelActivity profile_kernels(const std::function<void()>& work) {
   std::call_once(once, [] { check(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "register"); });
   KernelActivity result;
   std::map<std::string, KernelActivity::Kernel> names;
+  std::vector<Record> kernels;
   {
     std::lock_guard lock(mutex);
     sink = &result;
     per_name = &names;
+    records = &kernels;
     first_start = last_end = 0;
   }
   check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityEnable");
@@ -91,10 +100,15 @@ KernelActivity profile_kernels(const std::function<void()>& work) {
   std::lock_guard lock(mutex);
   sink = nullptr;
   per_name = nullptr;
+  records = nullptr;
   for (auto& [mangled, k] : names) {
     k.name = short_name(mangled.c_str());
     result.by_time.push_back(k);
   }
+  std::sort(kernels.begin(), kernels.end(), [](const Record& a, const Record& b) { return a.start < b.start; });
+  for (const Record& r : kernels)
+    result.launches.push_back({names[r.mangled].name, static_cast<double>(r.start - first_start) / 1000,
+                               static_cast<double>(r.end - first_start) / 1000, r.stream});
   std::sort(result.by_time.begin(), result.by_time.end(), [](const auto& a, const auto& b) { return a.us > b.us; });
   result.span_us = last_end > first_start ? static_cast<double>(last_end - first_start) / 1000 : 0;
   return result;

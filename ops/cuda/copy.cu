@@ -1,11 +1,11 @@
 // Copies (any strides, converting dtypes), fills, the slice gather of index_select and its adjoint
 // index_add.
 #include <cub/device/device_radix_sort.cuh>
-
 #include <limits>
 
 #include "core/deterministic.h"
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/launch.cuh"
 
 namespace minidl {
 
@@ -24,6 +24,8 @@ __global__ void copy_strided(const S* src, D* dst, Strided<2> m, Index n) {
 
 template <class T>
 __global__ void fill_kernel(T* dst, T value, int64_t n) {
+  wait_for_earlier_kernels();
+  let_next_kernel_start();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     dst[i] = value;
 }
@@ -54,6 +56,8 @@ __global__ void index_select_kernel(const T* src, const int64_t* index, T* out, 
 template <class V>
 __global__ void gather_slices_kernel(const V* src, const int64_t* index, V* out, int64_t rows, unsigned slice_units,
                                      unsigned total_units, DeviceErrorReport error) {
+  wait_for_earlier_kernels();
+  let_next_kernel_start();
   for (unsigned u = blockIdx.x * blockDim.x + threadIdx.x; u < total_units; u += gridDim.x * blockDim.x) {
     const unsigned j = u / slice_units, c = u - j * slice_units;
     const int64_t s = index[j];
@@ -71,9 +75,8 @@ void launch_gather_slices(const void* src, const int64_t* index, void* out, int6
                           int64_t slice_bytes, DeviceErrorReport error, cudaStream_t stream) {
   const auto units = static_cast<unsigned>(slice_bytes / int64_t(sizeof(V)));
   const auto total = static_cast<unsigned>(k * units);
-  gather_slices_kernel<V><<<blocks_for(total), kThreads, 0, stream>>>(static_cast<const V*>(src), index,
-                                                                      static_cast<V*>(out), rows, units, total, error);
-  CUDA_LAUNCH_CHECK(gather_slices_kernel);
+  launch_early("gather_slices_kernel", gather_slices_kernel<V>, blocks_for(total), kThreads, 0, stream,
+               static_cast<const V*>(src), index, static_cast<V*>(out), rows, units, total, error);
 }
 
 // The adjoint: one thread per element of src [outer, k, inner], added into dst at slice index[j].
@@ -201,8 +204,8 @@ void CudaKernels::fill(Tensor& dst, double value) {
   }
   dispatch_with_bool(dst.dtype(), "fill", [&](auto tag) {
     using T = decltype(tag);
-    fill_kernel<T><<<blocks_for(n), kThreads, 0, stream_>>>(ptr<T>(dst), static_cast<T>(value), n);
-    CUDA_LAUNCH_CHECK(fill_kernel);
+    launch_early("fill_kernel", fill_kernel<T>, blocks_for(n), kThreads, 0, stream_, ptr<T>(dst), static_cast<T>(value),
+                 n);
   });
 }
 

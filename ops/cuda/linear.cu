@@ -15,6 +15,7 @@
 #include <limits>
 
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/launch.cuh"
 
 namespace minidl {
 
@@ -31,6 +32,8 @@ __global__ void relu_bias_backward_kernel(const T* __restrict__ grad_out, const 
                                           T* __restrict__ grad_pre, T* __restrict__ grad_bias, int64_t rows,
                                           int64_t cols, int64_t rows_per_slice, AccT<T>* slice_sums,
                                           unsigned* counters) {
+  wait_for_earlier_kernels();
+  let_next_kernel_start();
   __shared__ AccT<T> lane_sums[kRowLanes][kColumns + 1];
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kColumns + threadIdx.x;
   const int64_t begin = blockIdx.y * rows_per_slice, end = min(rows, begin + rows_per_slice);
@@ -72,6 +75,8 @@ template <class T>
 __global__ void __launch_bounds__(kShortColumns* kShortLanes)
     relu_bias_backward_short_kernel(const T* __restrict__ grad_out, const T* __restrict__ out, T* __restrict__ grad_pre,
                                     T* __restrict__ grad_bias, int rows, int cols) {
+  wait_for_earlier_kernels();
+  let_next_kernel_start();
   __shared__ AccT<T> warp_sums[kShortWarps][kShortColumns];
   const int col = static_cast<int>(blockIdx.x) * kShortColumns + static_cast<int>(threadIdx.x);
   const int thread = static_cast<int>(threadIdx.y) * kShortColumns + static_cast<int>(threadIdx.x);
@@ -114,6 +119,8 @@ __global__ void __launch_bounds__(kShortColumns* kShortLanes)
 template <bool Relu>
 __global__ void sum_slices_bias_kernel(const float* __restrict__ parts, const float* __restrict__ bias,
                                        float* __restrict__ c, int slices, int64_t size, int64_t n) {
+  wait_for_earlier_kernels();
+  let_next_kernel_start();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < size; i += int64_t(gridDim.x) * blockDim.x) {
     float sum = bias[i % n];
 #pragma unroll 8  // the slices' loads in flight together
@@ -129,9 +136,8 @@ void CudaKernels::sum_slices_bias(const Tensor& parts, const Tensor& bias, bool 
   const int64_t size = c.numel(), n = c.size(1);
   const float* p = ptr<const float>(parts);
   const float* b = ptr<const float>(bias);
-  if (relu) sum_slices_bias_kernel<true><<<blocks_for(size), kThreads, 0, stream_>>>(p, b, ptr<float>(c), slices, size, n);
-  else sum_slices_bias_kernel<false><<<blocks_for(size), kThreads, 0, stream_>>>(p, b, ptr<float>(c), slices, size, n);
-  CUDA_LAUNCH_CHECK(sum_slices_bias_kernel);
+  launch_early("sum_slices_bias_kernel", relu ? sum_slices_bias_kernel<true> : sum_slices_bias_kernel<false>,
+               blocks_for(size), kThreads, 0, stream_, p, b, ptr<float>(c), slices, size, n);
 }
 
 void CudaKernels::relu_bias_backward(const Tensor& grad_out, const Tensor& out, Tensor& grad_pre, Tensor& grad_bias) {
@@ -142,9 +148,9 @@ void CudaKernels::relu_bias_backward(const Tensor& grad_out, const Tensor& out, 
     dispatch_floating(grad_pre.dtype(), "relu_bias_backward", [&](auto tag) {
       using T = decltype(tag);
       const auto blocks = static_cast<unsigned>((cols + kShortColumns - 1) / kShortColumns);
-      relu_bias_backward_short_kernel<T><<<blocks, dim3(kShortColumns, kShortLanes), 0, stream_>>>(
-          ptr<const T>(grad_out), ptr<const T>(out), ptr<T>(grad_pre), ptr<T>(grad_bias), int(rows), int(cols));
-      CUDA_LAUNCH_CHECK(relu_bias_backward_short_kernel);
+      launch_early("relu_bias_backward_short_kernel", relu_bias_backward_short_kernel<T>, blocks,
+                   dim3(kShortColumns, kShortLanes), 0, stream_, ptr<const T>(grad_out), ptr<const T>(out),
+                   ptr<T>(grad_pre), ptr<T>(grad_bias), int(rows), int(cols));
     });
     return;
   }
@@ -161,10 +167,9 @@ void CudaKernels::relu_bias_backward(const Tensor& grad_out, const Tensor& out, 
       counters = block_counters(device_, stream_);
     }
     const dim3 grid(static_cast<unsigned>(groups), static_cast<unsigned>(slices));
-    relu_bias_backward_kernel<T><<<grid, dim3(kColumns, kRowLanes), 0, stream_>>>(
-        ptr<const T>(grad_out), ptr<const T>(out), ptr<T>(grad_pre), ptr<T>(grad_bias), rows, cols, rows_per_slice,
-        slices > 1 ? ptr<AccT<T>>(scratch) : nullptr, counters);
-    CUDA_LAUNCH_CHECK(relu_bias_backward_kernel);
+    launch_early("relu_bias_backward_kernel", relu_bias_backward_kernel<T>, grid, dim3(kColumns, kRowLanes), 0, stream_,
+                 ptr<const T>(grad_out), ptr<const T>(out), ptr<T>(grad_pre), ptr<T>(grad_bias), rows, cols,
+                 rows_per_slice, slices > 1 ? ptr<AccT<T>>(scratch) : nullptr, counters);
   });
 }
 

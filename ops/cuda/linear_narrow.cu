@@ -22,6 +22,7 @@
 #include <limits>
 
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/launch.cuh"
 
 namespace minidl {
 
@@ -35,6 +36,8 @@ constexpr int kMaxWarps = 4;
 template <class T, bool Relu>
 __global__ void narrow_linear_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
                                      T* __restrict__ c, int n, int k) {
+  wait_for_earlier_kernels();
+  let_next_kernel_start();
   __shared__ T warp_sums[kMaxWarps][kNarrowMax];
   const int row = blockIdx.x, lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
   T sum[kNarrowMax];
@@ -71,6 +74,8 @@ __global__ void narrow_linear_kernel(const T* __restrict__ x, const T* __restric
 template <class T>
 __global__ void small_k_gemm_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ c, int m, int n,
                                     int k, T alpha, T beta) {
+  wait_for_earlier_kernels();
+  let_next_kernel_start();
   const int64_t total = static_cast<int64_t>(m) * n;
   for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total; idx += int64_t(gridDim.x) * blockDim.x) {
     const int row = static_cast<int>(idx / n), col = static_cast<int>(idx - int64_t(row) * n);
@@ -94,6 +99,8 @@ template <class T>
 __global__ void __launch_bounds__(kGradThreads)
     narrow_weight_grad_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ c,
                               T* __restrict__ row_sums, int m, int n, int k) {
+  wait_for_earlier_kernels();
+  let_next_kernel_start();
   using Acc = AccT<T>;
   constexpr int kChunkRows = kChunkBytes / (kNarrowMax * int(sizeof(T)));
   __shared__ __align__(16) unsigned char staged[kChunkBytes];  // a's rows, then the warps' sums
@@ -170,13 +177,9 @@ bool CudaKernels::narrow_linear(const Tensor& x, const Tensor& w, const Tensor& 
     // dependent chains, and small blocks, so that a batch of rows fits on the GPU at once.
     const unsigned threads = static_cast<unsigned>(std::clamp<int64_t>((k / 2 + 31) / 32 * 32, 32, kMaxWarps * 32));
     const T* b = bias.defined() ? ptr<const T>(bias) : nullptr;
-    if (relu)
-      narrow_linear_kernel<T, true><<<static_cast<unsigned>(rows), threads, 0, stream_>>>(
-          ptr<const T>(x), ptr<const T>(w), b, ptr<T>(c), int(n), int(k));
-    else
-      narrow_linear_kernel<T, false><<<static_cast<unsigned>(rows), threads, 0, stream_>>>(
-          ptr<const T>(x), ptr<const T>(w), b, ptr<T>(c), int(n), int(k));
-    CUDA_LAUNCH_CHECK(narrow_linear_kernel);
+    auto kernel = relu ? narrow_linear_kernel<T, true> : narrow_linear_kernel<T, false>;
+    launch_early("narrow_linear_kernel", kernel, static_cast<unsigned>(rows), threads, 0, stream_, ptr<const T>(x),
+                 ptr<const T>(w), b, ptr<T>(c), int(n), int(k));
   });
   return true;
 }
@@ -188,9 +191,9 @@ bool CudaKernels::small_k_gemm(const Tensor& a, const Tensor& b, Tensor& c, doub
     return false;
   dispatch_floating(c.dtype(), "small_k_gemm", [&](auto tag) {
     using T = decltype(tag);
-    small_k_gemm_kernel<T><<<blocks_for(m * n), kThreads, 0, stream_>>>(
-        ptr<const T>(a), ptr<const T>(b), ptr<T>(c), int(m), int(n), int(k), static_cast<T>(alpha), static_cast<T>(beta));
-    CUDA_LAUNCH_CHECK(small_k_gemm_kernel);
+    launch_early("small_k_gemm_kernel", small_k_gemm_kernel<T>, blocks_for(m * n), kThreads, 0, stream_,
+                 ptr<const T>(a), ptr<const T>(b), ptr<T>(c), int(m), int(n), int(k), static_cast<T>(alpha),
+                 static_cast<T>(beta));
   });
   return true;
 }
@@ -205,9 +208,9 @@ bool CudaKernels::narrow_weight_grad(cudaStream_t stream, const Tensor& a, const
     using T = decltype(tag);
     const auto blocks = static_cast<unsigned>((n + kColumns - 1) / kColumns);
     static_assert(kGradWarps * kNarrowMax * kColumns * sizeof(T) <= kChunkBytes);
-    narrow_weight_grad_kernel<T><<<blocks, dim3(kColumns, kKLanes), 0, stream>>>(
-        ptr<const T>(a), ptr<const T>(b), ptr<T>(c), row_sums ? ptr<T>(*row_sums) : nullptr, int(m), int(n), int(k));
-    CUDA_LAUNCH_CHECK(narrow_weight_grad_kernel);
+    launch_early("narrow_weight_grad_kernel", narrow_weight_grad_kernel<T>, blocks, dim3(kColumns, kKLanes), 0, stream,
+                 ptr<const T>(a), ptr<const T>(b), ptr<T>(c), row_sums ? ptr<T>(*row_sums) : nullptr, int(m), int(n),
+                 int(k));
   });
   return true;
 }

@@ -4,6 +4,7 @@
 // device error report makes the next synchronization throw, naming the op, the sample and the
 // target (core/cuda/context.h). The CPU kernels
 // check targets up front and throw at once.
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/softmax.cuh"
 
 namespace minidl {
@@ -56,6 +57,8 @@ __global__ void __launch_bounds__(kSmallThreads)
     cross_entropy_small_kernel(const T* __restrict__ logits, const int64_t* __restrict__ target,
                                T* __restrict__ log_probs, int rows, int classes, int64_t ignore_index, T* loss,
                                T* count, DeviceErrorReport error) {
+  wait_for_earlier_kernels();
+  let_next_kernel_start();
   using Acc = AccT<T>;
   __shared__ T x[kSmallBytes / sizeof(T)];
   __shared__ T lse_of[kSmallThreads];
@@ -137,6 +140,8 @@ template <class T>
 __global__ void cross_entropy_backward_kernel(const T* grad_loss, const T* lp, const int64_t* target, const T* count,
                                               T* grad, int64_t rows, int64_t classes, int64_t ignore_index,
                                               DeviceErrorReport error) {
+  wait_for_earlier_kernels();
+  let_next_kernel_start();
   const int64_t n = rows * classes;
   const T scale = grad_loss[0] / count[0];
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n; k += int64_t(gridDim.x) * blockDim.x) {
@@ -228,10 +233,9 @@ void CudaKernels::cross_entropy(const Tensor& logits, const Tensor& target, int6
     using T = decltype(tag);
     if (rows > 0 && rows <= kSmallThreads && classes > 0 && classes <= kSmallMaxClasses &&
         rows * classes <= static_cast<int64_t>(kSmallBytes / sizeof(T))) {
-      cross_entropy_small_kernel<T><<<1, kSmallThreads, 0, stream_>>>(
-          ptr<const T>(logits), ptr<const int64_t>(target), ptr<T>(log_probs), int(rows), int(classes), ignore_index,
-          ptr<T>(loss), ptr<T>(count), cuda::device_error_report(device_));
-      CUDA_LAUNCH_CHECK(cross_entropy_small_kernel);
+      launch_early("cross_entropy_small_kernel", cross_entropy_small_kernel<T>, 1, kSmallThreads, 0, stream_,
+                   ptr<const T>(logits), ptr<const int64_t>(target), ptr<T>(log_probs), int(rows), int(classes),
+                   ignore_index, ptr<T>(loss), ptr<T>(count), cuda::device_error_report(device_));
       return;
     }
     // Pass 1, per row: max, log-sum-exp, the log-probs (saved for backward) and the row's
@@ -255,10 +259,10 @@ void CudaKernels::cross_entropy_backward(const Tensor& grad_loss, const Tensor& 
   cuda::DeviceGuard guard(device_);
   dispatch_floating(log_probs.dtype(), "cross_entropy_backward", [&](auto tag) {
     using T = decltype(tag);
-    cross_entropy_backward_kernel<T><<<blocks_for(rows * classes), kThreads, 0, stream_>>>(
-        ptr<const T>(grad_loss), ptr<const T>(log_probs), ptr<const int64_t>(target), ptr<const T>(count),
-        ptr<T>(grad_logits), rows, classes, ignore_index, cuda::device_error_report(device_));
-    CUDA_LAUNCH_CHECK(cross_entropy_backward_kernel);
+    launch_early("cross_entropy_backward_kernel", cross_entropy_backward_kernel<T>, blocks_for(rows * classes),
+                 kThreads, 0, stream_, ptr<const T>(grad_loss), ptr<const T>(log_probs), ptr<const int64_t>(target),
+                 ptr<const T>(count), ptr<T>(grad_logits), rows, classes, ignore_index,
+                 cuda::device_error_report(device_));
   });
 }
 

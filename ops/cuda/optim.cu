@@ -1,6 +1,7 @@
 // Optimizer updates as single fused kernels, the same arithmetic as ops/cpu/optim.cpp (PyTorch's
 // SGD and Adam/AdamW), in the parameter's dtype.
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/launch.cuh"
 
 namespace minidl {
 
@@ -33,6 +34,8 @@ struct SgdList {
 
 template <class T>
 __global__ void sgd_multi_kernel(SgdList<T> list, SgdArgs<T> c) {
+  wait_for_earlier_kernels();
+  let_next_kernel_start();
   if (c.lr_on_device) c.lr = *c.lr_on_device;
   int t = 0;
   while (t + 1 < list.count && blockIdx.x >= list.block_start[t + 1]) ++t;
@@ -121,8 +124,7 @@ void CudaKernels::sgd_step_multi(std::vector<Tensor>& params, const std::vector<
       }
       if (list.count == 0) continue;
       list.block_start[list.count] = blocks;
-      sgd_multi_kernel<T><<<blocks, kThreads, 0, stream_>>>(list, args);
-      CUDA_LAUNCH_CHECK(sgd_multi_kernel);
+      launch_early("sgd_multi_kernel", sgd_multi_kernel<T>, blocks, kThreads, 0, stream_, list, args);
     }
   });
 }

@@ -6,6 +6,7 @@
 // without cuDNN) ignore Cudnn. On the CPU, Auto takes oneDNN for the float32 convolutions with at
 // least 64 products per output (ops/conv2d.cpp) where minidl was built with oneDNN, and Im2col
 // keeps every convolution on im2col + GEMM.
+#include <cstddef>
 #include <string>
 
 namespace minidl {
@@ -20,6 +21,16 @@ void set_conv_backend(ConvBackend backend);
 /// Parses "auto", "im2col" or "cudnn" (the values MINIDL_CONV_BACKEND and an app's flag accept).
 ConvBackend parse_conv_backend(const std::string& name);
 const char* conv_backend_name(ConvBackend backend);
+/// The most scratch memory one CUDA convolution may hold beyond its inputs and outputs, in bytes:
+/// cuDNN's workspace, or im2col's columns (kept for the backward, and as many again in it). No limit
+/// by default: Auto takes the fastest way, as cudnn.benchmark does, and cuDNN's fastest algorithms
+/// can ask for several times the activations (about 700 MB at batch 512 of the MNIST CNN, where the
+/// algorithms without workspace were 40% slower on an H200). With a limit, the fastest way within
+/// it; with none within it, the fastest. Set by set_conv_workspace_limit, else the environment
+/// variable MINIDL_CONV_WORKSPACE_MB (as PyTorch's CUDNN_CONV_WSCAP_DBG). A shape measured before
+/// a change keeps its choice.
+size_t conv_workspace_limit();
+void set_conv_workspace_limit(size_t bytes);
 /// True when this build has the CPU convolutions' oneDNN path (cmake/onednn.cmake).
 bool onednn_available();
 

@@ -2,6 +2,8 @@
 // CNN step against the CPU, device moves, device-mismatch errors, errors found by kernels, and the
 // cuDNN path against im2col. GPU tests skip, saying why, where no CUDA device is usable.
 #include <cmath>
+#include <cstdint>
+#include <string>
 
 #include "ops/backend_setting.h"
 #include "ops/kernels.h"
@@ -300,10 +302,49 @@ TEST(CudaOps, ConvBackendSetting) {
   EXPECT_EQ(conv_backend(), ConvBackend::Cudnn);
   EXPECT_STREQ(conv_backend_name(conv_backend()), "cudnn");
   set_conv_backend(before);
+  set_conv_workspace_limit(size_t{64} << 20);
+  EXPECT_EQ(conv_workspace_limit(), size_t{64} << 20);
+  set_conv_workspace_limit(SIZE_MAX);
+  EXPECT_EQ(conv_workspace_limit(), SIZE_MAX);
   // The CPU has no cuDNN path: its kernels decline.
   Tensor x = ones({1, 1, 3, 3}), w = ones({1, 1, 2, 2}), out = Tensor::empty({1, 1, 2, 2});
   ConvGeometry g{1, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, 2, 2};
   EXPECT_FALSE(kernels_for(Device::cpu()).conv2d_cudnn(x, w, nullptr, g, out));
+}
+
+// Auto with a workspace limit of 0: cuDNN's algorithms without workspace (im2col's columns are over
+// the limit too), the same results, and the log line says what was picked. Unlimited, this shape's
+// fastest algorithms take tens of MB on an H100 or H200.
+TEST(CudaOps, ConvWorkspaceLimitBoundsAutosChoice) {
+  MINIDL_REQUIRE_CUDA();
+#ifndef MINIDL_WITH_CUDNN
+  GTEST_SKIP() << "minidl was built without cuDNN (set CUDNN_ROOT at configure time)";
+#else
+  MINIDL_FRESH_SEED();
+  const ConvBackend before = conv_backend();
+  Tensor x = randn({64, 24, 22, 22}), w = randn({40, 24, 3, 3}), b = randn({40});
+  set_conv_backend(ConvBackend::Im2col);
+  Tensor xr = x.to(gpu()).requires_grad_(), wr = w.to(gpu()).requires_grad_();
+  Tensor ref = conv2d(xr, wr, b.to(gpu()));
+  Tensor g = randn(ref.shape()).to(gpu());
+  ref.backward(g);
+
+  set_conv_backend(ConvBackend::Auto);
+  set_conv_workspace_limit(0);
+  ::testing::internal::CaptureStderr();
+  Tensor xa = x.to(gpu()).requires_grad_(), wa = w.to(gpu()).requires_grad_();
+  Tensor y = conv2d(xa, wa, b.to(gpu()));
+  y.backward(g);
+  cuda::synchronize();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  set_conv_workspace_limit(SIZE_MAX);
+  set_conv_backend(before);
+  EXPECT_NE(log.find("[64, 24, 22, 22] * [40, 24, 3, 3]: cuDNN ("), std::string::npos) << log;
+  EXPECT_NE(log.find("with 0/0/0 MB of workspace"), std::string::npos) << log;
+  EXPECT_TRUE(all_close(y, ref, 1e-3, 1e-3));
+  EXPECT_TRUE(all_close(xa.grad(), xr.grad(), 1e-3, 1e-3));
+  EXPECT_TRUE(all_close(wa.grad(), wr.grad(), 1e-3, 1e-3));
+#endif
 }
 
 // cuDNN against im2col + GEMM (and the CPU), forward and backward, float32 and float64.

@@ -13,6 +13,7 @@
 
 #include "core/cuda.h"
 #include "core/deterministic.h"
+#include "ops/backend_setting.h"
 #include "ops/cuda/cudnn_plan.h"
 
 namespace minidl {
@@ -57,17 +58,22 @@ bool use_algorithms(cudnnHandle_t handle, ConvPlan& p, const cudnnConvolutionFwd
 namespace {
 
 // The first deterministic algorithm in the heuristics' order, else (unless `deterministic_only`)
-// the first of any kind.
+// the first of any kind; among those within conv_workspace_limit() when there are any.
 template <class Perf>
 const Perf* pick(const Perf* perf, int count, bool deterministic_only = false) {
+  const size_t limit = conv_workspace_limit();
   const Perf* any = nullptr;
-  for (int i = 0; i < count; ++i) {
-    if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
-    if (perf[i].mathType != CUDNN_DEFAULT_MATH && perf[i].mathType != CUDNN_FMA_MATH) continue;
-    if (perf[i].determinism == CUDNN_DETERMINISTIC) return &perf[i];
-    if (!any && !deterministic_only) any = &perf[i];
+  for (const bool within_limit : {true, false}) {
+    for (int i = 0; i < count; ++i) {
+      if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+      if (perf[i].mathType != CUDNN_DEFAULT_MATH && perf[i].mathType != CUDNN_FMA_MATH) continue;
+      if (within_limit && perf[i].memory > limit) continue;
+      if (perf[i].determinism == CUDNN_DETERMINISTIC) return &perf[i];
+      if (!any && !deterministic_only) any = &perf[i];
+    }
+    if (any) return any;
   }
-  return any;
+  return nullptr;
 }
 
 // cuDNN's heuristics (the _v7 queries: no timing) for the three passes of a plan.

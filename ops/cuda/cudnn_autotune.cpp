@@ -9,6 +9,7 @@
 
 #include "core/cuda.h"
 #include "core/deterministic.h"
+#include "ops/backend_setting.h"
 #include "ops/cuda/cudnn_plan.h"
 
 namespace minidl {
@@ -17,14 +18,19 @@ using namespace cudnn;
 
 namespace {
 
-// The fastest FMA-math algorithm of a Find query's results (sorted by time), and its time in ms.
+// The fastest FMA-math algorithm of a Find query's results (sorted by time) whose workspace fits
+// `budget` (conv_workspace_limit()), else the fastest of any workspace; nullptr when none ran.
 template <class Perf>
-const Perf* fastest(const Perf* perf, int count) {
-  for (int i = 0; i < count; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS &&
-        (perf[i].mathType == CUDNN_DEFAULT_MATH || perf[i].mathType == CUDNN_FMA_MATH))
-      return &perf[i];
-  return nullptr;
+const Perf* fastest(const Perf* perf, int count, size_t budget) {
+  const Perf* any = nullptr;
+  for (int i = 0; i < count; ++i) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS ||
+        (perf[i].mathType != CUDNN_DEFAULT_MATH && perf[i].mathType != CUDNN_FMA_MATH))
+      continue;
+    if (perf[i].memory <= budget) return &perf[i];
+    if (!any) any = &perf[i];
+  }
+  return any;
 }
 
 // Scratch memory straight from cudaMalloc, freed at once: measurement scaffolding, not memory of the
@@ -59,9 +65,9 @@ size_t search_workspace(cudnnHandle_t handle, const ConvPlan& p) {
   return std::min(most, size_t{1} << 30);
 }
 
-// Times every algorithm of the three passes and keeps the fastest of each; false when a pass has
-// none. The Ex queries run on our buffers, written before: the plain ones allocate their own and
-// read them unwritten, which compute-sanitizer's initcheck reports.
+// Times every algorithm of the three passes and keeps the fastest of each within the workspace
+// budget; false when a pass has none. The Ex queries run on our buffers, written before: the plain
+// ones allocate their own and read them unwritten, which compute-sanitizer's initcheck reports.
 bool find_fastest(cudnnHandle_t handle, ConvPlan& p, const Tensor& x, const Tensor& w, Tensor& y, Tensor& gx,
                   Tensor& gw) {
   cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
@@ -79,7 +85,9 @@ bool find_fastest(cudnnHandle_t handle, ConvPlan& p, const Tensor& x, const Tens
   CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(handle, p.x.d, x.raw_data(), p.y.d, y.raw_data(), p.conv,
                                                             p.w, gw.raw_data(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
                                                             &nw, bwd_filter, ws.ptr, ws.bytes));
-  return use_algorithms(handle, p, fastest(fwd, nf), fastest(bwd_data, nd), fastest(bwd_filter, nw));
+  const size_t budget = conv_workspace_limit();
+  return use_algorithms(handle, p, fastest(fwd, nf, budget), fastest(bwd_data, nd, budget),
+                        fastest(bwd_filter, nw, budget));
 }
 
 // 128 MB to overwrite between timed runs, past any L2.
@@ -205,15 +213,20 @@ bool CudaKernels::conv2d_cudnn_is_faster(DType dtype, int64_t batch, int64_t out
     reduce(ReduceOp::Sum, per_sample, 1, batch, o * k, gw, nullptr);
     bias_grad();
   });
-  p.faster = cudnn_ms >= 0 && cudnn_ms < im2col_ms ? 1 : 0;
+  // im2col keeps its columns for the backward, which makes as many again: past the workspace limit
+  // cuDNN is taken even where im2col is faster.
+  const bool im2col_fits = 2 * cols.nbytes() <= conv_workspace_limit();
+  p.faster = cudnn_ms >= 0 && (cudnn_ms < im2col_ms || !im2col_fits) ? 1 : 0;
+  const auto mb = [](size_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
   std::fprintf(stderr,
                "minidl: conv2d [%lld, %lld, %lld, %lld] * [%lld, %lld, %lld, %lld]: %s (cuDNN algorithms %d/%d/%d "
-               "%.3f ms, im2col %.3f ms, forward and backward, L2 flushed)\n",
+               "%.3f ms with %.0f/%.0f/%.0f MB of workspace, im2col %.3f ms with %.0f MB of columns, forward and "
+               "backward, L2 flushed)\n",
                static_cast<long long>(batch), static_cast<long long>(g.channels), static_cast<long long>(g.height),
                static_cast<long long>(g.width), static_cast<long long>(o), static_cast<long long>(g.channels),
                static_cast<long long>(g.kernel_h), static_cast<long long>(g.kernel_w), p.faster ? "cuDNN" : "im2col",
                static_cast<int>(p.fwd), static_cast<int>(p.bwd_data), static_cast<int>(p.bwd_filter), cudnn_ms,
-               im2col_ms);
+               mb(p.fwd_ws), mb(p.bwd_data_ws), mb(p.bwd_filter_ws), im2col_ms, mb(cols.nbytes()));
   return p.faster == 1;
 }
 

@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "core/anomaly_mode.h"
+#include "core/cuda.h"
 
 // The engine adds gradients that meet at one tensor and seeds a scalar's gradient with ones; these
 // two ops are the only ones core/ calls.
@@ -134,14 +135,23 @@ std::vector<size_t> reachable_from(size_t root) {
   return walk;
 }
 
+// A gradient may still be being written on a CUDA side stream (core/cuda/side_stream.cpp): the
+// engine waits for that work before it reads or changes such a tensor, and at the end of backward.
+void wait_for_side_work(const Tensor& t) {
+  if (cuda::uses_unjoined_side_work(t)) cuda::join_side_streams();
+}
+
 void accumulate_into_leaf(TensorImpl& leaf, const Tensor& grad) {
   if (!leaf.grad) {
     // A gradient the engine still shares (e.g. add passes one tensor to both inputs) is copied, so
     // that changing one .grad in place never changes another.
     bool shared = grad.impl_ptr().use_count() > 1 || grad.impl().storage.use_count() > 1;
+    if (shared) wait_for_side_work(grad);
     leaf.grad = shared ? grad.clone().impl_ptr() : grad.impl_ptr();
     return;
   }
+  wait_for_side_work(grad);
+  wait_for_side_work(Tensor(leaf.grad));
   // In place, as PyTorch accumulates: .grad keeps its memory, so a captured CUDA graph that
   // accumulates (cuda::GraphedStep with accumulation steps) reads and writes the same buffer on
   // every replay, and nothing is allocated.
@@ -151,6 +161,7 @@ void accumulate_into_leaf(TensorImpl& leaf, const Tensor& grad) {
 }
 
 void run_post_accumulate_hooks(const std::shared_ptr<TensorImpl>& leaf) {
+  if (leaf->grad) wait_for_side_work(Tensor(leaf->grad));
   Tensor handle(leaf);
   for (auto& hook : *leaf->post_accumulate_grad_hooks) hook(handle);
 }
@@ -247,6 +258,18 @@ void backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
   MINIDL_CHECK(root_entry, "backward: this tensor's graph is not on this thread's tape (dropped by clear_tape(), or "
                            "recorded on another thread: the tape is per thread)");
 
+  // Side-stream work joins at the end at the latest, also when a backward function throws: no caller
+  // sees a gradient still being written.
+  struct JoinSideWork {
+    bool done = false;
+    ~JoinSideWork() {
+      if (done) return;
+      try {
+        cuda::join_side_streams();
+      } catch (...) {  // unwinding already: the first error is the one to report
+      }
+    }
+  } join_side_work;
   // Nothing may pop entries while the walk holds their positions; tensors freed meanwhile are
   // collected by pop_dead_tail() at the end.
   {
@@ -263,6 +286,7 @@ void backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
       }
       Tensor grad_output = std::move(g->second);
       pending.erase(g);
+      wait_for_side_work(grad_output);
       std::vector<bool> needs;
       for (const TapeInput& in : e.inputs) needs.push_back(in.requires_grad);
       std::vector<Tensor> grads = e.backward(grad_output, needs);
@@ -279,6 +303,8 @@ void backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
         } else if (auto p = pending.find(in.node); p == pending.end()) {
           pending.emplace(in.node, std::move(grads[i]));
         } else {
+          wait_for_side_work(p->second);
+          wait_for_side_work(grads[i]);
           p->second = add(p->second, grads[i]);
         }
       }
@@ -288,6 +314,8 @@ void backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
     if (!retain_graph)
       for (size_t index : walk) tape.entries[index].release();
   }
+  cuda::join_side_streams();
+  join_side_work.done = true;
   pop_dead_tail();
 }
 

@@ -75,6 +75,13 @@ Tensor to_device_pinned(const Tensor& host, Device device);
 ///   auto a = cuda::profile_kernels([&] { for (int i = 0; i < 100; ++i) step(); });
 KernelActivity profile_kernels(const std::function<void()>& work);
 
+/// True when `t`'s memory is read or written by work an op left running on a CUDA side stream that
+/// the compute stream has not waited for yet (a weight gradient computed beside the input gradient;
+/// core/cuda/side_stream.cpp). The autograd engine asks before it touches a gradient.
+bool uses_unjoined_side_work(const Tensor& t);
+/// Makes every device's compute stream wait for such work; a no-op when there is none.
+void join_side_streams();
+
 #else  // built without CUDA: the same API, answering "none"
 
 inline bool is_available() { return false; }
@@ -93,6 +100,8 @@ inline Tensor to_device_pinned(const Tensor&, Device device) {
 inline KernelActivity profile_kernels(const std::function<void()>&) {
   MINIDL_FAIL("cuda::profile_kernels: ", unavailable_reason());
 }
+inline bool uses_unjoined_side_work(const Tensor&) { return false; }
+inline void join_side_streams() {}
 
 #endif
 

@@ -143,8 +143,11 @@ class Kernels {
   /// Only the row sums of a GemmCall, by reduce.
   void sum_rows_of_a(const GemmCall& call);
   /// Two independent products (alpha 1, beta 0) that a backend may run at the same time: CUDA runs
-  /// the second on a side stream (small GEMMs leave most of the GPU idle). The default runs them in
-  /// order. Used for the input and weight gradients of a linear layer.
+  /// the second on a side stream (small GEMMs leave most of the GPU idle) and leaves it there: the
+  /// compute stream waits for it only where its tensors are used next by the autograd engine, a copy
+  /// to the host, cuda::synchronize or a free (core/cuda/side_stream.cpp); a direct caller reads
+  /// the second's results after cuda::join_side_streams(). The default runs them in order. Used for
+  /// the input and weight gradients of a linear layer.
   virtual void gemm_concurrent(const GemmCall& first, const GemmCall& second) {
     gemm_row_sums(first);
     gemm_row_sums(second);

@@ -126,10 +126,11 @@ TEST(CudaLinear, ConcurrentGemmsEqualSequentialOnes) {
     Tensor g = randn({64, 40}, dtype).to(gpu()), w = randn({40, 30}, dtype).to(gpu()), x = randn({64, 30}, dtype).to(gpu());
     Tensor gx = Tensor::empty({64, 30}, dtype, gpu()), gw = Tensor::empty({40, 30}, dtype, gpu());
     k.gemm_concurrent({g, false, w, false, gx}, {g, true, x, false, gw});
+    cuda::join_side_streams();
     Tensor gx_ref = Tensor::empty({64, 30}, dtype, gpu()), gw_ref = Tensor::empty({40, 30}, dtype, gpu());
     k.gemm(g, false, w, false, gx_ref, 1, 0);
     k.gemm(g, true, x, false, gw_ref, 1, 0);
-    // Read after the join: a missing join would let the copy race the side stream's GEMM.
+    // Read after the join: without it, these reads would race the side stream's GEMM.
     EXPECT_TRUE(all_close(gx, gx_ref, 1e-5, 1e-5));
     EXPECT_TRUE(all_close(gw, gw_ref, 1e-5, 1e-5));
   }
@@ -202,6 +203,7 @@ TEST(CudaLinear, NarrowWeightGradMatchesCpu) {
           Tensor gx = Tensor::empty({kk, 7}, dtype, gpu()), gx_ref = Tensor::empty({kk, 7}, dtype, gpu());
           Tensor got_side = Tensor::empty({m, n}, dtype, gpu()), sums_side = Tensor::empty({m}, dtype, gpu());
           k.gemm_concurrent({g_gpu, false, w, false, gx}, {g_gpu, true, x_gpu, false, got_side, &sums_side});
+          cuda::join_side_streams();
           k.gemm(g_gpu, false, w, false, gx_ref, 1, 0);
           EXPECT_TRUE(all_close(gx, gx_ref, tol(dtype), tol(dtype)));
           EXPECT_TRUE(all_equal(got_side, got));
@@ -210,6 +212,44 @@ TEST(CudaLinear, NarrowWeightGradMatchesCpu) {
       }
     }
   }
+}
+
+// The weight gradient left on the side stream joins the compute stream where it is next used
+// (core/cuda/side_stream.cpp): its tensors are marked until then, a free of what it writes joins,
+// and the autograd engine joins before it adds to a gradient, before hooks and at the end.
+TEST(CudaLinear, SideStreamWorkJoinsWhereItIsUsed) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  Kernels& k = kernels_for(gpu());
+  Tensor g = randn({512, 10}).to(gpu()), x = randn({512, 300}).to(gpu()), w = randn({10, 7}).to(gpu());
+  Tensor gx = Tensor::empty({512, 7}, kFloat32, gpu());
+  Tensor gw = Tensor::empty({10, 300}, kFloat32, gpu()), sums = Tensor::empty({10}, kFloat32, gpu());
+  k.gemm_concurrent({g, false, w, false, gx}, {g, true, x, false, gw, &sums});
+  EXPECT_TRUE(cuda::uses_unjoined_side_work(gw));
+  EXPECT_TRUE(cuda::uses_unjoined_side_work(sums));
+  EXPECT_TRUE(cuda::uses_unjoined_side_work(x));  // read there: held until the join
+  EXPECT_FALSE(cuda::uses_unjoined_side_work(gx));
+  gw = Tensor();  // its block may be reused at once: the free joins first
+  EXPECT_FALSE(cuda::uses_unjoined_side_work(x));
+  EXPECT_FALSE(cuda::uses_unjoined_side_work(sums));
+
+  // Through the tape: one narrow weight used by two layers, so the second gradient is added to
+  // the first (in place, after a join), and a hook that must see the sum.
+  Tensor xc = randn({300, 12}), w1c = randn({12, 12}), w2c = randn({12, 12});
+  auto loss_of = [](const Tensor& in, const Tensor& a, const Tensor& b) {
+    return linear(relu(linear(relu(linear(in, a)), b)), a).sum();
+  };
+  Tensor a_cpu = w1c.clone().requires_grad_(), b_cpu = w2c.clone().requires_grad_();
+  loss_of(xc, a_cpu, b_cpu).backward();
+  Tensor a = w1c.to(gpu()).requires_grad_(), b = w2c.to(gpu()).requires_grad_();
+  bool hook_saw_joined = false;
+  a.register_post_accumulate_grad_hook([&](Tensor& p) { hook_saw_joined = !cuda::uses_unjoined_side_work(p.grad()); });
+  loss_of(xc.to(gpu()), a, b).backward();
+  EXPECT_TRUE(hook_saw_joined);
+  EXPECT_FALSE(cuda::uses_unjoined_side_work(a.grad()));
+  EXPECT_FALSE(cuda::uses_unjoined_side_work(b.grad()));
+  EXPECT_TRUE(all_close(a.grad(), a_cpu.grad(), 1e-3, 1e-3));
+  EXPECT_TRUE(all_close(b.grad(), b_cpu.grad(), 1e-3, 1e-3));
 }
 
 TEST(CudaLinear, GradcheckNarrowLinear) {

@@ -5,7 +5,9 @@
 // Why reuse without events is safe: every kernel of a device runs on its one compute stream, in
 // order. A block is returned here only after the host has queued the last kernel that uses it, so
 // any kernel queued after a reuse runs after those. The copy stream (core/cuda/transfer.cpp) keeps
-// this true by waiting for the compute stream before it writes into a fresh block.
+// this true by waiting for the compute stream before it writes into a fresh block, and work left on
+// the side stream (core/cuda/side_stream.cpp) by keeping what it reads alive until the compute stream
+// has waited for it, and by joining first when a block it writes is freed.
 //
 // MINIDL_CUDA_NO_CACHE=1 turns the cache off: every allocation is a cudaMalloc and every free a
 // cudaFree, so compute-sanitizer sees each block's true bounds and lifetime.
@@ -84,6 +86,13 @@ class CudaCachingAllocator final : public Allocator {
 
   void deallocate(void* ptr, size_t) override {
     if (!ptr) return;
+    // Written by side-stream work not joined yet: the block's next user must come after it.
+    if (cuda::side_stream_writes(device_, ptr)) {
+      try {
+        cuda::join_side_stream(device_);
+      } catch (...) {  // a destructor path: a failing CUDA call surfaces at the next synchronization
+      }
+    }
     std::lock_guard lock(mutex_);
     auto it = live_.find(ptr);
     if (it == live_.end()) return;  // not ours: nothing sane to do in a destructor path

@@ -7,8 +7,10 @@
 #include <cuda_runtime_api.h>
 
 #include <shared_mutex>
+#include <vector>
 
 #include "core/cuda/check.h"
+#include "core/tensor.h"
 
 namespace minidl::cuda {
 
@@ -39,6 +41,15 @@ cudaStream_t side_stream(int index);
 /// Makes `waiter` wait for everything queued on `producer` so far (one of the device's two events,
 /// recorded and waited on at once). Both streams belong to device `index`.
 void stream_wait(int index, cudaStream_t waiter, cudaStream_t producer);
+/// Instead of stream_wait(compute, side) at the end of an op: the compute stream waits for the side
+/// stream's work so far only when something needs it (core/cuda/side_stream.cpp says where). `reads`
+/// are kept alive until then; `writes` are the storage addresses of the tensors the work writes.
+void join_side_stream_later(int index, std::vector<Tensor> reads, const std::vector<const void*>& writes);
+/// True when `ptr`, a block's start, is written by side work not joined yet (the allocator joins
+/// before such a block can be reused).
+bool side_stream_writes(int index, const void* ptr);
+/// Makes the compute stream of `index` wait for its side stream's unjoined work; no-op when none.
+void join_side_stream(int index);
 /// Keeps other threads' work off the compute stream while a graph captures it (core/cuda/graph.cu):
 /// in relaxed capture mode, what another thread queued there would land in the graph. The
 /// capturing thread holds it exclusively; to_device_pinned holds it shared.

@@ -94,12 +94,14 @@ void synchronize(int index) {
   if (index >= 0) {
     check_device(index);
     DeviceGuard guard(index);
+    join_side_stream(index);  // releases what the side stream's work held
     CUDA_CHECK(cudaDeviceSynchronize());
     check_device_errors(index);
     return;
   }
   for (int d = 0; d < device_count(); ++d) {
     DeviceGuard guard(d);
+    join_side_stream(d);
     CUDA_CHECK(cudaDeviceSynchronize());
     check_device_errors(d);
   }

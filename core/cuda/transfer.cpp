@@ -19,6 +19,7 @@ void cuda_copy_bytes(void* dst, Device dst_device, const void* src, Device src_d
     cuda::check_device(src_device.index);
     {
       cuda::DeviceGuard guard(src_device.index);
+      cuda::join_side_stream(src_device.index);
       CUDA_CHECK(cudaStreamSynchronize(cuda::compute_stream(src_device.index)));
       cuda::check_device_errors(src_device.index);
     }
@@ -33,8 +34,9 @@ void cuda_copy_bytes(void* dst, Device dst_device, const void* src, Device src_d
   cuda::check_device(device);
   cuda::DeviceGuard guard(device);
   cudaStream_t stream = cuda::compute_stream(device);
-  // On the compute stream, so the copy sees every kernel queued before it (cudaMemcpyDefault: the
-  // unified address space tells host from device pointers).
+  // On the compute stream, so the copy sees every kernel queued before it, side-stream work included
+  // (cudaMemcpyDefault: the unified address space tells host from device pointers).
+  cuda::join_side_stream(device);
   CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, stream));
   CUDA_CHECK(cudaStreamSynchronize(stream));
   cuda::check_device_errors(device);

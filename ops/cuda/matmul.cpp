@@ -114,8 +114,15 @@ void CudaKernels::gemm_concurrent(const GemmCall& first, const GemmCall& second)
   const bool sums_left = !second_on_side && second.row_sums;
   if (!second_on_side) second_on_side = gemm_lt(side, second.a, second.trans_a, second.b, second.trans_b, second.c, 1, 0);
   gemm_row_sums(first);
-  if (!second_on_side) gemm(second.a, second.trans_a, second.b, second.trans_b, second.c, 1, 0);
-  cuda::stream_wait(device_, stream_, side);  // and what comes after waits for it
+  if (second_on_side) {
+    // The compute stream waits for the side stream only where its results or inputs are next used:
+    // the next layer's backward needs neither (core/cuda/side_stream.cpp).
+    std::vector<const void*> writes{second.c.impl().storage->data()};
+    if (second.row_sums && !sums_left) writes.push_back(second.row_sums->impl().storage->data());
+    cuda::join_side_stream_later(device_, {second.a, second.b}, writes);
+  } else {
+    gemm(second.a, second.trans_a, second.b, second.trans_b, second.c, 1, 0);
+  }
   if (sums_left) sum_rows_of_a(second);
 }
 

@@ -13,6 +13,8 @@ Graph::~Graph() = default;
 void Graph::capture_begin() {}
 void Graph::capture_end() {}
 void Graph::capture_abort() noexcept {}
+int Graph::capture_copy(const Tensor&, Tensor&) { return 0; }
+void Graph::set_copy_source(int, const Tensor&) {}
 void Graph::replay() {}
 bool Graph::captured() const { return false; }
 size_t Graph::num_nodes() const { return 0; }

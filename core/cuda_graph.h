@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "core/device.h"
+#include "core/tensor.h"
 
 namespace minidl::cuda {
 
@@ -29,6 +30,15 @@ class Graph {
   void capture_end();
   /// Ends a capture that an error interrupted, discarding it; never throws.
   void capture_abort() noexcept;
+  /// While capturing: copies the bytes of `src` into `dst` (both contiguous, on this device, of the
+  /// same size) as the graph's work at this point, from a source that set_copy_source may move
+  /// before any replay. This is how a step's static inputs are refilled: a copy queued before the
+  /// replay would run alone between two graphs, where the GPU is otherwise idle for several
+  /// microseconds while a graph launch gets under way. Returns the copy's number.
+  int capture_copy(const Tensor& src, Tensor& dst);
+  /// Before a replay: copy `copy` reads `src` from now on, a contiguous tensor of the same byte count
+  /// on this device (any alignment). `src` must stay alive until the replays that read it are done.
+  void set_copy_source(int copy, const Tensor& src);
   /// Queues the whole graph on the device's compute stream; returns without waiting.
   void replay();
   bool captured() const;

@@ -71,7 +71,17 @@ Tensor GraphedStep::operator()(const std::vector<Tensor>& inputs) {
     if (!graph) return eager(inputs, phase);
   }
   if (!matches(inputs)) return eager(inputs, phase);
-  for (size_t i = 0; i < inputs.size(); ++i) copy_(static_inputs_[i], inputs[i]);
+  // The graph copies the inputs into its static buffers itself, as its first work (its copy i is
+  // input i). A strided input is gathered into its buffer first, which the graph then copies onto
+  // itself.
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].is_contiguous()) {
+      graph->set_copy_source(static_cast<int>(i), inputs[i]);
+    } else {
+      copy_(static_inputs_[i], inputs[i]);
+      graph->set_copy_source(static_cast<int>(i), static_inputs_[i]);
+    }
+  }
   optimizer_.sync_device_state();
   use_graph_grads();  // the caller may have set .grad to none (zero_grad) since the last call
   graph->replay();
@@ -94,6 +104,7 @@ void GraphedStep::capture(const std::vector<Tensor>& inputs, Phase phase) {
   auto graph = std::make_unique<Graph>(inputs[0].device());
   try {
     graph->capture_begin();
+    for (Tensor& in : static_inputs_) graph->capture_copy(in, in);  // sources set before each replay
     Tensor loss = loss_fn_(static_inputs_);
     loss.backward();
     if (phase.step) optimizer_.step();

@@ -100,7 +100,7 @@ class GraphedStep {
   GraphedStepOptions options_;
   std::unique_ptr<Graph> graphs_[4];   // by Phase::index()
   Tensor static_losses_[4];            // each graph's loss output
-  std::vector<Tensor> static_inputs_;  // what the graphs read; refilled before each replay
+  std::vector<Tensor> static_inputs_;  // what the graphs read; each graph refills them first
   std::vector<Tensor> graph_grads_;    // the gradients the graphs write, one per parameter
   int64_t calls_ = 0, replays_ = 0, eager_steps_ = 0;
   std::string eager_reason_;

@@ -92,6 +92,32 @@ TEST(CudaGraph, ReplayRerunsTheWorkOnNewInputs) {
   }
 }
 
+// A copy captured into the graph reads, on each replay, the source set last: 16-byte aligned or
+// not, 1001 floats (whole 16-byte vectors and a tail). The work after it sees the copied values.
+TEST(CudaGraph, CapturedCopyReadsTheSourceSetBeforeTheReplay) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  Tensor first = randn({1001}).to(gpu()), dst = Tensor::empty({1001}, kFloat32, gpu());
+  Tensor doubled;
+  cuda::Graph graph;
+  graph.capture_begin();
+  const int copy = graph.capture_copy(first, dst);
+  doubled = dst * 2.0;
+  graph.capture_end();
+  graph.set_copy_source(copy, first);
+  graph.replay();
+  EXPECT_TRUE(all_equal(doubled, first * 2.0));
+  Tensor storage = randn({1002}).to(gpu());
+  Tensor moved = narrow(storage, 0, 1, 1001);  // 4 bytes past a 16-byte boundary
+  graph.set_copy_source(copy, moved);
+  graph.replay();
+  EXPECT_TRUE(all_equal(dst, moved));
+  EXPECT_TRUE(all_equal(doubled, moved * 2.0));
+  EXPECT_THROW(graph.set_copy_source(copy, randn({1000}).to(gpu())), Error);
+  EXPECT_THROW(graph.set_copy_source(copy, narrow(randn({1001, 2}).to(gpu()), 1, 0, 1)), Error);  // strided
+  EXPECT_THROW(graph.set_copy_source(copy + 1, first), Error);
+}
+
 TEST(CudaGraph, RandomDrawsAdvanceOnEveryReplayAsEagerWould) {
   MINIDL_REQUIRE_CUDA();
   // Eager: three draws in a row from seed 5.
@@ -160,6 +186,26 @@ TEST(CudaGraphedStep, SameParametersAsTheEagerStepDropoutIncluded) {
   expect_same_training(graphed, eager);
   Trained other_seed = train(data, true, 8);
   EXPECT_FALSE(all_close(other_seed.params[0], graphed.params[0], 1e-5, 1e-4));  // the comparison can fail
+}
+
+// Inputs that are views: contiguous ones at an offset into a larger tensor (the graph's copy reads
+// them where they are), strided ones (gathered into the static buffer first).
+TEST(CudaGraphedStep, InputViewsGiveTheEagerResult) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  auto data = batches(6, 32);
+  for (size_t i = 0; i < data.size(); ++i) {
+    Tensor wide = cat({data[i].x, randn({32, 12}).to(gpu())}, 1);  // [32, 24]
+    Tensor labels = cat({Tensor::from_vector<int64_t>({3}).to(gpu()), data[i].y}, 0);
+    data[i].x = i % 2 ? narrow(wide, 1, 0, 12) : narrow(cat({data[i].x, data[i].x}, 0), 0, 32, 32);
+    data[i].y = narrow(labels, 0, 1, 32);
+  }
+  ASSERT_FALSE(data[1].x.is_contiguous());
+  ASSERT_TRUE(data[2].x.is_contiguous() && data[2].x.offset() > 0 && data[2].y.offset() == 1);
+  Trained eager = train(data, false, 4);
+  Trained graphed = train(data, true, 4, [](int) { return 0.05; },
+                          [](cuda::GraphedStep& s) { EXPECT_EQ(s.replays(), 4); });
+  expect_same_training(graphed, eager);
 }
 
 TEST(CudaGraphedStep, ShapeChangeFallsBackToTheEagerStep) {

@@ -1,12 +1,15 @@
 // CUDA graphs (core/cuda_graph.h): stream capture on the device's compute stream, a private memory
 // pool (core/cuda/allocator.h) and the Philox state on the device (core/random.h).
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <shared_mutex>
+#include <vector>
 
 #include "core/cuda.h"
 #include "core/cuda/allocator.h"
 #include "core/cuda/context.h"
+#include "core/cuda/launch.cuh"
 #include "core/cuda_graph.h"
 #include "core/random.h"
 #include "core/tensor.h"
@@ -25,6 +28,29 @@ __global__ void set_philox_state(uint64_t* state, uint64_t seed, uint64_t offset
   state[1] = offset;
 }
 
+// Copies a step's input into its static buffer as the graph's first work. The source moves from
+// replay to replay (set_copy_source), so its alignment is checked here.
+__global__ void copy_input_kernel(const unsigned char* src, unsigned char* dst, size_t nbytes) {
+  wait_for_earlier_kernels();
+  let_next_kernel_start();
+  const size_t first = blockIdx.x * size_t(blockDim.x) + threadIdx.x, stride = size_t(gridDim.x) * blockDim.x;
+  if (((reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst)) & 15) == 0) {
+    const size_t vectors = nbytes / 16;
+    for (size_t i = first; i < vectors; i += stride)
+      reinterpret_cast<uint4*>(dst)[i] = reinterpret_cast<const uint4*>(src)[i];
+    for (size_t i = vectors * 16 + first; i < nbytes; i += stride) dst[i] = src[i];
+  } else {
+    for (size_t i = first; i < nbytes; i += stride) dst[i] = src[i];
+  }
+}
+
+constexpr unsigned kCopyThreads = 256;
+
+unsigned copy_blocks(size_t nbytes) {
+  const size_t blocks = (nbytes / 16 + kCopyThreads - 1) / kCopyThreads;
+  return static_cast<unsigned>(std::min<size_t>(std::max<size_t>(blocks, 1), 1024));
+}
+
 }  // namespace
 
 struct Graph::Impl {
@@ -36,12 +62,19 @@ struct Graph::Impl {
   uint64_t random_draws = 0;  // Philox draws one replay takes
   bool capturing = false;
   std::unique_lock<std::shared_mutex> others_off_stream;  // held while capturing
+  struct Copy {
+    cudaGraphNode_t node;  // copy_input_kernel's node in `graph`
+    Tensor dst;
+    size_t nbytes;
+  };
+  std::vector<Copy> copies;
 
   void destroy_graph() {
     if (exec) cudaGraphExecDestroy(exec);
     if (graph) cudaGraphDestroy(graph);
     exec = nullptr;
     graph = nullptr;
+    copies.clear();
   }
 
   // Ends stream capture and the private pool, whatever state they are in. Never throws.
@@ -119,6 +152,51 @@ void Graph::capture_abort() noexcept {
   cudaGetLastError();  // the error that interrupted the capture is the caller's to report
   impl_->destroy_graph();
   if (previous >= 0) cudaSetDevice(previous);
+}
+
+int Graph::capture_copy(const Tensor& src, Tensor& dst) {
+  MINIDL_CHECK(impl_->capturing, "cuda::Graph::capture_copy: not capturing");
+  MINIDL_CHECK(src.device() == impl_->device && dst.device() == impl_->device, "cuda::Graph::capture_copy: expected ",
+               "tensors on ", impl_->device, ", got ", src.device(), " and ", dst.device());
+  MINIDL_CHECK(src.is_contiguous() && dst.is_contiguous() && src.nbytes() == dst.nbytes(),
+               "cuda::Graph::capture_copy: expected two contiguous tensors of the same size, got ", src.shape(), " ",
+               src.dtype(), " and ", dst.shape(), " ", dst.dtype());
+  DeviceGuard guard(impl_->device.index);
+  cudaStream_t stream = compute_stream(impl_->device.index);
+  launch_early("copy_input_kernel", copy_input_kernel, copy_blocks(dst.nbytes()), kCopyThreads, 0, stream,
+               static_cast<const unsigned char*>(src.raw_data()), static_cast<unsigned char*>(dst.raw_data()),
+               dst.nbytes());
+  // The node just captured is what the stream's next work would depend on.
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaGraphNode_t* last = nullptr;
+  size_t count = 0;
+  CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &last, nullptr, &count));
+  MINIDL_CHECK(status == cudaStreamCaptureStatusActive && count == 1,
+               "cuda::Graph::capture_copy: the capture did not record the copy as one node");
+  impl_->copies.push_back({last[0], dst, dst.nbytes()});
+  return static_cast<int>(impl_->copies.size()) - 1;
+}
+
+void Graph::set_copy_source(int copy, const Tensor& src) {
+  MINIDL_CHECK(captured(), "cuda::Graph::set_copy_source: nothing captured");
+  MINIDL_CHECK(copy >= 0 && copy < static_cast<int>(impl_->copies.size()), "cuda::Graph::set_copy_source: copy ",
+               copy, " does not exist; the graph has ", impl_->copies.size());
+  Impl::Copy& c = impl_->copies[static_cast<size_t>(copy)];
+  MINIDL_CHECK(src.device() == impl_->device && src.is_contiguous() && src.nbytes() == c.nbytes,
+               "cuda::Graph::set_copy_source: expected a contiguous tensor of ", c.nbytes, " bytes on ", impl_->device,
+               ", got ", src.shape(), " ", src.dtype(), " on ", src.device(),
+               src.is_contiguous() ? "" : " (not contiguous)");
+  const unsigned char* from = static_cast<const unsigned char*>(src.raw_data());
+  unsigned char* to = static_cast<unsigned char*>(c.dst.raw_data());
+  size_t nbytes = c.nbytes;
+  void* args[] = {&from, &to, &nbytes};
+  cudaKernelNodeParams params{};
+  params.func = reinterpret_cast<void*>(copy_input_kernel);
+  params.gridDim = dim3(copy_blocks(nbytes));
+  params.blockDim = dim3(kCopyThreads);
+  params.kernelParams = args;
+  DeviceGuard guard(impl_->device.index);
+  CUDA_CHECK(cudaGraphExecKernelNodeSetParams(impl_->exec, c.node, &params));
 }
 
 void Graph::replay() {

@@ -3,9 +3,9 @@
 #include <cub/device/device_radix_sort.cuh>
 #include <limits>
 
+#include "core/cuda/launch.cuh"
 #include "core/deterministic.h"
 #include "ops/cuda/common.cuh"
-#include "ops/cuda/launch.cuh"
 
 namespace minidl {
 

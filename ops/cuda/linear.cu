@@ -14,8 +14,8 @@
 // float accumulate in double, like the reductions.
 #include <limits>
 
+#include "core/cuda/launch.cuh"
 #include "ops/cuda/common.cuh"
-#include "ops/cuda/launch.cuh"
 
 namespace minidl {
 

@@ -21,8 +21,8 @@
 // Products accumulate in T; the bias gradient (row sums) in AccT, like the reductions.
 #include <limits>
 
+#include "core/cuda/launch.cuh"
 #include "ops/cuda/common.cuh"
-#include "ops/cuda/launch.cuh"
 
 namespace minidl {
 

@@ -4,7 +4,7 @@
 // device error report makes the next synchronization throw, naming the op, the sample and the
 // target (core/cuda/context.h). The CPU kernels
 // check targets up front and throw at once.
-#include "ops/cuda/launch.cuh"
+#include "core/cuda/launch.cuh"
 #include "ops/cuda/softmax.cuh"
 
 namespace minidl {

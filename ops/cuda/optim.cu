@@ -1,7 +1,7 @@
 // Optimizer updates as single fused kernels, the same arithmetic as ops/cpu/optim.cpp (PyTorch's
 // SGD and Adam/AdamW), in the parameter's dtype.
+#include "core/cuda/launch.cuh"
 #include "ops/cuda/common.cuh"
-#include "ops/cuda/launch.cuh"
 
 namespace minidl {
 

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "ops/cuda/launch.cuh"
+#include "core/cuda/launch.cuh"
 
 namespace minidl::cuda {
 

@@ -52,6 +52,13 @@ __global__ void mean_over_targets(const T* row_value, const int64_t* target, int
 // in one coalesced pass; the block sums the rows' values in a fixed order.
 constexpr int kSmallThreads = 1024, kSmallBytes = 32 * 1024, kSmallMaxClasses = 64;
 
+// A row's log-probability of its target and whether it counts, summed in one block reduction.
+template <class Acc>
+struct ValueCount {
+  Acc value, count;
+  __device__ ValueCount operator+(const ValueCount& o) const { return {value + o.value, count + o.count}; }
+};
+
 template <class T>
 __global__ void __launch_bounds__(kSmallThreads)
     cross_entropy_small_kernel(const T* __restrict__ logits, const int64_t* __restrict__ target,
@@ -62,7 +69,8 @@ __global__ void __launch_bounds__(kSmallThreads)
   using Acc = AccT<T>;
   __shared__ T x[kSmallBytes / sizeof(T)];
   __shared__ T lse_of[kSmallThreads];
-  __shared__ typename cub::BlockReduce<Acc, kSmallThreads>::TempStorage temp;
+  using Reduce = cub::BlockReduce<ValueCount<Acc>, kSmallThreads>;
+  __shared__ typename Reduce::TempStorage temp;
   const int n = rows * classes, row = static_cast<int>(threadIdx.x);
   const int64_t t = row < rows ? target[row] : ignore_index;
 #pragma unroll 8  // the loads in flight together, not one round trip each
@@ -85,12 +93,10 @@ __global__ void __launch_bounds__(kSmallThreads)
   }
   __syncthreads();
   for (int e = row; e < n; e += kSmallThreads) log_probs[e] = x[e] - lse_of[e / classes];
-  value = cub::BlockReduce<Acc, kSmallThreads>(temp).Reduce(value, SumOp());
-  __syncthreads();
-  counted = cub::BlockReduce<Acc, kSmallThreads>(temp).Reduce(counted, SumOp());
+  const ValueCount<Acc> total = Reduce(temp).Reduce(ValueCount<Acc>{value, counted}, SumOp());
   if (threadIdx.x == 0) {
-    loss[0] = static_cast<T>(-value / counted);  // every row ignored: 0 / 0 = NaN, as PyTorch's
-    count[0] = static_cast<T>(counted);
+    loss[0] = static_cast<T>(-total.value / total.count);  // every row ignored: 0 / 0 = NaN, as PyTorch's
+    count[0] = static_cast<T>(total.count);
   }
 }
 

@@ -76,15 +76,21 @@ bool find_fastest(cudnnHandle_t handle, ConvPlan& p, const Tensor& x, const Tens
   int nf = 0, nd = 0, nw = 0;
   const Scratch ws(search_workspace(handle, p));
   // y is the forward's output, then the backward passes' incoming gradient: written either way.
-  CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(handle, p.x.d, x.raw_data(), p.w, w.raw_data(), p.conv, p.y.d,
-                                                     y.raw_data(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &nf, fwd, ws.ptr,
-                                                     ws.bytes));
-  CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(handle, p.w, w.raw_data(), p.y.d, y.raw_data(), p.conv, p.x.d,
-                                                          gx.raw_data(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd,
-                                                          bwd_data, ws.ptr, ws.bytes));
-  CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(handle, p.x.d, x.raw_data(), p.y.d, y.raw_data(), p.conv,
-                                                            p.w, gw.raw_data(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
-                                                            &nw, bwd_filter, ws.ptr, ws.bytes));
+  // Twice, keeping the second round: the first round's times include one-time costs (CUDA loads a
+  // kernel's module on its first launch). With one round, the MNIST CNN's second convolution at
+  // batch 64 took the implicit GEMM over Winograd in 3 of 6 runs on an H200 (198-216k img/s instead
+  // of 232-243k); with two, Winograd in 8 of 8 (234-237k).
+  for (int round = 0; round < 2; ++round) {
+    CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(handle, p.x.d, x.raw_data(), p.w, w.raw_data(), p.conv, p.y.d,
+                                                       y.raw_data(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &nf, fwd, ws.ptr,
+                                                       ws.bytes));
+    CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(handle, p.w, w.raw_data(), p.y.d, y.raw_data(), p.conv,
+                                                            p.x.d, gx.raw_data(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                                                            &nd, bwd_data, ws.ptr, ws.bytes));
+    CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+        handle, p.x.d, x.raw_data(), p.y.d, y.raw_data(), p.conv, p.w, gw.raw_data(),
+        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nw, bwd_filter, ws.ptr, ws.bytes));
+  }
   const size_t budget = conv_workspace_limit();
   return use_algorithms(handle, p, fastest(fwd, nf, budget), fastest(bwd_data, nd, budget),
                         fastest(bwd_filter, nw, budget));

@@ -106,7 +106,7 @@ Tensor conv2d_nobias(const Tensor& x, const Tensor& weight, const ConvGeometry& 
   const bool keep_x = weight.requires_grad(), keep_w = x.requires_grad();
   const ConvBackend backend = conv_backend();
   if (backend == ConvBackend::Cudnn ||
-      (backend == ConvBackend::Auto && k.conv2d_cudnn_is_faster(x.dtype(), n, o, g))) {
+      (backend == ConvBackend::Auto && k.conv2d_cudnn_is_faster(x.dtype(), n, o, g, keep_w))) {
     Tensor xc = x.detach().contiguous(), wc = weight.detach().contiguous();
     Tensor out = Tensor::empty({n, o, g.out_h, g.out_w}, x.dtype(), x.device());
     if (k.conv2d_cudnn(xc, wc, nullptr, g, out)) {

@@ -281,10 +281,11 @@ class Kernels {
                                      Tensor* /*grad_bias*/) {
     return false;
   }
-  /// ConvBackend::Auto: true when cuDNN ran this convolution (forward and both gradients) faster than
-  /// the im2col kernels; measured the first time a shape comes (outside graph capture) and cached.
+  /// ConvBackend::Auto: true when cuDNN ran this convolution (forward, the weight's gradient and, with
+  /// `input_grad`, the input's) faster than the im2col kernels; measured the first time a shape comes
+  /// (outside graph capture) and cached, apart for the two values of `input_grad`.
   virtual bool conv2d_cudnn_is_faster(DType /*dtype*/, int64_t /*batch*/, int64_t /*out_channels*/,
-                                      const ConvGeometry& /*g*/) {
+                                      const ConvGeometry& /*g*/, bool /*input_grad*/) {
     return false;
   }
   /// out [N, C, out_h, out_w]: max over each window, padding counting as -infinity (no indices:

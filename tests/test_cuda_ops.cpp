@@ -358,6 +358,43 @@ TEST(CudaOps, ConvWorkspaceLimitBoundsAutosChoice) {
 #endif
 }
 
+// Auto times the backward as the op runs it: without the input's gradient where the input needs
+// none (a network's first layer), and keeps that verdict apart from the one with it.
+TEST(CudaOps, ConvAutoTimesTheGradientsTheOpComputes) {
+  MINIDL_REQUIRE_CUDA();
+#ifndef MINIDL_WITH_CUDNN
+  GTEST_SKIP() << "minidl was built without cuDNN (set CUDNN_ROOT at configure time)";
+#else
+  MINIDL_FRESH_SEED();
+  const ConvBackend before = conv_backend();
+  Tensor x = randn({32, 3, 20, 20}), w = randn({16, 3, 3, 3}), g = randn({32, 16, 18, 18});
+  set_conv_backend(ConvBackend::Im2col);
+  Tensor wr = w.to(gpu()).requires_grad_();
+  conv2d(x.to(gpu()), wr).backward(g.to(gpu()));
+
+  set_conv_backend(ConvBackend::Auto);
+  ::testing::internal::CaptureStderr();
+  Tensor wa = w.to(gpu()).requires_grad_();
+  conv2d(x.to(gpu()), wa).backward(g.to(gpu()));
+  cuda::synchronize();
+  const std::string first_layer = ::testing::internal::GetCapturedStderr();
+  ::testing::internal::CaptureStderr();
+  Tensor xb = x.to(gpu()).requires_grad_(), wb = w.to(gpu()).requires_grad_();
+  conv2d(xb, wb).backward(g.to(gpu()));
+  cuda::synchronize();
+  const std::string inner_layer = ::testing::internal::GetCapturedStderr();
+  set_conv_backend(before);
+  const std::string shape = "[32, 3, 20, 20] * [16, 3, 3, 3]: ";
+  EXPECT_NE(first_layer.find(shape), std::string::npos) << first_layer;
+  EXPECT_NE(first_layer.find("forward and the weight's gradient"), std::string::npos) << first_layer;
+  EXPECT_NE(inner_layer.find(shape), std::string::npos) << inner_layer;
+  EXPECT_NE(inner_layer.find("forward and backward"), std::string::npos) << inner_layer;
+  EXPECT_TRUE(all_close(wa.grad(), wr.grad(), 1e-3, 1e-3));
+  EXPECT_TRUE(all_close(wb.grad(), wr.grad(), 1e-3, 1e-3));
+  EXPECT_TRUE(xb.grad().defined());
+#endif
+}
+
 // cuDNN against im2col + GEMM (and the CPU), forward and backward, float32 and float64.
 TEST(CudaOps, CudnnMatchesIm2col) {
   MINIDL_REQUIRE_CUDA();

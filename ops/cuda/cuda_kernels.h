@@ -86,7 +86,8 @@ class CudaKernels final : public Kernels {
                     Tensor& out) override;
   bool conv2d_backward_cudnn(const Tensor& grad_out, const Tensor& x, const Tensor& weight, const ConvGeometry& g,
                              Tensor* grad_x, Tensor* grad_weight, Tensor* grad_bias) override;
-  bool conv2d_cudnn_is_faster(DType dtype, int64_t batch, int64_t out_channels, const ConvGeometry& g) override;
+  bool conv2d_cudnn_is_faster(DType dtype, int64_t batch, int64_t out_channels, const ConvGeometry& g,
+                              bool input_grad) override;
   bool max_pool2d_cudnn(const Tensor& x, const ConvGeometry& g, Tensor& out) override;
   bool max_pool2d_backward_cudnn(const Tensor& grad_out, const Tensor& x, const Tensor& out, const ConvGeometry& g,
                                  Tensor& grad_in) override;

@@ -110,7 +110,7 @@ ConvKey key_of(int device, DType dtype, int64_t batch, int64_t out_channels, con
 }  // namespace
 
 const ConvPlan* measured_with_larger_batch(int device, DType dtype, int64_t batch, int64_t out_channels,
-                                           const ConvGeometry& g) {
+                                           const ConvGeometry& g, bool input_grad) {
   std::lock_guard lock(plans_mutex);
   const ConvPlan* best = nullptr;
   int64_t best_batch = 0;
@@ -118,7 +118,7 @@ const ConvPlan* measured_with_larger_batch(int device, DType dtype, int64_t batc
     ConvKey same = key;
     const int64_t b = std::get<2>(key);
     std::get<2>(same) = batch;
-    if (b > batch && same == key_of(device, dtype, batch, out_channels, g) && plan->ok && plan->faster >= 0 &&
+    if (b > batch && same == key_of(device, dtype, batch, out_channels, g) && plan->ok && plan->faster[input_grad] >= 0 &&
         (!best || b < best_batch))
       best = plan.get(), best_batch = b;
   }

@@ -50,7 +50,10 @@ struct ConvPlan {
   cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
   size_t fwd_ws = 0, bwd_data_ws = 0, bwd_filter_ws = 0;
   bool ok = false;  // false: cuDNN has no algorithm for this geometry; the caller falls back
-  int faster = -1;  // Auto's verdict: 1 cuDNN, 0 im2col, -1 not measured yet
+  // Auto's verdicts, [1] where the backward computes the input's gradient and [0] where it does not (a
+  // network's first layer): 1 cuDNN, 0 im2col, -1 not measured yet.
+  int faster[2] = {-1, -1};
+  int found = -1;  // the timed search: -1 not run yet, 0 a pass had no algorithm, 1 algorithms taken
   // Deterministic mode's algorithms (core/deterministic.h): the heuristics' picks among those cuDNN
   // reports deterministic, never timed. Made on first use in that mode; ok false where a pass has
   // none, and the convolution then takes the im2col path.
@@ -75,10 +78,10 @@ ConvPlan& conv_plan(int device, cudnnHandle_t handle, DType dtype, int64_t batch
 /// The deterministic algorithms of `p` (found on first use).
 const ConvPlan::Deterministic& deterministic_algorithms(cudnnHandle_t handle, ConvPlan& p);
 
-/// The measured plan (faster >= 0) of the same geometry with the smallest batch larger than `batch`,
-/// or null.
+/// The measured plan (faster[input_grad] >= 0) of the same geometry with the smallest batch larger
+/// than `batch`, or null.
 const ConvPlan* measured_with_larger_batch(int device, DType dtype, int64_t batch, int64_t out_channels,
-                                           const ConvGeometry& g);
+                                           const ConvGeometry& g, bool input_grad);
 
 /// Takes one algorithm per pass and their workspace sizes (from the queries, not the perf records:
 /// the records may be estimates). False, changing nothing, when a pass has none.

@@ -82,8 +82,9 @@ bool find_fastest(cudnnHandle_t handle, ConvPlan& p, const Tensor& x, const Tens
   // y is the forward's output, then the backward passes' incoming gradient: written either way.
   // Twice, keeping the second round: the first round's times include one-time costs (CUDA loads a
   // kernel's module on its first launch). With one round, the MNIST CNN's second convolution at
-  // batch 64 took the implicit GEMM over Winograd in 3 of 6 runs on an H200 (198-216k img/s instead
-  // of 232-243k); with two, Winograd in 8 of 8 (234-237k).
+  // batch 64 took the implicit GEMM over the FFT and Winograd algorithms in 3 of 6 runs on an H200
+  // (198-216k img/s instead of 232-243k); with two, one of those in 8 of 8 (234-237k). Not always:
+  // a noisier machine still ranked the implicit GEMM first in 2 of 3 runs (docs/benchmarks.md).
   for (int round = 0; round < 2; ++round) {
     CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(handle, p.x.d, x.raw_data(), p.w, w.raw_data(), p.conv, p.y.d,
                                                        y.raw_data(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &nf, fwd, ws.ptr,

@@ -118,8 +118,8 @@ const ConvPlan* measured_with_larger_batch(int device, DType dtype, int64_t batc
     ConvKey same = key;
     const int64_t b = std::get<2>(key);
     std::get<2>(same) = batch;
-    if (b > batch && same == key_of(device, dtype, batch, out_channels, g) && plan->ok && plan->faster[input_grad] >= 0 &&
-        (!best || b < best_batch))
+    if (b > batch && same == key_of(device, dtype, batch, out_channels, g) && plan->ok &&
+        plan->faster[input_grad] >= 0 && (!best || b < best_batch))
       best = plan.get(), best_batch = b;
   }
   return best;

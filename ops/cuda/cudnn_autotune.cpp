@@ -2,10 +2,10 @@
 // with the fastest of its algorithms (the Find queries time every one, as cudnn.benchmark) against
 // our im2col path, forward and backward in one harness, and keep the faster; one log line per shape
 // names the pick and both times. The backward is timed as the op will run it: without the input's
-// gradient at a network's first layer, whose input needs none. Timed with it, the MNIST CNN's first
-// layer tied (0.064-0.066 ms either way at batch 64 on an H200), so the pick flipped from run to run,
-// and the graphed step ran about 5% slower in the runs that took cuDNN there. A smaller batch of a
-// measured shape reuses its choice.
+// gradient at a network's first layer, whose input needs none. Timed with it, the two paths came
+// within a few microseconds at the MNIST CNN's first layer (about 0.065 ms at batch 64 on an H200),
+// so the pick flipped from run to run, and the graphed step ran about 5% slower in the runs that took
+// cuDNN there. A smaller batch of a measured shape reuses its choice.
 #include <algorithm>
 #include <cstdio>
 #include <mutex>

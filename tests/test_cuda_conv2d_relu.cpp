@@ -9,13 +9,6 @@ using namespace minidl::testing;
 
 namespace {
 
-// Sets the convolution backend for a scope.
-struct BackendScope {
-  ConvBackend saved = conv_backend();
-  explicit BackendScope(ConvBackend b) { set_conv_backend(b); }
-  ~BackendScope() { set_conv_backend(saved); }
-};
-
 std::vector<Tensor> forward_backward(const ConvReluCase& c, const std::vector<Tensor>& in, bool fused,
                                      const Tensor& up) {
   Tensor out = run_conv_relu(c, in, fused);
@@ -30,7 +23,7 @@ std::vector<Tensor> forward_backward(const ConvReluCase& c, const std::vector<Te
 TEST(CudaConv2dRelu, MatchesCpuAndComposition) {
   MINIDL_REQUIRE_CUDA();
   for (ConvBackend backend : {ConvBackend::Im2col, ConvBackend::Cudnn}) {
-    BackendScope scope(backend);
+    ConvBackendScope scope(backend);
     for (const ConvReluCase& c : conv_relu_cases()) {
       SCOPED_TRACE(c.name + " by " + conv_backend_name(backend));
       manual_seed(5);
@@ -55,7 +48,7 @@ TEST(CudaConv2dRelu, MatchesCpuAndComposition) {
 TEST(CudaConv2dRelu, Gradcheck) {
   MINIDL_REQUIRE_CUDA();
   for (ConvBackend backend : {ConvBackend::Im2col, ConvBackend::Cudnn}) {
-    BackendScope scope(backend);
+    ConvBackendScope scope(backend);
     for (const ConvReluCase& c : conv_relu_cases()) {
       SCOPED_TRACE(c.name + " by " + conv_backend_name(backend));
       manual_seed(9);

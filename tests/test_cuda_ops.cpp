@@ -318,14 +318,10 @@ TEST(CudaOps, ConvBackendSetting) {
 // (on an H200 about 0.17 ms against im2col's 0.30 at batch 64, with 31/34/60 MB), or the limit
 // would have changed nothing here.
 TEST(CudaOps, ConvWorkspaceLimitBoundsAutosChoice) {
-  MINIDL_REQUIRE_CUDA();
-#ifndef MINIDL_WITH_CUDNN
-  GTEST_SKIP() << "minidl was built without cuDNN (set CUDNN_ROOT at configure time)";
-#else
+  MINIDL_REQUIRE_CUDNN();
   MINIDL_FRESH_SEED();
-  const ConvBackend before = conv_backend();
   Tensor x = randn({64, 24, 22, 22}), w = randn({40, 24, 3, 3}), b = randn({40});
-  set_conv_backend(ConvBackend::Im2col);
+  ConvBackendScope backend(ConvBackend::Im2col);
   Tensor xr = x.to(gpu()).requires_grad_(), wr = w.to(gpu()).requires_grad_();
   Tensor ref = conv2d(xr, wr, b.to(gpu()));
   Tensor g = randn(ref.shape()).to(gpu());
@@ -347,7 +343,6 @@ TEST(CudaOps, ConvWorkspaceLimitBoundsAutosChoice) {
       .backward();
   cuda::synchronize();
   const std::string unlimited = ::testing::internal::GetCapturedStderr();
-  set_conv_backend(before);
   EXPECT_NE(unlimited.find("[96, 32, 26, 26] * [64, 32, 3, 3]: cuDNN ("), std::string::npos) << unlimited;
   EXPECT_EQ(unlimited.find("with 0/0/0 MB of workspace"), std::string::npos) << unlimited;
   EXPECT_NE(log.find("[64, 24, 22, 22] * [40, 24, 3, 3]: cuDNN ("), std::string::npos) << log;
@@ -355,20 +350,15 @@ TEST(CudaOps, ConvWorkspaceLimitBoundsAutosChoice) {
   EXPECT_TRUE(all_close(y, ref, 1e-3, 1e-3));
   EXPECT_TRUE(all_close(xa.grad(), xr.grad(), 1e-3, 1e-3));
   EXPECT_TRUE(all_close(wa.grad(), wr.grad(), 1e-3, 1e-3));
-#endif
 }
 
 // Auto times the backward as the op runs it: without the input's gradient where the input needs
 // none (a network's first layer), and keeps that verdict apart from the one with it.
 TEST(CudaOps, ConvAutoTimesTheGradientsTheOpComputes) {
-  MINIDL_REQUIRE_CUDA();
-#ifndef MINIDL_WITH_CUDNN
-  GTEST_SKIP() << "minidl was built without cuDNN (set CUDNN_ROOT at configure time)";
-#else
+  MINIDL_REQUIRE_CUDNN();
   MINIDL_FRESH_SEED();
-  const ConvBackend before = conv_backend();
   Tensor x = randn({32, 3, 20, 20}), w = randn({16, 3, 3, 3}), g = randn({32, 16, 18, 18});
-  set_conv_backend(ConvBackend::Im2col);
+  ConvBackendScope backend(ConvBackend::Im2col);
   Tensor wr = w.to(gpu()).requires_grad_();
   conv2d(x.to(gpu()), wr).backward(g.to(gpu()));
 
@@ -383,7 +373,6 @@ TEST(CudaOps, ConvAutoTimesTheGradientsTheOpComputes) {
   conv2d(xb, wb).backward(g.to(gpu()));
   cuda::synchronize();
   const std::string inner_layer = ::testing::internal::GetCapturedStderr();
-  set_conv_backend(before);
   const std::string shape = "[32, 3, 20, 20] * [16, 3, 3, 3]: ";
   EXPECT_NE(first_layer.find(shape), std::string::npos) << first_layer;
   EXPECT_NE(first_layer.find("forward and the weight's gradient"), std::string::npos) << first_layer;
@@ -392,16 +381,13 @@ TEST(CudaOps, ConvAutoTimesTheGradientsTheOpComputes) {
   EXPECT_TRUE(all_close(wa.grad(), wr.grad(), 1e-3, 1e-3));
   EXPECT_TRUE(all_close(wb.grad(), wr.grad(), 1e-3, 1e-3));
   EXPECT_TRUE(xb.grad().defined());
-#endif
 }
 
 // cuDNN against im2col + GEMM (and the CPU), forward and backward, float32 and float64.
 TEST(CudaOps, CudnnMatchesIm2col) {
-  MINIDL_REQUIRE_CUDA();
-#ifndef MINIDL_WITH_CUDNN
-  GTEST_SKIP() << "minidl was built without cuDNN (set CUDNN_ROOT at configure time)";
-#else
+  MINIDL_REQUIRE_CUDNN();
   MINIDL_FRESH_SEED();
+  ConvBackendScope backend(ConvBackend::Im2col);
   Kernels& k = kernels_for(gpu());
   struct Case {
     Shape x, w;
@@ -469,6 +455,4 @@ TEST(CudaOps, CudnnMatchesIm2col) {
       EXPECT_TRUE(all_close(xc.grad(), xr.grad(), t, t));
     }
   }
-  set_conv_backend(ConvBackend::Im2col);
-#endif
 }

@@ -10,6 +10,7 @@
 
 #include "core/cuda.h"
 #include "minidl.h"
+#include "ops/backend_setting.h"
 
 namespace minidl::testing {
 
@@ -19,6 +20,29 @@ namespace minidl::testing {
     if (!::minidl::cuda::is_available())                                                               \
       GTEST_SKIP() << "no usable CUDA device: " << ::minidl::cuda::unavailable_reason();               \
   } while (0)
+
+#ifdef MINIDL_WITH_CUDNN
+inline constexpr bool kBuiltWithCudnn = true;
+#else
+inline constexpr bool kBuiltWithCudnn = false;
+#endif
+
+/// MINIDL_REQUIRE_CUDA, and skips too where minidl was built without cuDNN.
+#define MINIDL_REQUIRE_CUDNN()                                                                         \
+  do {                                                                                                 \
+    MINIDL_REQUIRE_CUDA();                                                                             \
+    if (!::minidl::testing::kBuiltWithCudnn)                                                           \
+      GTEST_SKIP() << "minidl was built without cuDNN (set CUDNN_ROOT at configure time)";             \
+  } while (0)
+
+/// Sets the convolution backend for a scope, and puts the previous one back at its end.
+struct ConvBackendScope {
+  ConvBackend saved = conv_backend();
+  explicit ConvBackendScope(ConvBackend b) { set_conv_backend(b); }
+  ~ConvBackendScope() { set_conv_backend(saved); }
+  ConvBackendScope(const ConvBackendScope&) = delete;
+  ConvBackendScope& operator=(const ConvBackendScope&) = delete;
+};
 
 /// A seed that differs run to run (inputs are fresh every run), printed with any failure.
 inline uint64_t fresh_seed() {

@@ -231,9 +231,9 @@ bool CudaKernels::conv2d_cudnn_is_faster(DType dtype, int64_t batch, int64_t out
     reduce(ReduceOp::Sum, per_sample, 1, batch, o * k, gw, nullptr);
     bias_grad();
   });
-  // im2col keeps its columns for the backward, which makes as many again: past the workspace limit
-  // cuDNN is taken even where im2col is faster.
-  const bool im2col_fits = 2 * cols.nbytes() <= conv_workspace_limit();
+  // im2col keeps its columns for the backward, whose input gradient makes as many again: past the
+  // workspace limit cuDNN is taken even where im2col is faster.
+  const bool im2col_fits = (input_grad ? 2 : 1) * cols.nbytes() <= conv_workspace_limit();
   faster = cudnn_ms >= 0 && (cudnn_ms < im2col_ms || !im2col_fits) ? 1 : 0;
   const auto mb = [](size_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
   std::fprintf(stderr,

@@ -1,11 +1,13 @@
 // ConvBackend::Auto (ops/backend_setting.h): the first time a convolution shape comes, time cuDNN
-// with the fastest of its algorithms (the Find queries time every one, as cudnn.benchmark) against
-// our im2col path, forward and backward in one harness, and keep the faster; one log line per shape
-// names the pick and both times. The backward is timed as the op will run it: without the input's
-// gradient at a network's first layer, whose input needs none. Timed with it, the two paths came
-// within a few microseconds at the MNIST CNN's first layer (about 0.065 ms at batch 64 on an H200),
-// so the pick flipped from run to run, and the graphed step ran about 5% slower in the runs that took
-// cuDNN there. A smaller batch of a measured shape reuses its choice.
+// with the fastest of its algorithms against our im2col path, forward and backward in one harness,
+// and keep the faster; one log line per shape names the pick and both times. cuDNN's algorithms come
+// from its Find queries, which time every one (as cudnn.benchmark), here five times over with each
+// algorithm ranked by its median, and the forward's leading few timed again as a step runs them.
+// The backward is timed as the op will run it: without the input's gradient at a network's first
+// layer, whose input needs none. Timed with it, the two paths came within a few microseconds at the
+// MNIST CNN's first layer (about 0.065 ms at batch 64 on an H200), so the pick flipped from run to
+// run, and the graphed step ran about 5% slower in the runs that took cuDNN there. A smaller batch
+// of a measured shape reuses its choice.
 #include <algorithm>
 #include <cstdio>
 #include <mutex>
@@ -14,7 +16,10 @@
 #include "core/cuda.h"
 #include "core/deterministic.h"
 #include "ops/backend_setting.h"
+#include "ops/cuda/algorithm_ranking.h"
+#include "ops/cuda/cublaslt.h"
 #include "ops/cuda/cudnn_plan.h"
+#include "ops/cuda/timing.h"
 
 namespace minidl {
 
@@ -22,19 +27,13 @@ using namespace cudnn;
 
 namespace {
 
-// The fastest FMA-math algorithm of a Find query's results (sorted by time) whose workspace fits
-// `budget` (conv_workspace_limit()), else the fastest of any workspace; nullptr when none ran.
-template <class Perf>
-const Perf* fastest(const Perf* perf, int count, size_t budget) {
-  const Perf* any = nullptr;
-  for (int i = 0; i < count; ++i) {
-    if (perf[i].status != CUDNN_STATUS_SUCCESS ||
-        (perf[i].mathType != CUDNN_DEFAULT_MATH && perf[i].mathType != CUDNN_FMA_MATH))
-      continue;
-    if (perf[i].memory <= budget) return &perf[i];
-    if (!any) any = &perf[i];
-  }
-  return any;
+// Adds a Find query's results that ran in plain float math (no tensor cores, no reduced precision).
+template <class Perf, int kCount>
+void add_usable(cuda::AlgorithmRanking<Perf, kCount>& ranking, const Perf* perf, int count) {
+  for (int i = 0; i < count; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS &&
+        (perf[i].mathType == CUDNN_DEFAULT_MATH || perf[i].mathType == CUDNN_FMA_MATH))
+      ranking.add(perf[i]);
 }
 
 // Scratch memory straight from cudaMalloc, freed at once: measurement scaffolding, not memory of the
@@ -69,38 +68,6 @@ size_t search_workspace(cudnnHandle_t handle, const ConvPlan& p) {
   return std::min(most, size_t{1} << 30);
 }
 
-// Times every algorithm of the three passes and keeps the fastest of each within the workspace
-// budget; false when a pass has none. The Ex queries run on our buffers, written before: the plain
-// ones allocate their own and read them unwritten, which compute-sanitizer's initcheck reports.
-bool find_fastest(cudnnHandle_t handle, ConvPlan& p, const Tensor& x, const Tensor& w, Tensor& y, Tensor& gx,
-                  Tensor& gw) {
-  cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-  cudnnConvolutionBwdDataAlgoPerf_t bwd_data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-  cudnnConvolutionBwdFilterAlgoPerf_t bwd_filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-  int nf = 0, nd = 0, nw = 0;
-  const Scratch ws(search_workspace(handle, p));
-  // y is the forward's output, then the backward passes' incoming gradient: written either way.
-  // Twice, keeping the second round: the first round's times include one-time costs (CUDA loads a
-  // kernel's module on its first launch). With one round, the MNIST CNN's second convolution at
-  // batch 64 took the implicit GEMM over the FFT and Winograd algorithms in 3 of 6 runs on an H200
-  // (198-216k img/s instead of 232-243k); with two, one of those in 8 of 8 (234-237k). Not always:
-  // a noisier machine still ranked the implicit GEMM first in 2 of 3 runs (docs/benchmarks.md).
-  for (int round = 0; round < 2; ++round) {
-    CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(handle, p.x.d, x.raw_data(), p.w, w.raw_data(), p.conv, p.y.d,
-                                                       y.raw_data(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &nf, fwd, ws.ptr,
-                                                       ws.bytes));
-    CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(handle, p.w, w.raw_data(), p.y.d, y.raw_data(), p.conv,
-                                                            p.x.d, gx.raw_data(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-                                                            &nd, bwd_data, ws.ptr, ws.bytes));
-    CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
-        handle, p.x.d, x.raw_data(), p.y.d, y.raw_data(), p.conv, p.w, gw.raw_data(),
-        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nw, bwd_filter, ws.ptr, ws.bytes));
-  }
-  const size_t budget = conv_workspace_limit();
-  return use_algorithms(handle, p, fastest(fwd, nf, budget), fastest(bwd_data, nd, budget),
-                        fastest(bwd_filter, nw, budget));
-}
-
 // 128 MB to overwrite between timed runs, past any L2.
 struct L2Flush : Scratch {
   L2Flush() : Scratch(size_t{128} << 20) {}
@@ -130,6 +97,85 @@ float median_ms(cudaStream_t stream, const L2Flush& flush, int reps, Work&& work
   cudaEventDestroy(stop);
   std::nth_element(times.begin(), times.begin() + reps / 2, times.end());
   return times[static_cast<size_t>(reps / 2)];
+}
+
+// Find times one forward call at a time, with the host in the loop, so an algorithm of several
+// kernels (FFT, Winograd) pays for each launch, which a graphed step hides. The candidates within
+// 1.5x of Find's fastest are therefore timed again as a step runs them: four calls back to back on
+// the compute stream, in turns (a burst of each, then the next round), so that a slow spell of the
+// GPU falls on all alike; the lowest median burst wins. At the MNIST CNN's second convolution (batch
+// 64, H200), Find's medians were 70-86 us for FFT, FFT tiling and non-fused Winograd and 89-93 us
+// for the implicit GEMM; back to back, 44-51 us and 72 us (docs/benchmarks.md).
+const cudnnConvolutionFwdAlgoPerf_t* retime_forward(cudnnHandle_t handle, const ConvPlan& p, const Tensor& x,
+                                                     const Tensor& w, Tensor& y, const Scratch& ws,
+                                                     const std::vector<const cudnnConvolutionFwdAlgoPerf_t*>& candidates) {
+  if (candidates.size() < 2) return candidates.empty() ? nullptr : candidates.front();
+  cudaStream_t stream = nullptr;
+  CUDNN_CHECK(cudnnGetStream(handle, &stream));
+  constexpr int kRounds = 9;
+  const float one = 1, zero = 0;
+  std::vector<std::vector<float>> bursts(candidates.size());
+  for (int round = 0; round < kRounds; ++round) {
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      bursts[i].push_back(cuda::time_per_call_us(
+          stream,
+          [&] {
+            CUDNN_CHECK(cudnnConvolutionForward(handle, &one, p.x.d, x.raw_data(), p.w, w.raw_data(), p.conv,
+                                                candidates[i]->algo, ws.ptr, ws.bytes, &zero, p.y.d, y.raw_data()));
+          },
+          4, 1, 100));
+    }
+  }
+  std::vector<float> median(candidates.size());
+  size_t best = 0;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    std::sort(bursts[i].begin(), bursts[i].end());
+    median[i] = bursts[i][kRounds / 2];
+    if (median[i] < median[best]) best = i;
+  }
+  if (cuda::gemm_tuning_verbose())
+    for (size_t i = 0; i < candidates.size(); ++i)
+      std::fprintf(stderr, "minidl:   forward algorithm %d: Find median %.1f us, back to back %.1f us%s\n",
+                   static_cast<int>(candidates[i]->algo), 1000 * candidates[i]->time, median[i],
+                   i == best ? " (taken)" : "");
+  return candidates[best];
+}
+
+// Times every algorithm of the three passes and keeps the fastest of each within the workspace
+// budget; false when a pass has none. The Ex queries run on our buffers, written before: the plain
+// ones allocate their own and read them unwritten, which compute-sanitizer's initcheck reports.
+bool find_fastest(cudnnHandle_t handle, ConvPlan& p, const Tensor& x, const Tensor& w, Tensor& y, Tensor& gx,
+                  Tensor& gw) {
+  cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  cudnnConvolutionBwdDataAlgoPerf_t bwd_data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+  cudnnConvolutionBwdFilterAlgoPerf_t bwd_filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+  cuda::AlgorithmRanking<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> fwd_rank;
+  cuda::AlgorithmRanking<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> bwd_data_rank;
+  cuda::AlgorithmRanking<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> bwd_filter_rank;
+  int nf = 0, nd = 0, nw = 0;
+  const Scratch ws(search_workspace(handle, p));
+  // y is the forward's output, then the backward passes' incoming gradient: written either way.
+  // The first round is not counted: its times include one-time costs (CUDA loads a kernel's module
+  // on its first launch).
+  constexpr int kRounds = 6;
+  for (int round = 0; round < kRounds; ++round) {
+    CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(handle, p.x.d, x.raw_data(), p.w, w.raw_data(), p.conv, p.y.d,
+                                                       y.raw_data(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &nf, fwd, ws.ptr,
+                                                       ws.bytes));
+    CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(handle, p.w, w.raw_data(), p.y.d, y.raw_data(), p.conv,
+                                                            p.x.d, gx.raw_data(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                                                            &nd, bwd_data, ws.ptr, ws.bytes));
+    CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+        handle, p.x.d, x.raw_data(), p.y.d, y.raw_data(), p.conv, p.w, gw.raw_data(),
+        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nw, bwd_filter, ws.ptr, ws.bytes));
+    if (round == 0) continue;
+    add_usable(fwd_rank, fwd, nf);
+    add_usable(bwd_data_rank, bwd_data, nd);
+    add_usable(bwd_filter_rank, bwd_filter, nw);
+  }
+  const size_t budget = conv_workspace_limit();
+  const auto* forward = retime_forward(handle, p, x, w, y, ws, fwd_rank.near_fastest(budget, 1.5f));
+  return use_algorithms(handle, p, forward, bwd_data_rank.fastest(budget), bwd_filter_rank.fastest(budget));
 }
 
 // A smaller batch of a geometry measured before (an epoch's last, partial batch) takes that batch's

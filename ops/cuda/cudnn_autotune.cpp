@@ -104,8 +104,8 @@ float median_ms(cudaStream_t stream, const L2Flush& flush, int reps, Work&& work
 // 1.5x of Find's fastest are therefore timed again as a step runs them: four calls back to back on
 // the compute stream, in turns (a burst of each, then the next round), so that a slow spell of the
 // GPU falls on all alike; the lowest median burst wins. At the MNIST CNN's second convolution (batch
-// 64, H200), Find's medians were 70-86 us for FFT, FFT tiling and non-fused Winograd and 89-93 us
-// for the implicit GEMM; back to back, 44-51 us and 72 us (docs/benchmarks.md).
+// 64, H200), Find's medians were 69-84 us for FFT, FFT tiling and non-fused Winograd and 88-89 us
+// for the implicit GEMM; back to back, 44-49 us and 72 us (docs/benchmarks.md).
 const cudnnConvolutionFwdAlgoPerf_t* retime_forward(cudnnHandle_t handle, const ConvPlan& p, const Tensor& x,
                                                      const Tensor& w, Tensor& y, const Scratch& ws,
                                                      const std::vector<const cudnnConvolutionFwdAlgoPerf_t*>& candidates) {

@@ -7,9 +7,14 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/deterministic.h"
 #include "nn/nn.h"
 #include "ops/kernels.h"
 #include "test_cuda_util.h"
+
+#ifdef MINIDL_WITH_CUDA
+#include "ops/cuda/cublaslt.h"
+#endif
 
 using namespace minidl;
 using namespace minidl::testing;
@@ -135,6 +140,40 @@ TEST(CudaLinear, ConcurrentGemmsEqualSequentialOnes) {
     EXPECT_TRUE(all_close(gw, gw_ref, 1e-5, 1e-5));
   }
 }
+
+#ifdef MINIDL_WITH_CUDA
+// Once timed, a weight gradient with a configuration of few blocks starts after the input gradient
+// and runs on at most cuda::side_stream_blocks() of them (ops/cuda/matmul.cpp). The MNIST MLP's
+// second layer at batch 512, where cuBLASLt has such configurations on an H100 and an H200: the
+// results of every call, before and after the timing, equal the products run one at a time.
+TEST(CudaLinear, WeightGradientOnFewBlocksAfterTheInputGradient) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  Kernels& k = kernels_for(gpu());
+  Tensor g = randn({512, 256}).to(gpu()), w = randn({256, 512}).to(gpu()), x = randn({512, 512}).to(gpu());
+  Tensor gx_ref = Tensor::empty({512, 512}, kFloat32, gpu()), gw_ref = Tensor::empty({256, 512}, kFloat32, gpu());
+  k.gemm(g, false, w, false, gx_ref, 1, 0);
+  k.gemm(g, true, x, false, gw_ref, 1, 0);
+  const int64_t blocks = cuda::side_stream_blocks(gpu().index);
+  const auto within = [&](const Tensor& gw) {
+    return cuda::lt_keeps_within(gpu().index, 512, 256, 512, false, static_cast<const float*>(x.raw_data()), true,
+                                 static_cast<const float*>(g.raw_data()), static_cast<const float*>(gw.raw_data()),
+                                 blocks);
+  };
+  Tensor gx = Tensor::empty({512, 512}, kFloat32, gpu()), gw = Tensor::empty({256, 512}, kFloat32, gpu());
+  for (int call = 0; call < 3; ++call) {  // timed on the second, run after the input gradient on the third
+    k.fill(gx, std::nan(""));
+    k.fill(gw, std::nan(""));
+    k.gemm_concurrent({g, false, w, false, gx}, {g, true, x, false, gw});
+    cuda::join_side_streams();
+    EXPECT_TRUE(all_close(gx, gx_ref, 1e-4, 1e-4)) << "call " << call;
+    EXPECT_TRUE(all_close(gw, gw_ref, 1e-4, 1e-4)) << "call " << call;
+  }
+  if (cuda::gemm_tuning_enabled() && !is_deterministic()) {
+    EXPECT_TRUE(within(gw)) << "no configuration of at most " << blocks << " blocks was taken";
+  }
+}
+#endif  // MINIDL_WITH_CUDA
 
 // The narrow-layer kernels (ops/cuda/linear_narrow.cu) against the CPU: a forward with at most 16
 // outputs, a product over k <= 16, and a weight gradient with at most 16 rows plus its bias

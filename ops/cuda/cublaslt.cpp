@@ -8,6 +8,10 @@
 // into a CUDA graph has run eagerly at least twice before. The bias and the ReLU of a linear layer
 // go into the GEMM's epilogue. Strict float32 (CUBLAS_COMPUTE_32F: no TF32).
 //
+// A product may be given a limit on its thread blocks (max_blocks): the weight gradient that runs on
+// the side stream beside the rest of a backward (ops/cuda/matmul.cpp, gemm_concurrent). It then
+// takes the fastest configuration within the limit, where there is one, else the fastest of all.
+//
 // MINIDL_GEMM_TUNE=0 keeps the heuristic's first pick instead of timing; =verbose also prints, for
 // every shape timed, the time of the pick and of the heuristic's first. Deterministic mode
 // (core/deterministic.h) also runs the heuristic's first pick, whatever was timed: every
@@ -18,9 +22,12 @@
 #include <cublasLt.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -87,6 +94,8 @@ struct Plan {
   int seen = 0;       // calls outside graph capture so far
   std::string name;   // "m x n x k, ops, epilogue", for the log
   bool timed = false;
+  int64_t max_blocks = 0;     // 0: no limit
+  std::atomic<bool> within_limit = false;  // timed, and the pick keeps to max_blocks
   // Held from the choice to the launch (the bias pointer is set on desc). Per plan, so that one
   // device's timing never holds up another device's GEMMs: with ranks as threads of one process,
   // the other rank may have to reach its next collective before this device's work can finish.
@@ -98,7 +107,41 @@ struct Plan {
   }
 };
 
-using Key = std::tuple<int, int64_t, int64_t, int64_t, bool, bool, int, uint32_t, uint32_t, uint32_t>;
+using Key = std::tuple<int, int64_t, int64_t, int64_t, bool, bool, int, uint32_t, uint32_t, uint32_t, int64_t>;
+
+Key plan_key(int device, int64_t m, int64_t n, int64_t k, bool trans_a, const float* a, bool trans_b, const float* b,
+             const float* d, LtEpilogue epilogue, int64_t max_blocks) {
+  return {device, m, n, k, trans_a, trans_b, static_cast<int>(epilogue), alignment(a), alignment(b), alignment(d),
+          max_blocks};
+}
+
+struct Plans {
+  std::mutex mutex;  // the map only
+  std::map<Key, std::unique_ptr<Plan>> map;
+};
+
+Plans& plans() {
+  static auto* all = new Plans();  // never destroyed: used until exit
+  return *all;
+}
+
+// Thread blocks of a configuration on an m x n output: its tiles times its slices of k. Tiles are
+// cuBLASLt's enum (cublasLt.h), rows x columns; an unknown one counts as unbounded.
+int64_t block_count(const cublasLtMatmulAlgo_t& algo, int64_t m, int64_t n) {
+  static constexpr int kTiles[][2] = {
+      {0, 0},     {8, 8},     {8, 16},    {16, 8},    {8, 32},    {16, 16},   {32, 8},    {8, 64},   {16, 32},
+      {32, 16},   {64, 8},    {32, 32},   {32, 64},   {64, 32},   {32, 128},  {64, 64},   {128, 32}, {64, 128},
+      {128, 64},  {64, 256},  {128, 128}, {256, 64},  {64, 512},  {128, 256}, {256, 128}, {512, 64}, {64, 96},
+      {96, 64},   {96, 128},  {128, 160}, {160, 128}, {192, 128}, {128, 192}, {128, 96},  {32, 256}, {256, 32}};
+  uint32_t tile = 0;
+  int32_t splits = 1;
+  size_t written = 0;
+  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &written);
+  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof splits, &written);
+  if (tile == 0 || tile >= std::size(kTiles)) return std::numeric_limits<int64_t>::max();
+  const int64_t rows = kTiles[tile][0], cols = kTiles[tile][1];
+  return ((m + rows - 1) / rows) * ((n + cols - 1) / cols) * std::max<int32_t>(splits, 1);
+}
 
 void create_plan(Plan& p, cublasLtHandle_t handle, int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b,
                  LtEpilogue epilogue, uint32_t align_a, uint32_t align_b, uint32_t align_d) {
@@ -165,7 +208,7 @@ V capability(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCapAttributes_t
 }
 
 // Adds every configuration cuBLASLt accepts for the plan's product beyond the heuristic's few: each
-// algorithm with each of its tiles, unsplit and split along k in 2 to 16 parts with each reduction
+// algorithm with each of its tiles, unsplit and split along k in 2 to 8 or 16 parts with each reduction
 // scheme it supports (the stage count left to cuBLASLt where it allows, else the first it accepts).
 // The small products of training are where the heuristic's pick is most often not the fastest.
 void add_all_configurations(cublasLtHandle_t handle, Plan& p) {
@@ -193,7 +236,8 @@ void add_all_configurations(cublasLtHandle_t handle, Plan& p) {
     const bool can_split = capability<int32_t>(base, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT) != 0;
     const uint32_t schemes = capability<uint32_t>(base, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK);
     for (uint32_t tile : tiles) {
-      for (int32_t splits : {1, 2, 4, 8, 16}) {
+      // Odd counts too: a product limited to a few blocks may fit only a tile count times 3, 5 or 7.
+      for (int32_t splits : {1, 2, 3, 4, 5, 6, 7, 8, 16}) {
         if (splits > 1 && !can_split) break;
         for (uint32_t scheme : {CUBLASLT_REDUCTION_SCHEME_NONE, CUBLASLT_REDUCTION_SCHEME_INPLACE,
                                 CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE, CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE}) {
@@ -241,6 +285,14 @@ bool choose_by_timing(int device, const LtStream& dev, cudaStream_t stream, Plan
   }
   const float heuristic_us = !first_pass.empty() && first_pass[0].second == 0 ? first_pass[0].first : -1;
   std::sort(first_pass.begin(), first_pass.end());
+  const float fastest_us = first_pass.empty() ? -1 : first_pass[0].first;
+  if (p.max_blocks > 0) {
+    std::vector<std::pair<float, size_t>> within;
+    for (const auto& entry : first_pass)
+      if (block_count(p.candidates[entry.second], m, n) <= p.max_blocks) within.push_back(entry);
+    p.within_limit = !within.empty();
+    if (p.within_limit) first_pass = std::move(within);
+  }
   float best_us = -1;
   for (size_t i = 0; i < std::min<size_t>(5, first_pass.size()); ++i) {
     const size_t c = first_pass[i].second;
@@ -249,34 +301,52 @@ bool choose_by_timing(int device, const LtStream& dev, cudaStream_t stream, Plan
   }
   allocator.deallocate(scratch, scratch_bytes);
   p.timed = true;
-  if (gemm_tuning_verbose())
-    std::fprintf(stderr, "minidl: gemm %s: candidate %zu of %zu, %.1f us (heuristic's first %.1f us)\n", p.name.c_str(),
+  if (gemm_tuning_verbose()) {
+    std::fprintf(stderr, "minidl: gemm %s: candidate %zu of %zu, %.1f us (heuristic's first %.1f us)", p.name.c_str(),
                  p.chosen, p.candidates.size(), best_us, heuristic_us);
+    if (p.max_blocks > 0)
+      std::fprintf(stderr, ", %lld blocks of at most %lld%s (fastest of any %.1f us)",
+                   static_cast<long long>(block_count(p.candidates[p.chosen], m, n)),
+                   static_cast<long long>(p.max_blocks), p.within_limit ? "" : ": none fits", fastest_us);
+    std::fprintf(stderr, "\n");
+  }
   return best_us >= 0;
 }
 
 }  // namespace
 
+int64_t side_stream_blocks(int device) {
+  int sms = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return std::max<int64_t>(1, sms * 22 / 100);
+}
+
 bool gemm_tuning_enabled() { return std::strcmp(tune_setting(), "0") != 0; }
 bool gemm_tuning_verbose() { return std::strcmp(tune_setting(), "verbose") == 0; }
 
+bool lt_keeps_within(int device, int64_t m, int64_t n, int64_t k, bool trans_a, const float* a, bool trans_b,
+                     const float* b, const float* d, int64_t max_blocks) {
+  Plans& all = plans();
+  std::lock_guard lock(all.mutex);
+  const auto it = all.map.find(plan_key(device, m, n, k, trans_a, a, trans_b, b, d, LtEpilogue::None, max_blocks));
+  return it != all.map.end() && it->second->within_limit && !is_deterministic();
+}
+
 bool lt_matmul(int device, cudaStream_t stream, int64_t m, int64_t n, int64_t k, bool trans_a, const float* a,
                bool trans_b, const float* b, float* d, float alpha, float beta, LtEpilogue epilogue,
-               const float* bias) {
+               const float* bias, int64_t max_blocks) {
   if (m <= 0 || n <= 0 || k <= 0) return false;
   if (bias && alignment(bias) < 16) return false;
-  const uint32_t align_a = alignment(a), align_b = alignment(b), align_d = alignment(d);
   const LtStream dev = lt_stream(device, stream);
-
-  static std::mutex mutex;  // the map only
-  static auto* plans = new std::map<Key, std::unique_ptr<Plan>>();
   Plan* plan;
   {
-    std::lock_guard lock(mutex);
-    auto& slot = (*plans)[{device, m, n, k, trans_a, trans_b, static_cast<int>(epilogue), align_a, align_b, align_d}];
+    Plans& all = plans();
+    std::lock_guard lock(all.mutex);
+    auto& slot = all.map[plan_key(device, m, n, k, trans_a, a, trans_b, b, d, epilogue, max_blocks)];
     if (!slot) {
       slot = std::make_unique<Plan>();
-      create_plan(*slot, dev.handle, m, n, k, trans_a, trans_b, epilogue, align_a, align_b, align_d);
+      slot->max_blocks = max_blocks;
+      create_plan(*slot, dev.handle, m, n, k, trans_a, trans_b, epilogue, alignment(a), alignment(b), alignment(d));
     }
     plan = slot.get();
   }

@@ -13,9 +13,20 @@ enum class LtEpilogue { None, Bias, BiasRelu };
 /// bias [m] added to every column, for BiasRelu that and max(., 0). A is stored packed as
 /// (trans_a ? k x m : m x k), B as (trans_b ? n x k : k x n). Returns false, doing nothing, where
 /// cuBLASLt has no algorithm for it; the caller then composes the result from other kernels.
+/// max_blocks > 0: once timed, the fastest configuration of at most that many thread blocks, where
+/// one exists (a product that runs beside others and should leave them the rest of the GPU).
 bool lt_matmul(int device, cudaStream_t stream, int64_t m, int64_t n, int64_t k, bool trans_a, const float* a,
                bool trans_b, const float* b, float* d, float alpha, float beta, LtEpilogue epilogue,
-               const float* bias);
+               const float* bias, int64_t max_blocks = 0);
+
+/// Whether lt_matmul with these arguments (no epilogue) has been timed and runs a configuration of at
+/// most max_blocks thread blocks (never in deterministic mode, which runs the heuristic's pick).
+bool lt_keeps_within(int device, int64_t m, int64_t n, int64_t k, bool trans_a, const float* a, bool trans_b,
+                     const float* b, const float* d, int64_t max_blocks);
+
+/// The side stream's share of a device in thread blocks, for lt_matmul's max_blocks: about a fifth
+/// of its SMs (29 of 132).
+int64_t side_stream_blocks(int device);
 
 /// MINIDL_GEMM_TUNE: whether shapes are timed (not "0"), and whether each choice is printed ("verbose").
 bool gemm_tuning_enabled();

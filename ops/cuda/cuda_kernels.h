@@ -97,9 +97,10 @@ class CudaKernels final : public Kernels {
   cudaStream_t stream() const { return stream_; }
 
  private:
-  // A 2-D float32 product on cuBLASLt on `stream`; false where that path does not apply.
+  // A 2-D float32 product on cuBLASLt on `stream` (max_blocks: see cuda::lt_matmul); false where that
+  // path does not apply.
   bool gemm_lt(cudaStream_t stream, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
-               double alpha, double beta);
+               double alpha, double beta, int64_t max_blocks = 0);
   // gemm_bias for a product with few output tiles and a long k: split along k into `slices`, which
   // gemm_bias_slices picks (1: no split; ops/cuda/matmul.cpp). Float32, contiguous a and b.
   void gemm_bias_split_k(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, bool relu,

@@ -90,13 +90,14 @@ void CudaKernels::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool tran
 }
 
 bool CudaKernels::gemm_lt(cudaStream_t stream, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
-                          double alpha, double beta) {
+                          double alpha, double beta, int64_t max_blocks) {
   if (c.dim() != 2 || a.dim() != 2 || b.dim() != 2 || c.dtype() != kFloat32) return false;
   const int64_t m = c.size(0), n = c.size(1), k = trans_a ? a.size(0) : a.size(1);
   // Column-major: C^T [n x m] = op(B)^T op(A)^T.
   return cuda::lt_matmul(device_, stream, n, m, k, trans_b, static_cast<const float*>(b.raw_data()), trans_a,
                          static_cast<const float*>(a.raw_data()), static_cast<float*>(c.raw_data()),
-                         static_cast<float>(alpha), static_cast<float>(beta), cuda::LtEpilogue::None, nullptr);
+                         static_cast<float>(alpha), static_cast<float>(beta), cuda::LtEpilogue::None, nullptr,
+                         max_blocks);
 }
 
 void CudaKernels::gemm_row_sums(const GemmCall& call) {
@@ -105,23 +106,41 @@ void CudaKernels::gemm_row_sums(const GemmCall& call) {
   Kernels::gemm_row_sums(call);
 }
 
+// The second product (a weight gradient, needed only by the optimizer) runs on the side stream on a
+// configuration of at most cuda::side_stream_blocks(), where cuBLASLt has one, and then starts only
+// after the first (the input gradient, which the rest of the backward waits for): the first gets
+// the whole GPU, and the second runs beside the next layer's work on the SMs it leaves. In the
+// MNIST MLP at batch 512 on an H200, the second layer's input gradient took 13.1 us beside its
+// weight gradient and 8.6 alone; the weight gradient, on 28 blocks (21.7 us alone, against 10.2 on
+// any number), then ran beside the first layer's weight gradient (104 blocks) without slowing it,
+// and the step fell from 88.5 to 85-86 us (docs/benchmarks.md). Until the second product has been
+// timed, and where no configuration is that small (or it runs on minidl's narrow kernel), both
+// start together as before.
 void CudaKernels::gemm_concurrent(const GemmCall& first, const GemmCall& second) {
   cuda::DeviceGuard guard(device_);
   const cudaStream_t side = cuda::side_stream(device_);
+  const int64_t blocks = cuda::side_stream_blocks(device_);
+  const Tensor &a = second.a, &b = second.b, &c = second.c;
+  const bool after_first =
+      c.dim() == 2 && a.dim() == 2 && b.dim() == 2 && c.dtype() == kFloat32 &&
+      cuda::lt_keeps_within(device_, c.size(1), c.size(0), second.trans_a ? a.size(0) : a.size(1), second.trans_b,
+                            static_cast<const float*>(b.raw_data()), second.trans_a,
+                            static_cast<const float*>(a.raw_data()), static_cast<const float*>(c.raw_data()), blocks);
+  if (after_first) gemm_row_sums(first);
   cuda::stream_wait(device_, side, stream_);  // the side stream starts after what came before
   bool second_on_side =
-      weight_grad_layout(second) && narrow_weight_grad(side, second.a, second.b, second.c, second.row_sums);
+      !after_first && weight_grad_layout(second) && narrow_weight_grad(side, a, b, second.c, second.row_sums);
   const bool sums_left = !second_on_side && second.row_sums;
-  if (!second_on_side) second_on_side = gemm_lt(side, second.a, second.trans_a, second.b, second.trans_b, second.c, 1, 0);
-  gemm_row_sums(first);
+  if (!second_on_side) second_on_side = gemm_lt(side, a, second.trans_a, b, second.trans_b, second.c, 1, 0, blocks);
+  if (!after_first) gemm_row_sums(first);
   if (second_on_side) {
     // The compute stream waits for the side stream only where its results or inputs are next used:
     // the next layer's backward needs neither (core/cuda/side_stream.cpp).
     std::vector<const void*> writes{second.c.impl().storage->data()};
     if (second.row_sums && !sums_left) writes.push_back(second.row_sums->impl().storage->data());
-    cuda::join_side_stream_later(device_, {second.a, second.b}, writes);
+    cuda::join_side_stream_later(device_, {a, b}, writes);
   } else {
-    gemm(second.a, second.trans_a, second.b, second.trans_b, second.c, 1, 0);
+    gemm(a, second.trans_a, b, second.trans_b, second.c, 1, 0);
   }
   if (sums_left) sum_rows_of_a(second);
 }

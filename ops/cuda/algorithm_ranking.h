@@ -5,32 +5,38 @@
 // median instead. Header-only and free of CUDA so that its rules are tested on any machine.
 #include <algorithm>
 #include <cstddef>
+#include <iterator>
 #include <vector>
 
 namespace minidl::cuda {
+
+/// The median of `times` (the upper one of an even count); `times` is not empty.
+inline float median(std::vector<float> times) {
+  const auto middle = times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2);
+  std::nth_element(times.begin(), middle, times.end());
+  return *middle;
+}
 
 /// `Perf` has the fields of cuDNN's perf records that matter here: `algo` (an enum below
 /// `kCount`), `time` and `memory` (workspace bytes).
 template <class Perf, int kCount>
 class AlgorithmRanking {
  public:
-  /// One timing of `perf.algo`.
+  /// One timing of `perf.algo`; the algorithm's record keeps the median of its timings as `time`.
   void add(const Perf& perf) {
     Entry& e = entries_[static_cast<int>(perf.algo)];
-    e.record = perf;
     e.times.push_back(perf.time);
+    e.record = perf;
+    e.record.time = median(e.times);
   }
 
   /// The fastest by median whose workspace fits `budget`, else the fastest of any workspace;
-  /// nullptr when nothing was added. Its `time` is its median.
-  const Perf* fastest(size_t budget) {
+  /// nullptr when nothing was added.
+  const Perf* fastest(size_t budget) const {
     const Perf* within = nullptr;
     const Perf* any = nullptr;
-    for (Entry& e : entries_) {
+    for (const Entry& e : entries_) {
       if (e.times.empty()) continue;
-      std::vector<float> sorted = e.times;
-      std::sort(sorted.begin(), sorted.end());
-      e.record.time = sorted[sorted.size() / 2];
       if (!any || e.record.time < any->time) any = &e.record;
       if (e.record.memory <= budget && (!within || e.record.time < within->time)) within = &e.record;
     }
@@ -39,7 +45,7 @@ class AlgorithmRanking {
 
   /// The algorithms whose median is at most `factor` times the fastest's, fastest first: those
   /// within `budget`, or the fastest alone where none is.
-  std::vector<const Perf*> near_fastest(size_t budget, float factor) {
+  std::vector<const Perf*> near_fastest(size_t budget, float factor) const {
     const Perf* best = fastest(budget);
     if (!best) return {};
     if (best->memory > budget) return {best};

@@ -101,6 +101,10 @@ class CudaKernels final : public Kernels {
   // path does not apply.
   bool gemm_lt(cudaStream_t stream, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
                double alpha, double beta, int64_t max_blocks = 0);
+  // Whether gemm_lt of this product with max_blocks has been timed and keeps to it
+  // (cuda::lt_keeps_within).
+  bool gemm_lt_keeps_within(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
+                            int64_t max_blocks) const;
   // gemm_bias for a product with few output tiles and a long k: split along k into `slices`, which
   // gemm_bias_slices picks (1: no split; ops/cuda/matmul.cpp). Float32, contiguous a and b.
   void gemm_bias_split_k(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, bool relu,

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "core/cuda.h"
@@ -95,8 +96,7 @@ float median_ms(cudaStream_t stream, const L2Flush& flush, int reps, Work&& work
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
-  std::nth_element(times.begin(), times.begin() + reps / 2, times.end());
-  return times[static_cast<size_t>(reps / 2)];
+  return cuda::median(std::move(times));
 }
 
 // Find times one forward call at a time, with the host in the loop, so an algorithm of several
@@ -129,8 +129,7 @@ const cudnnConvolutionFwdAlgoPerf_t* retime_forward(cudnnHandle_t handle, const 
   std::vector<float> median(candidates.size());
   size_t best = 0;
   for (size_t i = 0; i < candidates.size(); ++i) {
-    std::sort(bursts[i].begin(), bursts[i].end());
-    median[i] = bursts[i][kRounds / 2];
+    median[i] = cuda::median(bursts[i]);
     if (median[i] < median[best]) best = i;
   }
   if (cuda::gemm_tuning_verbose())

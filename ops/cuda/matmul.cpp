@@ -89,15 +89,39 @@ void CudaKernels::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool tran
   });
 }
 
+namespace {
+
+// A row-major 2-D float32 product c = op(a) op(b) as cuBLASLt's column-major one:
+// C^T [n x m] = op(B)^T op(A)^T, so cuBLASLt's m, n are c's columns and rows. False where the
+// cuBLASLt path does not apply.
+struct LtShape {
+  int64_t m, n, k;
+};
+bool lt_shape(const Tensor& a, bool trans_a, const Tensor& b, const Tensor& c, LtShape& shape) {
+  if (c.dim() != 2 || a.dim() != 2 || b.dim() != 2 || c.dtype() != kFloat32) return false;
+  shape = {c.size(1), c.size(0), trans_a ? a.size(0) : a.size(1)};
+  return true;
+}
+
+}  // namespace
+
 bool CudaKernels::gemm_lt(cudaStream_t stream, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
                           double alpha, double beta, int64_t max_blocks) {
-  if (c.dim() != 2 || a.dim() != 2 || b.dim() != 2 || c.dtype() != kFloat32) return false;
-  const int64_t m = c.size(0), n = c.size(1), k = trans_a ? a.size(0) : a.size(1);
-  // Column-major: C^T [n x m] = op(B)^T op(A)^T.
-  return cuda::lt_matmul(device_, stream, n, m, k, trans_b, static_cast<const float*>(b.raw_data()), trans_a,
+  LtShape s;
+  if (!lt_shape(a, trans_a, b, c, s)) return false;
+  return cuda::lt_matmul(device_, stream, s.m, s.n, s.k, trans_b, static_cast<const float*>(b.raw_data()), trans_a,
                          static_cast<const float*>(a.raw_data()), static_cast<float*>(c.raw_data()),
                          static_cast<float>(alpha), static_cast<float>(beta), cuda::LtEpilogue::None, nullptr,
                          max_blocks);
+}
+
+bool CudaKernels::gemm_lt_keeps_within(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
+                                       int64_t max_blocks) const {
+  LtShape s;
+  return lt_shape(a, trans_a, b, c, s) &&
+         cuda::lt_keeps_within(device_, s.m, s.n, s.k, trans_b, static_cast<const float*>(b.raw_data()), trans_a,
+                               static_cast<const float*>(a.raw_data()), static_cast<const float*>(c.raw_data()),
+                               max_blocks);
 }
 
 void CudaKernels::gemm_row_sums(const GemmCall& call) {
@@ -120,12 +144,8 @@ void CudaKernels::gemm_concurrent(const GemmCall& first, const GemmCall& second)
   cuda::DeviceGuard guard(device_);
   const cudaStream_t side = cuda::side_stream(device_);
   const int64_t blocks = cuda::side_stream_blocks(device_);
-  const Tensor &a = second.a, &b = second.b, &c = second.c;
-  const bool after_first =
-      c.dim() == 2 && a.dim() == 2 && b.dim() == 2 && c.dtype() == kFloat32 &&
-      cuda::lt_keeps_within(device_, c.size(1), c.size(0), second.trans_a ? a.size(0) : a.size(1), second.trans_b,
-                            static_cast<const float*>(b.raw_data()), second.trans_a,
-                            static_cast<const float*>(a.raw_data()), static_cast<const float*>(c.raw_data()), blocks);
+  const Tensor &a = second.a, &b = second.b;
+  const bool after_first = gemm_lt_keeps_within(a, second.trans_a, b, second.trans_b, second.c, blocks);
   if (after_first) gemm_row_sums(first);
   cuda::stream_wait(device_, side, stream_);  // the side stream starts after what came before
   bool second_on_side =

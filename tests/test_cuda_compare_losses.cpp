@@ -248,6 +248,16 @@ TEST(CudaLosses, MatchCpuInFloat32) {
     expect_cpu_cuda_agree((rows == 1024 ? "cross_entropy, 1024 rows" : "cross_entropy, 1500 rows"),
                           [&](auto& in) { return cross_entropy(in[0], on(tt, in[0])); }, {randn({rows, 10}) * 3.0});
   }
+  // From 1 to 64 classes, with ignored rows among them: the one-block kernel up to 8192 logits
+  // (1, 3 and 17 classes here), the per-row kernel and the mean past it.
+  for (int64_t classes : {1, 3, 17, 32, 50, 64}) {
+    std::vector<int64_t> targets = randint({300}, classes).to_vector<int64_t>();
+    for (size_t i = 0; i < targets.size(); i += 7) targets[i] = -100;
+    Tensor tc = Tensor::from_vector(targets);
+    const std::string what = "cross_entropy, " + std::to_string(classes) + " classes";
+    expect_cpu_cuda_agree(what.c_str(),
+                          [&](auto& in) { return cross_entropy(in[0], on(tc, in[0])); }, {randn({300, classes}) * 3.0});
+  }
   // Wide rows (the block-per-row softmax) and a batch past one block of the mean.
   Tensor tw = randint({600}, 1500);
   expect_cpu_cuda_agree("cross_entropy wide", [&](auto& in) { return cross_entropy(in[0], on(tw, in[0])); },

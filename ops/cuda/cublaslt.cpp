@@ -12,6 +12,9 @@
 // the side stream beside the rest of a backward (ops/cuda/matmul.cpp, gemm_concurrent). It then
 // takes the fastest configuration within the limit, where there is one, else the fastest of all.
 //
+// A product may also be a batch of products of one shape at fixed strides (LtBatch): the slices of
+// a linear layer's product split along k (ops/cuda/matmul.cpp, gemm_bias_split_k), timed as one.
+//
 // MINIDL_GEMM_TUNE=0 keeps the heuristic's first pick instead of timing; =verbose also prints, for
 // every shape timed, the time of the pick and of the heuristic's first. Deterministic mode
 // (core/deterministic.h) also runs the heuristic's first pick, whatever was timed: every
@@ -107,12 +110,14 @@ struct Plan {
   }
 };
 
-using Key = std::tuple<int, int64_t, int64_t, int64_t, bool, bool, int, uint32_t, uint32_t, uint32_t, int64_t>;
+using Key = std::tuple<int, int64_t, int64_t, int64_t, bool, bool, int, uint32_t, uint32_t, uint32_t, int64_t, int64_t,
+                       int64_t, int64_t, int64_t, int64_t, int64_t>;
 
 Key plan_key(int device, int64_t m, int64_t n, int64_t k, bool trans_a, const float* a, bool trans_b, const float* b,
-             const float* d, LtEpilogue epilogue, int64_t max_blocks) {
-  return {device, m, n, k, trans_a, trans_b, static_cast<int>(epilogue), alignment(a), alignment(b), alignment(d),
-          max_blocks};
+             const float* d, LtEpilogue epilogue, int64_t max_blocks, const LtBatch& batch) {
+  return {device,       m,           n,           k,           trans_a,        trans_b,        static_cast<int>(epilogue),
+          alignment(a), alignment(b), alignment(d), max_blocks, batch.count, batch.stride_a, batch.stride_b,
+          batch.stride_d, batch.ld_a,   batch.ld_b};
 }
 
 struct Plans {
@@ -125,9 +130,10 @@ Plans& plans() {
   return *all;
 }
 
-// Thread blocks of a configuration on an m x n output: its tiles times its slices of k. Tiles are
-// cuBLASLt's enum (cublasLt.h), rows x columns; an unknown one counts as unbounded.
-int64_t block_count(const cublasLtMatmulAlgo_t& algo, int64_t m, int64_t n) {
+// Thread blocks of a configuration on `batch` m x n outputs: its tiles times its slices of k, times
+// the batch. Tiles are cuBLASLt's enum (cublasLt.h), rows x columns; an unknown one counts as
+// unbounded.
+int64_t block_count(const cublasLtMatmulAlgo_t& algo, int64_t m, int64_t n, int64_t batch) {
   static constexpr int kTiles[][2] = {
       {0, 0},     {8, 8},     {8, 16},    {16, 8},    {8, 32},    {16, 16},   {32, 8},    {8, 64},   {16, 32},
       {32, 16},   {64, 8},    {32, 32},   {32, 64},   {64, 32},   {32, 128},  {64, 64},   {128, 32}, {64, 128},
@@ -140,11 +146,19 @@ int64_t block_count(const cublasLtMatmulAlgo_t& algo, int64_t m, int64_t n) {
   cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof splits, &written);
   if (tile == 0 || tile >= std::size(kTiles)) return std::numeric_limits<int64_t>::max();
   const int64_t rows = kTiles[tile][0], cols = kTiles[tile][1];
-  return ((m + rows - 1) / rows) * ((n + cols - 1) / cols) * std::max<int32_t>(splits, 1);
+  return ((m + rows - 1) / rows) * ((n + cols - 1) / cols) * std::max<int32_t>(splits, 1) * batch;
+}
+
+// Sets a layout's batch: `count` matrices, `stride` elements apart.
+void set_batch(cublasLtMatrixLayout_t layout, int64_t count, int64_t stride) {
+  const int32_t n = static_cast<int32_t>(count);
+  CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &n, sizeof n));
+  CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                sizeof stride));
 }
 
 void create_plan(Plan& p, cublasLtHandle_t handle, int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b,
-                 LtEpilogue epilogue, uint32_t align_a, uint32_t align_b, uint32_t align_d) {
+                 LtEpilogue epilogue, uint32_t align_a, uint32_t align_b, uint32_t align_d, const LtBatch& batch) {
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasLtEpilogue_t ep = epilogue == LtEpilogue::BiasRelu ? CUBLASLT_EPILOGUE_RELU_BIAS
                                 : epilogue == LtEpilogue::Bias   ? CUBLASLT_EPILOGUE_BIAS
@@ -160,11 +174,17 @@ void create_plan(Plan& p, cublasLtHandle_t handle, int64_t m, int64_t n, int64_t
   }
   const char* ep_name = epilogue == LtEpilogue::BiasRelu ? " bias+relu" : epilogue == LtEpilogue::Bias ? " bias" : "";
   p.name = std::to_string(m) + " x " + std::to_string(n) + " x " + std::to_string(k) + (trans_a ? " T" : " N") +
-           (trans_b ? "T" : "N") + ep_name;
+           (trans_b ? "T" : "N") + ep_name + (batch.count > 1 ? ", batch of " + std::to_string(batch.count) : "");
   const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, u(trans_a ? k : m), u(trans_a ? m : k), trans_a ? k : m));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, u(trans_b ? n : k), u(trans_b ? k : n), trans_b ? n : k));
+  const int64_t ld_a = batch.ld_a ? batch.ld_a : trans_a ? k : m, ld_b = batch.ld_b ? batch.ld_b : trans_b ? n : k;
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, u(trans_a ? k : m), u(trans_a ? m : k), ld_a));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, u(trans_b ? n : k), u(trans_b ? k : n), ld_b));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, u(m), u(n), m));
+  if (batch.count > 1) {
+    set_batch(p.a, batch.count, batch.stride_a);
+    set_batch(p.b, batch.count, batch.stride_b);
+    set_batch(p.d, batch.count, batch.stride_d);
+  }
 
   cublasLtMatmulPreference_t pref = nullptr;
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -270,11 +290,12 @@ cublasStatus_t launch(const LtStream& dev, cudaStream_t stream, const Plan& p, s
 // waiting for the host to call cuBLASLt. A first pass times every candidate on one short burst; the
 // five fastest are timed again on longer ones. False when no candidate runs.
 bool choose_by_timing(int device, const LtStream& dev, cudaStream_t stream, Plan& p, const void* a, const void* b,
-                      int64_t m, int64_t n, float alpha, float beta) {
+                      int64_t m, int64_t n, float alpha, float beta, const LtBatch& batch) {
   // From the caching allocator, not cudaMalloc/cudaFree: cudaFree waits for every stream of the
   // device, a data-parallel all-reduce included, which waits for the other ranks.
   Allocator& allocator = allocator_for(Device::cuda(device));
-  const size_t scratch_bytes = static_cast<size_t>(m * n) * sizeof(float);
+  const int64_t last = batch.count > 1 ? (batch.count - 1) * batch.stride_d : 0;
+  const size_t scratch_bytes = static_cast<size_t>(last + m * n) * sizeof(float);
   void* scratch = allocator.allocate(scratch_bytes);
   const auto run = [&](size_t c) { CUBLAS_CHECK(launch(dev, stream, p, c, a, b, scratch, alpha, beta)); };
   std::vector<std::pair<float, size_t>> first_pass;  // microseconds, candidate
@@ -289,7 +310,7 @@ bool choose_by_timing(int device, const LtStream& dev, cudaStream_t stream, Plan
   if (p.max_blocks > 0) {
     std::vector<std::pair<float, size_t>> within;
     for (const auto& entry : first_pass)
-      if (block_count(p.candidates[entry.second], m, n) <= p.max_blocks) within.push_back(entry);
+      if (block_count(p.candidates[entry.second], m, n, batch.count) <= p.max_blocks) within.push_back(entry);
     p.within_limit = !within.empty();
     if (p.within_limit) first_pass = std::move(within);
   }
@@ -306,7 +327,7 @@ bool choose_by_timing(int device, const LtStream& dev, cudaStream_t stream, Plan
                  p.chosen, p.candidates.size(), best_us, heuristic_us);
     if (p.max_blocks > 0)
       std::fprintf(stderr, ", %lld blocks of at most %lld%s (fastest of any %.1f us)",
-                   static_cast<long long>(block_count(p.candidates[p.chosen], m, n)),
+                   static_cast<long long>(block_count(p.candidates[p.chosen], m, n, batch.count)),
                    static_cast<long long>(p.max_blocks), p.within_limit ? "" : ": none fits", fastest_us);
     std::fprintf(stderr, "\n");
   }
@@ -338,25 +359,32 @@ bool lt_keeps_within(int device, int64_t m, int64_t n, int64_t k, bool trans_a, 
                      const float* b, const float* d, int64_t max_blocks) {
   Plans& all = plans();
   std::lock_guard lock(all.mutex);
-  const auto it = all.map.find(plan_key(device, m, n, k, trans_a, a, trans_b, b, d, LtEpilogue::None, max_blocks));
+  const auto it = all.map.find(plan_key(device, m, n, k, trans_a, a, trans_b, b, d, LtEpilogue::None, max_blocks, {}));
   return it != all.map.end() && it->second->within_limit && !is_deterministic();
 }
 
 bool lt_matmul(int device, cudaStream_t stream, int64_t m, int64_t n, int64_t k, bool trans_a, const float* a,
                bool trans_b, const float* b, float* d, float alpha, float beta, LtEpilogue epilogue,
-               const float* bias, int64_t max_blocks) {
-  if (m <= 0 || n <= 0 || k <= 0) return false;
+               const float* bias, int64_t max_blocks, const LtBatch& batch) {
+  if (m <= 0 || n <= 0 || k <= 0 || batch.count <= 0) return false;
   if (bias && alignment(bias) < 16) return false;
   const LtStream dev = lt_stream(device, stream);
+  // The batch's other matrices are as aligned as their strides allow.
+  const auto aligned = [&](const float* p, int64_t stride) {
+    return batch.count > 1 ? std::min(alignment(p), alignment(reinterpret_cast<const void*>(stride * sizeof(float))))
+                           : alignment(p);
+  };
+  const uint32_t align_a = aligned(a, batch.stride_a), align_b = aligned(b, batch.stride_b),
+                 align_d = aligned(d, batch.stride_d);
   Plan* plan;
   {
     Plans& all = plans();
     std::lock_guard lock(all.mutex);
-    auto& slot = all.map[plan_key(device, m, n, k, trans_a, a, trans_b, b, d, epilogue, max_blocks)];
+    auto& slot = all.map[plan_key(device, m, n, k, trans_a, a, trans_b, b, d, epilogue, max_blocks, batch)];
     if (!slot) {
       slot = std::make_unique<Plan>();
       slot->max_blocks = max_blocks;
-      create_plan(*slot, dev.handle, m, n, k, trans_a, trans_b, epilogue, alignment(a), alignment(b), alignment(d));
+      create_plan(*slot, dev.handle, m, n, k, trans_a, trans_b, epilogue, align_a, align_b, align_d, batch);
     }
     plan = slot.get();
   }
@@ -372,7 +400,7 @@ bool lt_matmul(int device, cudaStream_t stream, int64_t m, int64_t n, int64_t k,
     CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
     if (capture == cudaStreamCaptureStatusNone && ++p.seen >= 2) {
       add_all_configurations(dev.handle, p);
-      if (!choose_by_timing(device, dev, stream, p, a, b, m, n, alpha, beta)) {
+      if (!choose_by_timing(device, dev, stream, p, a, b, m, n, alpha, beta, batch)) {
         p.candidates.clear();
         return false;
       }

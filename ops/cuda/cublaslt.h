@@ -9,6 +9,13 @@ namespace minidl::cuda {
 
 enum class LtEpilogue { None, Bias, BiasRelu };
 
+/// `count` products of the same shape, the i-th at a + i * stride_a, b + i * stride_b and
+/// d + i * stride_d (elements): the slices of a split along k, for one. ld_a and ld_b are the
+/// leading dimensions of A and B where they are slices of wider matrices (0: packed).
+struct LtBatch {
+  int64_t count = 1, stride_a = 0, stride_b = 0, stride_d = 0, ld_a = 0, ld_b = 0;
+};
+
 /// D (m x n, leading dimension m) = alpha * op(A) op(B) + beta * D, then for Bias the vector
 /// bias [m] added to every column, for BiasRelu that and max(., 0). A is stored packed as
 /// (trans_a ? k x m : m x k), B as (trans_b ? n x k : k x n). Returns false, doing nothing, where
@@ -17,7 +24,7 @@ enum class LtEpilogue { None, Bias, BiasRelu };
 /// one exists (a product that runs beside others and should leave them the rest of the GPU).
 bool lt_matmul(int device, cudaStream_t stream, int64_t m, int64_t n, int64_t k, bool trans_a, const float* a,
                bool trans_b, const float* b, float* d, float alpha, float beta, LtEpilogue epilogue,
-               const float* bias, int64_t max_blocks = 0);
+               const float* bias, int64_t max_blocks = 0, const LtBatch& batch = {});
 
 /// Whether lt_matmul with these arguments (no epilogue) has been timed and runs a configuration of at
 /// most max_blocks thread blocks (never in deterministic mode, which runs the heuristic's pick).

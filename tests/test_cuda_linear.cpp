@@ -77,9 +77,10 @@ TEST(CudaLinear, ReluBiasBackwardMatchesCpu) {
   MINIDL_REQUIRE_CUDA();
   MINIDL_FRESH_SEED();
   for (DType dtype : {kFloat32, kFloat64}) {
-    // One slice of rows, several (each block's sums finished by the last), more columns than a block.
-    for (const Shape& shape :
-         {Shape{1, 1}, Shape{64, 512}, Shape{300, 13}, Shape{5, 1000}, Shape{512, 256}, Shape{5000, 40}}) {
+    // A block over all the rows (up to 1024, a last column group cut short), one slice of rows,
+    // several (each block's sums finished by the last), more columns than a block.
+    for (const Shape& shape : {Shape{1, 1}, Shape{64, 512}, Shape{300, 13}, Shape{5, 1000}, Shape{512, 256},
+                               Shape{1024, 130}, Shape{5000, 40}}) {
       Tensor g = randn(shape, dtype), out = relu(randn(shape, dtype));
       Tensor pre = Tensor::empty(shape, dtype), gb = Tensor::empty({shape[1]}, dtype);
       kernels_for(Device::cpu()).relu_bias_backward(g, out, pre, gb);

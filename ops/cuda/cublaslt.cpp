@@ -115,9 +115,9 @@ using Key = std::tuple<int, int64_t, int64_t, int64_t, bool, bool, int, uint32_t
 
 Key plan_key(int device, int64_t m, int64_t n, int64_t k, bool trans_a, const float* a, bool trans_b, const float* b,
              const float* d, LtEpilogue epilogue, int64_t max_blocks, const LtBatch& batch) {
-  return {device,       m,           n,           k,           trans_a,        trans_b,        static_cast<int>(epilogue),
-          alignment(a), alignment(b), alignment(d), max_blocks, batch.count, batch.stride_a, batch.stride_b,
-          batch.stride_d, batch.ld_a,   batch.ld_b};
+  return {device,         m,          n,          k,           trans_a,        trans_b,
+          static_cast<int>(epilogue), alignment(a), alignment(b), alignment(d), max_blocks,
+          batch.count,    batch.stride_a, batch.stride_b, batch.stride_d, batch.ld_a, batch.ld_b};
 }
 
 struct Plans {

@@ -17,9 +17,10 @@ struct LtBatch {
 };
 
 /// D (m x n, leading dimension m) = alpha * op(A) op(B) + beta * D, then for Bias the vector
-/// bias [m] added to every column, for BiasRelu that and max(., 0). A is stored packed as
-/// (trans_a ? k x m : m x k), B as (trans_b ? n x k : k x n). Returns false, doing nothing, where
-/// cuBLASLt has no algorithm for it; the caller then composes the result from other kernels.
+/// bias [m] added to every column, for BiasRelu that and max(., 0). A is stored as
+/// (trans_a ? k x m : m x k), B as (trans_b ? n x k : k x n), packed unless `batch` gives their
+/// leading dimensions. Returns false, doing nothing, where cuBLASLt has no algorithm for it; the
+/// caller then composes the result from other kernels.
 /// max_blocks > 0: once timed, the fastest configuration of at most that many thread blocks, where
 /// one exists (a product that runs beside others and should leave them the rest of the GPU).
 bool lt_matmul(int device, cudaStream_t stream, int64_t m, int64_t n, int64_t k, bool trans_a, const float* a,

@@ -89,6 +89,12 @@ uint32_t alignment(const void* p) {
   return a;
 }
 
+// The alignment every matrix of a batch keeps: the first's, and no more than its stride allows.
+uint32_t alignment(const float* p, const LtBatch& batch, int64_t stride) {
+  if (batch.count <= 1) return alignment(p);
+  return std::min(alignment(p), alignment(reinterpret_cast<const void*>(stride * sizeof(float))));
+}
+
 struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
@@ -116,7 +122,8 @@ using Key = std::tuple<int, int64_t, int64_t, int64_t, bool, bool, int, uint32_t
 Key plan_key(int device, int64_t m, int64_t n, int64_t k, bool trans_a, const float* a, bool trans_b, const float* b,
              const float* d, LtEpilogue epilogue, int64_t max_blocks, const LtBatch& batch) {
   return {device,         m,          n,          k,           trans_a,        trans_b,
-          static_cast<int>(epilogue), alignment(a), alignment(b), alignment(d), max_blocks,
+          static_cast<int>(epilogue), alignment(a, batch, batch.stride_a), alignment(b, batch, batch.stride_b),
+          alignment(d, batch, batch.stride_d), max_blocks,
           batch.count,    batch.stride_a, batch.stride_b, batch.stride_d, batch.ld_a, batch.ld_b};
 }
 
@@ -369,13 +376,6 @@ bool lt_matmul(int device, cudaStream_t stream, int64_t m, int64_t n, int64_t k,
   if (m <= 0 || n <= 0 || k <= 0 || batch.count <= 0) return false;
   if (bias && alignment(bias) < 16) return false;
   const LtStream dev = lt_stream(device, stream);
-  // The batch's other matrices are as aligned as their strides allow.
-  const auto aligned = [&](const float* p, int64_t stride) {
-    return batch.count > 1 ? std::min(alignment(p), alignment(reinterpret_cast<const void*>(stride * sizeof(float))))
-                           : alignment(p);
-  };
-  const uint32_t align_a = aligned(a, batch.stride_a), align_b = aligned(b, batch.stride_b),
-                 align_d = aligned(d, batch.stride_d);
   Plan* plan;
   {
     Plans& all = plans();
@@ -384,7 +384,8 @@ bool lt_matmul(int device, cudaStream_t stream, int64_t m, int64_t n, int64_t k,
     if (!slot) {
       slot = std::make_unique<Plan>();
       slot->max_blocks = max_blocks;
-      create_plan(*slot, dev.handle, m, n, k, trans_a, trans_b, epilogue, align_a, align_b, align_d, batch);
+      create_plan(*slot, dev.handle, m, n, k, trans_a, trans_b, epilogue, alignment(a, batch, batch.stride_a),
+                  alignment(b, batch, batch.stride_b), alignment(d, batch, batch.stride_d), batch);
     }
     plan = slot.get();
   }

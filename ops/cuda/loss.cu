@@ -49,8 +49,10 @@ __global__ void mean_over_targets(const T* row_value, const int64_t* target, int
 // classifier's training batch). Two kernels (per-row softmax, then the mean) would cost twice the
 // launch latency that dominates at this size. Logits and targets are loaded in one coalesced pass;
 // a thread per row takes its log-sum-exp from shared memory; the log-probabilities are written
-// in one coalesced pass; the block sums the rows' values in a fixed order.
-constexpr int kSmallThreads = 1024, kSmallBytes = 32 * 1024, kSmallMaxClasses = 64;
+// in one coalesced pass; the block sums the rows' values in a fixed order. 512 threads, each with
+// up to two rows: 3.9 us a call against 4.5 with a thread for each of 1024 (512 x 10 on an H200,
+// calls back to back in a graph).
+constexpr int kSmallThreads = 512, kSmallMaxRows = 1024, kSmallBytes = 32 * 1024, kSmallMaxClasses = 64;
 
 // A row's log-probability of its target and whether it counts, summed in one block reduction.
 template <class Acc>
@@ -68,16 +70,16 @@ __global__ void __launch_bounds__(kSmallThreads)
   let_next_kernel_start();
   using Acc = AccT<T>;
   __shared__ T x[kSmallBytes / sizeof(T)];
-  __shared__ T lse_of[kSmallThreads];
+  __shared__ T lse_of[kSmallMaxRows];
   using Reduce = cub::BlockReduce<ValueCount<Acc>, kSmallThreads>;
   __shared__ typename Reduce::TempStorage temp;
-  const int n = rows * classes, row = static_cast<int>(threadIdx.x);
-  const int64_t t = row < rows ? target[row] : ignore_index;
+  const int n = rows * classes;
 #pragma unroll 8  // the loads in flight together, not one round trip each
-  for (int e = row; e < n; e += kSmallThreads) x[e] = logits[e];
+  for (int e = static_cast<int>(threadIdx.x); e < n; e += kSmallThreads) x[e] = logits[e];
   __syncthreads();
   Acc value = 0, counted = 0;
-  if (row < rows) {
+  for (int row = static_cast<int>(threadIdx.x); row < rows; row += kSmallThreads) {
+    const int64_t t = target[row];
     const T* p = x + row * classes;
     T m = -d_infinity<T>();
     for (int j = 0; j < classes; ++j) m = p[j] > m ? p[j] : m;
@@ -86,13 +88,13 @@ __global__ void __launch_bounds__(kSmallThreads)
     const T lse = m + d_log(static_cast<T>(s));
     lse_of[row] = lse;
     if (t != ignore_index) {
-      counted = Acc(1);
-      if (t >= 0 && t < classes) value = Acc(p[t] - lse);
+      counted += Acc(1);
+      if (t >= 0 && t < classes) value += Acc(p[t] - lse);
       else report_device_error(error, kCrossEntropyTarget, row, t, classes);
     }
   }
   __syncthreads();
-  for (int e = row; e < n; e += kSmallThreads) log_probs[e] = x[e] - lse_of[e / classes];
+  for (int e = static_cast<int>(threadIdx.x); e < n; e += kSmallThreads) log_probs[e] = x[e] - lse_of[e / classes];
   const ValueCount<Acc> total = Reduce(temp).Reduce(ValueCount<Acc>{value, counted}, SumOp());
   if (threadIdx.x == 0) {
     loss[0] = static_cast<T>(-total.value / total.count);  // every row ignored: 0 / 0 = NaN, as PyTorch's
@@ -237,7 +239,7 @@ void CudaKernels::cross_entropy(const Tensor& logits, const Tensor& target, int6
   cuda::DeviceGuard guard(device_);
   dispatch_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
-    if (rows > 0 && rows <= kSmallThreads && classes > 0 && classes <= kSmallMaxClasses &&
+    if (rows > 0 && rows <= kSmallMaxRows && classes > 0 && classes <= kSmallMaxClasses &&
         rows * classes <= static_cast<int64_t>(kSmallBytes / sizeof(T))) {
       launch_early("cross_entropy_small_kernel", cross_entropy_small_kernel<T>, 1, kSmallThreads, 0, stream_,
                    ptr<const T>(logits), ptr<const int64_t>(target), ptr<T>(log_probs), int(rows), int(classes),

@@ -15,7 +15,10 @@ namespace {
 
 constexpr int kUnset = -1;
 std::atomic<int> g_backend{kUnset};
-constexpr size_t kNoLimit = SIZE_MAX, kLimitUnset = SIZE_MAX - 1;
+// The limit's states besides a number of bytes: no limit, not read from the environment yet, and the
+// defaults (a limit op by op, none in a graph).
+constexpr size_t kNoLimit = SIZE_MAX, kLimitUnset = SIZE_MAX - 1, kDefaults = SIZE_MAX - 2;
+constexpr size_t kOpByOpDefault = size_t{32} << 20;
 std::atomic<size_t> g_workspace_limit{kLimitUnset};
 
 }  // namespace
@@ -53,22 +56,27 @@ ConvBackend conv_backend() {
 
 void set_conv_backend(ConvBackend backend) { g_backend.store(static_cast<int>(backend)); }
 
-size_t conv_workspace_limit() {
+size_t conv_workspace_limit(bool in_graph) {
   size_t value = g_workspace_limit.load(std::memory_order_relaxed);
-  if (value != kLimitUnset) return value;
-  size_t limit = kNoLimit;
-  if (const char* env = std::getenv("MINIDL_CONV_WORKSPACE_MB"); env && *env) {
-    char* end = nullptr;
-    const unsigned long long mb = std::strtoull(env, &end, 10);
-    MINIDL_CHECK(end && *end == '\0' && env[0] != '-' && mb < (size_t{1} << 40),
-                 "MINIDL_CONV_WORKSPACE_MB: expected a whole number of megabytes, such as 64, got \"", env, "\"");
-    limit = static_cast<size_t>(mb) << 20;
+  if (value == kLimitUnset) {
+    size_t limit = kDefaults;
+    if (const char* env = std::getenv("MINIDL_CONV_WORKSPACE_MB"); env && *env) {
+      char* end = nullptr;
+      const unsigned long long mb = std::strtoull(env, &end, 10);
+      MINIDL_CHECK(end && *end == '\0' && env[0] != '-' && mb < (size_t{1} << 40),
+                   "MINIDL_CONV_WORKSPACE_MB: expected a whole number of megabytes, such as 64, got \"", env, "\"");
+      limit = static_cast<size_t>(mb) << 20;
+    }
+    size_t expected = kLimitUnset;
+    g_workspace_limit.compare_exchange_strong(expected, limit);
+    value = g_workspace_limit.load();
   }
-  size_t expected = kLimitUnset;
-  g_workspace_limit.compare_exchange_strong(expected, limit);
-  return g_workspace_limit.load();
+  if (value == kDefaults) return in_graph ? kNoLimit : kOpByOpDefault;
+  return value;
 }
 
-void set_conv_workspace_limit(size_t bytes) { g_workspace_limit.store(bytes == kLimitUnset ? kNoLimit : bytes); }
+void set_conv_workspace_limit(size_t bytes) { g_workspace_limit.store(bytes >= kDefaults ? kNoLimit : bytes); }
+
+void reset_conv_workspace_limit() { g_workspace_limit.store(kLimitUnset); }
 
 }  // namespace minidl

@@ -22,15 +22,20 @@ void set_conv_backend(ConvBackend backend);
 ConvBackend parse_conv_backend(const std::string& name);
 const char* conv_backend_name(ConvBackend backend);
 /// The most scratch memory one CUDA convolution may hold beyond its inputs and outputs, in bytes:
-/// cuDNN's workspace, or im2col's columns (kept for the backward, and as many again in it). No limit
-/// by default: Auto takes the fastest way, as cudnn.benchmark does, and cuDNN's fastest algorithms
-/// can ask for several times the activations (about 700 MB at batch 512 of the MNIST CNN, where the
-/// algorithms without workspace were 40% slower on an H200). With a limit, the fastest way within
-/// it; with none within it, the fastest. Set by set_conv_workspace_limit, else the environment
-/// variable MINIDL_CONV_WORKSPACE_MB (as PyTorch's CUDNN_CONV_WSCAP_DBG). A shape measured before
-/// a change keeps its choice.
-size_t conv_workspace_limit();
+/// cuDNN's workspace, or im2col's columns (kept for the backward, and as many again in it), for a
+/// convolution run op by op (`in_graph` false) or captured into a CUDA graph (true). Auto takes the
+/// fastest way within it (with none within it, the fastest). Set for both by set_conv_workspace_limit,
+/// else the environment variable MINIDL_CONV_WORKSPACE_MB (as PyTorch's CUDNN_CONV_WSCAP_DBG). By
+/// default 32 MB op by op and none in a graph: cuDNN's fastest algorithms can ask for several times
+/// the activations (about 700 MB at batch 512 of the MNIST CNN, where those without workspace were
+/// 40% slower on an H200), and a step run op by op allocates them anew on every call, at the height
+/// of its memory, while a graph allocates them once, at capture (docs/benchmarks.md). A shape
+/// measured before a change keeps its choice.
+size_t conv_workspace_limit(bool in_graph = false);
+/// `bytes` SIZE_MAX: no limit.
 void set_conv_workspace_limit(size_t bytes);
+/// Back to MINIDL_CONV_WORKSPACE_MB, else the defaults.
+void reset_conv_workspace_limit();
 /// True when this build has the CPU convolutions' oneDNN path (cmake/onednn.cmake).
 bool onednn_available();
 

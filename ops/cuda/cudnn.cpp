@@ -2,8 +2,10 @@
 // descriptors and algorithms once (cached by shape, ops/cuda/cudnn_plan.h), restricted to FMA math:
 // strict float32, no TF32 tensor cores. Algorithms come from cuDNN's heuristics (the _v7 queries,
 // preferring deterministic ones) until conv_backend() Auto measures the shape
-// (ops/cuda/cudnn_autotune.cpp); in deterministic mode, from the heuristics and deterministic only. Workspaces come from the caching allocator and go back to it as
-// soon as the call is queued (reuse is ordered on the compute stream).
+// (ops/cuda/cudnn_autotune.cpp); in deterministic mode, from the heuristics and deterministic only.
+// A plan holds one set for convolutions run op by op and one for those captured into a CUDA graph,
+// each within its mode's workspace limit (ops/backend_setting.h). Workspaces come from the caching
+// allocator and go back to it as soon as the call is queued (reuse is ordered on the stream).
 #include <map>
 #include <memory>
 #include <mutex>
@@ -40,28 +42,29 @@ cudnnHandle_t handle_on(int device, bool side) {
 cudnnHandle_t cudnn_handle(int device) { return handle_on(device, false); }
 cudnnHandle_t cudnn_side_handle(int device) { return handle_on(device, true); }
 
-bool use_algorithms(cudnnHandle_t handle, ConvPlan& p, const cudnnConvolutionFwdAlgoPerf_t* fwd,
+bool use_algorithms(cudnnHandle_t handle, const ConvPlan& p, const cudnnConvolutionFwdAlgoPerf_t* fwd,
                     const cudnnConvolutionBwdDataAlgoPerf_t* bwd_data,
-                    const cudnnConvolutionBwdFilterAlgoPerf_t* bwd_filter) {
+                    const cudnnConvolutionBwdFilterAlgoPerf_t* bwd_filter, ConvAlgorithms& out) {
   if (!fwd || !bwd_data || !bwd_filter) return false;
-  p.fwd = fwd->algo;
-  p.bwd_data = bwd_data->algo;
-  p.bwd_filter = bwd_filter->algo;
-  CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle, p.x.d, p.w, p.conv, p.y.d, p.fwd, &p.fwd_ws));
-  CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, p.w, p.y.d, p.conv, p.x.d, p.bwd_data,
-                                                           &p.bwd_data_ws));
-  CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, p.x.d, p.y.d, p.conv, p.w, p.bwd_filter,
-                                                             &p.bwd_filter_ws));
+  ConvAlgorithms a;
+  a.fwd = fwd->algo;
+  a.bwd_data = bwd_data->algo;
+  a.bwd_filter = bwd_filter->algo;
+  CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle, p.x.d, p.w, p.conv, p.y.d, a.fwd, &a.fwd_ws));
+  CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, p.w, p.y.d, p.conv, p.x.d, a.bwd_data,
+                                                           &a.bwd_data_ws));
+  CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, p.x.d, p.y.d, p.conv, p.w, a.bwd_filter,
+                                                             &a.bwd_filter_ws));
+  out = a;
   return true;
 }
 
 namespace {
 
 // The first deterministic algorithm in the heuristics' order, else (unless `deterministic_only`)
-// the first of any kind; among those within conv_workspace_limit() when there are any.
+// the first of any kind; among those within `limit` when there are any.
 template <class Perf>
-const Perf* pick(const Perf* perf, int count, bool deterministic_only = false) {
-  const size_t limit = conv_workspace_limit();
+const Perf* pick(const Perf* perf, int count, size_t limit, bool deterministic_only = false) {
   const Perf* any = nullptr;
   for (const bool within_limit : {true, false}) {
     for (int i = 0; i < count; ++i) {
@@ -119,7 +122,7 @@ const ConvPlan* measured_with_larger_batch(int device, DType dtype, int64_t batc
     const int64_t b = std::get<2>(key);
     std::get<2>(same) = batch;
     if (b > batch && same == key_of(device, dtype, batch, out_channels, g) && plan->ok &&
-        plan->faster[input_grad] >= 0 && (!best || b < best_batch))
+        plan->mode[kOpByOp].faster[input_grad] >= 0 && (!best || b < best_batch))
       best = plan.get(), best_batch = b;
   }
   return best;
@@ -149,8 +152,12 @@ ConvPlan& conv_plan(int device, cudnnHandle_t handle, DType dtype, int64_t batch
   CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p.conv, p.x.d, p.w, &n, &c, &h, &w));
   if (h == g.out_h && w == g.out_w) {
     const Heuristics found(handle, p);
-    p.ok = use_algorithms(handle, p, pick(found.fwd, found.nf), pick(found.bwd_data, found.nd),
-                          pick(found.bwd_filter, found.nw));
+    p.ok = true;
+    for (const ConvMode m : {kOpByOp, kInGraph}) {
+      const size_t limit = conv_workspace_limit(m == kInGraph);
+      p.ok = p.ok && use_algorithms(handle, p, pick(found.fwd, found.nf, limit), pick(found.bwd_data, found.nd, limit),
+                                    pick(found.bwd_filter, found.nw, limit), p.mode[m].algorithms);
+    }
   }
   slot = std::move(plan);
   return *slot;
@@ -161,20 +168,9 @@ const ConvPlan::Deterministic& deterministic_algorithms(cudnnHandle_t handle, Co
   if (p.deterministic) return *p.deterministic;
   auto d = std::make_unique<ConvPlan::Deterministic>();
   const Heuristics found(handle, p);
-  const auto* fwd = pick(found.fwd, found.nf, true);
-  const auto* bwd_data = pick(found.bwd_data, found.nd, true);
-  const auto* bwd_filter = pick(found.bwd_filter, found.nw, true);
-  if (fwd && bwd_data && bwd_filter) {
-    d->fwd = fwd->algo;
-    d->bwd_data = bwd_data->algo;
-    d->bwd_filter = bwd_filter->algo;
-    CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle, p.x.d, p.w, p.conv, p.y.d, d->fwd, &d->fwd_ws));
-    CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, p.w, p.y.d, p.conv, p.x.d, d->bwd_data,
-                                                             &d->bwd_data_ws));
-    CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, p.x.d, p.y.d, p.conv, p.w, d->bwd_filter,
-                                                               &d->bwd_filter_ws));
-    d->ok = true;
-  }
+  const size_t limit = conv_workspace_limit();
+  d->ok = use_algorithms(handle, p, pick(found.fwd, found.nf, limit, true), pick(found.bwd_data, found.nd, limit, true),
+                         pick(found.bwd_filter, found.nw, limit, true), d->algorithms);
   p.deterministic = std::move(d);
   return *p.deterministic;
 }
@@ -251,26 +247,75 @@ PoolPlan& pool_plan(int device, DType dtype, int64_t batch, const ConvGeometry& 
 
 }  // namespace
 
+namespace cudnn {
+
+void run_forward(cudnnHandle_t handle, int device, const ConvPlan& p, const ConvAlgorithms& a, const Tensor& x,
+                 const Tensor& weight, const Tensor* bias, Tensor& out) {
+  const DType dt = x.dtype();
+  Workspace ws(device, a.fwd_ws);
+  CUDNN_CHECK(cudnnConvolutionForward(handle, kOne.get(dt), p.x.d, x.raw_data(), p.w, weight.raw_data(), p.conv,
+                                      a.fwd, ws.get(), ws.size(), kZero.get(dt), p.y.d, out.raw_data()));
+  if (bias && bias->defined()) {
+    CUDNN_CHECK(cudnnAddTensor(handle, kOne.get(dt), p.bias.d, bias->raw_data(), kOne.get(dt), p.y.d, out.raw_data()));
+  }
+}
+
+void run_backward(cudnnHandle_t handle, int device, const ConvPlan& p, const ConvAlgorithms& a,
+                  const Tensor& grad_out, const Tensor& x, const Tensor& weight, Tensor* grad_x, Tensor* grad_weight,
+                  Tensor* grad_bias) {
+  const DType dt = grad_out.dtype();
+  // With both gradients wanted, the weight's runs on the side stream next to the input's: they only
+  // read the same output gradient, and at small batches neither fills the GPU. The side stream's
+  // workspace goes back to the allocator after the join, so its reuse is ordered after it.
+  const bool concurrent = grad_x && grad_weight;
+  cudaStream_t stream = nullptr;
+  CUDNN_CHECK(cudnnGetStream(handle, &stream));
+  const cudaStream_t side = cuda::side_stream(device);
+  if (concurrent) cuda::stream_wait(device, side, stream);
+  std::optional<Workspace> filter_space;
+  if (grad_weight) {
+    filter_space.emplace(device, a.bwd_filter_ws);
+    CUDNN_CHECK(cudnnConvolutionBackwardFilter(concurrent ? cudnn_side_handle(device) : handle, kOne.get(dt), p.x.d,
+                                               x.raw_data(), p.y.d, grad_out.raw_data(), p.conv, a.bwd_filter,
+                                               filter_space->get(), filter_space->size(), kZero.get(dt), p.w,
+                                               grad_weight->raw_data()));
+  }
+  if (grad_x) {
+    Workspace ws(device, a.bwd_data_ws);
+    CUDNN_CHECK(cudnnConvolutionBackwardData(handle, kOne.get(dt), p.w, weight.raw_data(), p.y.d, grad_out.raw_data(),
+                                             p.conv, a.bwd_data, ws.get(), ws.size(), kZero.get(dt), p.x.d,
+                                             grad_x->raw_data()));
+  }
+  if (concurrent) cuda::stream_wait(device, stream, side);
+  if (grad_bias) {
+    CUDNN_CHECK(cudnnConvolutionBackwardBias(handle, kOne.get(dt), p.y.d, grad_out.raw_data(), kZero.get(dt), p.bias.d,
+                                             grad_bias->raw_data()));
+  }
+}
+
+}  // namespace cudnn
+
+namespace {
+
+// The algorithms a convolution of `p` runs with now: deterministic mode's, else those of the mode
+// of the compute stream (op by op or captured). Null where deterministic mode has none.
+const ConvAlgorithms* algorithms_now(cudnnHandle_t handle, ConvPlan& p, cudaStream_t stream) {
+  if (!is_deterministic()) return &p.mode[conv_mode(stream)].algorithms;
+  const ConvPlan::Deterministic& d = deterministic_algorithms(handle, p);
+  return d.ok ? &d.algorithms : nullptr;
+}
+
+}  // namespace
+
 bool CudaKernels::conv2d_cudnn(const Tensor& x, const Tensor& weight, const Tensor* bias, const ConvGeometry& g,
                                Tensor& out) {
   cuda::DeviceGuard guard(device_);
   cudnnHandle_t handle = cudnn_handle(device_);
-  const DType dt = x.dtype();
-  ConvPlan& p = conv_plan(device_, handle, dt, x.size(0), weight.size(0), g);
+  ConvPlan& p = conv_plan(device_, handle, x.dtype(), x.size(0), weight.size(0), g);
   if (!p.ok) return false;
-  cudnnConvolutionFwdAlgo_t algo = p.fwd;
-  size_t ws_bytes = p.fwd_ws;
-  if (is_deterministic()) {
-    const ConvPlan::Deterministic& d = deterministic_algorithms(handle, p);
-    if (!d.ok) return false;
-    algo = d.fwd, ws_bytes = d.fwd_ws;
-  }
-  Workspace ws(device_, ws_bytes);
-  CUDNN_CHECK(cudnnConvolutionForward(handle, kOne.get(dt), p.x.d, x.raw_data(), p.w, weight.raw_data(), p.conv,
-                                      algo, ws.get(), ws.size(), kZero.get(dt), p.y.d, out.raw_data()));
-  if (bias && bias->defined()) {
-    CUDNN_CHECK(cudnnAddTensor(handle, kOne.get(dt), p.bias.d, bias->raw_data(), kOne.get(dt), p.y.d, out.raw_data()));
-  }
+  const ConvAlgorithms* a = algorithms_now(handle, p, stream_);
+  if (!a) return false;
+  run_forward(handle, device_, p, *a, x, weight, bias, out);
   return true;
 }
 
@@ -278,45 +323,13 @@ bool CudaKernels::conv2d_backward_cudnn(const Tensor& grad_out, const Tensor& x,
                                         const ConvGeometry& g, Tensor* grad_x, Tensor* grad_weight, Tensor* grad_bias) {
   cuda::DeviceGuard guard(device_);
   cudnnHandle_t handle = cudnn_handle(device_);
-  const DType dt = grad_out.dtype();
   // x is needed only for grad_weight and weight only for grad_x: either may be undefined otherwise.
-  ConvPlan& p = conv_plan(device_, handle, dt, grad_out.size(0), grad_out.size(1), g);
+  ConvPlan& p = conv_plan(device_, handle, grad_out.dtype(), grad_out.size(0), grad_out.size(1), g);
   if (!p.ok) return false;
-  cudnnConvolutionBwdDataAlgo_t data_algo = p.bwd_data;
-  cudnnConvolutionBwdFilterAlgo_t filter_algo = p.bwd_filter;
-  size_t data_ws = p.bwd_data_ws, filter_ws = p.bwd_filter_ws;
   // A forward run in deterministic mode had deterministic algorithms for all three passes.
-  if (is_deterministic()) {
-    if (const ConvPlan::Deterministic& d = deterministic_algorithms(handle, p); d.ok) {
-      data_algo = d.bwd_data, filter_algo = d.bwd_filter;
-      data_ws = d.bwd_data_ws, filter_ws = d.bwd_filter_ws;
-    }
-  }
-  // With both gradients wanted, the weight's runs on the side stream next to the input's: they only
-  // read the same output gradient, and at small batches neither fills the GPU. The side stream's
-  // workspace goes back to the allocator after the join, so its reuse is ordered after it.
-  const bool concurrent = grad_x && grad_weight;
-  const cudaStream_t side = cuda::side_stream(device_);
-  if (concurrent) cuda::stream_wait(device_, side, stream_);
-  std::optional<Workspace> filter_space;
-  if (grad_weight) {
-    filter_space.emplace(device_, filter_ws);
-    CUDNN_CHECK(cudnnConvolutionBackwardFilter(concurrent ? cudnn_side_handle(device_) : handle, kOne.get(dt), p.x.d,
-                                               x.raw_data(), p.y.d, grad_out.raw_data(), p.conv, filter_algo,
-                                               filter_space->get(), filter_space->size(), kZero.get(dt), p.w,
-                                               grad_weight->raw_data()));
-  }
-  if (grad_x) {
-    Workspace ws(device_, data_ws);
-    CUDNN_CHECK(cudnnConvolutionBackwardData(handle, kOne.get(dt), p.w, weight.raw_data(), p.y.d, grad_out.raw_data(),
-                                             p.conv, data_algo, ws.get(), ws.size(), kZero.get(dt), p.x.d,
-                                             grad_x->raw_data()));
-  }
-  if (concurrent) cuda::stream_wait(device_, stream_, side);
-  if (grad_bias) {
-    CUDNN_CHECK(cudnnConvolutionBackwardBias(handle, kOne.get(dt), p.y.d, grad_out.raw_data(), kZero.get(dt), p.bias.d,
-                                             grad_bias->raw_data()));
-  }
+  const ConvAlgorithms* a = algorithms_now(handle, p, stream_);
+  if (!a) return false;
+  run_backward(handle, device_, p, *a, grad_out, x, weight, grad_x, grad_weight, grad_bias);
   return true;
 }
 

@@ -10,7 +10,9 @@
 // of a measured shape reuses its choice.
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -74,29 +76,37 @@ struct L2Flush : Scratch {
   L2Flush() : Scratch(size_t{128} << 20) {}
 };
 
-// Median time in ms of `reps` runs of `work` on `stream`, after one uncounted run. Before each run
+// The median time in ms of `reps` runs of each of `paths` on `stream`, after one uncounted run
+// each. The paths run in turns, one run of each a round, so that a slow spell of the GPU falls on
+// all alike: timed one after the other, seven runs each, a slow spell once put cuDNN's time (0.35 ms)
+// behind im2col's (0.30) at the MNIST CNN's second convolution at batch 64 on an H200, where cuDNN
+// usually takes 0.17-0.25 ms, and the graphed step ran a third slower on im2col. Before each run
 // `flush` is overwritten: a step's tensors are not in L2 when a convolution reads them, and the
 // MNIST CNN's at batch 64 would fit in the H100's 50 MB.
-template <class Work>
-float median_ms(cudaStream_t stream, const L2Flush& flush, int reps, Work&& work) {
+std::vector<float> medians_ms(cudaStream_t stream, const L2Flush& flush, int reps,
+                              const std::vector<std::function<void()>>& paths) {
   cudaEvent_t start, stop;
   CUDA_CHECK(cudaEventCreate(&start));
   CUDA_CHECK(cudaEventCreate(&stop));
-  work();
-  std::vector<float> times;
+  for (const auto& work : paths) work();
+  std::vector<std::vector<float>> times(paths.size());
   for (int i = 0; i < reps; ++i) {
-    CUDA_CHECK(cudaMemsetAsync(flush.ptr, i & 1, flush.bytes, stream));
-    CUDA_CHECK(cudaEventRecord(start, stream));
-    work();
-    CUDA_CHECK(cudaEventRecord(stop, stream));
-    CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    times.push_back(ms);
+    for (size_t j = 0; j < paths.size(); ++j) {
+      CUDA_CHECK(cudaMemsetAsync(flush.ptr, i & 1, flush.bytes, stream));
+      CUDA_CHECK(cudaEventRecord(start, stream));
+      paths[j]();
+      CUDA_CHECK(cudaEventRecord(stop, stream));
+      CUDA_CHECK(cudaEventSynchronize(stop));
+      float ms = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      times[j].push_back(ms);
+    }
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
-  return cuda::median(std::move(times));
+  std::vector<float> medians;
+  for (auto& t : times) medians.push_back(cuda::median(std::move(t)));
+  return medians;
 }
 
 // Find times one forward call at a time, with the host in the loop, so an algorithm of several
@@ -141,8 +151,8 @@ const cudnnConvolutionFwdAlgoPerf_t* retime_forward(cudnnHandle_t handle, const 
 }
 
 // Times every algorithm of the three passes and keeps the fastest of each within the workspace
-// budget; false when a pass has none. The Ex queries run on our buffers, written before: the plain
-// ones allocate their own and read them unwritten, which compute-sanitizer's initcheck reports.
+// limit of each mode (op by op, in a graph); false when a pass has none. The Ex queries run on our buffers, written before: the plain ones allocate
+// their own and read them unwritten, which compute-sanitizer's initcheck reports.
 bool find_fastest(cudnnHandle_t handle, ConvPlan& p, const Tensor& x, const Tensor& w, Tensor& y, Tensor& gx,
                   Tensor& gw) {
   cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
@@ -172,41 +182,65 @@ bool find_fastest(cudnnHandle_t handle, ConvPlan& p, const Tensor& x, const Tens
     add_usable(bwd_data_rank, bwd_data, nd);
     add_usable(bwd_filter_rank, bwd_filter, nw);
   }
-  const size_t budget = conv_workspace_limit();
-  const auto* forward = retime_forward(handle, p, x, w, y, ws, fwd_rank.near_fastest(budget, 1.5f));
-  return use_algorithms(handle, p, forward, bwd_data_rank.fastest(budget), bwd_filter_rank.fastest(budget));
+  ConvAlgorithms chosen[2];
+  const cudnnConvolutionFwdAlgoPerf_t* forward[2] = {nullptr, nullptr};
+  std::vector<const cudnnConvolutionFwdAlgoPerf_t*> candidates[2];
+  for (const ConvMode m : {kOpByOp, kInGraph}) {
+    const size_t limit = conv_workspace_limit(m == kInGraph);
+    candidates[m] = fwd_rank.near_fastest(limit, 1.5f);
+    forward[m] = m == kInGraph && candidates[m] == candidates[kOpByOp]
+                     ? forward[kOpByOp]
+                     : retime_forward(handle, p, x, w, y, ws, candidates[m]);
+    if (!use_algorithms(handle, p, forward[m], bwd_data_rank.fastest(limit), bwd_filter_rank.fastest(limit), chosen[m]))
+      return false;
+  }
+  for (const ConvMode m : {kOpByOp, kInGraph}) p.mode[m].algorithms = chosen[m];
+  return true;
+}
+
+// `big`'s algorithms for `p`, a smaller batch of its geometry: false where cuDNN refuses one.
+bool same_algorithms(cudnnHandle_t handle, const ConvPlan& p, const ConvAlgorithms& big, ConvAlgorithms& out) {
+  size_t ws = 0;
+  if (cudnnGetConvolutionForwardWorkspaceSize(handle, p.x.d, p.w, p.conv, p.y.d, big.fwd, &ws) != CUDNN_STATUS_SUCCESS ||
+      cudnnGetConvolutionBackwardDataWorkspaceSize(handle, p.w, p.y.d, p.conv, p.x.d, big.bwd_data, &ws) !=
+          CUDNN_STATUS_SUCCESS ||
+      cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, p.x.d, p.y.d, p.conv, p.w, big.bwd_filter, &ws) !=
+          CUDNN_STATUS_SUCCESS)
+    return false;
+  cudnnConvolutionFwdAlgoPerf_t fwd{};
+  cudnnConvolutionBwdDataAlgoPerf_t bwd_data{};
+  cudnnConvolutionBwdFilterAlgoPerf_t bwd_filter{};
+  fwd.algo = big.fwd;
+  bwd_data.algo = big.bwd_data;
+  bwd_filter.algo = big.bwd_filter;
+  return use_algorithms(handle, p, &fwd, &bwd_data, &bwd_filter, out);
 }
 
 // A smaller batch of a geometry measured before (an epoch's last, partial batch) takes that batch's
-// verdict and algorithms: measuring again would cost more than the steps it serves. False, leaving
+// verdicts and algorithms: measuring again would cost more than the steps it serves. False, leaving
 // `p` unmeasured, when there is none or cuDNN refuses its algorithms at this batch.
 bool adopt_larger_batch(cudnnHandle_t handle, ConvPlan& p, int device, DType dtype, int64_t batch,
                         int64_t out_channels, const ConvGeometry& g, bool input_grad) {
   const ConvPlan* big = measured_with_larger_batch(device, dtype, batch, out_channels, g, input_grad);
   if (!big) return false;
-  if (big->faster[input_grad] == 1) {
-    size_t ws = 0;
-    if (cudnnGetConvolutionForwardWorkspaceSize(handle, p.x.d, p.w, p.conv, p.y.d, big->fwd, &ws) !=
-            CUDNN_STATUS_SUCCESS ||
-        cudnnGetConvolutionBackwardDataWorkspaceSize(handle, p.w, p.y.d, p.conv, p.x.d, big->bwd_data, &ws) !=
-            CUDNN_STATUS_SUCCESS ||
-        cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, p.x.d, p.y.d, p.conv, p.w, big->bwd_filter, &ws) !=
-            CUDNN_STATUS_SUCCESS)
+  ConvAlgorithms chosen[2];
+  for (const ConvMode m : {kOpByOp, kInGraph}) {
+    chosen[m] = p.mode[m].algorithms;
+    if (big->mode[m].faster[input_grad] == 1 && !same_algorithms(handle, p, big->mode[m].algorithms, chosen[m]))
       return false;
-    cudnnConvolutionFwdAlgoPerf_t fwd{};
-    cudnnConvolutionBwdDataAlgoPerf_t bwd_data{};
-    cudnnConvolutionBwdFilterAlgoPerf_t bwd_filter{};
-    fwd.algo = big->fwd;
-    bwd_data.algo = big->bwd_data;
-    bwd_filter.algo = big->bwd_filter;
-    if (!use_algorithms(handle, p, &fwd, &bwd_data, &bwd_filter)) return false;
   }
-  p.faster[input_grad] = big->faster[input_grad];
-  std::fprintf(stderr, "minidl: conv2d [%lld, %lld, %lld, %lld] * [%lld, %lld, %lld, %lld]: %s, as measured for a larger batch\n",
+  for (const ConvMode m : {kOpByOp, kInGraph}) {
+    p.mode[m].algorithms = chosen[m];
+    p.mode[m].faster[input_grad] = big->mode[m].faster[input_grad];
+  }
+  const auto path = [&](ConvMode m) { return p.mode[m].faster[input_grad] ? "cuDNN" : "im2col"; };
+  const bool same = p.mode[kOpByOp].faster[input_grad] == p.mode[kInGraph].faster[input_grad];
+  std::fprintf(stderr, "minidl: conv2d [%lld, %lld, %lld, %lld] * [%lld, %lld, %lld, %lld]: %s%s%s, as measured for a larger batch\n",
                static_cast<long long>(batch), static_cast<long long>(g.channels), static_cast<long long>(g.height),
                static_cast<long long>(g.width), static_cast<long long>(out_channels),
                static_cast<long long>(g.channels), static_cast<long long>(g.kernel_h),
-               static_cast<long long>(g.kernel_w), p.faster[input_grad] ? "cuDNN" : "im2col");
+               static_cast<long long>(g.kernel_w), path(kOpByOp), same ? "" : " op by op, ",
+               same ? "" : (std::string(path(kInGraph)) + " in a CUDA graph").c_str());
   return true;
 }
 
@@ -220,14 +254,14 @@ bool CudaKernels::conv2d_cudnn_is_faster(DType dtype, int64_t batch, int64_t out
   cudnnHandle_t handle = cudnn_handle(device_);
   ConvPlan& p = conv_plan(device_, handle, dtype, batch, out_channels, g);
   if (!p.ok) return false;
-  int& faster = p.faster[input_grad];
+  const ConvMode mode = conv_mode(stream_);
+  const int& faster = p.mode[mode].faster[input_grad];
   if (faster >= 0) return faster == 1;
-  // Timing needs the device to run now: inside a graph capture, keep im2col and measure later.
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
-  if (capture != cudaStreamCaptureStatusNone) return false;
+  // Timing needs the device to run now: inside a graph capture, keep im2col and measure later (a
+  // measurement op by op settles the verdicts of both modes).
+  if (mode == kInGraph) return false;
 
-  // One measurement at a time (conv2d_cudnn below takes the plans' lock itself).
+  // One measurement at a time (conv_plan takes the plans' lock itself).
   static std::mutex measuring;
   std::lock_guard lock(measuring);
   if (faster >= 0) return faster == 1;
@@ -253,18 +287,24 @@ bool CudaKernels::conv2d_cudnn_is_faster(DType dtype, int64_t batch, int64_t out
     reduce(ReduceOp::Sum, out, batch * o, l, 1, gb_rows, nullptr);
     reduce(ReduceOp::Sum, gb_rows, 1, batch, o, gb, nullptr);
   };
-  float cudnn_ms = -1;
+  // Each mode's algorithms (the second only where they differ from the first) and im2col, in turns.
+  std::vector<std::function<void()>> paths;
+  Tensor w4 = Tensor::make_view(w, {o, g.channels, g.kernel_h, g.kernel_w}, contiguous_strides({o, g.channels, g.kernel_h, g.kernel_w}), 0);
+  Tensor gw4 = Tensor::make_view(gw, w4.shape(), w4.strides(), 0);
+  Tensor out4 = Tensor::make_view(out, {batch, o, g.out_h, g.out_w}, contiguous_strides({batch, o, g.out_h, g.out_w}), 0);
+  const bool modes_differ = !p.mode[kInGraph].algorithms.same_as(p.mode[kOpByOp].algorithms);
   if (p.found == 1) {
-    Tensor w4 = Tensor::make_view(w, {o, g.channels, g.kernel_h, g.kernel_w}, contiguous_strides({o, g.channels, g.kernel_h, g.kernel_w}), 0);
-    Tensor gw4 = Tensor::make_view(gw, w4.shape(), w4.strides(), 0);
-    Tensor out4 = Tensor::make_view(out, {batch, o, g.out_h, g.out_w}, contiguous_strides({batch, o, g.out_h, g.out_w}), 0);
-    cudnn_ms = median_ms(stream_, flush, 7, [&] {
-      conv2d_cudnn(x, w4, &bias, g, out4);
-      conv2d_backward_cudnn(out4, x, w4, g, input_grad ? &gx : nullptr, &gw4, nullptr);
-      bias_grad();
-    });
+    for (const ConvMode m : {kOpByOp, kInGraph}) {
+      if (m == kInGraph && !modes_differ) break;
+      paths.push_back([&, m] {
+        const ConvAlgorithms& a = p.mode[m].algorithms;
+        run_forward(handle, device_, p, a, x, w4, &bias, out4);
+        run_backward(handle, device_, p, a, out4, x, w4, input_grad ? &gx : nullptr, &gw4, nullptr);
+        bias_grad();
+      });
+    }
   }
-  const float im2col_ms = median_ms(stream_, flush, 7, [&] {
+  paths.push_back([&] {
     im2col(x, g, cols);
     gemm(w, false, cols, false, out, 1, 0);
     binary(BinaryOp::Add, out, bias_view, out);
@@ -276,21 +316,36 @@ bool CudaKernels::conv2d_cudnn_is_faster(DType dtype, int64_t batch, int64_t out
     reduce(ReduceOp::Sum, per_sample, 1, batch, o * k, gw, nullptr);
     bias_grad();
   });
+  const std::vector<float> ms = medians_ms(stream_, flush, 7, paths);
+  const float im2col_ms = ms.back();
+  float cudnn_ms[2] = {-1, -1};
+  if (p.found == 1) cudnn_ms[kOpByOp] = ms[0], cudnn_ms[kInGraph] = modes_differ ? ms[1] : ms[0];
   // im2col keeps its columns for the backward, whose input gradient makes as many again: past the
-  // workspace limit cuDNN is taken even where im2col is faster.
-  const bool im2col_fits = (input_grad ? 2 : 1) * cols.nbytes() <= conv_workspace_limit();
-  faster = cudnn_ms >= 0 && (cudnn_ms < im2col_ms || !im2col_fits) ? 1 : 0;
+  // workspace limit cuDNN is taken even where im2col is faster. One log line where both modes
+  // agree, else one for each.
   const auto mb = [](size_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
-  std::fprintf(stderr,
-               "minidl: conv2d [%lld, %lld, %lld, %lld] * [%lld, %lld, %lld, %lld]: %s (cuDNN algorithms %d/%d/%d "
-               "%.3f ms with %.0f/%.0f/%.0f MB of workspace, im2col %.3f ms with %.0f MB of columns, forward and %s, "
-               "L2 flushed)\n",
-               static_cast<long long>(batch), static_cast<long long>(g.channels), static_cast<long long>(g.height),
-               static_cast<long long>(g.width), static_cast<long long>(o), static_cast<long long>(g.channels),
-               static_cast<long long>(g.kernel_h), static_cast<long long>(g.kernel_w), faster ? "cuDNN" : "im2col",
-               static_cast<int>(p.fwd), static_cast<int>(p.bwd_data), static_cast<int>(p.bwd_filter), cudnn_ms,
-               mb(p.fwd_ws), mb(p.bwd_data_ws), mb(p.bwd_filter_ws), im2col_ms, mb(cols.nbytes()),
-               input_grad ? "backward" : "the weight's gradient");
+  for (const ConvMode m : {kOpByOp, kInGraph}) {
+    const bool im2col_fits = (input_grad ? 2 : 1) * cols.nbytes() <= conv_workspace_limit(m == kInGraph);
+    p.mode[m].faster[input_grad] = cudnn_ms[m] >= 0 && (cudnn_ms[m] < im2col_ms || !im2col_fits) ? 1 : 0;
+  }
+  const bool same = p.mode[kOpByOp].faster[input_grad] == p.mode[kInGraph].faster[input_grad] &&
+                    (p.mode[kOpByOp].faster[input_grad] == 0 ||
+                     p.mode[kOpByOp].algorithms.same_as(p.mode[kInGraph].algorithms));
+  for (const ConvMode m : {kOpByOp, kInGraph}) {
+    if (m == kInGraph && same) break;
+    const ConvAlgorithms& a = p.mode[m].algorithms;
+    std::fprintf(stderr,
+                 "minidl: conv2d [%lld, %lld, %lld, %lld] * [%lld, %lld, %lld, %lld]%s: %s (cuDNN algorithms %d/%d/%d "
+                 "%.3f ms with %.0f/%.0f/%.0f MB of workspace, im2col %.3f ms with %.0f MB of columns, forward and %s, "
+                 "L2 flushed)\n",
+                 static_cast<long long>(batch), static_cast<long long>(g.channels), static_cast<long long>(g.height),
+                 static_cast<long long>(g.width), static_cast<long long>(o), static_cast<long long>(g.channels),
+                 static_cast<long long>(g.kernel_h), static_cast<long long>(g.kernel_w),
+                 same ? "" : m == kOpByOp ? " op by op" : " in a CUDA graph",
+                 p.mode[m].faster[input_grad] ? "cuDNN" : "im2col", static_cast<int>(a.fwd), static_cast<int>(a.bwd_data),
+                 static_cast<int>(a.bwd_filter), cudnn_ms[m], mb(a.fwd_ws), mb(a.bwd_data_ws), mb(a.bwd_filter_ws),
+                 im2col_ms, mb(cols.nbytes()), input_grad ? "backward" : "the weight's gradient");
+  }
   return faster == 1;
 }
 

@@ -41,27 +41,48 @@ struct TensorDesc {
   }
 };
 
-struct ConvPlan {
-  TensorDesc x, y, bias;
-  cudnnFilterDescriptor_t w = nullptr;
-  cudnnConvolutionDescriptor_t conv = nullptr;
+/// One algorithm per pass and the workspace each takes.
+struct ConvAlgorithms {
   cudnnConvolutionFwdAlgo_t fwd{};
   cudnnConvolutionBwdDataAlgo_t bwd_data{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
   size_t fwd_ws = 0, bwd_data_ws = 0, bwd_filter_ws = 0;
+  bool same_as(const ConvAlgorithms& o) const {
+    return fwd == o.fwd && bwd_data == o.bwd_data && bwd_filter == o.bwd_filter;
+  }
+};
+
+/// Where a convolution runs, for its workspace limit (conv_workspace_limit): op by op, or captured
+/// into a CUDA graph.
+enum ConvMode { kOpByOp = 0, kInGraph = 1 };
+
+/// kInGraph while `stream` is capturing a graph.
+inline ConvMode conv_mode(cudaStream_t stream) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  return capture == cudaStreamCaptureStatusNone ? kOpByOp : kInGraph;
+}
+
+struct ConvPlan {
+  TensorDesc x, y, bias;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
   bool ok = false;  // false: cuDNN has no algorithm for this geometry; the caller falls back
-  // Auto's verdicts, [1] where the backward computes the input's gradient and [0] where it does not (a
-  // network's first layer): 1 cuDNN, 0 im2col, -1 not measured yet.
-  int faster[2] = {-1, -1};
+  /// The algorithms of each ConvMode (the same where the fastest fits both limits) and Auto's verdicts
+  /// between them and im2col, [1] where the backward computes the input's gradient and [0] where it
+  /// does not (a network's first layer): 1 cuDNN, 0 im2col, -1 not measured yet. A measurement
+  /// settles both modes.
+  struct Mode {
+    ConvAlgorithms algorithms;
+    int faster[2] = {-1, -1};
+  };
+  Mode mode[2];
   int found = -1;  // the timed search: -1 not run yet, 0 a pass had no algorithm, 1 algorithms taken
   // Deterministic mode's algorithms (core/deterministic.h): the heuristics' picks among those cuDNN
   // reports deterministic, never timed. Made on first use in that mode; ok false where a pass has
   // none, and the convolution then takes the im2col path.
   struct Deterministic {
-    cudnnConvolutionFwdAlgo_t fwd{};
-    cudnnConvolutionBwdDataAlgo_t bwd_data{};
-    cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
-    size_t fwd_ws = 0, bwd_data_ws = 0, bwd_filter_ws = 0;
+    ConvAlgorithms algorithms;
     bool ok = false;
   };
   std::unique_ptr<Deterministic> deterministic;
@@ -83,10 +104,18 @@ const ConvPlan::Deterministic& deterministic_algorithms(cudnnHandle_t handle, Co
 const ConvPlan* measured_with_larger_batch(int device, DType dtype, int64_t batch, int64_t out_channels,
                                            const ConvGeometry& g, bool input_grad);
 
-/// Takes one algorithm per pass and their workspace sizes (from the queries, not the perf records:
-/// the records may be estimates). False, changing nothing, when a pass has none.
-bool use_algorithms(cudnnHandle_t handle, ConvPlan& p, const cudnnConvolutionFwdAlgoPerf_t* fwd,
+/// One algorithm per pass, with their workspace sizes from the queries (the perf records' may be
+/// estimates). False, changing nothing, when a pass has none.
+bool use_algorithms(cudnnHandle_t handle, const ConvPlan& p, const cudnnConvolutionFwdAlgoPerf_t* fwd,
                     const cudnnConvolutionBwdDataAlgoPerf_t* bwd_data,
-                    const cudnnConvolutionBwdFilterAlgoPerf_t* bwd_filter);
+                    const cudnnConvolutionBwdFilterAlgoPerf_t* bwd_filter, ConvAlgorithms& out);
+
+/// The forward of `p` with `a`'s algorithm on `handle`'s stream: out = conv(x, weight) (+ bias).
+void run_forward(cudnnHandle_t handle, int device, const ConvPlan& p, const ConvAlgorithms& a, const Tensor& x,
+                 const Tensor& weight, const Tensor* bias, Tensor& out);
+/// The backward of `p` with `a`'s algorithms: the gradients asked for (null: not wanted).
+void run_backward(cudnnHandle_t handle, int device, const ConvPlan& p, const ConvAlgorithms& a,
+                  const Tensor& grad_out, const Tensor& x, const Tensor& weight, Tensor* grad_x, Tensor* grad_weight,
+                  Tensor* grad_bias);
 
 }  // namespace minidl::cudnn

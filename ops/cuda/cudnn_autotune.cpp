@@ -78,11 +78,9 @@ struct L2Flush : Scratch {
 
 // The median time in ms of `reps` runs of each of `paths` on `stream`, after one uncounted run
 // each. The paths run in turns, one run of each a round, so that a slow spell of the GPU falls on
-// all alike: timed one after the other, seven runs each, a slow spell once put cuDNN's time (0.35 ms)
-// behind im2col's (0.30) at the MNIST CNN's second convolution at batch 64 on an H200, where cuDNN
-// usually takes 0.17-0.25 ms, and the graphed step ran a third slower on im2col. Before each run
-// `flush` is overwritten: a step's tensors are not in L2 when a convolution reads them, and the
-// MNIST CNN's at batch 64 would fit in the H100's 50 MB.
+// all alike rather than on one path's runs. Before each run `flush` is overwritten: a step's tensors
+// are not in L2 when a convolution reads them, and the MNIST CNN's at batch 64 would fit in the
+// H100's 50 MB.
 std::vector<float> medians_ms(cudaStream_t stream, const L2Flush& flush, int reps,
                               const std::vector<std::function<void()>>& paths) {
   cudaEvent_t start, stop;
@@ -151,8 +149,9 @@ const cudnnConvolutionFwdAlgoPerf_t* retime_forward(cudnnHandle_t handle, const 
 }
 
 // Times every algorithm of the three passes and keeps the fastest of each within the workspace
-// limit of each mode (op by op, in a graph); false when a pass has none. The Ex queries run on our buffers, written before: the plain ones allocate
-// their own and read them unwritten, which compute-sanitizer's initcheck reports.
+// limit of each mode (op by op, in a graph); false when a pass has none. The Ex queries run on our
+// buffers, written before: the plain ones allocate their own and read them unwritten, which
+// compute-sanitizer's initcheck reports.
 bool find_fastest(cudnnHandle_t handle, ConvPlan& p, const Tensor& x, const Tensor& w, Tensor& y, Tensor& gx,
                   Tensor& gw) {
   cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
@@ -201,7 +200,8 @@ bool find_fastest(cudnnHandle_t handle, ConvPlan& p, const Tensor& x, const Tens
 // `big`'s algorithms for `p`, a smaller batch of its geometry: false where cuDNN refuses one.
 bool same_algorithms(cudnnHandle_t handle, const ConvPlan& p, const ConvAlgorithms& big, ConvAlgorithms& out) {
   size_t ws = 0;
-  if (cudnnGetConvolutionForwardWorkspaceSize(handle, p.x.d, p.w, p.conv, p.y.d, big.fwd, &ws) != CUDNN_STATUS_SUCCESS ||
+  if (cudnnGetConvolutionForwardWorkspaceSize(handle, p.x.d, p.w, p.conv, p.y.d, big.fwd, &ws) !=
+          CUDNN_STATUS_SUCCESS ||
       cudnnGetConvolutionBackwardDataWorkspaceSize(handle, p.w, p.y.d, p.conv, p.x.d, big.bwd_data, &ws) !=
           CUDNN_STATUS_SUCCESS ||
       cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, p.x.d, p.y.d, p.conv, p.w, big.bwd_filter, &ws) !=
@@ -235,7 +235,9 @@ bool adopt_larger_batch(cudnnHandle_t handle, ConvPlan& p, int device, DType dty
   }
   const auto path = [&](ConvMode m) { return p.mode[m].faster[input_grad] ? "cuDNN" : "im2col"; };
   const bool same = p.mode[kOpByOp].faster[input_grad] == p.mode[kInGraph].faster[input_grad];
-  std::fprintf(stderr, "minidl: conv2d [%lld, %lld, %lld, %lld] * [%lld, %lld, %lld, %lld]: %s%s%s, as measured for a larger batch\n",
+  std::fprintf(stderr,
+               "minidl: conv2d [%lld, %lld, %lld, %lld] * [%lld, %lld, %lld, %lld]: %s%s%s, as measured for a larger "
+               "batch\n",
                static_cast<long long>(batch), static_cast<long long>(g.channels), static_cast<long long>(g.height),
                static_cast<long long>(g.width), static_cast<long long>(out_channels),
                static_cast<long long>(g.channels), static_cast<long long>(g.kernel_h),
@@ -342,8 +344,8 @@ bool CudaKernels::conv2d_cudnn_is_faster(DType dtype, int64_t batch, int64_t out
                  static_cast<long long>(g.width), static_cast<long long>(o), static_cast<long long>(g.channels),
                  static_cast<long long>(g.kernel_h), static_cast<long long>(g.kernel_w),
                  same ? "" : m == kOpByOp ? " op by op" : " in a CUDA graph",
-                 p.mode[m].faster[input_grad] ? "cuDNN" : "im2col", static_cast<int>(a.fwd), static_cast<int>(a.bwd_data),
-                 static_cast<int>(a.bwd_filter), cudnn_ms[m], mb(a.fwd_ws), mb(a.bwd_data_ws), mb(a.bwd_filter_ws),
+                 p.mode[m].faster[input_grad] ? "cuDNN" : "im2col", static_cast<int>(a.fwd),
+                 static_cast<int>(a.bwd_data), static_cast<int>(a.bwd_filter), cudnn_ms[m], mb(a.fwd_ws), mb(a.bwd_data_ws), mb(a.bwd_filter_ws),
                  im2col_ms, mb(cols.nbytes()), input_grad ? "backward" : "the weight's gradient");
   }
   return faster == 1;

@@ -80,7 +80,11 @@ struct L2Flush : Scratch {
 // each. The paths run in turns, one run of each a round, so that a slow spell of the GPU falls on
 // all alike rather than on one path's runs. Before each run `flush` is overwritten: a step's tensors
 // are not in L2 when a convolution reads them, and the MNIST CNN's at batch 64 would fit in the
-// H100's 50 MB.
+// H100's 50 MB. Then the GPU is held busy while the run is queued, so that the events time the GPU,
+// not the host's calls: cuDNN's take longer to queue than our kernels. With the host in the loop,
+// cuDNN's path at the MNIST CNN's second convolution (batch 64, H200) timed 0.17-0.70 ms from process
+// to process, and in one of 14 lost to im2col's 0.30, which made the graphed step a third slower;
+// held, it timed 0.157-0.164 ms in 14 of 14 (docs/benchmarks.md).
 std::vector<float> medians_ms(cudaStream_t stream, const L2Flush& flush, int reps,
                               const std::vector<std::function<void()>>& paths) {
   cudaEvent_t start, stop;
@@ -91,6 +95,7 @@ std::vector<float> medians_ms(cudaStream_t stream, const L2Flush& flush, int rep
   for (int i = 0; i < reps; ++i) {
     for (size_t j = 0; j < paths.size(); ++j) {
       CUDA_CHECK(cudaMemsetAsync(flush.ptr, i & 1, flush.bytes, stream));
+      cuda::busy_wait(stream, 500);
       CUDA_CHECK(cudaEventRecord(start, stream));
       paths[j]();
       CUDA_CHECK(cudaEventRecord(stop, stream));

@@ -118,7 +118,9 @@ std::vector<float> medians_ms(cudaStream_t stream, const L2Flush& flush, int rep
 // the compute stream, in turns (a burst of each, then the next round), so that a slow spell of the
 // GPU falls on all alike; the lowest median burst wins. At the MNIST CNN's second convolution (batch
 // 64, H200), Find's medians were 69-84 us for FFT, FFT tiling and non-fused Winograd and 88-89 us
-// for the implicit GEMM; back to back, 44-49 us and 72 us (docs/benchmarks.md).
+// for the implicit GEMM; back to back, 44-49 us and 72 us (docs/benchmarks.md). A burst is queued
+// behind a busy wait of 1 ms, long enough for the host to queue four calls of any of them: behind
+// 0.1 ms, the non-fused Winograd timed 42-45 us in some processes and 69-84 us in others.
 const cudnnConvolutionFwdAlgoPerf_t* retime_forward(cudnnHandle_t handle, const ConvPlan& p, const Tensor& x,
                                                      const Tensor& w, Tensor& y, const Scratch& ws,
                                                      const std::vector<const cudnnConvolutionFwdAlgoPerf_t*>& candidates) {
@@ -136,7 +138,7 @@ const cudnnConvolutionFwdAlgoPerf_t* retime_forward(cudnnHandle_t handle, const 
             CUDNN_CHECK(cudnnConvolutionForward(handle, &one, p.x.d, x.raw_data(), p.w, w.raw_data(), p.conv,
                                                 candidates[i]->algo, ws.ptr, ws.bytes, &zero, p.y.d, y.raw_data()));
           },
-          4, 1, 100));
+          4, 1, 1000));
     }
   }
   std::vector<float> median(candidates.size());

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/cuda.h"
@@ -42,6 +43,15 @@ cudnnHandle_t handle_on(int device, bool side) {
 cudnnHandle_t cudnn_handle(int device) { return handle_on(device, false); }
 cudnnHandle_t cudnn_side_handle(int device) { return handle_on(device, true); }
 
+bool workspace_sizes(cudnnHandle_t handle, const ConvPlan& p, ConvAlgorithms& a) {
+  return cudnnGetConvolutionForwardWorkspaceSize(handle, p.x.d, p.w, p.conv, p.y.d, a.fwd, &a.fwd_ws) ==
+             CUDNN_STATUS_SUCCESS &&
+         cudnnGetConvolutionBackwardDataWorkspaceSize(handle, p.w, p.y.d, p.conv, p.x.d, a.bwd_data, &a.bwd_data_ws) ==
+             CUDNN_STATUS_SUCCESS &&
+         cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, p.x.d, p.y.d, p.conv, p.w, a.bwd_filter,
+                                                        &a.bwd_filter_ws) == CUDNN_STATUS_SUCCESS;
+}
+
 bool use_algorithms(cudnnHandle_t handle, const ConvPlan& p, const cudnnConvolutionFwdAlgoPerf_t* fwd,
                     const cudnnConvolutionBwdDataAlgoPerf_t* bwd_data,
                     const cudnnConvolutionBwdFilterAlgoPerf_t* bwd_filter, ConvAlgorithms& out) {
@@ -50,11 +60,7 @@ bool use_algorithms(cudnnHandle_t handle, const ConvPlan& p, const cudnnConvolut
   a.fwd = fwd->algo;
   a.bwd_data = bwd_data->algo;
   a.bwd_filter = bwd_filter->algo;
-  CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle, p.x.d, p.w, p.conv, p.y.d, a.fwd, &a.fwd_ws));
-  CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, p.w, p.y.d, p.conv, p.x.d, a.bwd_data,
-                                                           &a.bwd_data_ws));
-  CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, p.x.d, p.y.d, p.conv, p.w, a.bwd_filter,
-                                                             &a.bwd_filter_ws));
+  if (!workspace_sizes(handle, p, a)) return false;
   out = a;
   return true;
 }
@@ -297,12 +303,17 @@ void run_backward(cudnnHandle_t handle, int device, const ConvPlan& p, const Con
 
 namespace {
 
-// The algorithms a convolution of `p` runs with now: deterministic mode's, else those of the mode
-// of the compute stream (op by op or captured). Null where deterministic mode has none.
-const ConvAlgorithms* algorithms_now(cudnnHandle_t handle, ConvPlan& p, cudaStream_t stream) {
-  if (!is_deterministic()) return &p.mode[conv_mode(stream)].algorithms;
+// The plan of a convolution and the algorithms it runs with now: deterministic mode's, else those
+// of the mode of `stream` (op by op or captured). A null algorithms where cuDNN has none for it (the
+// caller falls back to im2col).
+std::pair<ConvPlan*, const ConvAlgorithms*> plan_now(int device, cudnnHandle_t handle, cudaStream_t stream,
+                                                     DType dtype, int64_t batch, int64_t out_channels,
+                                                     const ConvGeometry& g) {
+  ConvPlan& p = conv_plan(device, handle, dtype, batch, out_channels, g);
+  if (!p.ok) return {&p, nullptr};
+  if (!is_deterministic()) return {&p, &p.mode[conv_mode(stream)].algorithms};
   const ConvPlan::Deterministic& d = deterministic_algorithms(handle, p);
-  return d.ok ? &d.algorithms : nullptr;
+  return {&p, d.ok ? &d.algorithms : nullptr};
 }
 
 }  // namespace
@@ -311,11 +322,9 @@ bool CudaKernels::conv2d_cudnn(const Tensor& x, const Tensor& weight, const Tens
                                Tensor& out) {
   cuda::DeviceGuard guard(device_);
   cudnnHandle_t handle = cudnn_handle(device_);
-  ConvPlan& p = conv_plan(device_, handle, x.dtype(), x.size(0), weight.size(0), g);
-  if (!p.ok) return false;
-  const ConvAlgorithms* a = algorithms_now(handle, p, stream_);
+  const auto [p, a] = plan_now(device_, handle, stream_, x.dtype(), x.size(0), weight.size(0), g);
   if (!a) return false;
-  run_forward(handle, device_, p, *a, x, weight, bias, out);
+  run_forward(handle, device_, *p, *a, x, weight, bias, out);
   return true;
 }
 
@@ -324,12 +333,10 @@ bool CudaKernels::conv2d_backward_cudnn(const Tensor& grad_out, const Tensor& x,
   cuda::DeviceGuard guard(device_);
   cudnnHandle_t handle = cudnn_handle(device_);
   // x is needed only for grad_weight and weight only for grad_x: either may be undefined otherwise.
-  ConvPlan& p = conv_plan(device_, handle, grad_out.dtype(), grad_out.size(0), grad_out.size(1), g);
-  if (!p.ok) return false;
   // A forward run in deterministic mode had deterministic algorithms for all three passes.
-  const ConvAlgorithms* a = algorithms_now(handle, p, stream_);
+  const auto [p, a] = plan_now(device_, handle, stream_, grad_out.dtype(), grad_out.size(0), grad_out.size(1), g);
   if (!a) return false;
-  run_backward(handle, device_, p, *a, grad_out, x, weight, grad_x, grad_weight, grad_bias);
+  run_backward(handle, device_, *p, *a, grad_out, x, weight, grad_x, grad_weight, grad_bias);
   return true;
 }
 

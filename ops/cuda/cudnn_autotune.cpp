@@ -204,25 +204,6 @@ bool find_fastest(cudnnHandle_t handle, ConvPlan& p, const Tensor& x, const Tens
   return true;
 }
 
-// `big`'s algorithms for `p`, a smaller batch of its geometry: false where cuDNN refuses one.
-bool same_algorithms(cudnnHandle_t handle, const ConvPlan& p, const ConvAlgorithms& big, ConvAlgorithms& out) {
-  size_t ws = 0;
-  if (cudnnGetConvolutionForwardWorkspaceSize(handle, p.x.d, p.w, p.conv, p.y.d, big.fwd, &ws) !=
-          CUDNN_STATUS_SUCCESS ||
-      cudnnGetConvolutionBackwardDataWorkspaceSize(handle, p.w, p.y.d, p.conv, p.x.d, big.bwd_data, &ws) !=
-          CUDNN_STATUS_SUCCESS ||
-      cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, p.x.d, p.y.d, p.conv, p.w, big.bwd_filter, &ws) !=
-          CUDNN_STATUS_SUCCESS)
-    return false;
-  cudnnConvolutionFwdAlgoPerf_t fwd{};
-  cudnnConvolutionBwdDataAlgoPerf_t bwd_data{};
-  cudnnConvolutionBwdFilterAlgoPerf_t bwd_filter{};
-  fwd.algo = big.fwd;
-  bwd_data.algo = big.bwd_data;
-  bwd_filter.algo = big.bwd_filter;
-  return use_algorithms(handle, p, &fwd, &bwd_data, &bwd_filter, out);
-}
-
 // A smaller batch of a geometry measured before (an epoch's last, partial batch) takes that batch's
 // verdicts and algorithms: measuring again would cost more than the steps it serves. False, leaving
 // `p` unmeasured, when there is none or cuDNN refuses its algorithms at this batch.
@@ -232,9 +213,8 @@ bool adopt_larger_batch(cudnnHandle_t handle, ConvPlan& p, int device, DType dty
   if (!big) return false;
   ConvAlgorithms chosen[2];
   for (const ConvMode m : {kOpByOp, kInGraph}) {
-    chosen[m] = p.mode[m].algorithms;
-    if (big->mode[m].faster[input_grad] == 1 && !same_algorithms(handle, p, big->mode[m].algorithms, chosen[m]))
-      return false;
+    chosen[m] = big->mode[m].faster[input_grad] == 1 ? big->mode[m].algorithms : p.mode[m].algorithms;
+    if (!workspace_sizes(handle, p, chosen[m])) return false;
   }
   for (const ConvMode m : {kOpByOp, kInGraph}) {
     p.mode[m].algorithms = chosen[m];

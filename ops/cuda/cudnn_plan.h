@@ -104,8 +104,12 @@ const ConvPlan::Deterministic& deterministic_algorithms(cudnnHandle_t handle, Co
 const ConvPlan* measured_with_larger_batch(int device, DType dtype, int64_t batch, int64_t out_channels,
                                            const ConvGeometry& g, bool input_grad);
 
+/// Fills `a`'s workspace sizes from cuDNN's queries; false where cuDNN refuses one of its algorithms
+/// for `p` (an algorithm measured at another batch, say).
+bool workspace_sizes(cudnnHandle_t handle, const ConvPlan& p, ConvAlgorithms& a);
+
 /// One algorithm per pass, with their workspace sizes from the queries (the perf records' may be
-/// estimates). False, changing nothing, when a pass has none.
+/// estimates). False, changing nothing, when a pass has none or cuDNN refuses one.
 bool use_algorithms(cudnnHandle_t handle, const ConvPlan& p, const cudnnConvolutionFwdAlgoPerf_t* fwd,
                     const cudnnConvolutionBwdDataAlgoPerf_t* bwd_data,
                     const cudnnConvolutionBwdFilterAlgoPerf_t* bwd_filter, ConvAlgorithms& out);

@@ -6,16 +6,11 @@
 #include <sstream>
 
 #include "core/autograd.h"
+#include "core/cuda.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
 
 namespace minidl {
-
-#ifdef MINIDL_WITH_CUDA
-namespace cuda {
-bool this_thread_captures();  // core/cuda/context.h, which includes CUDA headers
-}  // namespace cuda
-#endif
 
 namespace detail {
 
@@ -35,11 +30,9 @@ std::string describe(const Tensor& t) {
 
 bool all_finite(const Tensor& t) {
   if (!t.defined() || !is_floating(t.dtype()) || t.numel() == 0) return true;
-#ifdef MINIDL_WITH_CUDA
   MINIDL_CHECK(!t.device().is_cuda() || !cuda::this_thread_captures(),
                "anomaly mode reads every checked result on the host, which cannot happen while a CUDA graph is being "
                "captured; run the step eagerly (GraphedStepOptions().enabled(false), or --no-cuda-graph in the apps)");
-#endif
   NoGradGuard no_grad;
   // x - x is 0 for every finite x and NaN for a NaN or an infinity, so its sum is 0 exactly when all
   // are finite: one elementwise kernel, one reduction and one number read back.

@@ -20,6 +20,22 @@ namespace {
 thread_local bool grad_mode = true;
 thread_local bool inference_mode = false;
 
+// The implied seed d root / d root = 1 of the backward running on this thread (null when its seed
+// was passed in), and the seeds made so far, one per device, dtype and shape: a training step spends
+// no kernel on filling its seed.
+thread_local const TensorImpl* unit_seed = nullptr;
+thread_local std::vector<Tensor> unit_seeds;
+
+Tensor implied_seed(const Tensor& root) {
+  for (const Tensor& s : unit_seeds)
+    if (s.shape() == root.shape() && s.dtype() == root.dtype() && s.device() == root.device()) return s;
+  Tensor seed = ones(root.shape(), root.dtype(), root.device());
+  // One made while capturing a CUDA graph is filled only when the graph replays, in the graph's
+  // memory: the capture keeps it to itself.
+  if (!root.device().is_cuda() || !cuda::this_thread_captures()) unit_seeds.push_back(seed);
+  return seed;
+}
+
 struct TapeInput {
   uint64_t node = 0;                  // tape id of a non-leaf input
   std::shared_ptr<TensorImpl> leaf;   // a leaf that requires grad, to accumulate into
@@ -237,10 +253,11 @@ void backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
   MINIDL_CHECK(root.requires_grad(), "backward: the tensor does not require grad and has no history; "
                                      "call requires_grad_() on the leaves you want gradients for");
   Tensor grad = grad_in;
-  if (!grad.defined()) {
+  const bool implied = !grad.defined();
+  if (implied) {
     MINIDL_CHECK(root.numel() == 1, "backward: a gradient can be implied only for a one-element output, but the "
                                     "output has shape ", root.shape(), "; pass backward(gradient)");
-    grad = ones(root.shape(), root.dtype(), root.device());
+    grad = implied_seed(root);
   } else {
     MINIDL_CHECK(grad.shape() == root.shape() && grad.dtype() == root.dtype() && grad.device() == root.device(),
                  "backward: gradient ", grad.shape(), " ", grad.dtype(), " on ", grad.device(),
@@ -275,7 +292,13 @@ void backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
   {
     BusyGuard guard;
     const std::vector<size_t> walk = reachable_from(static_cast<size_t>(root_entry - tape.entries.data()));
-    std::unordered_map<uint64_t, Tensor> pending{{root.impl().node, grad.detach()}};
+    Tensor seed = grad.detach();  // its own handle: is_unit_seed recognizes it and nothing else
+    struct UnitSeed {             // restored also when a backward function throws
+      const TensorImpl* previous = unit_seed;
+      ~UnitSeed() { unit_seed = previous; }
+    } unit_seed_scope;
+    unit_seed = implied ? &seed.impl() : nullptr;
+    std::unordered_map<uint64_t, Tensor> pending{{root.impl().node, seed}};
     HookCounts hooks(tape.entries, walk);
     for (size_t index : walk) {
       TapeEntry& e = tape.entries[index];
@@ -317,6 +340,10 @@ void backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
   cuda::join_side_streams();
   join_side_work.done = true;
   pop_dead_tail();
+}
+
+bool is_unit_seed(const Tensor& grad_output) {
+  return unit_seed && grad_output.defined() && &grad_output.impl() == unit_seed;
 }
 
 size_t tape_size() {

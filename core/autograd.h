@@ -61,6 +61,13 @@ void record(const char* name, Tensor& output, const std::vector<Tensor>& inputs,
 /// Runs backward from `root` with the seed gradient `grad` (ones for a scalar when undefined).
 void backward(const Tensor& root, const Tensor& grad, bool retain_graph);
 
+/// True when `grad_output` is the seed of the backward now running and that seed is known to be all
+/// ones: it was implied (backward() without a gradient), and no op has made a new tensor of it on
+/// the way (an op that passes its gradient through unchanged, as add does, keeps it the seed). An
+/// op whose forward already wrote its gradient for an output gradient of one (cross_entropy) then
+/// returns that instead of multiplying it by one.
+bool is_unit_seed(const Tensor& grad_output);
+
 /// Number of entries on this thread's tape that a live tensor can still backward through (dead
 /// entries are dropped first): 0 once every graph was backwarded without retain_graph or dropped.
 size_t tape_size();

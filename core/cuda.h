@@ -81,6 +81,9 @@ KernelActivity profile_kernels(const std::function<void()>& work);
 bool uses_unjoined_side_work(const Tensor& t);
 /// Makes every device's compute stream wait for such work; a no-op when there is none.
 void join_side_streams();
+/// True while this thread captures a CUDA graph (cuda::Graph): what it queues then runs only when
+/// the graph replays, and what it allocates belongs to the graph's memory.
+bool this_thread_captures();
 
 #else  // built without CUDA: the same API, answering "none"
 
@@ -102,6 +105,7 @@ inline KernelActivity profile_kernels(const std::function<void()>&) {
 }
 inline bool uses_unjoined_side_work(const Tensor&) { return false; }
 inline void join_side_streams() {}
+inline bool this_thread_captures() { return false; }
 
 #endif
 

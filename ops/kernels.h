@@ -178,13 +178,12 @@ class Kernels {
   /// and on ignored rows; grad_rows [N].
   virtual void nll_loss_backward(const Tensor& grad_rows, const Tensor& target, const Tensor* weight,
                                  int64_t ignore_index, Tensor& grad_log_probs) = 0;
-  /// Fused log_softmax + mean NLL over logits [N, C]: writes the log-probs it saves, `count` (0-d, the
-  /// number of rows not ignored) and loss (0-d) = -(sum of log_probs[i, target[i]] over those rows) / count.
+  /// Fused log_softmax + mean NLL over logits [N, C]: `count` (0-d) = the number of rows not ignored,
+  /// loss (0-d) = -(sum of log_softmax[i, target[i]] over those rows) / count. With `grad_logits`, also
+  /// the loss's gradient for a loss gradient of one, which the backward then reuses or scales:
+  /// (softmax - one_hot(target)) / count on rows not ignored, 0 on ignored rows.
   virtual void cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Tensor& loss,
-                             Tensor& log_probs, Tensor& count) = 0;
-  /// grad_logits = (softmax - one_hot(target)) * grad_loss / count on rows not ignored, 0 on ignored rows.
-  virtual void cross_entropy_backward(const Tensor& grad_loss, const Tensor& log_probs, const Tensor& target,
-                                      int64_t ignore_index, const Tensor& count, Tensor& grad_logits) = 0;
+                             Tensor& count, Tensor* grad_logits) = 0;
   /// out = log(sigmoid(x)) = -(max(-x, 0) + log1p(exp(-|x|))): finite for every finite x. Contiguous.
   virtual void log_sigmoid(const Tensor& x, Tensor& out) = 0;
   /// grad_x = grad_out * sigmoid(-x); all of x's shape, contiguous.

@@ -7,9 +7,10 @@
 // divisor of the mean), so ignore_index, class weights and every reduction come from one kernel
 // pair; the reduction is then ordinary sum / div, whose backwards give the rows' gradient.
 // cross_entropy with its defaults (mean, no weight, no smoothing; ignore_index handled in the
-// kernel) runs log-softmax and the NLL in one kernel and keeps the log-probs, from which its
-// backward, (softmax - one_hot(target)) * grad / count, is a single pass: that is the training
-// path, and it makes no host sync. The other options compose log_softmax, nll_loss and sums, as
+// kernel) runs log-softmax and the NLL in one kernel which, while recording, also writes
+// (softmax - one_hot(target)) / count, the gradient for a loss gradient of one: the backward of
+// loss.backward() is then that tensor, with no kernel, and any other multiplies it by the loss's
+// gradient. That is the training path, and it makes no host sync. The other options compose log_softmax, nll_loss and sums, as
 // PyTorch itself does: those paths are rarer and the composition is exactly the definition.
 // Target values are range-checked by the kernels, which are the ones reading them.
 #include "ops/loss.h"
@@ -96,7 +97,9 @@ Tensor reduce_rows(const Tensor& rows, const Tensor& total_weight, Reduction red
   }
 }
 
-// The defaults' path: one kernel each way, ignore_index handled inside.
+// The defaults' path: one kernel, ignore_index handled inside. While recording, the forward also
+// writes the gradient for a loss gradient of one: a backward that starts at this loss (the usual
+// loss.backward()) takes it as it is, with no kernel of its own, and any other scales it.
 Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index) {
   Tensor x, t;
   {
@@ -104,16 +107,14 @@ Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, int64_t i
     x = logits.contiguous();
     t = target.contiguous();
   }
+  const bool recording = autograd::needs_recording({logits});
   Tensor loss = Tensor::empty({}, logits.dtype(), logits.device());
-  Tensor log_probs = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
   Tensor count = Tensor::empty({}, logits.dtype(), logits.device());
-  kernels_for(logits.device()).cross_entropy(x, t, ignore_index, loss, log_probs, count);
-  if (autograd::needs_recording({logits})) {
-    autograd::record("cross_entropy", loss, {logits}, [log_probs, t, count, ignore_index](const Tensor& g,
-                                                                                         const std::vector<bool>&) {
-      Tensor grad = Tensor::empty(log_probs.shape(), log_probs.dtype(), log_probs.device());
-      kernels_for(log_probs.device()).cross_entropy_backward(g, log_probs, t, ignore_index, count, grad);
-      return std::vector<Tensor>{grad};
+  Tensor grad_unit = recording ? Tensor::empty(logits.shape(), logits.dtype(), logits.device()) : Tensor();
+  kernels_for(logits.device()).cross_entropy(x, t, ignore_index, loss, count, recording ? &grad_unit : nullptr);
+  if (recording) {
+    autograd::record("cross_entropy", loss, {logits}, [grad_unit](const Tensor& g, const std::vector<bool>&) {
+      return std::vector<Tensor>{autograd::is_unit_seed(g) ? grad_unit : mul(grad_unit, g)};
     });
   }
   return loss;

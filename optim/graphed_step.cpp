@@ -27,20 +27,9 @@ Tensor GraphedStep::eager(const std::vector<Tensor>& inputs, Phase phase) {
       for (Tensor& g : graph_grads_) fill_(g, 0);
   }
   Tensor loss = loss_fn_(inputs);
-  loss.backward(seed_for(loss, false));
+  loss.backward();
   if (phase.step) optimizer_.step();
   return loss;
-}
-
-// d loss / d loss = 1, made once outside any graph and kept, so that no step spends a kernel on
-// filling it. A capture that finds none keeps the one it makes to itself: that one's fill runs only
-// on replays.
-Tensor GraphedStep::seed_for(const Tensor& loss, bool capturing) {
-  const Tensor& s = loss_seed_;
-  if (s.defined() && s.shape() == loss.shape() && s.dtype() == loss.dtype() && s.device() == loss.device()) return s;
-  Tensor seed = ones(loss.shape(), loss.dtype(), loss.device());
-  if (!capturing) loss_seed_ = seed;
-  return seed;
 }
 
 void GraphedStep::use_graph_grads() {
@@ -117,7 +106,7 @@ void GraphedStep::capture(const std::vector<Tensor>& inputs, Phase phase) {
     graph->capture_begin();
     for (Tensor& in : static_inputs_) graph->capture_copy(in, in);  // sources set before each replay
     Tensor loss = loss_fn_(static_inputs_);
-    loss.backward(seed_for(loss, true));
+    loss.backward();  // the engine keeps the seed it made in the warm-up: no fill in the graph
     if (phase.step) optimizer_.step();
     graph->capture_end();
     static_losses_[phase.index()] = loss.detach();

@@ -94,7 +94,6 @@ class GraphedStep {
   bool matches(const std::vector<Tensor>& inputs) const;
   void capture(const std::vector<Tensor>& inputs, Phase phase);
   void use_graph_grads();
-  Tensor seed_for(const Tensor& loss, bool capturing);
 
   LossFn loss_fn_;
   optim::Optimizer& optimizer_;
@@ -103,7 +102,6 @@ class GraphedStep {
   Tensor static_losses_[4];            // each graph's loss output
   std::vector<Tensor> static_inputs_;  // what the graphs read; each graph refills them first
   std::vector<Tensor> graph_grads_;    // the gradients the graphs write, one per parameter
-  Tensor loss_seed_;                   // the backward's seed, ones (see seed_for)
   int64_t calls_ = 0, replays_ = 0, eager_steps_ = 0;
   std::string eager_reason_;
 };

@@ -91,6 +91,26 @@ TEST(Autograd, NonScalarNeedsAGradient) {
   autograd::clear_tape();
 }
 
+TEST(Autograd, UnitSeedIsTheImpliedSeedOnly) {
+  // An op that reports whether its output's gradient is the unit seed, and passes it on.
+  auto probe = [](const Tensor& x, std::vector<bool>& seen) {
+    Tensor out = sum(x);
+    autograd::record("probe", out, {x}, [&seen, shape = x.shape()](const Tensor& g, const std::vector<bool>&) {
+      seen.push_back(autograd::is_unit_seed(g));
+      return std::vector<Tensor>{mul(ones(shape, kFloat64), g)};
+    });
+    return out;
+  };
+  Tensor x = randn({3}, kFloat64).requires_grad_();
+  std::vector<bool> seen;
+  probe(x, seen).backward();
+  probe(x, seen).backward(full({}, 1.0, kFloat64));          // ones, but passed in: unknown to the engine
+  mul(probe(x, seen), scalar_like(2, x)).backward();          // an op in between made a new gradient
+  probe(x, seen).backward();                                  // the kept seed, recognized again
+  EXPECT_EQ(seen, (std::vector<bool>{true, false, false, true}));
+  EXPECT_FALSE(autograd::is_unit_seed(full({}, 1.0, kFloat64)));  // outside any backward
+}
+
 TEST(Autograd, DetachStopsGradients) {
   Tensor x = leaf({2});
   Tensor y = (x * x.detach()).sum();  // only the first factor carries gradient

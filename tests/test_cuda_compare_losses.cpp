@@ -288,6 +288,30 @@ TEST(CudaLosses, GradcheckFloat64) {
   expect_gradcheck("log_sigmoid", [](auto& in) { return log_sigmoid(in[0]); }, {leaf({2, 5})});
 }
 
+// The gradient the forward writes and a backward from the loss takes as it is, on both kernel paths
+// (one block up to 1024 rows, three passes beyond), against the CPU's, with ignored rows.
+TEST(CudaLosses, CrossEntropyGradientFromItsOwnSeed) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  for (int64_t rows : {64, 1500}) {
+    SCOPED_TRACE(std::to_string(rows) + " rows");
+    Tensor x = randn({rows, 10}, kFloat64) * 3.0;
+    std::vector<int64_t> labels(static_cast<size_t>(rows));
+    for (size_t i = 0; i < labels.size(); ++i) labels[i] = i % 9 == 4 ? -100 : static_cast<int64_t>((i * 7 + 3) % 10);
+    Tensor t = Tensor::from_vector(labels);
+    std::vector<Tensor> grads;
+    for (Device d : {Device::cpu(), gpu()}) {
+      Tensor leaf = x.to(d).detach().requires_grad_();
+      cross_entropy(leaf, t.to(d)).backward();
+      grads.push_back(leaf.grad().to(Device::cpu()));
+      Tensor scaled = leaf.detach().requires_grad_();
+      cross_entropy(scaled, t.to(d)).backward(full({}, 0.5, kFloat64, d));
+      EXPECT_TRUE(all_close(scaled.grad().to(Device::cpu()), grads.back() * 0.5, 1e-15, 1e-15)) << d;
+    }
+    EXPECT_TRUE(all_close(grads[1], grads[0], 1e-13, 1e-13));
+  }
+}
+
 TEST(CudaLosses, IgnoredTargetsRaiseNothingAndBadOnesStillDo) {
   MINIDL_REQUIRE_CUDA();
   Tensor logits = randn({4, 10}, kFloat32, gpu());

@@ -313,21 +313,19 @@ TEST(CudaKernels, LossesForwardBackward) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " N " + std::to_string(cs.n) + " C " + std::to_string(cs.c));
       Tensor logits = rnd({cs.n, cs.c}, dt) * 3.0;
       Tensor target = randint({cs.n}, cs.c);
-      Tensor grad_loss = full({}, 0.7, dt);
-      // Fused cross-entropy.
+      // Fused cross-entropy, with and without its gradient.
       const int64_t ignore = -100;
-      Tensor lc = empty_on({}, dt, Device::cpu()), lg = empty_on({}, dt, gpu());
-      Tensor cc = empty_on({}, dt, Device::cpu()), cg = empty_on({}, dt, gpu());
-      Tensor pc = empty_on({cs.n, cs.c}, dt, Device::cpu()), pg = empty_on({cs.n, cs.c}, dt, gpu());
-      cpu_k().cross_entropy(logits, target, ignore, lc, pc, cc);
-      gpu_k().cross_entropy(logits.to(gpu()), target.to(gpu()), ignore, lg, pg, cg);
-      EXPECT_TRUE(all_close(lg, lc, tol(dt), tol(dt))) << "cross_entropy loss";
-      EXPECT_TRUE(all_close(pg, pc, tol(dt), tol(dt))) << "cross_entropy log_probs";
-      EXPECT_TRUE(all_equal(cg, cc)) << "cross_entropy count";
+      Tensor lc = empty_on({}, dt, Device::cpu()), lg = empty_on({}, dt, gpu()), lg2 = empty_on({}, dt, gpu());
+      Tensor cc = empty_on({}, dt, Device::cpu()), cg = empty_on({}, dt, gpu()), cg2 = empty_on({}, dt, gpu());
       Tensor gc = empty_on({cs.n, cs.c}, dt, Device::cpu()), gg = empty_on({cs.n, cs.c}, dt, gpu());
-      cpu_k().cross_entropy_backward(grad_loss, pc, target, ignore, cc, gc);
-      gpu_k().cross_entropy_backward(grad_loss.to(gpu()), pc.to(gpu()), target.to(gpu()), ignore, cg, gg);
-      EXPECT_TRUE(all_close(gg, gc, tol(dt), tol(dt))) << "cross_entropy backward";
+      cpu_k().cross_entropy(logits, target, ignore, lc, cc, &gc);
+      gpu_k().cross_entropy(logits.to(gpu()), target.to(gpu()), ignore, lg, cg, &gg);
+      gpu_k().cross_entropy(logits.to(gpu()), target.to(gpu()), ignore, lg2, cg2, nullptr);
+      EXPECT_TRUE(all_close(lg, lc, tol(dt), tol(dt))) << "cross_entropy loss";
+      EXPECT_TRUE(all_equal(lg2, lg)) << "cross_entropy loss without the gradient";
+      EXPECT_TRUE(all_equal(cg, cc)) << "cross_entropy count";
+      EXPECT_TRUE(all_close(gg, gc, tol(dt), tol(dt))) << "cross_entropy gradient";
+      Tensor pc = log_softmax(logits, 1);
       // NLL rows on the same log-probs.
       Tensor nc = empty_on({cs.n}, dt, Device::cpu()), ng = empty_on({cs.n}, dt, gpu());
       Tensor wc = empty_on({}, dt, Device::cpu()), wg = empty_on({}, dt, gpu());

@@ -170,6 +170,42 @@ TEST(Loss, Gradcheck) {
   EXPECT_TRUE(r) << r.message;
 }
 
+// A backward that starts at the loss takes the gradient the forward wrote (no kernel of its own);
+// any other seed, or a loss that is not the root, scales it. Against (softmax - one-hot) / count.
+TEST(Loss, CrossEntropyGradientFromItsOwnSeedAndFromAnyOther) {
+  manual_seed(16);
+  const int64_t n = 6, c = 5, ignore = -1;
+  Tensor x = randn({n, c}, kFloat64);
+  const std::vector<int64_t> t{3, ignore, 0, 4, ignore, 1};
+  std::vector<double> expected = reference_softmax(x.to_vector<double>(), {n, c}, 1, /*log=*/false);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < c; ++j) {
+      double& e = expected[static_cast<size_t>(i * c + j)];
+      e = t[i] == ignore ? 0 : (e - (j == t[i] ? 1 : 0)) / 4;  // 4 rows count
+    }
+  auto grad_of = [&](const std::function<void(Tensor&)>& run_backward) {
+    Tensor leaf = x.clone().requires_grad_();
+    Tensor loss = cross_entropy(leaf, target_of(t), Reduction::Mean, ignore);
+    run_backward(loss);
+    return leaf.grad().to_vector<double>();
+  };
+  auto expect_scaled = [&](const std::vector<double>& got, double scale, const char* what) {
+    SCOPED_TRACE(what);
+    ASSERT_EQ(got.size(), expected.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], scale * expected[i], 1e-15) << "element " << i;
+  };
+  expect_scaled(grad_of([](Tensor& loss) { loss.backward(); }), 1, "implied seed");
+  expect_scaled(grad_of([](Tensor& loss) { loss.backward(full({}, 1.0, kFloat64)); }), 1, "a seed of ones passed in");
+  expect_scaled(grad_of([](Tensor& loss) { loss.backward(full({}, 2.5, kFloat64)); }), 2.5, "a seed of 2.5");
+  expect_scaled(grad_of([](Tensor& loss) { mul(loss, scalar_like(-3, loss)).backward(); }), -3, "loss times -3");
+  // Twice through a retained graph: the gradient it hands out is not changed by the accumulation.
+  expect_scaled(grad_of([](Tensor& loss) {
+                  loss.backward(Tensor(), /*retain_graph=*/true);
+                  loss.backward();
+                }),
+                2, "two backwards");
+}
+
 TEST(Loss, BadTargetsGiveClearErrors) {
   Tensor x = zeros({3, 4});
   for (const char* op : {"nll_loss", "cross_entropy"}) {

@@ -30,10 +30,8 @@ class CpuKernels final : public Kernels {
                 Tensor& row_loss, Tensor& total_weight) override;
   void nll_loss_backward(const Tensor& grad_rows, const Tensor& target, const Tensor* weight, int64_t ignore_index,
                          Tensor& grad_log_probs) override;
-  void cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Tensor& loss, Tensor& log_probs,
-                     Tensor& count) override;
-  void cross_entropy_backward(const Tensor& grad_loss, const Tensor& log_probs, const Tensor& target,
-                              int64_t ignore_index, const Tensor& count, Tensor& grad_logits) override;
+  void cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Tensor& loss, Tensor& count,
+                     Tensor* grad_logits) override;
   void log_sigmoid(const Tensor& x, Tensor& out) override;
   void log_sigmoid_backward(const Tensor& grad_out, const Tensor& x, Tensor& grad_x) override;
   void im2col(const Tensor& x, const ConvGeometry& g, Tensor& cols) override;

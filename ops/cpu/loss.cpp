@@ -67,9 +67,10 @@ void CpuKernels::nll_loss_backward(const Tensor& grad_rows, const Tensor& target
 }
 
 void CpuKernels::cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Tensor& loss,
-                               Tensor& log_probs, Tensor& count) {
+                               Tensor& count, Tensor* grad_logits) {
   const int64_t n = logits.size(0), c = logits.size(1);
   check_targets("cross_entropy", target, c, ignore_index);
+  Tensor log_probs = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
   softmax(logits, n, c, 1, /*log=*/true, log_probs);
   dispatch_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
@@ -85,19 +86,9 @@ void CpuKernels::cross_entropy(const Tensor& logits, const Tensor& target, int64
     // Every row ignored gives 0 / 0 = NaN, as PyTorch's mean over no targets.
     loss.data<T>()[0] = static_cast<T>(-total / static_cast<double>(counted));
     count.data<T>()[0] = static_cast<T>(counted);
-  });
-}
-
-void CpuKernels::cross_entropy_backward(const Tensor& grad_loss, const Tensor& log_probs, const Tensor& target,
-                                        int64_t ignore_index, const Tensor& count, Tensor& grad_logits) {
-  const int64_t n = log_probs.size(0), c = log_probs.size(1);
-  check_targets("cross_entropy", target, c, ignore_index);
-  dispatch_floating(log_probs.dtype(), "cross_entropy_backward", [&](auto tag) {
-    using T = decltype(tag);
-    const T* lp = log_probs.data<T>();
-    const int64_t* t = target.data<int64_t>();
-    T* g = grad_logits.data<T>();
-    const T scale = grad_loss.data<T>()[0] / count.data<T>()[0];
+    if (!grad_logits) return;
+    T* g = grad_logits->data<T>();
+    const T scale = T(1) / static_cast<T>(counted);
     // One pass: softmax is exp(log_probs), the one-hot is a single subtraction per row.
 #pragma omp parallel for schedule(static) if (n * c > 16384)
     for (int64_t i = 0; i < n; ++i) {

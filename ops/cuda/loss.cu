@@ -47,39 +47,37 @@ __global__ void mean_over_targets(const T* row_value, const int64_t* target, int
 // The whole cross-entropy forward of a small batch in one block, when there are at most 1024 rows
 // whose logits fit in shared memory (rows x classes <= kSmallBytes / sizeof(T), classes <= 64: a
 // classifier's training batch). Two kernels (per-row softmax, then the mean) would cost twice the
-// launch latency that dominates at this size. Logits and targets are loaded in one coalesced pass;
-// a thread per row takes its log-sum-exp from shared memory; the log-probabilities are written
-// in one coalesced pass; the block sums the rows' values in a fixed order. 512 threads, each with
-// up to two rows: in the MNIST MLP's graphed step at batch 512 on an H200 (bench --profile), 5.0 us
-// against 5.8 with 1024 threads, one for each row a block may hold.
-constexpr int kSmallThreads = 512, kSmallMaxRows = 1024, kSmallBytes = 32 * 1024, kSmallMaxClasses = 64;
-
-// A row's log-probability of its target and whether it counts, summed in one block reduction.
-template <class Acc>
-struct ValueCount {
-  Acc value, count;
-  __device__ ValueCount operator+(const ValueCount& o) const { return {value + o.value, count + o.count}; }
-};
+// launch latency that dominates at this size. Logits and targets are loaded in one coalesced pass,
+// and the barrier after it also counts the rows not ignored; a thread per row takes its log-sum-exp
+// from shared memory; the gradient, when asked for, is written in one coalesced pass; the block then
+// sums the rows' values in a fixed order, while those stores drain. 512 threads, each with up to two
+// rows: in the MNIST MLP's graphed step at batch 512 on an H200 (bench --profile), 5.0 us against
+// 5.8 with 1024 threads, one for each row a block may hold.
+constexpr int kSmallThreads = 512, kSmallMaxRows = 2 * kSmallThreads, kSmallBytes = 32 * 1024;
+constexpr int kSmallMaxClasses = 64;
 
 template <class T>
 __global__ void __launch_bounds__(kSmallThreads)
     cross_entropy_small_kernel(const T* __restrict__ logits, const int64_t* __restrict__ target,
-                               T* __restrict__ log_probs, int rows, int classes, int64_t ignore_index, T* loss,
-                               T* count, DeviceErrorReport error) {
+                               T* __restrict__ grad, int rows, int classes, int64_t ignore_index, T* loss, T* count,
+                               DeviceErrorReport error) {
   wait_for_earlier_kernels();
   let_next_kernel_start();
   using Acc = AccT<T>;
   __shared__ T x[kSmallBytes / sizeof(T)];
   __shared__ T lse_of[kSmallMaxRows];
-  using Reduce = cub::BlockReduce<ValueCount<Acc>, kSmallThreads>;
+  __shared__ int target_of[kSmallMaxRows];  // -1 on a row that counts for nothing
+  using Reduce = cub::BlockReduce<Acc, kSmallThreads>;
   __shared__ typename Reduce::TempStorage temp;
-  const int n = rows * classes;
+  const int n = rows * classes, first = static_cast<int>(threadIdx.x), second = first + kSmallThreads;
+  const int64_t t0 = first < rows ? target[first] : ignore_index;
+  const int64_t t1 = second < rows ? target[second] : ignore_index;
 #pragma unroll 8  // the loads in flight together, not one round trip each
-  for (int e = static_cast<int>(threadIdx.x); e < n; e += kSmallThreads) x[e] = logits[e];
-  __syncthreads();
-  Acc value = 0, counted = 0;
-  for (int row = static_cast<int>(threadIdx.x); row < rows; row += kSmallThreads) {
-    const int64_t t = target[row];
+  for (int e = first; e < n; e += kSmallThreads) x[e] = logits[e];
+  const int counted = __syncthreads_count(t0 != ignore_index) + __syncthreads_count(t1 != ignore_index);
+  Acc value = 0;
+  for (int row = first; row < rows; row += kSmallThreads) {
+    const int64_t t = row == first ? t0 : t1;
     const T* p = x + row * classes;
     T m = -d_infinity<T>();
     for (int j = 0; j < classes; ++j) m = p[j] > m ? p[j] : m;
@@ -87,18 +85,28 @@ __global__ void __launch_bounds__(kSmallThreads)
     for (int j = 0; j < classes; ++j) s += Acc(d_exp(p[j] - m));
     const T lse = m + d_log(static_cast<T>(s));
     lse_of[row] = lse;
+    target_of[row] = -1;
     if (t != ignore_index) {
-      counted += Acc(1);
-      if (t >= 0 && t < classes) value += Acc(p[t] - lse);
-      else report_device_error(error, kCrossEntropyTarget, row, t, classes);
+      if (t >= 0 && t < classes) {
+        value += Acc(p[t] - lse);
+        target_of[row] = static_cast<int>(t);
+      } else {
+        report_device_error(error, kCrossEntropyTarget, row, t, classes);
+      }
     }
   }
-  __syncthreads();
-  for (int e = static_cast<int>(threadIdx.x); e < n; e += kSmallThreads) log_probs[e] = x[e] - lse_of[e / classes];
-  const ValueCount<Acc> total = Reduce(temp).Reduce(ValueCount<Acc>{value, counted}, SumOp());
+  if (grad) {
+    __syncthreads();
+    const T scale = T(1) / static_cast<T>(counted);
+    for (int e = first; e < n; e += kSmallThreads) {
+      const int row = e / classes, t = target_of[row];
+      grad[e] = t < 0 ? T(0) : (d_exp(x[e] - lse_of[row]) - (e - row * classes == t ? T(1) : T(0))) * scale;
+    }
+  }
+  const Acc total = Reduce(temp).Sum(value);
   if (threadIdx.x == 0) {
-    loss[0] = static_cast<T>(-total.value / total.count);  // every row ignored: 0 / 0 = NaN, as PyTorch's
-    count[0] = static_cast<T>(total.count);
+    loss[0] = static_cast<T>(-total / Acc(counted));  // every row ignored: 0 / 0 = NaN, as PyTorch's
+    count[0] = static_cast<T>(counted);
   }
 }
 
@@ -142,22 +150,17 @@ __global__ void nll_backward_kernel(const T* grad_rows, const int64_t* target, c
   }
 }
 
-// grad[i, j] = (exp(log_probs[i, j]) - [j == target[i]]) * g / count: softmax minus one-hot, one
-// pass; 0 on ignored rows.
+// grad[i, j] = (exp(log_probs[i, j]) - [j == target[i]]) / count: softmax minus one-hot, one pass;
+// 0 on ignored rows (and on rows whose target is out of range, which the forward reported).
 template <class T>
-__global__ void cross_entropy_backward_kernel(const T* grad_loss, const T* lp, const int64_t* target, const T* count,
-                                              T* grad, int64_t rows, int64_t classes, int64_t ignore_index,
-                                              DeviceErrorReport error) {
-  wait_for_earlier_kernels();
-  let_next_kernel_start();
+__global__ void cross_entropy_grad_kernel(const T* lp, const int64_t* target, const T* count, T* grad, int64_t rows,
+                                          int64_t classes, int64_t ignore_index) {
   const int64_t n = rows * classes;
-  const T scale = grad_loss[0] / count[0];
+  const T scale = T(1) / count[0];
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n; k += int64_t(gridDim.x) * blockDim.x) {
     const int64_t i = k / classes, j = k - i * classes;
     const int64_t t = target[i];
-    grad[k] = t == ignore_index ? T(0) : (d_exp(lp[k]) - (j == t ? T(1) : T(0))) * scale;
-    if (j == 0 && t != ignore_index && (t < 0 || t >= classes))
-      report_device_error(error, kCrossEntropyTarget, i, t, classes);
+    grad[k] = t == ignore_index || t < 0 || t >= classes ? T(0) : (d_exp(lp[k]) - (j == t ? T(1) : T(0))) * scale;
   }
 }
 
@@ -234,43 +237,37 @@ void CudaKernels::nll_loss_backward(const Tensor& grad_rows, const Tensor& targe
 }
 
 void CudaKernels::cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Tensor& loss,
-                                Tensor& log_probs, Tensor& count) {
+                                Tensor& count, Tensor* grad_logits) {
   const int64_t rows = logits.size(0), classes = logits.size(1);
   cuda::DeviceGuard guard(device_);
   dispatch_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
+    T* grad = grad_logits ? ptr<T>(*grad_logits) : nullptr;
     if (rows > 0 && rows <= kSmallMaxRows && classes > 0 && classes <= kSmallMaxClasses &&
         rows * classes <= static_cast<int64_t>(kSmallBytes / sizeof(T))) {
       launch_early("cross_entropy_small_kernel", cross_entropy_small_kernel<T>, 1, kSmallThreads, 0, stream_,
-                   ptr<const T>(logits), ptr<const int64_t>(target), ptr<T>(log_probs), int(rows), int(classes),
-                   ignore_index, ptr<T>(loss), ptr<T>(count), cuda::device_error_report(device_));
+                   ptr<const T>(logits), ptr<const int64_t>(target), grad, int(rows), int(classes), ignore_index,
+                   ptr<T>(loss), ptr<T>(count), cuda::device_error_report(device_));
       return;
     }
-    // Pass 1, per row: max, log-sum-exp, the log-probs (saved for backward) and the row's
-    // log-probability at its target. Pass 2: minus their mean over the rows not ignored.
+    // Pass 1, per row: max, log-sum-exp, the log-probs and the row's log-probability at its target.
+    // Pass 2: minus their mean over the rows not ignored. Pass 3, with a gradient: from the log-probs
+    // and the count.
     Allocator& alloc = allocator_for(Device::cuda(device_));
     const size_t bytes = static_cast<size_t>(std::max<int64_t>(rows, 1)) * sizeof(T);
     T* row_value = static_cast<T*>(alloc.allocate(bytes));
+    Tensor log_probs = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
     RowOutput<T> extra{ptr<const int64_t>(target), row_value, cuda::device_error_report(device_), ignore_index};
     launch_softmax<T>(ptr<const T>(logits), ptr<T>(log_probs), rows, classes, 1, /*log=*/true, stream_, extra);
     mean_over_targets<T><<<1, kMeanBlock, 0, stream_>>>(row_value, ptr<const int64_t>(target), rows, ignore_index,
                                                         ptr<T>(loss), ptr<T>(count));
     CUDA_LAUNCH_CHECK(mean_over_targets);
     alloc.deallocate(row_value, bytes);  // reused only by later work on this stream
-  });
-}
-
-void CudaKernels::cross_entropy_backward(const Tensor& grad_loss, const Tensor& log_probs, const Tensor& target,
-                                         int64_t ignore_index, const Tensor& count, Tensor& grad_logits) {
-  const int64_t rows = log_probs.size(0), classes = log_probs.size(1);
-  if (rows * classes == 0) return;
-  cuda::DeviceGuard guard(device_);
-  dispatch_floating(log_probs.dtype(), "cross_entropy_backward", [&](auto tag) {
-    using T = decltype(tag);
-    launch_early("cross_entropy_backward_kernel", cross_entropy_backward_kernel<T>, blocks_for(rows * classes),
-                 kThreads, 0, stream_, ptr<const T>(grad_loss), ptr<const T>(log_probs), ptr<const int64_t>(target),
-                 ptr<const T>(count), ptr<T>(grad_logits), rows, classes, ignore_index,
-                 cuda::device_error_report(device_));
+    if (grad && rows * classes > 0) {
+      cross_entropy_grad_kernel<T><<<blocks_for(rows * classes), kThreads, 0, stream_>>>(
+          ptr<const T>(log_probs), ptr<const int64_t>(target), ptr<const T>(count), grad, rows, classes, ignore_index);
+      CUDA_LAUNCH_CHECK(cross_entropy_grad_kernel);
+    }
   });
 }
 

@@ -21,18 +21,19 @@ thread_local bool grad_mode = true;
 thread_local bool inference_mode = false;
 
 // The implied seed d root / d root = 1 of the backward running on this thread (null when its seed
-// was passed in), and the seeds made so far, one per device, dtype and shape: a training step spends
-// no kernel on filling its seed.
+// was passed in), and the CUDA seeds made so far, one per device, dtype and shape: a training step
+// spends no kernel on filling its seed. On the CPU a fill is one store, and nothing is kept.
 thread_local const TensorImpl* unit_seed = nullptr;
-thread_local std::vector<Tensor> unit_seeds;
+thread_local std::vector<Tensor> cuda_unit_seeds;
 
 Tensor implied_seed(const Tensor& root) {
-  for (const Tensor& s : unit_seeds)
+  if (!root.device().is_cuda()) return ones(root.shape(), root.dtype(), root.device());
+  for (const Tensor& s : cuda_unit_seeds)
     if (s.shape() == root.shape() && s.dtype() == root.dtype() && s.device() == root.device()) return s;
   Tensor seed = ones(root.shape(), root.dtype(), root.device());
   // One made while capturing a CUDA graph is filled only when the graph replays, in the graph's
   // memory: the capture keeps it to itself.
-  if (!root.device().is_cuda() || !cuda::this_thread_captures()) unit_seeds.push_back(seed);
+  if (!cuda::this_thread_captures()) cuda_unit_seeds.push_back(seed);
   return seed;
 }
 

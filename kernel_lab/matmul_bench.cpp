@@ -156,13 +156,15 @@ struct GemmBench::Impl {
     CUDA_CHECK(cudaEventRecord(stops[0], stream));
     CUDA_CHECK(cudaStreamSynchronize(stream));
     const int repeats = plan_repeats(elapsed_ms(0), rules);
-    // Everything below is queued while the busy-wait runs, so the GPU runs it back to back and each
+    // Everything below is queued while the stream is held, so the GPU runs it back to back and each
     // event pair brackets the GEMM alone, not the host's call into the launcher or cuBLAS.
-    cuda::busy_wait(stream, 200u + 50u * static_cast<unsigned>(repeats));
-    for (int r = 0; r < repeats; ++r) {
-      CUDA_CHECK(cudaEventRecord(starts[r], stream));
-      launch(method);
-      CUDA_CHECK(cudaEventRecord(stops[r], stream));
+    {
+      cuda::StreamHold hold(stream);
+      for (int r = 0; r < repeats; ++r) {
+        CUDA_CHECK(cudaEventRecord(starts[r], stream));
+        launch(method);
+        CUDA_CHECK(cudaEventRecord(stops[r], stream));
+      }
     }
     CUDA_CHECK(cudaStreamSynchronize(stream));
     std::vector<double> ms;

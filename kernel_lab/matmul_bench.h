@@ -3,8 +3,9 @@
 // app includes no CUDA header; built only with the CUDA backend (MINIDL_KERNEL_LAB is then defined).
 //
 // Timing rules: a first run checked against the float64 reference (every entry), `warmup` more
-// runs, then repeats, each timed alone with a pair of CUDA events queued back to back behind a short
-// busy-wait kernel (so the host's launch cost is not in the kernel's time); the median is reported.
+// runs, then repeats, each timed alone with a pair of CUDA events queued back to back while the
+// stream is held (cuda::StreamHold, so the host's launch cost is not in the kernel's time); the
+// median is reported.
 // The number of repeats is `max_repeats`, fewer (but at least 3) where that would take more than
 // `budget_ms`. The transfer timings put, between the events, the upload of A and B from host memory
 // (pageable, or pinned), the GEMM and the download of C.

@@ -7,6 +7,13 @@
 #include "ops/kernels.h"
 #include "test_cuda_util.h"
 
+#ifdef MINIDL_WITH_CUDA
+#include <chrono>
+#include <thread>
+
+#include "ops/cuda/timing.h"
+#endif
+
 using namespace minidl;
 using namespace minidl::testing;
 
@@ -553,3 +560,40 @@ TEST(CudaKernels, RandomDistributionsAndSeeding) {
   gpu_k().dropout(ones({999}).to(gpu()), 1.0, all, all_mask);
   EXPECT_TRUE(all_equal(all, ones({999})));
 }
+
+#ifdef MINIDL_WITH_CUDA
+// What is queued on a held stream waits for the release, then runs back to back: the events around
+// a host pause of 20 ms measure the GPU's time, not the pause.
+TEST(CudaTiming, AHeldStreamRunsWhatWasQueuedOnlyOnceReleased) {
+  MINIDL_REQUIRE_CUDA();
+  cudaStream_t stream;
+  cudaEvent_t start, stop;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&start), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&stop), cudaSuccess);
+  {
+    cuda::StreamHold hold(stream);
+    ASSERT_EQ(cudaEventRecord(start, stream), cudaSuccess);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_EQ(cudaEventRecord(stop, stream), cudaSuccess);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_EQ(cudaEventQuery(stop), cudaErrorNotReady) << "the stream ran before it was released";
+    hold.release();
+  }
+  ASSERT_EQ(cudaEventSynchronize(stop), cudaSuccess);
+  float ms = -1;
+  ASSERT_EQ(cudaEventElapsedTime(&ms, start, stop), cudaSuccess);
+  EXPECT_LT(ms, 5.0f) << "the events timed the host's pause";
+  // A later hold on the same thread takes a new ticket: the earlier release does not let it go.
+  {
+    cuda::StreamHold hold(stream);
+    ASSERT_EQ(cudaEventRecord(stop, stream), cudaSuccess);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_EQ(cudaEventQuery(stop), cudaErrorNotReady);
+  }
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaStreamDestroy(stream);
+}
+#endif

@@ -80,11 +80,13 @@ struct L2Flush : Scratch {
 // each. The paths run in turns, one run of each a round, so that a slow spell of the GPU falls on
 // all alike rather than on one path's runs. Before each run `flush` is overwritten: a step's tensors
 // are not in L2 when a convolution reads them, and the MNIST CNN's at batch 64 would fit in the
-// H100's 50 MB. Then the GPU is held busy while the run is queued, so that the events time the GPU,
-// not the host's calls: cuDNN's take longer to queue than our kernels. With the host in the loop,
-// cuDNN's path at the MNIST CNN's second convolution (batch 64, H200) timed 0.17-0.70 ms from process
-// to process, and in one of 14 lost to im2col's 0.30, which made the graphed step a third slower;
-// held, it timed 0.157-0.164 ms in 14 of 14 (docs/benchmarks.md).
+// H100's 50 MB. Then the stream is held while the run is queued (cuda::StreamHold), so that the
+// events time the GPU, not the host's calls: cuDNN's take longer to queue than our kernels. With the
+// host in the loop, cuDNN's path at the MNIST CNN's second convolution (batch 64, H200) timed
+// 0.17-0.70 ms from process to process, and in one of 14 lost to im2col's 0.30, which made the
+// graphed step a third slower. Behind a busy wait of 0.5 ms it timed 0.157-0.164 ms in 14 of 14 on
+// an H200, but 1.44 ms in one process of three on an H100, whose host took longer than that to
+// queue it (docs/benchmarks.md).
 std::vector<float> medians_ms(cudaStream_t stream, const L2Flush& flush, int reps,
                               const std::vector<std::function<void()>>& paths) {
   cudaEvent_t start, stop;
@@ -95,10 +97,12 @@ std::vector<float> medians_ms(cudaStream_t stream, const L2Flush& flush, int rep
   for (int i = 0; i < reps; ++i) {
     for (size_t j = 0; j < paths.size(); ++j) {
       CUDA_CHECK(cudaMemsetAsync(flush.ptr, i & 1, flush.bytes, stream));
-      cuda::busy_wait(stream, 500);
-      CUDA_CHECK(cudaEventRecord(start, stream));
-      paths[j]();
-      CUDA_CHECK(cudaEventRecord(stop, stream));
+      {
+        cuda::StreamHold hold(stream);
+        CUDA_CHECK(cudaEventRecord(start, stream));
+        paths[j]();
+        CUDA_CHECK(cudaEventRecord(stop, stream));
+      }
       CUDA_CHECK(cudaEventSynchronize(stop));
       float ms = 0;
       CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
@@ -119,8 +123,8 @@ std::vector<float> medians_ms(cudaStream_t stream, const L2Flush& flush, int rep
 // GPU falls on all alike; the lowest median burst wins. At the MNIST CNN's second convolution (batch
 // 64, H200), Find's medians were 69-84 us for FFT, FFT tiling and non-fused Winograd and 88-89 us
 // for the implicit GEMM; back to back, 44-49 us and 72 us (docs/benchmarks.md). A burst is queued
-// behind a busy wait of 1 ms, long enough for the host to queue four calls of any of them: behind
-// 0.1 ms, the non-fused Winograd timed 42-45 us in some processes and 69-84 us in others.
+// while the stream is held: behind a busy wait of 0.1 ms instead, the non-fused Winograd timed
+// 42-45 us in some processes and 69-84 us in others.
 const cudnnConvolutionFwdAlgoPerf_t* retime_forward(cudnnHandle_t handle, const ConvPlan& p, const Tensor& x,
                                                      const Tensor& w, Tensor& y, const Scratch& ws,
                                                      const std::vector<const cudnnConvolutionFwdAlgoPerf_t*>& candidates) {
@@ -138,7 +142,7 @@ const cudnnConvolutionFwdAlgoPerf_t* retime_forward(cudnnHandle_t handle, const 
             CUDNN_CHECK(cudnnConvolutionForward(handle, &one, p.x.d, x.raw_data(), p.w, w.raw_data(), p.conv,
                                                 candidates[i]->algo, ws.ptr, ws.bytes, &zero, p.y.d, y.raw_data()));
           },
-          4, 1, 1000));
+          4, 1));
     }
   }
   std::vector<float> median(candidates.size());

@@ -13,30 +13,57 @@ __device__ unsigned long long now_ns() {
   return t;
 }
 
-__global__ void busy_wait_kernel(unsigned long long nanoseconds) {
+__global__ void hold_kernel(const volatile uint64_t* released, uint64_t ticket, unsigned long long timeout_ns) {
   const unsigned long long start = now_ns();
-  while (now_ns() - start < nanoseconds) {
+  while (*released < ticket && now_ns() - start < timeout_ns) {
   }
 }
 
+// A flag per thread, so that threads timing on their own devices never release each other's holds.
+// Holds count up: a release lets go of its own hold and of any older one still waiting.
+struct HoldFlag {
+  volatile uint64_t* flag = nullptr;
+  uint64_t tickets = 0;
+  HoldFlag() {
+    void* p = nullptr;
+    CUDA_CHECK(cudaHostAlloc(&p, sizeof(uint64_t), cudaHostAllocMapped | cudaHostAllocPortable));
+    flag = static_cast<volatile uint64_t*>(p);
+    *flag = 0;
+  }
+  ~HoldFlag() { cudaFreeHost(const_cast<uint64_t*>(flag)); }
+};
+
+// Far longer than any timed burst takes to queue (the slowest seen, cuDNN's, took 1.5 ms).
+constexpr unsigned long long kHoldTimeoutNs = 100'000'000ull;
+
 }  // namespace
 
-void busy_wait(cudaStream_t stream, unsigned microseconds) {
-  busy_wait_kernel<<<1, 1, 0, stream>>>(1000ull * microseconds);
-  CUDA_LAUNCH_CHECK(busy_wait_kernel);
+StreamHold::StreamHold(cudaStream_t stream) {
+  thread_local HoldFlag hold_flag;
+  released_ = hold_flag.flag;
+  ticket_ = ++hold_flag.tickets;
+  hold_kernel<<<1, 1, 0, stream>>>(released_, ticket_, kHoldTimeoutNs);
+  CUDA_LAUNCH_CHECK(hold_kernel);
 }
 
-float time_per_call_us(cudaStream_t stream, const std::function<void()>& work, int calls, int bursts,
-                       unsigned queue_us) {
+void StreamHold::release() {
+  if (!held_) return;
+  held_ = false;
+  *released_ = ticket_;
+}
+
+float time_per_call_us(cudaStream_t stream, const std::function<void()>& work, int calls, int bursts) {
   cudaEvent_t start, stop;
   CUDA_CHECK(cudaEventCreate(&start));
   CUDA_CHECK(cudaEventCreate(&stop));
   float best = -1;
   for (int burst = 0; burst < bursts; ++burst) {
-    busy_wait(stream, queue_us);
-    CUDA_CHECK(cudaEventRecord(start, stream));
-    for (int c = 0; c < calls; ++c) work();
-    CUDA_CHECK(cudaEventRecord(stop, stream));
+    {
+      StreamHold hold(stream);
+      CUDA_CHECK(cudaEventRecord(start, stream));
+      for (int c = 0; c < calls; ++c) work();
+      CUDA_CHECK(cudaEventRecord(stop, stream));
+    }
     CUDA_CHECK(cudaEventSynchronize(stop));
     float ms = 0;
     CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));

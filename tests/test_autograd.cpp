@@ -106,8 +106,9 @@ TEST(Autograd, UnitSeedIsTheImpliedSeedOnly) {
   probe(x, seen).backward();
   probe(x, seen).backward(full({}, 1.0, kFloat64));          // ones, but passed in: unknown to the engine
   mul(probe(x, seen), scalar_like(2, x)).backward();          // an op in between made a new gradient
+  add(probe(x, seen), scalar_like(2, x)).backward();          // add passes the seed itself through
   probe(x, seen).backward();                                  // the next implied seed, recognized too
-  EXPECT_EQ(seen, (std::vector<bool>{true, false, false, true}));
+  EXPECT_EQ(seen, (std::vector<bool>{true, false, false, true, true}));
   EXPECT_FALSE(autograd::is_unit_seed(full({}, 1.0, kFloat64)));  // outside any backward
 }
 

@@ -198,6 +198,7 @@ TEST(Loss, CrossEntropyGradientFromItsOwnSeedAndFromAnyOther) {
   expect_scaled(grad_of([](Tensor& loss) { loss.backward(full({}, 1.0, kFloat64)); }), 1, "a seed of ones passed in");
   expect_scaled(grad_of([](Tensor& loss) { loss.backward(full({}, 2.5, kFloat64)); }), 2.5, "a seed of 2.5");
   expect_scaled(grad_of([](Tensor& loss) { mul(loss, scalar_like(-3, loss)).backward(); }), -3, "loss times -3");
+  expect_scaled(grad_of([](Tensor& loss) { add(loss, scalar_like(5, loss)).backward(); }), 1, "loss plus 5");
   // Twice through a retained graph: the gradient it hands out is not changed by the accumulation.
   expect_scaled(grad_of([](Tensor& loss) {
                   loss.backward(Tensor(), /*retain_graph=*/true);

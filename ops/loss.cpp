@@ -10,8 +10,9 @@
 // kernel) runs log-softmax and the NLL in one kernel which, while recording, also writes
 // (softmax - one_hot(target)) / count, the gradient for a loss gradient of one: the backward of
 // loss.backward() is then that tensor, with no kernel, and any other multiplies it by the loss's
-// gradient. That is the training path, and it makes no host sync. The other options compose log_softmax, nll_loss and sums, as
-// PyTorch itself does: those paths are rarer and the composition is exactly the definition.
+// gradient. That is the training path, and it makes no host sync. The other options compose
+// log_softmax, nll_loss and sums, as PyTorch itself does: those paths are rarer and the composition
+// is exactly the definition.
 // Target values are range-checked by the kernels, which are the ones reading them.
 #include "ops/loss.h"
 

@@ -337,7 +337,8 @@ bool CudaKernels::conv2d_cudnn_is_faster(DType dtype, int64_t batch, int64_t out
                  same ? "" : m == kOpByOp ? " op by op" : " in a CUDA graph",
                  p.mode[m].faster[input_grad] ? "cuDNN" : "im2col", static_cast<int>(a.fwd),
                  static_cast<int>(a.bwd_data), static_cast<int>(a.bwd_filter), cudnn_ms[m], mb(a.fwd_ws),
-                 mb(a.bwd_data_ws), mb(a.bwd_filter_ws), im2col_ms, mb(cols.nbytes()), input_grad ? "backward" : "the weight's gradient");
+                 mb(a.bwd_data_ws), mb(a.bwd_filter_ws), im2col_ms, mb(cols.nbytes()),
+                 input_grad ? "backward" : "the weight's gradient");
   }
   return faster == 1;
 }

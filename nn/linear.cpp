@@ -51,4 +51,13 @@ Tensor LinearImpl::forward(const Tensor& input) { return apply(*this, input, lin
 
 Tensor LinearImpl::forward_relu(const Tensor& input) { return apply(*this, input, linear_relu); }
 
+Tensor LinearImpl::forward_relu_linear(const Tensor& input, const LinearImpl& next) {
+  const int64_t in = options.in_features();
+  MINIDL_CHECK(input.dim() >= 1 && input.size(-1) == in, "Linear: expected input with last dimension ", in,
+               ", got shape ", input.shape());
+  MINIDL_CHECK(next.options.in_features() == options.out_features(), "Linear: a layer of ",
+               next.options.in_features(), " inputs cannot follow one of ", options.out_features(), " outputs");
+  return linear_relu_linear(input, weight, bias, next.weight, next.bias);
+}
+
 }  // namespace minidl::nn

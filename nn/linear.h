@@ -21,6 +21,9 @@ class LinearImpl : public Module {
   /// relu(forward(input)) as one op (ops/matmul.h, linear_relu): what nn::Sequential runs for a
   /// Linear followed by a ReLU.
   Tensor forward_relu(const Tensor& input);
+  /// next.forward(relu(forward(input))) as one op (ops/matmul.h, linear_relu_linear): what
+  /// nn::Sequential runs for a Linear, a ReLU and a Linear that no ReLU follows.
+  Tensor forward_relu_linear(const Tensor& input, const LinearImpl& next);
   std::string name() const override { return "Linear"; }
   std::string extra_repr() const override;
   void reset_parameters();

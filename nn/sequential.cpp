@@ -28,7 +28,9 @@ int64_t simple_pool(const MaxPool2dImpl& pool) {
 }  // namespace
 
 // Known runs of layers execute as one op with the same values and gradients, but fewer passes over
-// memory: Linear then ReLU (LinearImpl::forward_relu: the bias and ReLU in the GEMM's epilogue);
+// memory: Linear then ReLU (LinearImpl::forward_relu: the bias and ReLU in the GEMM's epilogue),
+// and with a Linear after them that no ReLU follows (forward_relu_linear: a classifier's last two
+// layers, whose products share kernels on CUDA);
 // Conv2d then ReLU (Conv2dImpl::forward_relu), and with a simple MaxPool2d after them
 // (forward_relu_max_pool2d: one kernel from the convolution's output to the pooled result). Only
 // the exact types are fused: a subclass may have its own forward.
@@ -38,7 +40,14 @@ Tensor SequentialImpl::forward(const Tensor& input) {
     const auto next = std::next(it);
     const bool relu_next = next != end() && is<ReLUImpl>(*next);
     if (is<LinearImpl>(*it) && relu_next) {
-      x = static_cast<LinearImpl&>(**it).forward_relu(x);
+      auto& linear = static_cast<LinearImpl&>(**it);
+      const auto after = std::next(next);
+      if (after != end() && is<LinearImpl>(*after) && (std::next(after) == end() || !is<ReLUImpl>(*std::next(after)))) {
+        x = linear.forward_relu_linear(x, static_cast<LinearImpl&>(**after));
+        it = after;
+        continue;
+      }
+      x = linear.forward_relu(x);
       it = next;
       continue;
     }

@@ -160,6 +160,20 @@ class Kernels {
   /// The backward of ReLU(linear) up to its GEMMs: grad_pre [M, N] = grad_out * (out > 0), and
   /// grad_bias [N] = grad_pre summed over the rows; `out` is the ReLU's output. One pass on CUDA.
   virtual void relu_bias_backward(const Tensor& grad_out, const Tensor& out, Tensor& grad_pre, Tensor& grad_bias);
+  /// Two linear layers with a ReLU between (linear_relu_linear): hidden [M, H] = relu(op(x) @ op(w1)
+  /// + b1), then out [M, N] = hidden @ op(w2) + b2; b2 may be undefined. The default is two
+  /// gemm_bias; CUDA, where the first product is split along k and N <= 16, adds the slices, b1 and
+  /// the ReLU and computes the second product in one kernel.
+  virtual void linear_relu_linear(const Tensor& x, bool trans_x, const Tensor& w1, bool trans_w1, const Tensor& b1,
+                                  const Tensor& w2, bool trans_w2, const Tensor& b2, Tensor& hidden, Tensor& out);
+  /// Its backward up to the first layer's GEMMs: grad_pre [M, H] = (grad_out [M, N] @ op(w2)) *
+  /// (hidden > 0) and grad_bias1 [H] = grad_pre summed over the rows; and, where `second` is given,
+  /// the second layer's weight (and bias) gradient, which a backend may run beside, as
+  /// gemm_concurrent's second. The default is gemm_concurrent, then relu_bias_backward; CUDA, for
+  /// N <= 16, computes grad_out @ op(w2) inside the masking pass.
+  virtual void linear_relu_linear_backward(const Tensor& grad_out, const Tensor& w2, bool trans_w2,
+                                           const Tensor& hidden, Tensor& grad_pre, Tensor& grad_bias1,
+                                           const GemmCall* second);
 
   // ---- softmax and losses (ops/softmax.cpp, ops/loss.cpp) ----
   /// (log-)softmax of x viewed as [outer, n, inner] over n.

@@ -4,6 +4,8 @@
 //           [B, M, K] @ [K, N] -> [B, M, N]   and   [M, K] @ [B, K, N] -> [B, M, N]
 //           (the 2-D side is shared by every batch; its gradient is summed over the batch)
 //   linear  x [..., in], weight [out, in], bias [out] or undefined -> [..., out]
+//   linear_relu_linear  x [..., in], w1 [hidden, in], b1 [hidden], w2 [out, hidden], b2 [out]
+//           -> [..., out] (either bias may be undefined)
 // Backward: grad_a = g @ b^T, grad_b = a^T @ g. Transposes are never materialized: a transposed
 // view goes to the kernel as its contiguous storage plus a trans flag, and so does every b^T, a^T.
 #include "ops/matmul.h"
@@ -146,6 +148,29 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 
 namespace {
 
+// The GEMMs of a linear layer's backward from g, the gradient of its output before any activation:
+// gx = g @ W and gw = g^T @ x, each where not null, and the bias gradient (g summed over the rows)
+// where gb is not null: with the weight gradient where there is one (one kernel for a narrow layer
+// on CUDA), else a reduction in g's layout.
+void linear_backward_products(Kernels& k, const Operand& og, const Operand& x, const Operand& w, Tensor* gx,
+                              Tensor* gw, Tensor* gb) {
+  const int64_t rows = og.trans ? og.data.size(1) : og.data.size(0);
+  const int64_t out_features = og.trans ? og.data.size(0) : og.data.size(1);
+  Tensor gx2 = gx ? flat_view(*gx, {rows, w.trans ? w.data.size(0) : w.data.size(1)}) : Tensor();
+  Tensor* row_sums = gw ? gb : nullptr;
+  if (gx && gw) {  // g @ W and g^T @ x are independent: a backend may overlap them
+    k.gemm_concurrent({og.data, og.trans, w.data, w.trans, gx2}, {og.data, !og.trans, x.data, x.trans, *gw, row_sums});
+  } else if (gx) {
+    k.gemm(og.data, og.trans, w.data, w.trans, gx2, 1, 0);
+  } else if (gw) {
+    k.gemm_row_sums({og.data, !og.trans, x.data, x.trans, *gw, row_sums});
+  }
+  if (gb && !row_sums) {
+    if (og.trans) k.reduce(ReduceOp::Sum, og.data, out_features, rows, 1, *gb, nullptr);
+    else k.reduce(ReduceOp::Sum, og.data, 1, rows, out_features, *gb, nullptr);
+  }
+}
+
 // linear, and with `relu` ReLU(linear) as one op: one GEMM whose epilogue adds the bias (and clamps),
 // and a backward that masks the gradient and sums the bias gradient in one pass before its GEMMs.
 Tensor linear_op(const char* name, const Tensor& x, const Tensor& weight, const Tensor& bias, bool relu) {
@@ -185,26 +210,11 @@ Tensor linear_op(const char* name, const Tensor& x, const Tensor& weight, const 
         else kg.binary(BinaryOp::ReluBackward, g2, saved_out, pre);
         g2 = pre;
       }
-      const Operand og = as_operand(g2);
       if (needs[0]) gx = Tensor::empty(x_shape, g.dtype(), g.device());
       if (needs[1]) gw = Tensor::empty({out_features, in}, g.dtype(), g.device());
-      Tensor gx2 = needs[0] ? flat_view(gx, {rows, in}) : Tensor();
-      // Without a ReLU the bias gradient, g summed over the rows, comes with the weight gradient
-      // g^T @ x: the rows of g^T summed over k (one kernel for a narrow layer on CUDA).
-      const bool bias_with_weight = needs[1] && needs[2] && !saved_out.defined();
-      Tensor* row_sums = bias_with_weight ? &gb : nullptr;
-      if (needs[0] && needs[1]) {  // g @ W and g^T @ x are independent: a backend may overlap them
-        kg.gemm_concurrent({og.data, og.trans, saved_w.data, saved_w.trans, gx2},
-                           {og.data, !og.trans, saved_x.data, saved_x.trans, gw, row_sums});
-      } else if (needs[0]) {
-        kg.gemm(og.data, og.trans, saved_w.data, saved_w.trans, gx2, 1, 0);
-      } else if (needs[1]) {
-        kg.gemm_row_sums({og.data, !og.trans, saved_x.data, saved_x.trans, gw, row_sums});
-      }
-      if (needs[2] && !saved_out.defined() && !bias_with_weight) {  // sum of g over rows, in g's layout
-        if (og.trans) kg.reduce(ReduceOp::Sum, og.data, out_features, rows, 1, gb, nullptr);
-        else kg.reduce(ReduceOp::Sum, og.data, 1, rows, out_features, gb, nullptr);
-      }
+      const bool bias_left = needs[2] && !saved_out.defined();  // else summed with the mask above
+      linear_backward_products(kg, as_operand(g2), saved_x, saved_w, needs[0] ? &gx : nullptr,
+                               needs[1] ? &gw : nullptr, bias_left ? &gb : nullptr);
       return std::vector<Tensor>{gx, gw, gb};
     });
   }
@@ -219,6 +229,73 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 
 Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return linear_op("linear_relu", x, weight, bias, true);
+}
+
+Tensor linear_relu_linear(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2, const Tensor& b2) {
+  check_linear(x, w1, b1);
+  check_same_device("linear_relu_linear", {x, w2, b2});
+  MINIDL_CHECK(w2.dim() == 2 && w2.size(1) == w1.size(0), "linear_relu_linear: expected a second weight of shape [out, ",
+               w1.size(0), "] after a first of shape ", w1.shape(), ", got ", w2.shape());
+  MINIDL_CHECK(w2.dtype() == x.dtype(), "linear_relu_linear: expected a second weight of dtype ", x.dtype(), ", got ",
+               w2.dtype());
+  if (b2.defined())
+    MINIDL_CHECK(b2.dim() == 1 && b2.size(0) == w2.size(0) && b2.dtype() == x.dtype(),
+                 "linear_relu_linear: expected a second bias of shape [", w2.size(0), "] and dtype ", x.dtype(),
+                 ", got ", b2.shape(), " ", b2.dtype());
+  const int64_t in = w1.size(1), hidden_features = w1.size(0), out_features = w2.size(0);
+  const int64_t rows = in == 0 ? shape_numel(Shape(x.shape().begin(), x.shape().end() - 1)) : x.numel() / in;
+  Shape out_shape = x.shape();
+  out_shape.back() = out_features;
+  Operand ox, ow1, ow2;
+  Tensor bias1, bias2;
+  {
+    NoGradGuard no_grad;
+    ox = as_operand(x.dim() == 2 ? x : reshape(x, {rows, in}));
+    ow1 = as_operand(w1);
+    ow2 = as_operand(w2);
+    bias1 = b1.defined() ? b1.contiguous().detach() : zeros({hidden_features}, x.dtype(), x.device());
+    if (b2.defined()) bias2 = b2.contiguous().detach();
+  }
+  Kernels& k = kernels_for(x.device());
+  Tensor hidden = Tensor::empty({rows, hidden_features}, x.dtype(), x.device());
+  Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
+  Tensor out2 = flat_view(out, {rows, out_features});
+  k.linear_relu_linear(ox.data, ox.trans, ow1.data, !ow1.trans, bias1, ow2.data, !ow2.trans, bias2, hidden, out2);
+
+  if (autograd::needs_recording({x, w1, b1, w2, b2})) {
+    const bool first_needed = x.requires_grad() || w1.requires_grad() || (b1.defined() && b1.requires_grad());
+    Operand saved_x = w1.requires_grad() ? ox : Operand{};
+    Operand saved_w1 = x.requires_grad() ? ow1 : Operand{};
+    Operand saved_w2 = first_needed ? ow2 : Operand{};
+    // The hidden layer's output: the ReLU's mask and the second weight's gradient both read it.
+    autograd::record("linear_relu_linear", out, {x, w1, b1, w2, b2},
+                     [saved_x, saved_w1, saved_w2, hidden, x_shape = x.shape(), rows, in, hidden_features,
+                      out_features](const Tensor& g, const std::vector<bool>& needs) {
+                       Kernels& kg = kernels_for(g.device());
+                       Tensor g2 = (g.dim() == 2 ? g : reshape(g, {rows, out_features})).contiguous();
+                       Tensor gx, gw1, gb1, gw2, gb2;
+                       if (needs[3]) gw2 = Tensor::empty({out_features, hidden_features}, g.dtype(), g.device());
+                       if (needs[4]) gb2 = Tensor::empty({out_features}, g.dtype(), g.device());
+                       // The second layer's weight gradient g^T @ hidden, with its bias gradient.
+                       const Kernels::GemmCall second{g2, true, hidden, false, gw2, needs[4] ? &gb2 : nullptr};
+                       if (needs[0] || needs[1] || needs[2]) {
+                         Tensor pre = Tensor::empty({rows, hidden_features}, g.dtype(), g.device());
+                         gb1 = Tensor::empty({hidden_features}, g.dtype(), g.device());
+                         kg.linear_relu_linear_backward(g2, saved_w2.data, saved_w2.trans, hidden, pre, gb1,
+                                                        needs[3] ? &second : nullptr);
+                         if (!needs[2]) gb1 = Tensor();
+                         if (needs[0]) gx = Tensor::empty(x_shape, g.dtype(), g.device());
+                         if (needs[1]) gw1 = Tensor::empty({hidden_features, in}, g.dtype(), g.device());
+                         linear_backward_products(kg, as_operand(pre), saved_x, saved_w1, needs[0] ? &gx : nullptr,
+                                                  needs[1] ? &gw1 : nullptr, nullptr);
+                       } else if (needs[3]) {
+                         kg.gemm_row_sums(second);
+                       }
+                       if (needs[4] && !needs[3]) kg.reduce(ReduceOp::Sum, g2, 1, rows, out_features, gb2, nullptr);
+                       return std::vector<Tensor>{gx, gw1, gb1, gw2, gb2};
+                     });
+  }
+  return out;
 }
 
 // The composed forms, for backends without fused epilogues (and the reference the fused ones are
@@ -241,6 +318,23 @@ void Kernels::sum_rows_of_a(const GemmCall& call) {
   const int64_t m = call.c.size(0);
   if (call.trans_a) reduce(ReduceOp::Sum, call.a, 1, call.a.size(0), m, *call.row_sums, nullptr);
   else reduce(ReduceOp::Sum, call.a, m, call.a.size(1), 1, *call.row_sums, nullptr);
+}
+
+void Kernels::linear_relu_linear(const Tensor& x, bool trans_x, const Tensor& w1, bool trans_w1, const Tensor& b1,
+                                 const Tensor& w2, bool trans_w2, const Tensor& b2, Tensor& hidden, Tensor& out) {
+  gemm_bias(x, trans_x, w1, trans_w1, b1, true, hidden);
+  if (b2.defined()) gemm_bias(hidden, false, w2, trans_w2, b2, false, out);
+  else gemm(hidden, false, w2, trans_w2, out, 1, 0);
+}
+
+void Kernels::linear_relu_linear_backward(const Tensor& grad_out, const Tensor& w2, bool trans_w2,
+                                          const Tensor& hidden, Tensor& grad_pre, Tensor& grad_bias1,
+                                          const GemmCall* second) {
+  Tensor grad_hidden = Tensor::empty(hidden.shape(), hidden.dtype(), hidden.device());
+  const GemmCall first{grad_out, false, w2, trans_w2, grad_hidden};
+  if (second) gemm_concurrent(first, *second);
+  else gemm_row_sums(first);
+  relu_bias_backward(grad_hidden, hidden, grad_pre, grad_bias1);
 }
 
 void Kernels::relu_bias_backward(const Tensor& grad_out, const Tensor& out, Tensor& grad_pre, Tensor& grad_bias) {

@@ -16,4 +16,11 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 /// nn::Sequential uses it for a Linear followed by a ReLU.
 Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
+/// linear(relu(linear(x, w1, b1)), w2, b2) as one op: on CUDA, where the first product is split
+/// along k and the second layer has at most 16 outputs (a classifier's last layer), one kernel
+/// finishes the first and computes the second, and one pass takes the gradient back through both
+/// the second's input and the ReLU. nn::Sequential uses it for a Linear, a ReLU and a Linear that no ReLU follows.
+Tensor linear_relu_linear(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2,
+                          const Tensor& b2 = Tensor());
+
 }  // namespace minidl

@@ -320,3 +320,87 @@ TEST(CudaLinear, GradcheckNarrowLinear) {
                                 {x.requires_grad_(), w.requires_grad_(), b.requires_grad_()});
   EXPECT_TRUE(r) << r.message;
 }
+
+// linear_relu_linear's kernels (ops/cuda/matmul.cpp, linear_narrow.cu, linear.cu) against the
+// base class's composition on the GPU: a first product split along k (k = 2048, by the rule) whose
+// sum, bias and ReLU feed the narrow second product in one kernel, and a backward that makes the
+// ReLU's output gradient inside its masking pass, the narrow weight gradient beside it. Also the
+// layouts that fall back: a second layer of 20 outputs, a first that is not split, more rows than
+// the one-pass backward takes, float64. Then the op's values and gradients against linear_relu
+// followed by linear.
+TEST(CudaLinear, LinearReluLinearEqualsComposition) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  Kernels& k = kernels_for(gpu());
+  struct Case {
+    int64_t rows, in, hidden, out;
+    DType dtype;
+  };
+  for (const Case& c : {Case{64, 2048, 64, 10, kFloat32}, Case{33, 2048, 40, 1, kFloat32},
+                        Case{64, 2048, 64, 16, kFloat32}, Case{64, 2048, 64, 20, kFloat32},
+                        Case{64, 30, 50, 10, kFloat32}, Case{1500, 2048, 32, 10, kFloat32},
+                        Case{64, 2048, 64, 10, kFloat64}}) {
+    SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.in) + "x" + std::to_string(c.hidden) + "x" +
+                 std::to_string(c.out) + " " + dtype_name(c.dtype));
+    const double eps = tol(c.dtype);
+    Tensor x = randn({c.rows, c.in}, c.dtype).to(gpu()), w1 = randn({c.hidden, c.in}, c.dtype).to(gpu());
+    Tensor b1 = randn({c.hidden}, c.dtype).to(gpu()), w2 = randn({c.out, c.hidden}, c.dtype).to(gpu());
+    Tensor b2 = randn({c.out}, c.dtype).to(gpu());
+    Tensor hidden = Tensor::empty({c.rows, c.hidden}, c.dtype, gpu()), out = Tensor::empty({c.rows, c.out}, c.dtype, gpu());
+    Tensor hidden_ref = Tensor::empty({c.rows, c.hidden}, c.dtype, gpu());
+    Tensor out_ref = Tensor::empty({c.rows, c.out}, c.dtype, gpu());
+    k.linear_relu_linear(x, false, w1, true, b1, w2, true, b2, hidden, out);
+    k.Kernels::linear_relu_linear(x, false, w1, true, b1, w2, true, b2, hidden_ref, out_ref);
+    EXPECT_TRUE(all_close(hidden, hidden_ref, eps, eps));
+    EXPECT_TRUE(all_close(out, out_ref, eps, eps));
+
+    Tensor g = randn({c.rows, c.out}, c.dtype).to(gpu());
+    Tensor pre = Tensor::empty({c.rows, c.hidden}, c.dtype, gpu()), gb1 = Tensor::empty({c.hidden}, c.dtype, gpu());
+    Tensor gw2 = Tensor::empty({c.out, c.hidden}, c.dtype, gpu()), gb2 = Tensor::empty({c.out}, c.dtype, gpu());
+    Tensor pre_ref = pre.clone(), gb1_ref = gb1.clone(), gw2_ref = gw2.clone(), gb2_ref = gb2.clone();
+    const Kernels::GemmCall second{g, true, hidden, false, gw2, &gb2};
+    const Kernels::GemmCall second_ref{g, true, hidden, false, gw2_ref, &gb2_ref};
+    k.linear_relu_linear_backward(g, w2, false, hidden, pre, gb1, &second);
+    k.Kernels::linear_relu_linear_backward(g, w2, false, hidden, pre_ref, gb1_ref, &second_ref);
+    cuda::join_side_streams();
+    EXPECT_TRUE(all_close(pre, pre_ref, eps, eps));
+    EXPECT_TRUE(all_close(gb1, gb1_ref, eps, eps));
+    EXPECT_TRUE(all_close(gw2, gw2_ref, eps, eps));
+    EXPECT_TRUE(all_close(gb2, gb2_ref, eps, eps));
+
+    // The op, each parameter's gradient against the unfused ops' (which run the kernels composed).
+    std::vector<Tensor> params{w1, b1, w2, b2};
+    for (Tensor& p : params) p.requires_grad_();
+    Tensor xr = x.clone().requires_grad_();
+    Tensor fused = linear_relu_linear(xr, params[0], params[1], params[2], params[3]);
+    (fused * g).sum().backward();
+    std::vector<Tensor> fused_grads{xr.grad()};
+    for (Tensor& p : params) fused_grads.push_back(p.grad()), p.set_grad(Tensor());
+    xr.set_grad(Tensor());
+    Tensor composed = linear(linear_relu(xr, params[0], params[1]), params[2], params[3]);
+    (composed * g).sum().backward();
+    EXPECT_TRUE(all_close(fused, composed, eps, eps));
+    std::vector<Tensor> composed_grads{xr.grad()};
+    for (Tensor& p : params) composed_grads.push_back(p.grad());
+    for (size_t i = 0; i < fused_grads.size(); ++i)
+      EXPECT_TRUE(all_close(fused_grads[i], composed_grads[i], 10 * eps, 10 * eps)) << "gradient " << i;
+  }
+}
+
+TEST(CudaLinear, GradcheckLinearReluLinear) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  // 10 outputs: the float64 backward's one-pass kernel through the narrow layer and the ReLU.
+  for (;;) {
+    Tensor x = randn({6, 5}, kFloat64).to(gpu()), w1 = randn({7, 5}, kFloat64).to(gpu());
+    Tensor b1 = randn({7}, kFloat64).to(gpu());
+    std::vector<double> pre = linear(x, w1, b1).to(Device::cpu()).to_vector<double>();
+    if (std::any_of(pre.begin(), pre.end(), [](double v) { return std::abs(v) < 1e-3; })) continue;
+    Tensor w2 = randn({10, 7}, kFloat64).to(gpu()), b2 = randn({10}, kFloat64).to(gpu());
+    GradcheckResult r = gradcheck([](auto& t) { return linear_relu_linear(t[0], t[1], t[2], t[3], t[4]); },
+                                  {x.requires_grad_(), w1.requires_grad_(), b1.requires_grad_(), w2.requires_grad_(),
+                                   b2.requires_grad_()});
+    EXPECT_TRUE(r) << r.message;
+    break;
+  }
+}

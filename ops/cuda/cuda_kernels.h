@@ -33,6 +33,10 @@ class CudaKernels final : public Kernels {
   void gemm_bias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, bool relu,
                  Tensor& c) override;
   void relu_bias_backward(const Tensor& grad_out, const Tensor& out, Tensor& grad_pre, Tensor& grad_bias) override;
+  void linear_relu_linear(const Tensor& x, bool trans_x, const Tensor& w1, bool trans_w1, const Tensor& b1,
+                          const Tensor& w2, bool trans_w2, const Tensor& b2, Tensor& hidden, Tensor& out) override;
+  void linear_relu_linear_backward(const Tensor& grad_out, const Tensor& w2, bool trans_w2, const Tensor& hidden,
+                                   Tensor& grad_pre, Tensor& grad_bias1, const GemmCall* second) override;
   void gemm_row_sums(const GemmCall& call) override;
   void softmax(const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool log, Tensor& out) override;
   void softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t outer, int64_t n, int64_t inner, bool log,
@@ -107,6 +111,9 @@ class CudaKernels final : public Kernels {
   // gemm_bias_slices picks (1: no split; ops/cuda/matmul.cpp). Float32, contiguous a and b.
   void gemm_bias_split_k(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, bool relu,
                          Tensor& c, int64_t slices);
+  // Its batched product: the slices' partial products [slices, m, n], before their sum.
+  Tensor split_k_parts(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, int64_t m, int64_t n,
+                       int64_t slices);
   // gemm_bias on cuBLASLt, the bias and ReLU in the epilogue; false where it has no algorithm.
   bool gemm_bias_lt(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, bool relu,
                     Tensor& c);
@@ -120,11 +127,18 @@ class CudaKernels final : public Kernels {
   // each returns false, doing nothing, where its layout does not apply.
   // c [M, N <= 16] = x [M, K] w [N, K]^T + bias (when defined), then ReLU.
   bool narrow_linear(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu, Tensor& c);
+  // The same after a layer split along k and its ReLU: x [M, K] = relu(sum over s of parts[s] +
+  // x_bias) is written on the way (linear_relu_linear).
+  bool narrow_linear_from_slices(const Tensor& parts, const Tensor& x_bias, Tensor& x, const Tensor& w,
+                                 const Tensor& bias, Tensor& c);
   // c [M, N] = alpha a [M, K <= 16] b [K, N] + beta c.
   bool small_k_gemm(const Tensor& a, const Tensor& b, Tensor& c, double alpha, double beta);
   // c [M <= 16, N] = a [K, M]^T b [K, N] and, when row_sums is given, row_sums [M] = a summed over
   // K, on `stream`.
   bool narrow_weight_grad(cudaStream_t stream, const Tensor& a, const Tensor& b, Tensor& c, Tensor* row_sums);
+  // A GemmCall of a narrow weight gradient on the side stream, after what came before on the compute
+  // stream, joined later (gemm_concurrent); false, having queued no product, where it does not apply.
+  bool narrow_weight_grad_beside(const GemmCall& call);
 
   int device_;
   cudaStream_t stream_;

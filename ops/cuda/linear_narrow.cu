@@ -10,7 +10,9 @@
 //
 //   narrow_linear:   c [M, N] = x [M, K] w [N, K]^T + bias, then ReLU; N <= 16. One block per row
 //                    of c: threads stride along k (coalesced loads of x and w), each keeping N sums,
-//                    then butterfly sums across each warp and the warps' sums in order.
+//                    then butterfly sums across each warp and the warps' sums in order. After a
+//                    layer split along k and a ReLU (linear_relu_linear), the same kernel first
+//                    finishes that layer's row, so x costs no kernel of its own.
 //   small_k_gemm:    c [M, N] = alpha a [M, K] b [K, N] + beta c; K <= 16. One thread per output,
 //                    coalesced along N.
 //   narrow_weight_grad: c [M, N] = a [K, M]^T b [K, N] and row_sums [M] = a summed over K; M <= 16.
@@ -33,9 +35,14 @@ using namespace cuda;
 constexpr int kNarrowMax = 16;  // the widest output each kernel keeps in registers
 constexpr int kMaxWarps = 4;
 
-template <class T, bool Relu>
-__global__ void narrow_linear_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
-                                     T* __restrict__ c, int n, int k) {
+// With FromSlices, each row of x is first made from the split product of the layer before
+// (gemm_bias_split_k): the slices summed in order onto x_bias, then ReLU, as sum_slices_bias does,
+// and written to x for the backward.
+template <class T, bool Relu, bool FromSlices>
+__global__ void narrow_linear_kernel(const T* __restrict__ x_in, const T* __restrict__ w, const T* __restrict__ bias,
+                                     T* __restrict__ c, int n, int k, const T* __restrict__ parts,
+                                     const T* __restrict__ x_bias, int slices, int64_t slice_size,
+                                     T* __restrict__ x_out) {
   wait_for_earlier_kernels();
   let_next_kernel_start();
   __shared__ T warp_sums[kMaxWarps][kNarrowMax];
@@ -43,10 +50,19 @@ __global__ void narrow_linear_kernel(const T* __restrict__ x, const T* __restric
   T sum[kNarrowMax];
 #pragma unroll
   for (int j = 0; j < kNarrowMax; ++j) sum[j] = T(0);
-  const T* xr = x + static_cast<size_t>(row) * k;
+  const size_t row_start = static_cast<size_t>(row) * k;
 #pragma unroll 4
   for (int i = static_cast<int>(threadIdx.x); i < k; i += static_cast<int>(blockDim.x)) {
-    const T v = xr[i];
+    T v;
+    if constexpr (FromSlices) {
+      v = x_bias[i];
+#pragma unroll 8  // the slices' loads in flight together
+      for (int s = 0; s < slices; ++s) v += __ldg(&parts[s * slice_size + row_start + i]);
+      v = v > T(0) || v != v ? v : T(0);
+      x_out[row_start + i] = v;
+    } else {
+      v = x_in[row_start + i];
+    }
 #pragma unroll
     for (int j = 0; j < kNarrowMax; ++j)
       if (j < n) sum[j] += v * __ldg(w + static_cast<size_t>(j) * k + i);
@@ -165,23 +181,50 @@ bool fits_int(int64_t v) { return v <= std::numeric_limits<int>::max(); }
 
 }  // namespace
 
-bool CudaKernels::narrow_linear(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu, Tensor& c) {
+namespace {
+
+// The launch of narrow_linear_kernel: from x, or, where parts is defined, from the slices that
+// make x (written).
+bool launch_narrow_linear(cudaStream_t stream, const Tensor& x, const Tensor& w, const Tensor& bias, bool relu,
+                          Tensor& c, const Tensor& parts, const Tensor& x_bias) {
   const int64_t rows = c.size(0), n = c.size(1), k = x.size(1);
+  const bool from_slices = parts.defined();
   if (n > kNarrowMax || !x.is_contiguous() || !w.is_contiguous() || !c.is_contiguous() ||
-      !fits_int(x.numel()) || !fits_int(rows) || (bias.defined() && !bias.is_contiguous()))
+      !fits_int(x.numel()) || !fits_int(rows) || (bias.defined() && !bias.is_contiguous()) ||
+      (from_slices && (!parts.is_contiguous() || !x_bias.is_contiguous() || !fits_int(parts.size(0)))))
     return false;
-  cuda::DeviceGuard guard(device_);
   dispatch_floating(c.dtype(), "narrow_linear", [&](auto tag) {
     using T = decltype(tag);
     // A block per row, a thread per two elements of k (up to 128 threads, then looping): short
     // dependent chains, and small blocks, so that a batch of rows fits on the GPU at once.
     const unsigned threads = static_cast<unsigned>(std::clamp<int64_t>((k / 2 + 31) / 32 * 32, 32, kMaxWarps * 32));
     const T* b = bias.defined() ? ptr<const T>(bias) : nullptr;
-    auto kernel = relu ? narrow_linear_kernel<T, true> : narrow_linear_kernel<T, false>;
-    launch_early("narrow_linear_kernel", kernel, static_cast<unsigned>(rows), threads, 0, stream_, ptr<const T>(x),
-                 ptr<const T>(w), b, ptr<T>(c), int(n), int(k));
+    if (from_slices) {
+      auto kernel = relu ? narrow_linear_kernel<T, true, true> : narrow_linear_kernel<T, false, true>;
+      launch_early("narrow_linear_kernel", kernel, static_cast<unsigned>(rows), threads, 0, stream,
+                   static_cast<const T*>(nullptr), ptr<const T>(w), b, ptr<T>(c), int(n), int(k),
+                   ptr<const T>(parts), ptr<const T>(x_bias), int(parts.size(0)), rows * k, ptr<T>(x));
+    } else {
+      auto kernel = relu ? narrow_linear_kernel<T, true, false> : narrow_linear_kernel<T, false, false>;
+      launch_early("narrow_linear_kernel", kernel, static_cast<unsigned>(rows), threads, 0, stream, ptr<const T>(x),
+                   ptr<const T>(w), b, ptr<T>(c), int(n), int(k), static_cast<const T*>(nullptr),
+                   static_cast<const T*>(nullptr), 0, int64_t{0}, static_cast<T*>(nullptr));
+    }
   });
   return true;
+}
+
+}  // namespace
+
+bool CudaKernels::narrow_linear(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu, Tensor& c) {
+  cuda::DeviceGuard guard(device_);
+  return launch_narrow_linear(stream_, x, w, bias, relu, c, Tensor(), Tensor());
+}
+
+bool CudaKernels::narrow_linear_from_slices(const Tensor& parts, const Tensor& x_bias, Tensor& x, const Tensor& w,
+                                            const Tensor& bias, Tensor& c) {
+  cuda::DeviceGuard guard(device_);
+  return launch_narrow_linear(stream_, x, w, bias, false, c, parts, x_bias);
 }
 
 bool CudaKernels::small_k_gemm(const Tensor& a, const Tensor& b, Tensor& c, double alpha, double beta) {

@@ -165,6 +165,17 @@ void CudaKernels::gemm_concurrent(const GemmCall& first, const GemmCall& second)
   if (sums_left) sum_rows_of_a(second);
 }
 
+bool CudaKernels::narrow_weight_grad_beside(const GemmCall& call) {
+  if (!weight_grad_layout(call)) return false;
+  const cudaStream_t side = cuda::side_stream(device_);
+  cuda::stream_wait(device_, side, stream_);  // the side stream starts after what came before
+  if (!narrow_weight_grad(side, call.a, call.b, call.c, call.row_sums)) return false;
+  std::vector<const void*> writes{call.c.impl().storage->data()};
+  if (call.row_sums) writes.push_back(call.row_sums->impl().storage->data());
+  cuda::join_side_stream_later(device_, {call.a, call.b}, writes);
+  return true;
+}
+
 // A product with few output tiles over a long k leaves most of the GPU idle, and cuBLASLt offers no
 // split along k with a bias epilogue: the first linear layer after a flatten (64 x 128 outputs over
 // k = 9216 in the MNIST CNN at batch 64) took 33.6 us on an H100, its best configuration of 185
@@ -175,9 +186,14 @@ void CudaKernels::gemm_concurrent(const GemmCall& first, const GemmCall& second)
 // first pick.
 void CudaKernels::gemm_bias_split_k(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,
                                     bool relu, Tensor& c, int64_t slices) {
-  const int64_t m = c.size(0), n = c.size(1), k = trans_a ? a.size(0) : a.size(1);
+  sum_slices_bias(split_k_parts(a, trans_a, b, trans_b, c.size(0), c.size(1), slices), bias, relu, c);
+}
+
+Tensor CudaKernels::split_k_parts(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, int64_t m, int64_t n,
+                                  int64_t slices) {
+  const int64_t k = trans_a ? a.size(0) : a.size(1);
   const int64_t ks = k / slices;
-  Tensor parts = Tensor::empty({slices, m, n}, kFloat32, c.device());
+  Tensor parts = Tensor::empty({slices, m, n}, kFloat32, a.device());
   // Column-major, as in gemm: parts[s]^T [n x m] = op(B_s)^T op(A_s)^T, where A_s and B_s are the
   // s-th slices along k; a slice starts ks rows or ks columns further, by the stride of k, and keeps
   // its matrix's leading dimension.
@@ -194,7 +210,7 @@ void CudaKernels::gemm_bias_split_k(const Tensor& a, bool trans_a, const Tensor&
         ks * a_k_stride, &zero, static_cast<float*>(parts.raw_data()), to_int(n, "ldc"), m * n,
         to_int(slices, "batch")));
   }
-  sum_slices_bias(parts, bias, relu, c);
+  return parts;
 }
 
 namespace {
@@ -289,6 +305,31 @@ void CudaKernels::gemm_bias(const Tensor& a, bool trans_a, const Tensor& b, bool
     if (gemm_bias_lt(a, trans_a, b, trans_b, bias, relu, c)) return;
   }
   Kernels::gemm_bias(a, trans_a, b, trans_b, bias, relu, c);
+}
+
+// A hidden layer split along k, then a narrow layer (a classifier's last): the kernel that adds the
+// slices, the bias and the ReLU also computes the narrow layer's products (ops/cuda/linear_narrow.cu).
+// In the MNIST MLP at batch 512 this is the second layer (4 slices of 128) and the last, and the
+// fused kernel replaces the sum's kernel between the two products.
+void CudaKernels::linear_relu_linear(const Tensor& x, bool trans_x, const Tensor& w1, bool trans_w1, const Tensor& b1,
+                                     const Tensor& w2, bool trans_w2, const Tensor& b2, Tensor& hidden, Tensor& out) {
+  const int64_t m = hidden.size(0), h = hidden.size(1), n = out.size(1), k = trans_x ? x.size(0) : x.size(1);
+  if (hidden.dtype() == kFloat32 && m > 0 && h > 16 && n > 0 && k > 0 && n <= 16 && trans_w2) {
+    cuda::DeviceGuard guard(device_);
+    // The first layer as gemm_bias runs a wide one, asking gemm_bias_slices once: it counts calls.
+    const int64_t slices = gemm_bias_slices(x, trans_x, w1, trans_w1, b1, true, hidden);
+    if (slices > 1) {
+      const Tensor parts = split_k_parts(x, trans_x, w1, trans_w1, m, h, slices);
+      if (narrow_linear_from_slices(parts, b1, hidden, w2, b2, out)) return;
+      sum_slices_bias(parts, b1, true, hidden);  // a layout the narrow kernel does not take
+    } else if (!gemm_bias_lt(x, trans_x, w1, trans_w1, b1, true, hidden)) {
+      Kernels::gemm_bias(x, trans_x, w1, trans_w1, b1, true, hidden);
+    }
+  } else {
+    gemm_bias(x, trans_x, w1, trans_w1, b1, true, hidden);
+  }
+  if (b2.defined()) gemm_bias(hidden, false, w2, trans_w2, b2, false, out);
+  else gemm(hidden, false, w2, trans_w2, out, 1, 0);
 }
 
 bool CudaKernels::gemm_bias_lt(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,

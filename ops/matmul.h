@@ -18,7 +18,7 @@ Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = T
 
 /// linear(relu(linear(x, w1, b1)), w2, b2) as one op: on CUDA, where the first product is split
 /// along k and the second layer has at most 16 outputs (a classifier's last layer), one kernel
-/// finishes the first and computes the second, and one pass takes the gradient back through both
+/// finishes the first and computes the second, and one kernel takes the gradient back through
 /// the second's input and the ReLU. nn::Sequential uses it for a Linear, a ReLU and a Linear that no ReLU follows.
 Tensor linear_relu_linear(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2,
                           const Tensor& b2 = Tensor());

@@ -323,8 +323,9 @@ TEST(CudaLinear, GradcheckNarrowLinear) {
 
 // linear_relu_linear's kernels (ops/cuda/matmul.cpp, linear_narrow.cu, linear.cu) against the
 // base class's composition on the GPU: a first product split along k (k = 2048, by the rule) whose
-// sum, bias and ReLU feed the narrow second product in one kernel, and a backward that makes the
-// ReLU's output gradient inside its masking pass, the narrow weight gradient beside it. Also the
+// sum, bias and ReLU feed the narrow second product in one kernel, and a backward that masks the
+// input gradient of the narrow layer in one kernel and makes the three weight and bias gradients
+// beside it, with and without the narrow layer's own. Also the
 // layouts that fall back: a second layer of 20 outputs, a first that is not split, more rows than
 // the one-pass backward takes, float64. Then the op's values and gradients against linear_relu
 // followed by linear.
@@ -367,6 +368,13 @@ TEST(CudaLinear, LinearReluLinearEqualsComposition) {
     EXPECT_TRUE(all_close(gb1, gb1_ref, eps, eps));
     EXPECT_TRUE(all_close(gw2, gw2_ref, eps, eps));
     EXPECT_TRUE(all_close(gb2, gb2_ref, eps, eps));
+    // Without the second layer's gradients (its weight frozen).
+    k.fill(pre, std::nan(""));
+    k.fill(gb1, std::nan(""));
+    k.linear_relu_linear_backward(g, w2, false, hidden, pre, gb1, nullptr);
+    cuda::join_side_streams();
+    EXPECT_TRUE(all_close(pre, pre_ref, eps, eps));
+    EXPECT_TRUE(all_close(gb1, gb1_ref, eps, eps));
 
     // The op, each parameter's gradient against the unfused ops' (which run the kernels composed).
     std::vector<Tensor> params{w1, b1, w2, b2};

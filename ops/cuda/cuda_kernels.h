@@ -131,14 +131,15 @@ class CudaKernels final : public Kernels {
   // x_bias) is written on the way (linear_relu_linear).
   bool narrow_linear_from_slices(const Tensor& parts, const Tensor& x_bias, Tensor& x, const Tensor& w,
                                  const Tensor& bias, Tensor& c);
-  // c [M, N] = alpha a [M, K <= 16] b [K, N] + beta c.
-  bool small_k_gemm(const Tensor& a, const Tensor& b, Tensor& c, double alpha, double beta);
+  // c [M, N] = alpha a [M, K <= 16] b [K, N] + beta c; with mask_by [M, N] defined, c = a b where
+  // mask_by > 0, else 0 (alpha and beta unused).
+  bool small_k_gemm(const Tensor& a, const Tensor& b, Tensor& c, double alpha, double beta,
+                    const Tensor& mask_by = Tensor());
   // c [M <= 16, N] = a [K, M]^T b [K, N] and, when row_sums is given, row_sums [M] = a summed over
-  // K, on `stream`.
-  bool narrow_weight_grad(cudaStream_t stream, const Tensor& a, const Tensor& b, Tensor& c, Tensor* row_sums);
-  // A GemmCall of a narrow weight gradient on the side stream, after what came before on the compute
-  // stream, joined later (gemm_concurrent); false, having queued no product, where it does not apply.
-  bool narrow_weight_grad_beside(const GemmCall& call);
+  // K, on `stream`. With relu_bias_grad, b is a ReLU's output that relu_next_w [M, N] multiplies,
+  // and relu_bias_grad [N] = ((a relu_next_w) * (b > 0)) summed over K.
+  bool narrow_weight_grad(cudaStream_t stream, const Tensor& a, const Tensor& b, Tensor& c, Tensor* row_sums,
+                          const Tensor& relu_next_w = Tensor(), Tensor* relu_bias_grad = nullptr);
 
   int device_;
   cudaStream_t stream_;

@@ -3,9 +3,7 @@
 //
 // The backward of ReLU(linear) before its GEMMs (ops/matmul.cpp, linear_relu): the gradient masked
 // where the output was zero, and the bias gradient, its sum over the rows, in one pass over the
-// [rows, n] gradient instead of a ReLU-backward kernel followed by a column reduction. Where a
-// narrow layer follows the ReLU (linear_relu_linear), the short kernel below also makes that
-// gradient, from the narrow layer's output gradient and weight.
+// [rows, n] gradient instead of a ReLU-backward kernel followed by a column reduction.
 //
 // Up to 1024 rows (a training batch), a block holds all the rows of 8 columns
 // (relu_bias_backward_short_kernel). Beyond, a block is 32 columns (one 128-byte line of a row) by
@@ -73,16 +71,10 @@ __global__ void relu_bias_backward_kernel(const T* __restrict__ grad_out, const 
 constexpr int kShortColumns = 8, kShortLanes = 64, kShortWarps = kShortColumns * kShortLanes / 32;
 constexpr int kShortRows = 16 * kShortLanes, kShortUnroll = 8;
 
-// With Narrow, grad_out is the gradient of a narrow layer after the ReLU (linear_relu_linear):
-// [rows, n <= 16], with that layer's weight [n, cols]. Each thread keeps its column of the weight
-// and makes the ReLU's output gradient, row by row, as the product small_k_gemm would write.
-constexpr int kNarrowMax = 16;
-
-template <class T, bool Narrow>
+template <class T>
 __global__ void __launch_bounds__(kShortColumns* kShortLanes)
     relu_bias_backward_short_kernel(const T* __restrict__ grad_out, const T* __restrict__ out, T* __restrict__ grad_pre,
-                                    T* __restrict__ grad_bias, int rows, int cols, const T* __restrict__ narrow_w,
-                                    int n) {
+                                    T* __restrict__ grad_bias, int rows, int cols) {
   wait_for_earlier_kernels();
   let_next_kernel_start();
   __shared__ AccT<T> warp_sums[kShortWarps][kShortColumns];
@@ -90,27 +82,14 @@ __global__ void __launch_bounds__(kShortColumns* kShortLanes)
   const int thread = static_cast<int>(threadIdx.y) * kShortColumns + static_cast<int>(threadIdx.x);
   AccT<T> sum = 0;
   if (col < cols) {
-    T w[Narrow ? kNarrowMax : 1];
-    if constexpr (Narrow) {
-#pragma unroll
-      for (int j = 0; j < kNarrowMax; ++j) w[j] = j < n ? narrow_w[static_cast<size_t>(j) * cols + col] : T(0);
-    }
     for (int first = static_cast<int>(threadIdx.y); first < rows; first += kShortUnroll * kShortLanes) {
       T g[kShortUnroll], o[kShortUnroll];
 #pragma unroll
       for (int u = 0; u < kShortUnroll; ++u) {
         const int row = first + u * kShortLanes;
         if (row < rows) {
+          g[u] = grad_out[static_cast<size_t>(row) * cols + col];
           o[u] = out[static_cast<size_t>(row) * cols + col];
-          if constexpr (Narrow) {
-            T dot = T(0);
-#pragma unroll
-            for (int j = 0; j < kNarrowMax; ++j)
-              if (j < n) dot += grad_out[static_cast<size_t>(row) * n + j] * w[j];
-            g[u] = dot;
-          } else {
-            g[u] = grad_out[static_cast<size_t>(row) * cols + col];
-          }
         }
       }
 #pragma unroll
@@ -169,9 +148,9 @@ void CudaKernels::relu_bias_backward(const Tensor& grad_out, const Tensor& out, 
     dispatch_floating(grad_pre.dtype(), "relu_bias_backward", [&](auto tag) {
       using T = decltype(tag);
       const auto blocks = static_cast<unsigned>((cols + kShortColumns - 1) / kShortColumns);
-      launch_early("relu_bias_backward_short_kernel", relu_bias_backward_short_kernel<T, false>, blocks,
+      launch_early("relu_bias_backward_short_kernel", relu_bias_backward_short_kernel<T>, blocks,
                    dim3(kShortColumns, kShortLanes), 0, stream_, ptr<const T>(grad_out), ptr<const T>(out),
-                   ptr<T>(grad_pre), ptr<T>(grad_bias), int(rows), int(cols), static_cast<const T*>(nullptr), 0);
+                   ptr<T>(grad_pre), ptr<T>(grad_bias), int(rows), int(cols));
     });
     return;
   }
@@ -192,32 +171,6 @@ void CudaKernels::relu_bias_backward(const Tensor& grad_out, const Tensor& out, 
                  ptr<const T>(grad_out), ptr<const T>(out), ptr<T>(grad_pre), ptr<T>(grad_bias), rows, cols,
                  rows_per_slice, slices > 1 ? ptr<AccT<T>>(scratch) : nullptr, counters);
   });
-}
-
-// The ReLU's output gradient comes from a narrow layer after it: computed inside the short kernel's
-// pass, where it fits, instead of by small_k_gemm into a tensor of its own; the narrow layer's
-// weight gradient runs beside on the side stream (narrow_weight_grad_beside).
-void CudaKernels::linear_relu_linear_backward(const Tensor& grad_out, const Tensor& w2, bool trans_w2,
-                                              const Tensor& hidden, Tensor& grad_pre, Tensor& grad_bias1,
-                                              const GemmCall* second) {
-  const int64_t rows = hidden.size(0), cols = hidden.size(1), n = grad_out.size(1);
-  const bool fused = n > 0 && n <= kNarrowMax && cols > 0 && !trans_w2 && rows <= kShortRows &&
-                     rows * cols <= std::numeric_limits<int>::max() && grad_out.is_contiguous() &&
-                     w2.is_contiguous() && hidden.is_contiguous() && grad_pre.is_contiguous();
-  if (!fused) {
-    Kernels::linear_relu_linear_backward(grad_out, w2, trans_w2, hidden, grad_pre, grad_bias1, second);
-    return;
-  }
-  cuda::DeviceGuard guard(device_);
-  const bool beside = second && narrow_weight_grad_beside(*second);
-  dispatch_floating(grad_pre.dtype(), "linear_relu_linear_backward", [&](auto tag) {
-    using T = decltype(tag);
-    const auto blocks = static_cast<unsigned>((cols + kShortColumns - 1) / kShortColumns);
-    launch_early("relu_bias_backward_short_kernel", relu_bias_backward_short_kernel<T, true>, blocks,
-                 dim3(kShortColumns, kShortLanes), 0, stream_, ptr<const T>(grad_out), ptr<const T>(hidden),
-                 ptr<T>(grad_pre), ptr<T>(grad_bias1), int(rows), int(cols), ptr<const T>(w2), int(n));
-  });
-  if (second && !beside) gemm_row_sums(*second);
 }
 
 }  // namespace minidl

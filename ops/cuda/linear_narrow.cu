@@ -14,13 +14,16 @@
 //                    layer split along k and a ReLU (linear_relu_linear), the same kernel first
 //                    finishes that layer's row, so x costs no kernel of its own.
 //   small_k_gemm:    c [M, N] = alpha a [M, K] b [K, N] + beta c; K <= 16. One thread per output,
-//                    coalesced along N.
+//                    coalesced along N. Masked by a ReLU's output (linear_relu_linear's backward),
+//                    it is the whole gradient of the layer before the ReLU, up to its GEMMs.
 //   narrow_weight_grad: c [M, N] = a [K, M]^T b [K, N] and row_sums [M] = a summed over K; M <= 16.
 //                    A block is 8 columns by 64 lanes of k over all of k (a's rows staged in shared
 //                    memory), summed across the lanes in a fixed order: deterministic, one launch,
-//                    no block waits for another.
+//                    no block waits for another. Where b is a ReLU's output, the same pass also
+//                    makes the bias gradient of the layer before the ReLU, so that neither pass
+//                    on the step's critical path sums over the rows.
 //
-// Products accumulate in T; the bias gradient (row sums) in AccT, like the reductions.
+// Products accumulate in T; the bias gradients' sums across threads in AccT, like the reductions.
 #include <limits>
 
 #include "core/cuda/launch.cuh"
@@ -87,9 +90,11 @@ __global__ void narrow_linear_kernel(const T* __restrict__ x_in, const T* __rest
   }
 }
 
-template <class T>
+// With mask_by, an element of c is kept only where mask_by's is positive: the gradient of a narrow
+// layer's input through the ReLU before it (linear_relu_linear).
+template <class T, bool Masked>
 __global__ void small_k_gemm_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ c, int m, int n,
-                                    int k, T alpha, T beta) {
+                                    int k, T alpha, T beta, const T* __restrict__ mask_by) {
   wait_for_earlier_kernels();
   let_next_kernel_start();
   const int64_t total = static_cast<int64_t>(m) * n;
@@ -99,7 +104,8 @@ __global__ void small_k_gemm_kernel(const T* __restrict__ a, const T* __restrict
 #pragma unroll
     for (int j = 0; j < kNarrowMax; ++j)  // unrolled: every load in flight at once
       if (j < k) sum += a[static_cast<size_t>(row) * k + j] * b[static_cast<size_t>(j) * n + col];
-    c[idx] = beta == T(0) ? alpha * sum : alpha * sum + beta * c[idx];
+    if constexpr (Masked) c[idx] = mask_by[idx] > T(0) ? sum : T(0);
+    else c[idx] = beta == T(0) ? alpha * sum : alpha * sum + beta * c[idx];
   }
 }
 
@@ -111,10 +117,14 @@ constexpr int kColumns = 8, kKLanes = 64, kGradThreads = kColumns * kKLanes, kGr
 constexpr int kChunkBytes = 32 * 1024;
 constexpr int kSumLanes = kGradThreads / kNarrowMax;  // lanes of k per row sum
 
-template <class T>
+// With ThroughRelu, b is the output of a ReLU before the narrow layer whose weight w [m, n] is given,
+// and the block also makes that ReLU's layer's bias gradient, the column sums of
+// (a @ w) * (b > 0): sum over j of w[j][col] * (the sum of a[., j] over the rows where b > 0).
+template <class T, bool ThroughRelu>
 __global__ void __launch_bounds__(kGradThreads)
     narrow_weight_grad_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ c,
-                              T* __restrict__ row_sums, int m, int n, int k) {
+                              T* __restrict__ row_sums, int m, int n, int k, const T* __restrict__ w,
+                              T* __restrict__ relu_bias_grad) {
   wait_for_earlier_kernels();
   let_next_kernel_start();
   using Acc = AccT<T>;
@@ -130,8 +140,11 @@ __global__ void __launch_bounds__(kGradThreads)
   const int sum_j = thread % kNarrowMax, sum_lane = thread / kNarrowMax;
   Acc row_sum = 0;
   T sum[kNarrowMax];
+  T kept[ThroughRelu ? kNarrowMax : 1];  // a summed over the rows where b > 0
 #pragma unroll
   for (int j = 0; j < kNarrowMax; ++j) sum[j] = T(0);
+#pragma unroll
+  for (int j = 0; j < (ThroughRelu ? kNarrowMax : 1); ++j) kept[j] = T(0);
   for (int base = 0; base < k; base += kChunkRows) {
     const int rows = min(kChunkRows, k - base);
     const T* from = a + static_cast<size_t>(base) * m;
@@ -142,8 +155,12 @@ __global__ void __launch_bounds__(kGradThreads)
     for (int r = static_cast<int>(threadIdx.y); r < rows; r += kKLanes) {
       const T bv = col < n ? b[static_cast<size_t>(base + r) * n + col] : T(0);
 #pragma unroll
-      for (int j = 0; j < kNarrowMax; ++j)
-        if (j < m) sum[j] += chunk[r][j] * bv;
+      for (int j = 0; j < kNarrowMax; ++j) {
+        if (j < m) {
+          sum[j] += chunk[r][j] * bv;
+          if constexpr (ThroughRelu) kept[j] += bv > T(0) ? chunk[r][j] : T(0);
+        }
+      }
     }
     if (sums_rows && sum_j < m)
       for (int r = sum_lane; r < rows; r += kSumLanes) row_sum += Acc(chunk[r][sum_j]);
@@ -152,6 +169,8 @@ __global__ void __launch_bounds__(kGradThreads)
   // A warp holds 8 columns by 4 lanes of k (lanes 8 and 16 apart): those 4 first, then the warps
   // in order through shared memory.
   T(*warp_part)[kNarrowMax][kColumns] = reinterpret_cast<T(*)[kNarrowMax][kColumns]>(staged);
+  T(*kept_part)[kNarrowMax][kColumns] =
+      reinterpret_cast<T(*)[kNarrowMax][kColumns]>(staged + kGradWarps * kNarrowMax * kColumns * sizeof(T));
 #pragma unroll
   for (int j = 0; j < kNarrowMax; ++j) {
     if (j < m) {
@@ -159,6 +178,12 @@ __global__ void __launch_bounds__(kGradThreads)
       v += __shfl_xor_sync(0xffffffffu, v, 8);
       v += __shfl_xor_sync(0xffffffffu, v, 16);
       if (lane < kColumns) warp_part[warp][j][lane] = v;
+      if constexpr (ThroughRelu) {
+        T kv = kept[j];
+        kv += __shfl_xor_sync(0xffffffffu, kv, 8);
+        kv += __shfl_xor_sync(0xffffffffu, kv, 16);
+        if (lane < kColumns) kept_part[warp][j][lane] = kv;
+      }
     }
   }
   if (sums_rows) row_part[sum_lane][sum_j] = row_sum;
@@ -174,6 +199,19 @@ __global__ void __launch_bounds__(kGradThreads)
     Acc total = Acc(0);
     for (int l = 0; l < kSumLanes; ++l) total += row_part[l][j];
     row_sums[j] = static_cast<T>(total);
+  }
+  if constexpr (ThroughRelu) {
+    // The last kColumns threads: no other output above uses them.
+    const int x = thread - (kGradThreads - kColumns), out_col = static_cast<int>(blockIdx.x) * kColumns + x;
+    if (x >= 0 && out_col < n) {
+      Acc total = Acc(0);
+      for (int j = 0; j < m; ++j) {
+        Acc kept_j = Acc(0);
+        for (int v = 0; v < kGradWarps; ++v) kept_j += Acc(kept_part[v][j][x]);
+        total += Acc(w[static_cast<size_t>(j) * n + out_col]) * kept_j;
+      }
+      relu_bias_grad[out_col] = static_cast<T>(total);
+    }
   }
 }
 
@@ -227,33 +265,38 @@ bool CudaKernels::narrow_linear_from_slices(const Tensor& parts, const Tensor& x
   return launch_narrow_linear(stream_, x, w, bias, false, c, parts, x_bias);
 }
 
-bool CudaKernels::small_k_gemm(const Tensor& a, const Tensor& b, Tensor& c, double alpha, double beta) {
+bool CudaKernels::small_k_gemm(const Tensor& a, const Tensor& b, Tensor& c, double alpha, double beta,
+                               const Tensor& mask_by) {
   const int64_t m = c.size(0), n = c.size(1), k = a.size(1);
   if (k > kNarrowMax || !a.is_contiguous() || !b.is_contiguous() || !c.is_contiguous() || !fits_int(m) ||
-      !fits_int(n))
+      !fits_int(n) || (mask_by.defined() && !mask_by.is_contiguous()))
     return false;
   dispatch_floating(c.dtype(), "small_k_gemm", [&](auto tag) {
     using T = decltype(tag);
-    launch_early("small_k_gemm_kernel", small_k_gemm_kernel<T>, blocks_for(m * n), kThreads, 0, stream_,
-                 ptr<const T>(a), ptr<const T>(b), ptr<T>(c), int(m), int(n), int(k), static_cast<T>(alpha),
-                 static_cast<T>(beta));
+    const auto kernel = mask_by.defined() ? small_k_gemm_kernel<T, true> : small_k_gemm_kernel<T, false>;
+    launch_early("small_k_gemm_kernel", kernel, blocks_for(m * n), kThreads, 0, stream_, ptr<const T>(a),
+                 ptr<const T>(b), ptr<T>(c), int(m), int(n), int(k), static_cast<T>(alpha), static_cast<T>(beta),
+                 mask_by.defined() ? ptr<const T>(mask_by) : nullptr);
   });
   return true;
 }
 
 bool CudaKernels::narrow_weight_grad(cudaStream_t stream, const Tensor& a, const Tensor& b, Tensor& c,
-                                     Tensor* row_sums) {
+                                     Tensor* row_sums, const Tensor& relu_next_w, Tensor* relu_bias_grad) {
   const int64_t m = c.size(0), n = c.size(1), k = a.size(0);
+  const bool through_relu = relu_bias_grad != nullptr;
   if (m == 0 || m > kNarrowMax || n == 0 || k == 0 || !a.is_contiguous() || !b.is_contiguous() ||
-      !c.is_contiguous() || !fits_int(a.numel()) || !fits_int(b.numel()))
+      !c.is_contiguous() || !fits_int(a.numel()) || !fits_int(b.numel()) ||
+      (through_relu && (!relu_next_w.is_contiguous() || !relu_bias_grad->is_contiguous())))
     return false;
   dispatch_floating(c.dtype(), "narrow_weight_grad", [&](auto tag) {
     using T = decltype(tag);
     const auto blocks = static_cast<unsigned>((n + kColumns - 1) / kColumns);
-    static_assert(kGradWarps * kNarrowMax * kColumns * sizeof(T) <= kChunkBytes);
-    launch_early("narrow_weight_grad_kernel", narrow_weight_grad_kernel<T>, blocks, dim3(kColumns, kKLanes), 0, stream,
-                 ptr<const T>(a), ptr<const T>(b), ptr<T>(c), row_sums ? ptr<T>(*row_sums) : nullptr, int(m), int(n),
-                 int(k));
+    static_assert(2 * kGradWarps * kNarrowMax * kColumns * sizeof(T) <= kChunkBytes);
+    const auto kernel = through_relu ? narrow_weight_grad_kernel<T, true> : narrow_weight_grad_kernel<T, false>;
+    launch_early("narrow_weight_grad_kernel", kernel, blocks, dim3(kColumns, kKLanes), 0, stream, ptr<const T>(a),
+                 ptr<const T>(b), ptr<T>(c), row_sums ? ptr<T>(*row_sums) : nullptr, int(m), int(n), int(k),
+                 through_relu ? ptr<const T>(relu_next_w) : nullptr, through_relu ? ptr<T>(*relu_bias_grad) : nullptr);
   });
   return true;
 }

@@ -165,15 +165,41 @@ void CudaKernels::gemm_concurrent(const GemmCall& first, const GemmCall& second)
   if (sums_left) sum_rows_of_a(second);
 }
 
-bool CudaKernels::narrow_weight_grad_beside(const GemmCall& call) {
-  if (!weight_grad_layout(call)) return false;
+// The gradient through a narrow layer and the ReLU before it, with no sum over the rows on the
+// critical path: the compute stream masks g @ w2 (one thread per element, all of the GPU), and the
+// side stream makes, in one pass over g and hidden beside it, the narrow layer's weight and bias
+// gradients and the first layer's bias gradient. In the MNIST MLP at batch 512 on an H100, the
+// masking and bias-gradient pass of 32 blocks took 5.6 us after the loss, with g @ w2 made inside
+// it, against 2.5 us for small_k_gemm alone.
+void CudaKernels::linear_relu_linear_backward(const Tensor& grad_out, const Tensor& w2, bool trans_w2,
+                                              const Tensor& hidden, Tensor& grad_pre, Tensor& grad_bias1,
+                                              const GemmCall* second) {
+  const int64_t n = grad_out.size(1);
+  const bool narrow = n > 0 && n <= 16 && !trans_w2 && hidden.numel() > 0 && grad_out.is_contiguous() &&
+                      w2.is_contiguous() && hidden.is_contiguous() && grad_pre.is_contiguous() &&
+                      (!second || weight_grad_layout(*second));
+  if (!narrow) {
+    Kernels::linear_relu_linear_backward(grad_out, w2, trans_w2, hidden, grad_pre, grad_bias1, second);
+    return;
+  }
+  cuda::DeviceGuard guard(device_);
+  Tensor unwanted;  // the weight gradient, made anyway where nothing asks for it
+  if (!second) unwanted = Tensor::empty(w2.shape(), w2.dtype(), w2.device());
+  Tensor& grad_w2 = second ? second->c : unwanted;
+  Tensor* grad_b2 = second ? second->row_sums : nullptr;
   const cudaStream_t side = cuda::side_stream(device_);
   cuda::stream_wait(device_, side, stream_);  // the side stream starts after what came before
-  if (!narrow_weight_grad(side, call.a, call.b, call.c, call.row_sums)) return false;
-  std::vector<const void*> writes{call.c.impl().storage->data()};
-  if (call.row_sums) writes.push_back(call.row_sums->impl().storage->data());
-  cuda::join_side_stream_later(device_, {call.a, call.b}, writes);
-  return true;
+  if (!narrow_weight_grad(side, grad_out, hidden, grad_w2, grad_b2, w2, &grad_bias1)) {
+    Kernels::linear_relu_linear_backward(grad_out, w2, trans_w2, hidden, grad_pre, grad_bias1, second);
+    return;
+  }
+  if (!small_k_gemm(grad_out, w2, grad_pre, 1, 0, hidden)) {
+    gemm(grad_out, false, w2, false, grad_pre, 1, 0);
+    binary(BinaryOp::ReluBackward, grad_pre, hidden, grad_pre);
+  }
+  std::vector<const void*> writes{grad_w2.impl().storage->data(), grad_bias1.impl().storage->data()};
+  if (grad_b2) writes.push_back(grad_b2->impl().storage->data());
+  cuda::join_side_stream_later(device_, {grad_out, hidden, w2}, writes);
 }
 
 // A product with few output tiles over a long k leaves most of the GPU idle, and cuBLASLt offers no

@@ -1,7 +1,8 @@
 // The fused linear path on CUDA: cuBLASLt GEMMs with the bias and ReLU in the epilogue (or split
-// along k, then summed with them) against the composed kernels, the one-pass ReLU and bias-gradient kernel against the CPU, linear_relu's float64
-// gradient check on the GPU, a whole fused MLP step against the CPU, and plain GEMMs on cuBLASLt at
-// unaligned addresses.
+// along k, then summed with them) against the composed kernels, the one-pass ReLU and
+// bias-gradient kernel against the CPU, linear_relu's float64 gradient check on the GPU, a whole
+// fused MLP step against the CPU, plain GEMMs on cuBLASLt at unaligned addresses, the narrow
+// layer's kernels, and linear_relu_linear's kernels against their composition.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -336,8 +336,8 @@ void CudaKernels::gemm_bias(const Tensor& a, bool trans_a, const Tensor& b, bool
 
 // A hidden layer split along k, then a narrow layer (a classifier's last): the kernel that adds the
 // slices, the bias and the ReLU also computes the narrow layer's products (ops/cuda/linear_narrow.cu).
-// In the MNIST MLP at batch 512 this is the second layer (4 slices of 128) and the last, and the
-// fused kernel replaces the sum's kernel between the two products.
+// In the MNIST MLP these are the second layer and the last, and the fused kernel replaces the
+// kernel that summed the second layer's slices between the two products.
 void CudaKernels::linear_relu_linear(const Tensor& x, bool trans_x, const Tensor& w1, bool trans_w1, const Tensor& b1,
                                      const Tensor& w2, bool trans_w2, const Tensor& b2, Tensor& hidden, Tensor& out) {
   const int64_t m = hidden.size(0), h = hidden.size(1), n = out.size(1), k = trans_x ? x.size(0) : x.size(1);

@@ -324,14 +324,13 @@ TEST(CudaLinear, GradcheckNarrowLinear) {
   EXPECT_TRUE(r) << r.message;
 }
 
-// linear_relu_linear's kernels (ops/cuda/matmul.cpp, linear_narrow.cu, linear.cu) against the
-// base class's composition on the GPU: a first product split along k (k = 2048, by the rule) whose
-// sum, bias and ReLU feed the narrow second product in one kernel, and a backward that masks the
-// input gradient of the narrow layer in one kernel and makes the three weight and bias gradients
-// beside it, with and without the narrow layer's own. Also the
-// layouts that fall back: a second layer of 20 outputs, a first that is not split, more rows than
-// the one-pass backward takes, float64. Then the op's values and gradients against linear_relu
-// followed by linear.
+// linear_relu_linear's kernels (ops/cuda/matmul.cpp, linear_narrow.cu) against the base class's
+// composition on the GPU: a first product split along k (k = 2048, by the rule) whose sum, bias
+// and ReLU feed the narrow second product in one kernel, and a backward that masks the input
+// gradient of the narrow layer in one kernel and makes the three weight and bias gradients beside
+// it, with and without the narrow layer's own. Also 1 and 16 outputs, 1,500 rows, and what falls
+// back to the composition: a second layer of 20 outputs, a first that is not split, float64's
+// forward. Then the op's values and gradients against linear_relu followed by linear.
 TEST(CudaLinear, LinearReluLinearEqualsComposition) {
   MINIDL_REQUIRE_CUDA();
   MINIDL_FRESH_SEED();
@@ -403,7 +402,7 @@ TEST(CudaLinear, LinearReluLinearEqualsComposition) {
 TEST(CudaLinear, GradcheckLinearReluLinear) {
   MINIDL_REQUIRE_CUDA();
   MINIDL_FRESH_SEED();
-  // 10 outputs: the float64 backward's one-pass kernel through the narrow layer and the ReLU.
+  // 10 outputs: the float64 backward's masked input gradient and the side pass's three gradients.
   for (;;) {
     Tensor x = randn({6, 5}, kFloat64).to(gpu()), w1 = randn({7, 5}, kFloat64).to(gpu());
     Tensor b1 = randn({7}, kFloat64).to(gpu());

@@ -23,7 +23,8 @@
 //                    makes the bias gradient of the layer before the ReLU, so that neither pass
 //                    on the step's critical path sums over the rows.
 //
-// Products accumulate in T; the bias gradients' sums across threads in AccT, like the reductions.
+// Products accumulate in T; the bias gradients are summed across threads (or warps) in AccT, like
+// the reductions.
 #include <limits>
 
 #include "core/cuda/launch.cuh"

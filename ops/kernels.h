@@ -170,8 +170,8 @@ class Kernels {
   /// (hidden > 0) and grad_bias1 [H] = grad_pre summed over the rows; and, where `second` is given,
   /// the second layer's weight (and bias) gradient, which a backend may run beside, as
   /// gemm_concurrent's second. The default is gemm_concurrent, then relu_bias_backward; CUDA, for
-  /// N <= 16, masks grad_out @ w2 in one kernel and makes the three bias and weight gradients in
-  /// one pass beside it, on the side stream (joined as gemm_concurrent's second is).
+  /// N <= 16 with `second` given, masks grad_out @ w2 in one kernel and makes the three bias and
+  /// weight gradients in one pass beside it, on the side stream (joined as gemm_concurrent's second is).
   virtual void linear_relu_linear_backward(const Tensor& grad_out, const Tensor& w2, bool trans_w2,
                                            const Tensor& hidden, Tensor& grad_pre, Tensor& grad_bias1,
                                            const GemmCall* second);

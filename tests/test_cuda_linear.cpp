@@ -328,7 +328,7 @@ TEST(CudaLinear, GradcheckNarrowLinear) {
 // composition on the GPU: a first product split along k (k = 2048, by the rule) whose sum, bias
 // and ReLU feed the narrow second product in one kernel, and a backward that masks the input
 // gradient of the narrow layer in one kernel and makes the three weight and bias gradients beside
-// it, with and without the narrow layer's own. Also 1 and 16 outputs, 1,500 rows, and what falls
+// it (without the narrow layer's own, the composition). Also 1 and 16 outputs, 1,500 rows, and what falls
 // back to the composition: a second layer of 20 outputs, a first that is not split, float64's
 // forward. Then the op's values and gradients against linear_relu followed by linear.
 TEST(CudaLinear, LinearReluLinearEqualsComposition) {
@@ -372,7 +372,7 @@ TEST(CudaLinear, LinearReluLinearEqualsComposition) {
     EXPECT_TRUE(all_close(gb1, gb1_ref, eps, eps));
     EXPECT_TRUE(all_close(gw2, gw2_ref, eps, eps));
     EXPECT_TRUE(all_close(gb2, gb2_ref, eps, eps));
-    // Without the second layer's gradients (its weight frozen).
+    // Without the second layer's gradients (its weight frozen): the composition's path.
     k.fill(pre, std::nan(""));
     k.fill(gb1, std::nan(""));
     k.linear_relu_linear_backward(g, w2, false, hidden, pre, gb1, nullptr);

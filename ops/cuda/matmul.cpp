@@ -10,10 +10,12 @@
 #include <cublas_v2.h>
 
 #include <cstdio>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 #include "core/cuda/check.h"
 #include "core/deterministic.h"
@@ -34,6 +36,15 @@ int to_int(int64_t v, const char* what) {
 // with its bias gradient for a layer with at most 16 outputs (ops/cuda/linear_narrow.cu).
 bool weight_grad_layout(const Kernels::GemmCall& call) {
   return call.trans_a && !call.trans_b && call.a.dim() == 2 && call.b.dim() == 2 && call.c.dim() == 2;
+}
+
+// Work just queued on the side stream, which read `reads` and wrote the non-null `writes`, joins
+// the compute stream only where those are next used (core/cuda/side_stream.cpp).
+void join_later(int device, std::vector<Tensor> reads, std::initializer_list<const Tensor*> writes) {
+  std::vector<const void*> written;
+  for (const Tensor* t : writes)
+    if (t) written.push_back(t->impl().storage->data());
+  cuda::join_side_stream_later(device, std::move(reads), written);
 }
 
 }  // namespace
@@ -156,9 +167,7 @@ void CudaKernels::gemm_concurrent(const GemmCall& first, const GemmCall& second)
   if (second_on_side) {
     // The compute stream waits for the side stream only where its results or inputs are next used:
     // the next layer's backward needs neither (core/cuda/side_stream.cpp).
-    std::vector<const void*> writes{second.c.impl().storage->data()};
-    if (second.row_sums && !sums_left) writes.push_back(second.row_sums->impl().storage->data());
-    cuda::join_side_stream_later(device_, {a, b}, writes);
+    join_later(device_, {a, b}, {&second.c, sums_left ? nullptr : second.row_sums});
   } else {
     gemm(a, second.trans_a, b, second.trans_b, second.c, 1, 0);
   }
@@ -175,22 +184,16 @@ void CudaKernels::gemm_concurrent(const GemmCall& first, const GemmCall& second)
 void CudaKernels::linear_relu_linear_backward(const Tensor& grad_out, const Tensor& w2, bool trans_w2,
                                               const Tensor& hidden, Tensor& grad_pre, Tensor& grad_bias1,
                                               const GemmCall* second) {
+  // Without the narrow layer's weight gradient (its weight frozen) the side pass has no product
+  // to share: the composition then does less work.
   const int64_t n = grad_out.size(1);
-  const bool narrow = n > 0 && n <= 16 && !trans_w2 && hidden.numel() > 0 && grad_out.is_contiguous() &&
-                      w2.is_contiguous() && hidden.is_contiguous() && grad_pre.is_contiguous() &&
-                      (!second || weight_grad_layout(*second));
-  if (!narrow) {
-    Kernels::linear_relu_linear_backward(grad_out, w2, trans_w2, hidden, grad_pre, grad_bias1, second);
-    return;
-  }
+  const bool narrow = second && weight_grad_layout(*second) && n > 0 && n <= 16 && !trans_w2 &&
+                      hidden.numel() > 0 && grad_out.is_contiguous() && w2.is_contiguous() &&
+                      hidden.is_contiguous() && grad_pre.is_contiguous();
   cuda::DeviceGuard guard(device_);
-  Tensor unwanted;  // the weight gradient, made anyway where nothing asks for it
-  if (!second) unwanted = Tensor::empty(w2.shape(), w2.dtype(), w2.device());
-  Tensor& grad_w2 = second ? second->c : unwanted;
-  Tensor* grad_b2 = second ? second->row_sums : nullptr;
   const cudaStream_t side = cuda::side_stream(device_);
-  cuda::stream_wait(device_, side, stream_);  // the side stream starts after what came before
-  if (!narrow_weight_grad(side, grad_out, hidden, grad_w2, grad_b2, w2, &grad_bias1)) {
+  if (narrow) cuda::stream_wait(device_, side, stream_);  // the side stream starts after what came before
+  if (!narrow || !narrow_weight_grad(side, grad_out, hidden, second->c, second->row_sums, w2, &grad_bias1)) {
     Kernels::linear_relu_linear_backward(grad_out, w2, trans_w2, hidden, grad_pre, grad_bias1, second);
     return;
   }
@@ -198,9 +201,7 @@ void CudaKernels::linear_relu_linear_backward(const Tensor& grad_out, const Tens
     gemm(grad_out, false, w2, false, grad_pre, 1, 0);
     binary(BinaryOp::ReluBackward, grad_pre, hidden, grad_pre);
   }
-  std::vector<const void*> writes{grad_w2.impl().storage->data(), grad_bias1.impl().storage->data()};
-  if (grad_b2) writes.push_back(grad_b2->impl().storage->data());
-  cuda::join_side_stream_later(device_, {grad_out, hidden, w2}, writes);
+  join_later(device_, {grad_out, hidden, w2}, {&second->c, &grad_bias1, second->row_sums});
 }
 
 // A product with few output tiles over a long k leaves most of the GPU idle, and cuBLASLt offers no

@@ -1,14 +1,34 @@
 # The same measurement as apps/bench, in PyTorch, for side-by-side ratios (../shared/BENCHMARK.md):
 # data on the device, each step gathers its batch with index_select, 50 uncounted warm-up steps,
-# one timed epoch of 60,000 images (last partial batch included), strict float32 (no TF32).
-# --mode graph captures the whole step (gather, forward, loss, backward, SGD) in one CUDA graph; the
-# last partial batch then runs eagerly, since a graph has fixed shapes. --mode best is what a
-# PyTorch user would pick for speed: the graph captured with the gradients set to None first (so
-# they live in the graph's pool), cudnn.benchmark = True and SGD(fused=True). --mode all runs the
-# three, one after the other, in fresh models.
+# timed epochs of 60,000 images (last partial batch included), strict float32 (no TF32).
 #
-#   python3 scripts/bench_pytorch.py --model cnn --batch-size 64 --data DIR/mnist [--mode eager|graph|best|all]
-import argparse, time
+# Every mode gives PyTorch its fast settings: cudnn.benchmark = True, the gradients set to None at
+# the start of each step, SGD(fused=True) where the step is not compiled. Every shape that is timed
+# is warmed up first, outside the timing: the full batch for --warmup steps, then the last partial
+# batch (60,000 mod batch images, its own shape for cudnn.benchmark's search) for a few steps.
+#   eager    the step as a PyTorch user writes it.
+#   graph    the whole step (gather, forward, loss, backward, SGD) captured in one CUDA graph, one
+#            graph for the full batch and one for the last partial batch; the gradients are
+#            allocated in each graph's pool.
+#   compile  the whole step through torch.compile (default mode, static shapes; the optimizer step
+#            compiled too, its foreach update fused by Inductor), then captured in CUDA graphs as in
+#            graph mode. Dynamo breaks its graphs at zero_grad and backward (it runs those itself,
+#            the backward through the compiled backward graph); the CUDA graph holds all of it.
+#            Compiling is part of the warm-up and is not timed; the number of graphs Dynamo made
+#            and its graph breaks are printed, and a compile error is raised, never run eagerly.
+#            --compile-mode max-autotune-no-cudagraphs also times Triton GEMMs against cuBLAS for
+#            every product of every shape: minutes of compiling (over 150 s for the CNN at batch
+#            512 on an H100 without finishing).
+#   best     runs the three one after the other, each in a fresh model from the same seed, and
+#            prints a fourth line, "pytorch best", with the fastest of them and which one it was
+#            (a mode that fails is reported as failed, with its traceback, and left out).
+#   all      the same as best.
+# Each timed line ends with the training loss on the first 10,000 training images before and after
+# (eval mode, not timed), so that every mode can be seen to learn. With --epochs N, N epochs are
+# timed one by one (each reshuffled) and the line gives the median epoch, then all N.
+#
+#   python3 scripts/bench_pytorch.py --model cnn --batch-size 64 --data DIR/mnist [--mode eager|graph|compile|best]
+import argparse, contextlib, statistics, sys, time, traceback
 import torch
 import torch.nn.functional as F
 
@@ -19,71 +39,140 @@ p.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
 p.add_argument("--batch-size", type=int, default=64)
 p.add_argument("--device", default="cuda")
 p.add_argument("--data", required=True, help="folder with the MNIST IDX files (raw or .gz)")
-p.add_argument("--mode", choices=["eager", "graph", "best", "all"], default="eager")
+p.add_argument("--mode", choices=["eager", "graph", "compile", "best", "all"], default="eager")
 p.add_argument("--graph", action="store_true", help="same as --mode graph")
-p.add_argument("--warmup", type=int, default=50)
+p.add_argument("--compile-mode", choices=["default", "max-autotune-no-cudagraphs"], default="default",
+               help="torch.compile's mode for --mode compile (its own CUDA graphs stay off: the step is captured whole)")
+p.add_argument("--epochs", type=int, default=1, help="timed epochs; the figure is their median")
+p.add_argument("--warmup", type=int, default=50, help="uncounted full-batch steps before the timing")
+p.add_argument("--tail-warmup", type=int, default=3, help="uncounted steps at the last partial batch's shape")
 p.add_argument("--seed", type=int, default=1)
-p.add_argument("--profile", action="store_true", help="after the timed epoch, list each kernel's time per step")
+p.add_argument("--profile", action="store_true", help="after the timed epochs, list each kernel's time per step")
 a = p.parse_args()
+if a.epochs < 1:
+    p.error("--epochs must be at least 1")
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
+torch.backends.cudnn.benchmark = True
 dev = torch.device(a.device)
+cuda = dev.type == "cuda"
 images, targets = training_set(a.data, dev)
+n, bs = images.shape[0], a.batch_size
+tail = n % bs  # the last partial batch of every epoch; 0 when bs divides n
 
 
 def run(mode):
-    torch.backends.cudnn.benchmark = mode == "best"
     torch.manual_seed(a.seed)
     model = make_model(a.model).to(dev)
-    fused = mode == "best" and dev.type == "cuda"
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, **({"fused": True} if fused else {}))
-    n, bs = images.shape[0], a.batch_size
-    order = torch.randperm(n, device=dev)
-    index = torch.empty(bs, dtype=torch.int64, device=dev)
+    opt_args = {"fused": True} if cuda and mode != "compile" else {}
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, **opt_args)
+    loss_before = train_loss(model)
 
-    def step(ix, set_to_none):
-        opt.zero_grad(set_to_none=set_to_none)
+    def step(ix):
+        opt.zero_grad(set_to_none=True)
         loss = F.cross_entropy(model(images.index_select(0, ix)), targets.index_select(0, ix))
         loss.backward()
         opt.step()
         return loss
 
-    graph = None
-    if mode in ("graph", "best"):
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):  # warm-up on a side stream, as graph capture requires
-            for i in range(max(a.warmup, 3)):
-                index.copy_(order[(i * bs) % (n - bs):][:bs])
-                step(index, set_to_none=mode == "best")
-        torch.cuda.current_stream().wait_stream(s)
-        graph = torch.cuda.CUDAGraph()
-        if mode == "best":
-            opt.zero_grad(set_to_none=True)  # the gradients are then allocated in the graph's pool
-        with torch.cuda.graph(graph):
-            step(index, set_to_none=mode == "best")
-    else:
-        for i in range(a.warmup):
-            step(order[(i * bs) % (n - bs):][:bs], set_to_none=True)
-    sync()
-    if dev.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(dev)
-    order = torch.randperm(n, device=dev)
+    fn = step
+    if mode == "compile":
+        from torch._dynamo.utils import counters
+        import torch._dynamo.config as dynamo_config
+        dynamo_config.suppress_errors = False  # a step that fails to compile stops here, never runs eagerly
+        for name in ("recompile_limit", "cache_size_limit"):  # full batch, tail batch, first steps
+            if hasattr(dynamo_config, name):
+                setattr(dynamo_config, name, max(getattr(dynamo_config, name), 32))
+        counters.clear()
+        fn = torch.compile(step, dynamic=False, mode=None if a.compile_mode == "default" else a.compile_mode)
+
+    # Warm-up: the full batch, then the tail's shape; for graphs on a side stream, as capture requires.
+    warm_order = shuffled(a.seed + 1000)
+    shapes = [bs] + ([tail] if tail else [])
+    index = {size: torch.empty(size, dtype=torch.int64, device=dev) for size in shapes}
     t0 = time.perf_counter()
-    for begin in range(0, n, bs):
-        ix = order[begin:begin + bs]
-        if graph is not None and ix.numel() == bs:
-            index.copy_(ix)
-            graph.replay()
-        else:
-            step(ix, set_to_none=True)
+    side = torch.cuda.Stream() if cuda and mode != "eager" else None
+    if side is not None:
+        side.wait_stream(torch.cuda.current_stream())
+    least = 0 if mode == "eager" else 3  # a graph is captured only after a few steps have run
+    with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():
+        for size, steps in ((bs, max(a.warmup, least)), (tail, max(a.tail_warmup, least) if tail else 0)):
+            for i in range(steps):
+                index[size].copy_(warm_order[(i * size) % (n - size):][:size])
+                fn(index[size])
+    if side is not None:
+        torch.cuda.current_stream().wait_stream(side)
+    graphs = {}
+    if mode in ("graph", "compile"):
+        if not cuda:
+            raise SystemExit(f"--mode {mode} needs a CUDA device")
+        for size in shapes:  # each graph in its own pool: the gradients it allocates stay its own
+            if mode == "graph":  # as PyTorch's notes do; a compiled step's guards expect gradients here
+                opt.zero_grad(set_to_none=True)
+            graphs[size] = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graphs[size]):
+                fn(index[size])
+        for size in shapes:  # the first replays, untimed too
+            for _ in range(2):
+                graphs[size].replay()
     sync()
-    sec = time.perf_counter() - t0
-    peak = torch.cuda.max_memory_allocated(dev) / 2**20 if dev.type == "cuda" else 0
-    print(f"pytorch {mode}  model {a.model}  batch {bs}  {n / sec:.0f} img/s  epoch {sec:.3f} s  peak device {peak:.0f} MB",
-          flush=True)
-    if a.profile and graph is not None:
-        profile(graph, index, order[:bs])
+    warm_seconds = time.perf_counter() - t0
+    if mode == "compile":
+        breaks = sum(counters["graph_break"].values())
+        reasons = "; ".join(sorted({r.strip().splitlines()[0][:100] for r in counters["graph_break"]}))
+        print(f"  compile ({a.compile_mode}): {counters['stats']['unique_graphs']} graphs, {breaks} graph breaks"
+              f"{' (' + reasons + ')' if breaks else ''}, {warm_seconds:.1f} s to compile, warm up and capture",
+              flush=True)
+        if counters["stats"]["unique_graphs"] == 0:
+            raise SystemExit("torch.compile made no graph: the step ran eagerly")
+
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(dev)
+    seconds = []
+    for epoch in range(a.epochs):
+        order = shuffled(a.seed + epoch)
+        sync()
+        t0 = time.perf_counter()
+        for begin in range(0, n, bs):
+            ix = order[begin:begin + bs]
+            if graphs:
+                index[ix.numel()].copy_(ix)
+                graphs[ix.numel()].replay()
+            else:
+                step(ix)
+        sync()
+        seconds.append(time.perf_counter() - t0)
+    peak = torch.cuda.max_memory_allocated(dev) / 2**20 if cuda else 0
+    sec = statistics.median(seconds)
+    result = {"mode": mode, "ips": n / sec, "sec": sec, "peak": peak, "loss": (loss_before, train_loss(model)),
+              "epochs": [n / s for s in seconds]}
+    print(line(result), flush=True)
+    if a.profile and graphs:
+        profile(graphs[bs], index[bs], order[:bs])
+    return result
+
+
+def line(r, mode=None, extra=""):
+    out = (f"pytorch {mode or r['mode']}  model {a.model}  batch {bs}  {r['ips']:.0f} img/s  epoch {r['sec']:.3f} s  "
+           f"peak device {r['peak']:.0f} MB  loss {r['loss'][0]:.3f} -> {r['loss'][1]:.3f}")
+    if len(r["epochs"]) > 1:
+        out += f"  median of {len(r['epochs'])} epochs: " + " / ".join(f"{x:.0f}" for x in r["epochs"])
+    return out + extra
+
+
+def shuffled(seed):
+    """A permutation of the training set from a seeded generator of its own, on the device."""
+    return torch.randperm(n, generator=torch.Generator().manual_seed(seed)).to(dev)
+
+
+def train_loss(model, count=10000, chunk=1000):
+    """Mean cross-entropy on the first `count` training images, eval mode, no gradients."""
+    model.eval()
+    with torch.no_grad():
+        total = sum(F.cross_entropy(model(images[i:i + chunk]), targets[i:i + chunk], reduction="sum")
+                    for i in range(0, count, chunk))
+    model.train()
+    return total.item() / count
 
 
 def profile(graph, index, ix, steps=20):
@@ -106,10 +195,22 @@ def profile(graph, index, ix, steps=20):
 
 
 def sync():
-    if dev.type == "cuda":
+    if cuda:
         torch.cuda.synchronize()
 
 
 mode = "graph" if a.graph else a.mode
-for m in (["eager", "graph", "best"] if mode == "all" else [mode]):
-    run(m)
+if mode in ("best", "all"):
+    results = []
+    for m in (["eager", "graph", "compile"] if cuda else ["eager"]):
+        try:
+            results.append(run(m))
+        except Exception:  # said loudly, and the best is then taken over the modes that ran
+            traceback.print_exc()
+            print(f"pytorch {m}  model {a.model}  batch {bs}  failed", flush=True)
+    if not results:
+        sys.exit(1)
+    won = max(results, key=lambda r: r["ips"])
+    print(line(won, "best", f"  winner {won['mode']}"), flush=True)
+else:
+    run(mode)

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # The side-by-side throughput comparison of docs/benchmarks.md on a GPU machine: for each row
 # (model, batch size), apps/bench (graphed, then with --no-cuda-graph) and scripts/bench_pytorch.py
-# (eager, whole-step graph, and PyTorch at its best) run one right after the other, REPS times,
-# alternating. Strict float32 on both sides.
+# --mode best (PyTorch eager, whole-step CUDA graph, torch.compile then graph, and the fastest of
+# the three) run one right after the other, REPS times, alternating. Strict float32 on both sides.
+# Ends with a table of the figures of every repetition and the ratios of their medians, also written
+# to $OUT/summary.md; $OUT/bench.log keeps the full output of every run (appended to).
 #
 #   BUILD_DIR=build-gpu MINIDL_DATA=datasets scripts/gpu_bench.sh [extra apps/bench flags]
 #
 # Environment: BUILD_DIR (default build-gpu), MINIDL_DATA (the folder holding mnist/), REPS (3),
-# ROWS ("mlp:64 mlp:512 cnn:64 cnn:512"), OUT (logs; default gpu-results).
+# ROWS ("mlp:64 mlp:512 cnn:64 cnn:512"), OUT (logs; default gpu-results), PYTHON (python3),
+# PYTORCH_FLAGS (extra bench_pytorch.py flags, e.g. "--compile-mode max-autotune-no-cudagraphs").
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build-gpu}
@@ -15,16 +18,74 @@ DATA=${MINIDL_DATA:-datasets}
 REPS=${REPS:-3}
 ROWS=${ROWS:-mlp:64 mlp:512 cnn:64 cnn:512}
 OUT=${OUT:-gpu-results}
+PYTHON=${PYTHON:-python3}
+PYTORCH_FLAGS=${PYTORCH_FLAGS:-}
 mkdir -p "$OUT"
 log="$OUT/bench.log"
+results="$OUT/results.txt"  # one figure a line: model batch column img/s [winner]
+last="$OUT/last-run.txt"
+: >"$results"
+
 for rep in $(seq 1 "$REPS"); do
   for row in $ROWS; do
     model=${row%%:*} batch=${row##*:}
     for graph in --cuda-graph --no-cuda-graph; do
       "$BUILD_DIR/bench" --model "$model" --batch-size "$batch" --device cuda --data "$DATA" $graph "$@" 2>&1 |
-        tee -a "$log"
+        tee "$last"
+      cat "$last" >>"$log"
+      ips=$(grep -m1 ' img/s  epoch ' "$last" | sed -E 's/.* ([0-9.]+) img\/s .*/\1/')
+      column=minidl_graphed
+      [[ $graph == --no-cuda-graph ]] && column=minidl_eager
+      echo "$model $batch $column ${ips:-failed}" >>"$results"
     done
-    python3 scripts/bench_pytorch.py --model "$model" --batch-size "$batch" --data "$DATA/mnist" --mode all 2>&1 |
-      tee -a "$log"
+    # shellcheck disable=SC2086  # PYTORCH_FLAGS is a list of flags
+    "$PYTHON" scripts/bench_pytorch.py --model "$model" --batch-size "$batch" --data "$DATA/mnist" --mode best \
+      $PYTORCH_FLAGS 2>&1 | tee "$last"
+    cat "$last" >>"$log"
+    for mode in eager graph compile best; do
+      line=$(grep -m1 "^pytorch $mode  " "$last")
+      ips=$(sed -nE 's/.* ([0-9.]+) img\/s .*/\1/p' <<<"$line")
+      winner=$(sed -nE 's/.*  winner ([a-z]+).*/\1/p' <<<"$line")
+      echo "$model $batch pytorch_$mode ${ips:-failed} $winner" >>"$results"
+    done
   done
 done
+
+# The table: each column's figures in repetition order, then the ratios of the medians. "PyTorch best"
+# is the fastest of PyTorch's three in each repetition, with the mode that won it.
+awk -v rows="$ROWS" '
+  function commas(x,   s) { s = sprintf("%.0f", x); while (s ~ /[0-9][0-9][0-9][0-9]/) sub(/[0-9][0-9][0-9]($|,)/, ",&", s); return s }
+  function median(key,   n, i, j, v, t) {
+    n = 0
+    for (i = 1; i <= count[key]; i++) if (vals[key, i] != "failed") v[++n] = vals[key, i] + 0
+    if (n == 0) return -1
+    for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j - 1] > v[j]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+    return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+  }
+  function cell(key,   i, s) {
+    s = ""
+    for (i = 1; i <= count[key]; i++) s = s (i > 1 ? " / " : "") (vals[key, i] == "failed" ? "failed" : commas(vals[key, i]))
+    return s == "" ? "-" : s
+  }
+  function ratio(a, b,   x, y) { x = median(a); y = median(b); return (x < 0 || y <= 0) ? "-" : sprintf("%.2f", x / y) }
+  {
+    key = $1 ":" $2 SUBSEP $3
+    vals[key, ++count[key]] = $4
+    if ($3 == "pytorch_best" && NF >= 5) won[$1 ":" $2, $5]++
+  }
+  END {
+    print "| model | batch | minidl graphed | minidl eager | PyTorch eager | PyTorch graph | PyTorch compiled + graph | PyTorch best (won by) | graphed / best | eager / PyTorch eager |"
+    print "|---|---|---|---|---|---|---|---|---|---|"
+    n = split(rows, r, " ")
+    for (i = 1; i <= n; i++) {
+      split(r[i], mb, ":")
+      k = r[i]
+      winners = ""
+      for (m in won) { split(m, part, SUBSEP); if (part[1] == k) winners = winners (winners == "" ? "" : ", ") part[2] " " won[m] "x" }
+      printf "| %s | %s | %s | %s | %s | %s | %s | %s (%s) | %s | %s |\n", toupper(mb[1]), mb[2],
+        cell(k SUBSEP "minidl_graphed"), cell(k SUBSEP "minidl_eager"), cell(k SUBSEP "pytorch_eager"),
+        cell(k SUBSEP "pytorch_graph"), cell(k SUBSEP "pytorch_compile"), cell(k SUBSEP "pytorch_best"),
+        winners == "" ? "-" : winners,
+        ratio(k SUBSEP "minidl_graphed", k SUBSEP "pytorch_best"), ratio(k SUBSEP "minidl_eager", k SUBSEP "pytorch_eager")
+    }
+  }' "$results" | tee "$OUT/summary.md"

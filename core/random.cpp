@@ -25,10 +25,28 @@ void Generator::set_state(const State& state) {
   engine_ = engine;
 }
 
+namespace {
+
+// The generator the innermost GeneratorGuard of this thread names; null: the global one. A pointer
+// read per draw, so kernels need not be told which thread they run on.
+thread_local Generator* guarded = nullptr;
+
+}  // namespace
+
 Generator& default_generator() {
-  static Generator generator;
-  return generator;
+  static Generator global;
+  return guarded ? *guarded : global;
 }
+
+uint64_t initial_seed() {
+  Generator& g = default_generator();
+  std::lock_guard lock(g.mutex());
+  return g.seed();
+}
+
+GeneratorGuard::GeneratorGuard(Generator& generator) : previous_(guarded) { guarded = &generator; }
+
+GeneratorGuard::~GeneratorGuard() { guarded = previous_; }
 
 void manual_seed(uint64_t seed) {
   Generator& g = default_generator();

@@ -1,6 +1,9 @@
 #pragma once
-// The global seeded generator. CPU kernels draw from its engine; CUDA kernels take (seed, offset)
+// Seeded generators. CPU kernels draw from a generator's engine; CUDA kernels take (seed, offset)
 // pairs for cuRAND's Philox generator and advance the offset, so runs are reproducible per seed.
+// Draws go to the calling thread's default generator: the global one, unless a GeneratorGuard on
+// that thread names another (a DataLoader's worker does, so augmentation in Dataset::get never
+// races the training thread's dropout for one stream).
 #include <cstdint>
 #include <mutex>
 #include <random>
@@ -9,7 +12,8 @@
 
 namespace minidl {
 
-/// Seeds every random draw that follows (rand, randn, dropout, initialization, shuffling defaults).
+/// Seeds this thread's default generator, and so every random draw that follows on it (rand, randn,
+/// dropout, initialization, shuffling defaults): the global generator, or a guarded one.
 ///   manual_seed(1);
 void manual_seed(uint64_t seed);
 
@@ -87,6 +91,28 @@ class Generator {
   std::mutex mutex_;
 };
 
+/// The generator this thread's random draws come from: the one the innermost GeneratorGuard on this
+/// thread names, else the process's global generator. Every CPU and CUDA random kernel takes it here.
+///   uint64_t seed = default_generator().seed();
 Generator& default_generator();
+
+/// The seed of this thread's default generator, as torch.initial_seed(): the last manual_seed, or in a
+/// DataLoader's worker that epoch's base seed plus the worker's id.
+///   uint64_t seed = initial_seed();
+uint64_t initial_seed();
+
+/// Sends this thread's default draws to `generator` while the guard lives; guards nest, and other
+/// threads keep drawing from their own. The generator must outlive the guard.
+///   Generator gen(42);  { GeneratorGuard guard(gen); Tensor noise = randn({3}); }  // drawn from gen
+class GeneratorGuard {
+ public:
+  explicit GeneratorGuard(Generator& generator);
+  ~GeneratorGuard();
+  GeneratorGuard(const GeneratorGuard&) = delete;
+  GeneratorGuard& operator=(const GeneratorGuard&) = delete;
+
+ private:
+  Generator* previous_;
+};
 
 }  // namespace minidl

@@ -22,6 +22,9 @@ namespace minidl::data {
 
 namespace {
 
+// The worker running on this thread, for worker_info(); null on every other thread.
+thread_local const WorkerInfo* current_worker = nullptr;
+
 std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int64_t epoch) {
   if (shuffle) return shuffled_indices(n, seed, epoch);
   std::vector<int64_t> order(static_cast<size_t>(n));
@@ -73,11 +76,21 @@ Tensor stack(const std::vector<Example>& examples, Tensor Example::*field, const
 
 }  // namespace
 
+std::optional<WorkerInfo> worker_info() {
+  if (!current_worker) return std::nullopt;
+  return *current_worker;
+}
+
 class DataLoader::Epoch {
  public:
   Epoch(std::shared_ptr<const Dataset> dataset, const DataLoaderOptions& options, std::vector<int64_t> order,
-        int64_t batches)
-      : dataset_(std::move(dataset)), options_(options), order_(std::move(order)), batches_(batches) {
+        int64_t batches, uint64_t base_seed)
+      : dataset_(std::move(dataset)),
+        options_(options),
+        order_(std::move(order)),
+        batches_(batches),
+        info_{/*id=*/0, /*num_workers=*/1, /*seed=*/base_seed + 0},
+        generator_(info_.seed) {
     worker_ = std::thread([this] { run(); });
   }
   ~Epoch() { stop(); }
@@ -117,6 +130,9 @@ class DataLoader::Epoch {
   void run() {
     // The tape is per thread and nothing here is differentiated; keep the worker's tape empty.
     NoGradGuard no_grad;
+    // Every draw of get() and the gather goes to the worker's generator, never the training thread's.
+    GeneratorGuard own_generator(generator_);
+    current_worker = &info_;
     try {
       for (int64_t b = 0; b < batches_; ++b) {
         if (!push(Item{std::make_shared<Batch>(make_batch(b)), nullptr})) return;
@@ -171,6 +187,8 @@ class DataLoader::Epoch {
   DataLoaderOptions options_;
   std::vector<int64_t> order_;
   int64_t batches_;
+  WorkerInfo info_;
+  Generator generator_;
 
   std::mutex mutex_;
   std::condition_variable changed_;
@@ -219,7 +237,15 @@ DataLoader::Iterator DataLoader::begin() {
   } else {
     order = epoch_order(dataset_->size(), options_.shuffle(), seed_, epoch_);
   }
-  auto epoch = std::make_shared<Epoch>(dataset_, options_, std::move(order), size());
+  // The worker's seed is drawn here, on the training thread, as PyTorch's loader iterator draws its
+  // base_seed: one draw per epoch at a point the training loop decides, never racing the loop's own.
+  uint64_t base_seed;
+  {
+    Generator& gen = default_generator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    base_seed = gen.engine()();
+  }
+  auto epoch = std::make_shared<Epoch>(dataset_, options_, std::move(order), size(), base_seed);
   ++epoch_;
   running_ = epoch;
   return Iterator(std::move(epoch));

@@ -14,6 +14,19 @@
 
 namespace minidl::data {
 
+/// What a Dataset::get can learn about the loader's worker running it, as PyTorch's get_worker_info():
+/// its id (minidl has one worker per loader, id 0), the number of workers, and the seed of the
+/// generator its random draws come from (the epoch's base seed plus the id; also initial_seed()).
+struct WorkerInfo {
+  int64_t id = 0;
+  int64_t num_workers = 1;
+  uint64_t seed = 0;
+};
+
+/// The worker running on this thread; nullopt outside a DataLoader's worker.
+///   if (auto worker = data::worker_info()) crop_seed = worker->seed;
+std::optional<WorkerInfo> worker_info();
+
 /// One batch: data [B, ...] (float32 [B, 1, 28, 28] for MNIST) and target [B, ...] (int64 [B]).
 struct Batch {
   Tensor data;
@@ -62,6 +75,10 @@ struct DataLoaderOptions {
 /// Dataset::get, say) is rethrown by the loop. A TensorDataset (MNIST included) is gathered whole
 /// rows at a time (a memcpy per row on the CPU, index_select on a GPU); any other Dataset with one
 /// get() per example, then stacked.
+/// Random draws in get() (augmentation) come from the worker's own generator, as in PyTorch: each
+/// begin() draws a base seed from the calling thread's default generator, and the worker seeds its
+/// generator with base seed + worker id (see worker_info). The training thread's stream thus moves
+/// by one draw per epoch, whatever get() draws, and a seeded run is reproducible.
 ///   DataLoader loader(MNIST(data_root()), DataLoaderOptions().batch_size(64).shuffle(true).seed(1));
 ///   for (Batch& batch : loader) { Tensor loss = cross_entropy(model->forward(batch.data), batch.target); }
 class DataLoader {

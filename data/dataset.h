@@ -15,7 +15,8 @@ struct Example {
 
 /// A random-access data set. Implement size() and get(); DataLoader stacks the examples of a
 /// batch, so every get() must return tensors of the same shapes and dtypes. get() runs on the
-/// loader's worker thread: keep it free of unsynchronized shared state.
+/// loader's worker thread: keep it free of unsynchronized shared state. Its random draws (rand,
+/// randn, dropout) come from the worker's own generator, seeded each epoch (see DataLoader).
 ///   struct Squares : Dataset {
 ///     int64_t size() const override { return 10; }
 ///     Example get(int64_t i) const override {

@@ -1,7 +1,10 @@
 #pragma once
-// Learning-rate schedules, as in PyTorch: step() once per epoch (OneCycleLR: once per batch). Each
-// writes the rate of every parameter group from that group's initial rate. ReduceLROnPlateau,
-// which reacts to a metric, is in optim/reduce_lr_on_plateau.h.
+// Learning-rate schedules, as in PyTorch: step() once per epoch (OneCycleLR: once per batch). A step
+// computes each group's new rate from the rate the group has now (PyTorch's chainable form), so
+// schedules stepped together on one optimizer compose, and a rate set by hand is scaled from.
+// SequentialLR and ChainedScheduler are in optim/lr_scheduler_chain.h; ReduceLROnPlateau, which
+// reacts to a metric, is in optim/reduce_lr_on_plateau.h.
+#include <optional>
 #include <vector>
 
 #include "optim/optimizer.h"
@@ -10,79 +13,117 @@ namespace minidl::optim {
 
 class LRScheduler {
  public:
-  explicit LRScheduler(Optimizer& optimizer);
-  virtual ~LRScheduler() = default;
-  /// Advances one epoch and writes the new rate into every parameter group.
-  void step();
-  int64_t last_epoch() const { return epoch_; }
-  std::vector<double> get_last_lr() const;
+  virtual ~LRScheduler();
+  LRScheduler(const LRScheduler&) = delete;
+  LRScheduler& operator=(const LRScheduler&) = delete;
+
+  /// Advances one epoch: every group's rate becomes the schedule's next one, computed from its rate now.
+  ///   optimizer.step(); scheduler.step();
+  virtual void step();
+  /// The epoch the schedule stands at: 0 after the constructor, one more after each step().
+  ///   if (scheduler.last_epoch() == warmup) ...
+  int64_t last_epoch() const { return last_epoch_; }
+  /// The rates the last step() (or the constructor) wrote, one per group; not one set by hand since.
+  ///   double lr = scheduler.get_last_lr()[0];
+  std::vector<double> get_last_lr() const { return last_lr_; }
+  /// Each group's initial_lr: its rate when the first live schedule of the optimizer was built
+  /// (OneCycleLR's max_lr / div_factor after one), which every schedule of it shares, as in PyTorch.
+  ///   double peak = scheduler.base_lrs()[0];
+  const std::vector<double>& base_lrs() const { return base_lrs_; }
+  /// The optimizer whose rates the schedule writes.
+  ///   scheduler.optimizer().param_groups()[0].lr = 0.01;
+  Optimizer& optimizer() const { return optimizer_; }
 
  protected:
-  /// The rate of a group whose initial rate was `base_lr`, at `epoch`.
-  virtual double lr_at(double base_lr, int64_t epoch) const = 0;
-  /// Writes the rates of the current epoch; schedules whose epoch-0 rate is not the initial one
-  /// (LinearLR, OneCycleLR) call it from their constructor, as PyTorch's do.
-  void apply();
+  /// Takes each group's initial_lr (`initial_lr` replaces it, as OneCycleLR's does) and leaves the
+  /// rates alone. A schedule's constructor ends with LRScheduler::step(), PyTorch's initial step to
+  /// epoch 0, once its own fields are set.
+  LRScheduler(Optimizer& optimizer, const char* name, std::optional<double> initial_lr = std::nullopt);
+  /// A group's rate after a step to last_epoch() (already advanced), from its rate `lr` now.
+  virtual double get_lr(double lr, double base_lr) const;
+  /// The rate at last_epoch() from `base_lr` alone; SequentialLR restarts a schedule with it.
+  virtual double closed_form_lr(double lr, double base_lr) const { return get_lr(lr, base_lr); }
 
  private:
+  friend class SequentialLR;
+  friend class ChainedScheduler;
+  /// Undoes the epoch the constructor's initial step counted (PyTorch's SequentialLR.recursive_undo).
+  virtual void undo_initial_step() { --last_epoch_; }
+  /// Starts over at epoch 0 from the closed form: what SequentialLR does at a milestone.
+  void restart();
+  /// Writes one rate per group and remembers them for get_last_lr().
+  void set_lrs(const std::vector<double>& lrs);
+  std::vector<double> current_lrs() const;
+  void check_groups() const;
+
+  const char* name_;  // for error messages
   Optimizer& optimizer_;
   std::vector<double> base_lrs_;
-  int64_t epoch_ = 0;
+  int64_t last_epoch_ = -1;
+  std::vector<double> last_lr_;
 };
 
-/// lr * gamma^(epoch / step_size).   optim::StepLR scheduler(optimizer, /*step_size=*/1, /*gamma=*/0.7);
+/// lr * gamma at every step_size-th epoch.   optim::StepLR scheduler(optimizer, /*step_size=*/1, /*gamma=*/0.7);
 class StepLR : public LRScheduler {
  public:
   StepLR(Optimizer& optimizer, int64_t step_size, double gamma = 0.1);
 
  protected:
-  double lr_at(double base_lr, int64_t epoch) const override;
+  double get_lr(double lr, double base_lr) const override;
+  double closed_form_lr(double lr, double base_lr) const override;
 
  private:
   int64_t step_size_;
   double gamma_;
 };
 
-/// eta_min + (lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2.   optim::CosineAnnealingLR s(optimizer, 10);
+/// From the initial lr down to eta_min along half a cosine over T_max epochs, in PyTorch's recursive
+/// form: eta_min + (lr - eta_min) * (1 + cos(pi * epoch / T_max)) / (1 + cos(pi * (epoch - 1) / T_max)).
+///   optim::CosineAnnealingLR s(optimizer, 10);
 class CosineAnnealingLR : public LRScheduler {
  public:
   CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min = 0);
 
  protected:
-  double lr_at(double base_lr, int64_t epoch) const override;
+  double get_lr(double lr, double base_lr) const override;
+  double closed_form_lr(double lr, double base_lr) const override;
 
  private:
   int64_t t_max_;
   double eta_min_;
 };
 
-/// lr * gamma^(number of milestones reached).   optim::MultiStepLR s(optimizer, {30, 80}, 0.1);
+/// lr * gamma at each milestone (gamma^k at a milestone listed k times).
+///   optim::MultiStepLR s(optimizer, {30, 80}, 0.1);
 class MultiStepLR : public LRScheduler {
  public:
   MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones, double gamma = 0.1);
 
  protected:
-  double lr_at(double base_lr, int64_t epoch) const override;
+  double get_lr(double lr, double base_lr) const override;
+  double closed_form_lr(double lr, double base_lr) const override;
 
  private:
-  std::vector<int64_t> milestones_;
+  std::vector<int64_t> milestones_;  // sorted
   double gamma_;
 };
 
-/// lr * gamma^epoch.   optim::ExponentialLR s(optimizer, 0.9);
+/// lr * gamma every epoch.   optim::ExponentialLR s(optimizer, 0.9);
 class ExponentialLR : public LRScheduler {
  public:
   ExponentialLR(Optimizer& optimizer, double gamma);
 
  protected:
-  double lr_at(double base_lr, int64_t epoch) const override;
+  double get_lr(double lr, double base_lr) const override;
+  double closed_form_lr(double lr, double base_lr) const override;
 
  private:
   double gamma_;
 };
 
 /// A linear warm-up (or decay): the factor goes from start_factor to end_factor over total_iters
-/// steps, then stays. From the constructor on, lr = initial lr * start_factor.
+/// steps, then stays. The constructor multiplies lr by start_factor; each step by the ratio of this
+/// epoch's factor to the last one's.
 ///   optim::LinearLR warmup(optimizer, /*start_factor=*/0.1, /*end_factor=*/1.0, /*total_iters=*/5);
 class LinearLR : public LRScheduler {
  public:
@@ -90,7 +131,8 @@ class LinearLR : public LRScheduler {
                     int64_t total_iters = 5);
 
  protected:
-  double lr_at(double base_lr, int64_t epoch) const override;
+  double get_lr(double lr, double base_lr) const override;
+  double closed_form_lr(double lr, double base_lr) const override;
 
  private:
   double start_factor_, end_factor_;
@@ -99,7 +141,8 @@ class LinearLR : public LRScheduler {
 
 /// The one-cycle policy, stepped once per batch: from max_lr / div_factor up to max_lr over the
 /// first pct_start of total_steps, then down to max_lr / (div_factor * final_div_factor), both
-/// halves by cosine annealing. Only the learning rate cycles (PyTorch's cycle_momentum=False).
+/// halves by cosine annealing. Only the learning rate cycles (PyTorch's cycle_momentum=False). Each
+/// rate is computed afresh (not chainable, as in PyTorch), so it overrides what came before.
 ///   optim::OneCycleLR s(optimizer, /*max_lr=*/0.1, /*total_steps=*/epochs * batches);
 class OneCycleLR : public LRScheduler {
  public:
@@ -107,7 +150,7 @@ class OneCycleLR : public LRScheduler {
              double div_factor = 25, double final_div_factor = 1e4);
 
  protected:
-  double lr_at(double base_lr, int64_t epoch) const override;
+  double get_lr(double lr, double base_lr) const override;
 
  private:
   double max_lr_, initial_lr_, min_lr_;

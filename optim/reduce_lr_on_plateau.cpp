@@ -13,6 +13,7 @@ ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& optimizer, ReduceLROnPlateauOpti
                options.factor);
   MINIDL_CHECK(options.patience >= 0 && options.cooldown >= 0 && options.threshold >= 0,
                "ReduceLROnPlateau: expected patience, cooldown and threshold >= 0");
+  remember_lrs();
 }
 
 bool ReduceLROnPlateau::is_better(double metric) const {
@@ -40,12 +41,12 @@ void ReduceLROnPlateau::step(double metric) {
     cooldown_left_ = options_.cooldown;
     num_bad_ = 0;
   }
+  remember_lrs();
 }
 
-std::vector<double> ReduceLROnPlateau::get_last_lr() const {
-  std::vector<double> out;
-  for (const ParamGroup& g : optimizer_.param_groups()) out.push_back(*g.lr);
-  return out;
+void ReduceLROnPlateau::remember_lrs() {
+  last_lr_.clear();
+  for (const ParamGroup& g : optimizer_.param_groups()) last_lr_.push_back(*g.lr);
 }
 
 }  // namespace minidl::optim

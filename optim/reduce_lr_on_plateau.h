@@ -1,5 +1,7 @@
 #pragma once
-// Lowers the learning rate when a watched metric stops improving, as PyTorch's ReduceLROnPlateau.
+// Lowers the learning rate when a watched metric stops improving, as PyTorch's ReduceLROnPlateau. Its
+// step takes a metric, so it is no LRScheduler, and SequentialLR and ChainedScheduler do not take it
+// (PyTorch refuses it there too).
 #include <cstdint>
 #include <vector>
 
@@ -19,22 +21,27 @@ struct ReduceLROnPlateauOptions {
 };
 
 /// After each epoch, step(metric): when the metric has not improved for more than `patience`
-/// epochs, every group's lr is multiplied by `factor` (not below min_lr).
+/// epochs, every group's lr is multiplied by `factor` (not below min_lr): the lr it has then, so a
+/// rate set by hand or by another schedule is the one lowered.
 ///   optim::ReduceLROnPlateau plateau(optimizer);  ...  plateau.step(validation_loss);
 class ReduceLROnPlateau {
  public:
   explicit ReduceLROnPlateau(Optimizer& optimizer, ReduceLROnPlateauOptions options = {});
   void step(double metric);
-  std::vector<double> get_last_lr() const;
+  /// The rates after the last step() (or at construction), one per group; not one set by hand since.
+  ///   double lr = plateau.get_last_lr()[0];
+  std::vector<double> get_last_lr() const { return last_lr_; }
   int64_t num_bad_epochs() const { return num_bad_; }
 
  private:
   bool is_better(double metric) const;
+  void remember_lrs();
 
   Optimizer& optimizer_;
   ReduceLROnPlateauOptions options_;
   double best_;
   int64_t num_bad_ = 0, cooldown_left_ = 0;
+  std::vector<double> last_lr_;
 };
 
 }  // namespace minidl::optim

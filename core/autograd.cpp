@@ -41,6 +41,14 @@ struct TapeInput {
   uint64_t node = 0;                  // tape id of a non-leaf input
   std::shared_ptr<TensorImpl> leaf;   // a leaf that requires grad, to accumulate into
   bool requires_grad = false;
+  Shape shape;                        // what its gradient must look like
+  DType dtype = kFloat32;
+};
+
+// A tensor a backward reads (a detached handle), and the version of its memory when it was saved.
+struct SavedVersion {
+  Tensor tensor;
+  uint64_t version;
 };
 
 // One recorded op. Its output tensor is held weakly: once every handle to the output is gone, the
@@ -52,6 +60,7 @@ struct TapeEntry {
   const char* name;
   std::weak_ptr<TensorImpl> output;
   std::vector<TapeInput> inputs;
+  std::vector<SavedVersion> saved;
   autograd::BackwardFn backward;  // empty once released
   std::unique_ptr<const std::string> forward;  // recorded in anomaly mode: the op's shapes, for a backward error
 
@@ -59,6 +68,8 @@ struct TapeEntry {
   bool output_alive() const { return !output.expired(); }
   void release() {
     backward = nullptr;  // frees the tensors the closure saved
+    saved.clear();
+    saved.shrink_to_fit();
     inputs.clear();      // and the leaves it would accumulate into
     inputs.shrink_to_fit();
   }
@@ -152,6 +163,29 @@ std::vector<size_t> reachable_from(size_t root) {
   return walk;
 }
 
+// PyTorch's error, word for word where it can be: a backward must not read a tensor that an
+// in-place write changed after the forward saved it, or its gradient is silently wrong.
+void check_saved_versions(const TapeEntry& e) {
+  for (const SavedVersion& s : e.saved) {
+    const uint64_t now = s.tensor._version();
+    MINIDL_CHECK(now == s.version, "backward: one of the variables needed for gradient computation has been modified by "
+                 "an inplace operation: [", s.tensor.dtype(), " ", s.tensor.shape(), "], which '", e.name,
+                 "' saved for its backward, is at version ", now, "; expected version ", s.version,
+                 " instead. Hint: find the in-place change made after the forward (add_, +=, copy_, zero_, an "
+                 "optimizer's step(), a write through detach() or a view) and make it out of place, or clone() the "
+                 "tensor before changing it");
+  }
+}
+
+// A gradient must fit its input (a custom backward can get this wrong): a wrong shape is refused
+// before it reaches .grad; a wrong dtype is converted, as PyTorch does.
+Tensor checked_gradient(const TapeEntry& e, size_t i, Tensor grad) {
+  const TapeInput& in = e.inputs[i];
+  MINIDL_CHECK(grad.shape() == in.shape, "backward: '", e.name, "' returned a gradient of shape ", grad.shape(),
+               " for input ", i, ", which has shape ", in.shape);
+  return grad.dtype() == in.dtype ? grad : grad.to(in.dtype);
+}
+
 // A gradient may still be being written on a CUDA side stream (core/cuda/side_stream.cpp): the
 // engine waits for that work before it reads or changes such a tensor, and at the end of backward.
 void wait_for_side_work(const Tensor& t) {
@@ -226,8 +260,21 @@ bool needs_recording(std::initializer_list<Tensor> inputs) {
 }
 
 void record(const char* name, Tensor& output, const std::vector<Tensor>& inputs, BackwardFn backward) {
+  record(name, output, inputs, {}, std::move(backward));
+}
+
+void record(const char* name, Tensor& output, const std::vector<Tensor>& inputs, const std::vector<Tensor>& saved,
+            BackwardFn backward) {
+  // Giving history to a tensor that has some, or to a leaf that requires grad, would silently cut
+  // the first graph or turn the leaf into a non-leaf whose .grad never fills.
+  MINIDL_CHECK(output.is_leaf() && !output.requires_grad(), name, ": the output passed to record() is ",
+               output.is_leaf() ? "a leaf that requires grad" : "already the output of another op",
+               "; record a new tensor (the op's result), not one of its inputs");
   if (tape.entries.size() >= tape.sweep_at) sweep();
-  TapeEntry entry{next_node_id++, name, output.impl_ptr(), {}, std::move(backward), nullptr};
+  TapeEntry entry{next_node_id++, name, output.impl_ptr(), {}, {}, std::move(backward), nullptr};
+  entry.saved.reserve(saved.size());
+  for (const Tensor& t : saved)
+    if (t.defined()) entry.saved.push_back({t.detach(), t._version()});  // detached: the entry must not keep its output alive
   entry.inputs.reserve(inputs.size());
   for (const Tensor& input : inputs) {
     MINIDL_CHECK(!input.defined() || !input.impl().inference, name,
@@ -236,6 +283,8 @@ void record(const char* name, Tensor& output, const std::vector<Tensor>& inputs,
     TapeInput in;
     if (input.defined() && input.requires_grad()) {
       in.requires_grad = true;
+      in.shape = input.shape();
+      in.dtype = input.dtype();
       if (input.is_leaf()) in.leaf = input.impl_ptr();
       else in.node = input.impl().node;
     }
@@ -313,9 +362,12 @@ void backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
       wait_for_side_work(grad_output);
       std::vector<bool> needs;
       for (const TapeInput& in : e.inputs) needs.push_back(in.requires_grad);
+      check_saved_versions(e);
       std::vector<Tensor> grads = e.backward(grad_output, needs);
       MINIDL_CHECK(grads.size() == e.inputs.size(), e.name, " backward returned ", grads.size(),
                    " gradients for ", e.inputs.size(), " inputs");
+      for (size_t i = 0; i < grads.size(); ++i)
+        if (e.inputs[i].requires_grad && grads[i].defined()) grads[i] = checked_gradient(e, i, std::move(grads[i]));
       if (anomaly) detail::check_backward(e.name, e.forward.get(), grad_output, grads, needs);
       std::vector<bool> accumulated(grads.size(), false);
       for (size_t i = 0; i < grads.size(); ++i) {

@@ -56,7 +56,14 @@ using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output, 
 bool needs_recording(std::initializer_list<Tensor> inputs);
 
 /// Appends `output`'s entry to the tape and marks it as requiring grad. `name` appears in errors.
+/// `output` must be new: a tensor without history that does not require grad yet.
 void record(const char* name, Tensor& output, const std::vector<Tensor>& inputs, BackwardFn backward);
+/// The same for a backward that reads tensors it saved (inputs, the output, or anything else;
+/// undefined ones are skipped): each one's version (Tensor::_version) is remembered now, and the
+/// backward refuses to run, naming the op, when an in-place write has changed one since.
+///   autograd::record("exp", out, {x}, {out}, [y = out.detach()](const Tensor& g, auto&) { ... });
+void record(const char* name, Tensor& output, const std::vector<Tensor>& inputs, const std::vector<Tensor>& saved,
+            BackwardFn backward);
 
 /// Runs backward from `root` with the seed gradient `grad` (ones for a scalar when undefined).
 void backward(const Tensor& root, const Tensor& grad, bool retain_graph);

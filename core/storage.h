@@ -1,6 +1,8 @@
 #pragma once
 // A block of device memory shared by a tensor and its views; freed when the last one lets go.
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <utility>
@@ -37,11 +39,17 @@ class Storage {
   /// True for memory another framework owns (see the second constructor).
   bool is_external() const { return static_cast<bool>(release_); }
 
+  /// How many in-place writes this memory has seen, through any view or detached alias. What
+  /// autograd saves for a backward remembers the version it saw; the backward refuses a later one.
+  uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+
  private:
   void* data_;
   size_t nbytes_;
   Device device_;
   std::function<void()> release_;  // set for external memory only
+  std::atomic<uint64_t> version_{0};
 };
 
 }  // namespace minidl

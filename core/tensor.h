@@ -32,6 +32,9 @@ struct TensorImpl {
   uint64_t node = 0;
   std::shared_ptr<TensorImpl> grad;
   bool inference = false;  // made under InferenceMode (core/autograd.h)
+  // A C++ scalar written into an expression (x * 2.5): it counts below every tensor in type
+  // promotion (core/type_promotion.h).
+  bool wrapped_number = false;
   // Called once per backward after this leaf's gradient is fully accumulated (most leaves have none).
   std::shared_ptr<std::vector<std::function<void(Tensor&)>>> post_accumulate_grad_hooks;
 
@@ -95,6 +98,13 @@ class Tensor {
   bool is_leaf() const { return impl().node == 0; }
   /// Made under InferenceMode: no recorded op takes it as an input.
   bool is_inference() const { return impl().inference; }
+  /// A 0-d tensor that stands for a C++ scalar in type promotion (scalar_tensor in ops/creation.h).
+  bool is_wrapped_number() const { return impl().wrapped_number; }
+  /// The number of in-place writes to this tensor's memory so far, through it, a view of it or a
+  /// detached alias (PyTorch's _version). Backward refuses a saved tensor whose version moved on.
+  uint64_t _version() const { return impl().storage->version(); }
+  /// Counts one in-place write; every in-place op calls it after writing (ops/, optim/).
+  void bump_version() const { impl().storage->bump_version(); }
   /// Walks the tape back from this tensor. Without `gradient`, the tensor must hold one element.
   /// The tape entries walked are released unless `retain_graph`.
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "core/autograd.h"
+#include "core/type_promotion.h"
 #include "ops/creation.h"
 #include "ops/kernels.h"
 #include "ops/reduce.h"
@@ -18,26 +19,19 @@ namespace minidl {
 
 namespace {
 
-Tensor compare_tensors(CompareOp op, const char* name, const Tensor& a, const Tensor& b) {
-  check_same_device(name, {a, b});
-  MINIDL_CHECK(a.dtype() == b.dtype(), name, ": expected both tensors to have one dtype, got ", a.dtype(), " and ",
-               b.dtype(), " (convert one with .to(dtype))");
+Tensor compare_tensors(CompareOp op, const char* name, const Tensor& a_in, const Tensor& b_in) {
+  check_same_device(name, {a_in, b_in});
+  NoGradGuard no_grad;  // comparisons have no gradient; expand() views and casts are plumbing here
+  const DType dtype = result_type({a_in, b_in});
+  Tensor a = a_in.to(dtype), b = b_in.to(dtype);
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
   Tensor out = Tensor::empty(shape, kBool, a.device());
-  NoGradGuard no_grad;  // expand() views are plumbing here, not part of a graph
   kernels_for(a.device()).compare(op, expand(a, shape), expand(b, shape), out);
   return out;
 }
 
-// A scalar compares in the tensor's dtype where that represents it exactly enough (floating
-// tensors, as PyTorch rounds a Python scalar to the tensor's float type; integral scalars on int64
-// tensors), else both sides go to float64 so that x > 0.5 on int64 does not become x > 0.
-Tensor compare_scalar(CompareOp op, const char* name, const Tensor& a, double b) {
-  const bool int64_exact = a.dtype() == kInt64 && b == std::trunc(b) && b >= -9.223372036854775808e18 &&
-                           b < 9.223372036854775808e18;
-  if (is_floating(a.dtype()) || int64_exact) return compare_tensors(op, name, a, full({}, b, a.dtype(), a.device()));
-  NoGradGuard no_grad;
-  return compare_tensors(op, name, a.to(kFloat64), full({}, b, kFloat64, a.device()));
+Tensor compare_scalar(CompareOp op, const char* name, const Tensor& a, const Scalar& b) {
+  return compare_tensors(op, name, a, scalar_tensor(b, result_type(a, b), a.device()));
 }
 
 }  // namespace
@@ -48,26 +42,28 @@ Tensor lt(const Tensor& a, const Tensor& b) { return compare_tensors(CompareOp::
 Tensor le(const Tensor& a, const Tensor& b) { return compare_tensors(CompareOp::Le, "le", a, b); }
 Tensor gt(const Tensor& a, const Tensor& b) { return compare_tensors(CompareOp::Gt, "gt", a, b); }
 Tensor ge(const Tensor& a, const Tensor& b) { return compare_tensors(CompareOp::Ge, "ge", a, b); }
-Tensor eq(const Tensor& a, double b) { return compare_scalar(CompareOp::Eq, "eq", a, b); }
-Tensor ne(const Tensor& a, double b) { return compare_scalar(CompareOp::Ne, "ne", a, b); }
-Tensor lt(const Tensor& a, double b) { return compare_scalar(CompareOp::Lt, "lt", a, b); }
-Tensor le(const Tensor& a, double b) { return compare_scalar(CompareOp::Le, "le", a, b); }
-Tensor gt(const Tensor& a, double b) { return compare_scalar(CompareOp::Gt, "gt", a, b); }
-Tensor ge(const Tensor& a, double b) { return compare_scalar(CompareOp::Ge, "ge", a, b); }
+Tensor eq(const Tensor& a, const Scalar& b) { return compare_scalar(CompareOp::Eq, "eq", a, b); }
+Tensor ne(const Tensor& a, const Scalar& b) { return compare_scalar(CompareOp::Ne, "ne", a, b); }
+Tensor lt(const Tensor& a, const Scalar& b) { return compare_scalar(CompareOp::Lt, "lt", a, b); }
+Tensor le(const Tensor& a, const Scalar& b) { return compare_scalar(CompareOp::Le, "le", a, b); }
+Tensor gt(const Tensor& a, const Scalar& b) { return compare_scalar(CompareOp::Gt, "gt", a, b); }
+Tensor ge(const Tensor& a, const Scalar& b) { return compare_scalar(CompareOp::Ge, "ge", a, b); }
 
-Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  check_same_device("where", {cond, a, b});
+Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
+  check_same_device("where", {cond, a_in, b_in});
   MINIDL_CHECK(cond.dtype() == kBool, "where: expected a bool condition, got ", cond.dtype(),
                " (make one with a comparison, e.g. x > 0)");
-  MINIDL_CHECK(a.dtype() == b.dtype(), "where: expected a and b of one dtype, got ", a.dtype(), " and ", b.dtype());
+  const DType dtype = result_type({a_in, b_in});
+  Tensor a = a_in.to(dtype), b = b_in.to(dtype);  // recorded casts: each gradient returns in its own dtype
   const Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
-  Tensor out = Tensor::empty(shape, a.dtype(), a.device());
+  Tensor out = Tensor::empty(shape, dtype, a.device());
   {
     NoGradGuard no_grad;
     kernels_for(a.device()).where(expand(cond, shape), expand(a, shape), expand(b, shape), out);
   }
   if (autograd::needs_recording({a, b})) {
-    autograd::record("where", out, {a, b}, [c = cond.detach(), sa = a.shape(), sb = b.shape()](
+    Tensor c = cond.detach();
+    autograd::record("where", out, {a, b}, {c}, [c, sa = a.shape(), sb = b.shape()](
                                                const Tensor& g, const std::vector<bool>& needs) {
       Tensor zero = zeros({}, g.dtype(), g.device());
       return std::vector<Tensor>{needs[0] ? sum_to_shape(where(c, g, zero), sa) : Tensor(),
@@ -77,12 +73,12 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor where(const Tensor& cond, const Tensor& a, double b) {
-  return where(cond, a, full({}, b, a.dtype(), a.device()));
+Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b) {
+  return where(cond, a, scalar_tensor(b, result_type(a, b), a.device()));
 }
 
-Tensor where(const Tensor& cond, double a, const Tensor& b) {
-  return where(cond, full({}, a, b.dtype(), b.device()), b);
+Tensor where(const Tensor& cond, const Scalar& a, const Tensor& b) {
+  return where(cond, scalar_tensor(a, result_type(b, a), b.device()), b);
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value) {
@@ -97,11 +93,14 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   return masked_fill(x, mask, full({}, value, x.dtype(), x.device()));
 }
 
-Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
   MINIDL_CHECK(min.has_value() || max.has_value(), "clamp: at least one of min and max must be given");
-  MINIDL_CHECK(x.dtype() != kBool, "clamp: expected a floating or int64 tensor, got bool");
+  MINIDL_CHECK(x.dtype() != kBool, "clamp: expected a floating or integral tensor, got bool");
+  DType dtype = x.dtype();
+  if (min) dtype = promote_types(dtype, result_type(x, *min));
+  if (max) dtype = promote_types(dtype, result_type(x, *max));
   // Strict comparisons keep x at the bounds themselves, so the gradient there is 1, as PyTorch's.
-  Tensor y = x;
+  Tensor y = x.to(dtype);
   if (min) y = where(lt(y, *min), *min, y);
   if (max) y = where(gt(y, *max), *max, y);
   return y;

@@ -183,7 +183,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 s
     kernels_for(x.device()).conv_bias_act(out, &b, false, out);
   }
   if (autograd::needs_recording({x, weight, bias})) {
-    autograd::record("conv2d", out, {x, weight, bias},
+    autograd::record("conv2d", out, {x, weight, bias}, {saved.x, saved.cols, saved.w},
                      [saved](const Tensor& grad, const std::vector<bool>& needs) {
                        Tensor gx, gw, gb;
                        conv2d_nobias_backward(saved, grad, needs[0], needs[1], gx, gw);

@@ -32,7 +32,7 @@ Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, Si
   const Tensor b = contiguous_bias(bias);
   kernels_for(x.device()).conv_bias_act(y, b.defined() ? &b : nullptr, true, y);
   if (autograd::needs_recording({x, weight, bias})) {
-    autograd::record("conv2d_relu", y, {x, weight, bias},
+    autograd::record("conv2d_relu", y, {x, weight, bias}, {saved.x, saved.cols, saved.w, y},
                      [saved, y_saved = y.detach()](const Tensor& grad, const std::vector<bool>& needs) {
                        Tensor gpre = Tensor::empty(y_saved.shape(), grad.dtype(), grad.device());
                        Tensor gx, gw, gb;
@@ -59,7 +59,7 @@ Tensor conv2d_relu_max_pool2d(const Tensor& x, const Tensor& weight, const Tenso
   Tensor out = Tensor::empty({pre.size(0), pre.size(1), g.out_h / pool, g.out_w / pool}, x.dtype(), x.device());
   kernels_for(x.device()).bias_relu_max_pool2d(pre, b.defined() ? &b : nullptr, pool, out);
   if (autograd::needs_recording({x, weight, bias})) {
-    autograd::record(op, out, {x, weight, bias},
+    autograd::record(op, out, {x, weight, bias}, {saved.x, saved.cols, saved.w, out},
                      [saved, pre, b, pooled = out.detach(), pool](const Tensor& grad, const std::vector<bool>& needs) {
                        Tensor gpre = Tensor::empty(pre.shape(), grad.dtype(), grad.device());
                        Tensor gx, gw, gb;

@@ -176,7 +176,7 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bia
     // Keep x only for the weight's gradient and the weight only for the input's.
     Tensor saved_x = weight.requires_grad() ? x3 : Tensor();
     Tensor saved_w = x.requires_grad() ? wm : Tensor();
-    autograd::record(kOp, out, {x, weight, bias},
+    autograd::record(kOp, out, {x, weight, bias}, {saved_x, saved_w},
                      [saved_x, saved_w, g, groups, x_shape = x.shape(), w_shape = weight.shape()](
                          const Tensor& grad, const std::vector<bool>& needs) {
                        NoGradGuard no_grad;

@@ -52,6 +52,7 @@ void copy_(Tensor& dst, const Tensor& src) {
                src.shape());
   Tensor staged = src.device() == dst.device() ? src : src.to(dst.device());
   kernels_for(dst.device()).copy(staged, dst);
+  dst.bump_version();
 }
 
 Tensor index_select(const Tensor& src, int64_t dim, const Tensor& index) {

@@ -15,6 +15,7 @@ Tensor full(const Shape& shape, double value, DType dtype, Device device) {
 void fill_(Tensor& t, double value) {
   MINIDL_CHECK(t.is_contiguous(), "fill_: expected a contiguous tensor, got shape ", t.shape(), " strides ", t.strides());
   kernels_for(t.device()).fill(t, value);
+  t.bump_version();
 }
 
 Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0.0, dtype, device); }
@@ -50,6 +51,14 @@ Tensor randn(const Shape& shape, DType dtype, Device device) {
 Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype(), t.device()); }
 Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype(), t.device()); }
 Tensor empty_like(const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), t.device()); }
+Tensor scalar_tensor(const Scalar& value, DType dtype, Device device) {
+  Tensor t = full({}, value.to_double(), dtype, device);
+  t.impl().wrapped_number = true;
+  return t;
+}
+
+Tensor scalar_tensor(const Scalar& value, Device device) { return scalar_tensor(value, value.dtype(), device); }
+
 Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, t.dtype(), t.device()); }
 
 }  // namespace minidl

@@ -1,5 +1,6 @@
 #pragma once
 // Tensors made from nothing: constants, ranges and random draws from the global generator.
+#include "core/scalar.h"
 #include "core/tensor.h"
 
 namespace minidl {
@@ -11,6 +12,11 @@ Tensor ones(const Shape& shape, DType dtype = kFloat32, Device device = Device::
 Tensor full(const Shape& shape, double value, DType dtype = kFloat32, Device device = Device::cpu());
 /// Sets every element of a contiguous tensor to `value`, in place; not recorded.   fill_(lr, 0.01);
 void fill_(Tensor& t, double value);
+/// A 0-d tensor holding `value` as a wrapped number: in type promotion it counts as the C++
+/// scalar it came from (core/type_promotion.h), not as a tensor of `dtype`. The dtype defaults to
+/// the scalar's own (float64, int64 or bool).   Tensor y = mul(x, scalar_tensor(0.5, x.dtype(), x.device()));
+Tensor scalar_tensor(const Scalar& value, DType dtype, Device device = Device::cpu());
+Tensor scalar_tensor(const Scalar& value, Device device = Device::cpu());
 /// arange(5) = [0, 1, 2, 3, 4]; arange(1, 2, 0.25) = [1, 1.25, 1.5, 1.75]
 Tensor arange(double end, DType dtype = kFloat32, Device device = Device::cpu());
 Tensor arange(double start, double end, double step = 1, DType dtype = kFloat32, Device device = Device::cpu());

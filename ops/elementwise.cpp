@@ -3,6 +3,7 @@
 #include "ops/elementwise.h"
 
 #include "core/autograd.h"
+#include "core/type_promotion.h"
 #include "ops/compare.h"
 #include "ops/creation.h"
 #include "ops/kernels.h"
@@ -13,12 +14,26 @@ namespace minidl {
 
 namespace {
 
+// Both operands in `dtype`, each converted by a recorded cast where it differs, so that autograd
+// hands every operand its gradient in its own dtype.
+std::pair<Tensor, Tensor> cast_operands(const char* name, const Tensor& a, const Tensor& b, DType dtype) {
+  check_same_device(name, {a, b});
+  return {a.to(dtype), b.to(dtype)};
+}
+
+// The operands of arithmetic, promoted to their result type (core/type_promotion.h).
+std::pair<Tensor, Tensor> arithmetic_operands(const char* name, const Tensor& a, const Tensor& b) {
+  MINIDL_CHECK(a.defined() && b.defined(), name, ": expected two defined tensors");
+  const DType dtype = result_type({a, b});
+  MINIDL_CHECK(dtype != kBool, name, ": bool tensors take no arithmetic; convert with .to(kFloat32) first, or "
+                                    "select with where()");
+  return cast_operands(name, a, b, dtype);
+}
+
 Tensor binary_forward(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
   check_same_device(name, {a, b});
   MINIDL_CHECK(a.dtype() == b.dtype(), name, ": expected both tensors to have one dtype, got ", a.dtype(), " and ",
                b.dtype());
-  MINIDL_CHECK(a.dtype() != kBool, name, ": bool tensors take no arithmetic; convert with .to(kFloat32) first, or "
-                                        "select with where()");
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
   Tensor out = Tensor::empty(shape, a.dtype(), a.device());
   NoGradGuard no_grad;  // expand() views are plumbing here, not part of the graph
@@ -35,6 +50,10 @@ Tensor unary_forward(UnaryOp op, const char* name, const Tensor& x, double scala
   return out;
 }
 
+// exp, log, sqrt, sigmoid and tanh of an integral or bool tensor: PyTorch computes them in the
+// default float dtype (int-to-float promotion) rather than refusing.
+Tensor floating(const Tensor& x) { return is_floating(x.dtype()) ? x : x.to(kDefaultFloat); }
+
 Tensor binary_backward_op(BinaryOp op, const Tensor& grad, const Tensor& saved) {
   return binary_forward(op, "backward", grad, saved);
 }
@@ -42,6 +61,10 @@ Tensor binary_backward_op(BinaryOp op, const Tensor& grad, const Tensor& saved) 
 }  // namespace
 
 Tensor scalar_like(double value, const Tensor& like) { return full({}, value, like.dtype(), like.device()); }
+
+Tensor scalar_operand(const Scalar& value, const Tensor& other) {
+  return scalar_tensor(value, result_type(other, value), other.device());
+}
 
 namespace {
 
@@ -57,25 +80,30 @@ void check_inplace_allowed(const char* name, const Tensor& a) {
 
 }  // namespace
 
-// a = a op b in place, b broadcast to a's shape. Not recorded, so a must not need a gradient.
+// a = a op b in place, b broadcast to a's shape. Not recorded, so a must not need a gradient. The
+// result type must fit a's dtype (PyTorch refuses int64 += 0.5 rather than truncating); b is then
+// converted to a's dtype.
 Tensor& binary_inplace(BinaryOp op, const char* name, Tensor& a, const Tensor& b) {
   check_inplace_allowed(name, a);
   check_same_device(name, {a, b});
-  MINIDL_CHECK(a.dtype() == b.dtype(), name, ": expected both tensors to have one dtype, got ", a.dtype(), " and ",
-               b.dtype());
-  MINIDL_CHECK(a.dtype() != kBool, name, ": bool tensors take no arithmetic; convert with .to(kFloat32) first");
+  DType dtype = result_type({a, b});
+  MINIDL_CHECK(dtype != kBool, name, ": bool tensors take no arithmetic; convert with .to(kFloat32) first");
+  if (op == BinaryOp::Div && !is_floating(dtype)) dtype = kDefaultFloat;  // true division
+  check_inplace_cast(name, dtype, a.dtype());
   MINIDL_CHECK(a.is_contiguous(), name, ": expected a contiguous destination, got shape ", a.shape(), " strides ",
                a.strides());
   MINIDL_CHECK(broadcast_shapes(a.shape(), b.shape(), name) == a.shape(), name, ": shape ", b.shape(),
                " does not broadcast to the destination's shape ", a.shape());
   NoGradGuard no_grad;
-  kernels_for(a.device()).binary(op, a, expand(b, a.shape()), a);
+  kernels_for(a.device()).binary(op, a, expand(b.to(a.dtype()), a.shape()), a);
+  a.bump_version();
   return a;
 }
 
 Tensor& add_(Tensor& a, const Tensor& b) { return binary_inplace(BinaryOp::Add, "add_", a, b); }
 Tensor& mul_(Tensor& a, const Tensor& b) { return binary_inplace(BinaryOp::Mul, "mul_", a, b); }
 Tensor& sub_(Tensor& a, const Tensor& b) { return binary_inplace(BinaryOp::Sub, "sub_", a, b); }
+Tensor& div_(Tensor& a, const Tensor& b) { return binary_inplace(BinaryOp::Div, "div_", a, b); }
 
 Tensor& zero_(Tensor& t) {
   check_inplace_allowed("zero_", t);
@@ -85,12 +113,14 @@ Tensor& zero_(Tensor& t) {
     NoGradGuard no_grad;
     kernels_for(t.device()).copy(expand(zeros({}, t.dtype(), t.device()), t.shape()), t);
   }
+  t.bump_version();
   return t;
 }
 
 Tensor& Tensor::zero_() { return minidl::zero_(*this); }
 
-Tensor add(const Tensor& a, const Tensor& b) {
+Tensor add(const Tensor& a_in, const Tensor& b_in) {
+  auto [a, b] = arithmetic_operands("add", a_in, b_in);
   Tensor out = binary_forward(BinaryOp::Add, "add", a, b);
   if (autograd::needs_recording({a, b})) {
     autograd::record("add", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g, const std::vector<bool>& needs) {
@@ -100,7 +130,8 @@ Tensor add(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor sub(const Tensor& a, const Tensor& b) {
+Tensor sub(const Tensor& a_in, const Tensor& b_in) {
+  auto [a, b] = arithmetic_operands("sub", a_in, b_in);
   Tensor out = binary_forward(BinaryOp::Sub, "sub", a, b);
   if (autograd::needs_recording({a, b})) {
     autograd::record("sub", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g, const std::vector<bool>& needs) {
@@ -110,13 +141,14 @@ Tensor sub(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor mul(const Tensor& a, const Tensor& b) {
+Tensor mul(const Tensor& a_in, const Tensor& b_in) {
+  auto [a, b] = arithmetic_operands("mul", a_in, b_in);
   Tensor out = binary_forward(BinaryOp::Mul, "mul", a, b);
   if (autograd::needs_recording({a, b})) {
     // Save an operand only when the other one's gradient needs it.
     Tensor saved_a = b.requires_grad() ? a.detach() : Tensor();
     Tensor saved_b = a.requires_grad() ? b.detach() : Tensor();
-    autograd::record("mul", out, {a, b}, [saved_a, saved_b, sa = a.shape(), sb = b.shape()](
+    autograd::record("mul", out, {a, b}, {saved_a, saved_b}, [saved_a, saved_b, sa = a.shape(), sb = b.shape()](
                                              const Tensor& g, const std::vector<bool>& needs) {
       return std::vector<Tensor>{needs[0] ? sum_to_shape(mul(g, saved_b), sa) : Tensor(),
                                  needs[1] ? sum_to_shape(mul(g, saved_a), sb) : Tensor()};
@@ -125,19 +157,16 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor div(const Tensor& a, const Tensor& b) {
-  if (b.defined() && b.dtype() == kInt64) {
-    // Integer division by zero traps on the CPU (SIGFPE) and gives garbage on a GPU: refuse it, as
-    // PyTorch does. Costs a look at the divisor (a synchronization on CUDA), for integer tensors only.
-    NoGradGuard no_grad;
-    MINIDL_CHECK(eq(b, 0.0).sum().item<int64_t>() == 0, "div: integer division by zero (the int64 divisor of shape ",
-                 b.shape(), " holds a 0)");
-  }
+Tensor div(const Tensor& a_in, const Tensor& b_in) {
+  MINIDL_CHECK(a_in.defined() && b_in.defined(), "div: expected two defined tensors");
+  DType dtype = result_type({a_in, b_in});
+  if (!is_floating(dtype)) dtype = kDefaultFloat;  // true division, as Python's /
+  auto [a, b] = cast_operands("div", a_in, b_in, dtype);
   Tensor out = binary_forward(BinaryOp::Div, "div", a, b);
   if (autograd::needs_recording({a, b})) {
     Tensor saved_b = b.detach();
     Tensor saved_out = b.requires_grad() ? out.detach() : Tensor();
-    autograd::record("div", out, {a, b}, [saved_b, saved_out, sa = a.shape(), sb = b.shape()](
+    autograd::record("div", out, {a, b}, {saved_b, saved_out}, [saved_b, saved_out, sa = a.shape(), sb = b.shape()](
                                              const Tensor& g, const std::vector<bool>& needs) {
       Tensor ga = div(g, saved_b);  // d(a/b)/da = 1/b; d(a/b)/db = -(a/b)/b
       return std::vector<Tensor>{needs[0] ? sum_to_shape(ga, sa) : Tensor(),
@@ -147,10 +176,11 @@ Tensor div(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor pow(const Tensor& a, const Tensor& b) {
+Tensor pow(const Tensor& a_in, const Tensor& b_in) {
+  auto [a, b] = arithmetic_operands("pow", a_in, b_in);
   Tensor out = binary_forward(BinaryOp::Pow, "pow", a, b);
   if (autograd::needs_recording({a, b})) {
-    autograd::record("pow", out, {a, b}, [sa_t = a.detach(), sb_t = b.detach(), so = out.detach()](
+    autograd::record("pow", out, {a, b}, {a, b, out}, [sa_t = a.detach(), sb_t = b.detach(), so = out.detach()](
                                              const Tensor& g, const std::vector<bool>& needs) {
       Tensor ga, gb;
       if (needs[0]) ga = sum_to_shape(mul(g, mul(sb_t, pow(sa_t, sub(sb_t, scalar_like(1, sb_t))))), sa_t.shape());
@@ -161,7 +191,44 @@ Tensor pow(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor pow(const Tensor& a, double exponent) { return pow(a, scalar_like(exponent, a)); }
+Tensor pow(const Tensor& a, const Scalar& exponent) { return pow(a, scalar_operand(exponent, a)); }
+
+namespace {
+
+// An integral floor_divide or remainder by zero traps on the CPU (SIGFPE) and gives garbage on a
+// GPU: refuse it, as PyTorch does. Costs a look at the divisor (a synchronization on CUDA), for
+// integral divisors only.
+void check_integral_divisor(const char* name, const Tensor& b) {
+  if (is_floating(b.dtype())) return;
+  NoGradGuard no_grad;
+  MINIDL_CHECK(eq(b, 0).sum().item<int64_t>() == 0, name, ": integer division by zero (the ", b.dtype(),
+               " divisor of shape ", b.shape(), " holds a 0)");
+}
+
+}  // namespace
+
+Tensor floor_divide(const Tensor& a_in, const Tensor& b_in) {
+  auto [a, b] = arithmetic_operands("floor_divide", a_in, b_in);
+  check_integral_divisor("floor_divide", b);
+  NoGradGuard no_grad;  // no gradient, as in PyTorch (it is zero almost everywhere)
+  return binary_forward(BinaryOp::FloorDivide, "floor_divide", a.detach(), b.detach());
+}
+
+Tensor remainder(const Tensor& a_in, const Tensor& b_in) {
+  auto [a, b] = arithmetic_operands("remainder", a_in, b_in);
+  check_integral_divisor("remainder", b);
+  Tensor out = binary_forward(BinaryOp::Remainder, "remainder", a, b);
+  if (autograd::needs_recording({a, b})) {
+    Tensor sa_t = a.detach(), sb_t = b.detach();
+    autograd::record("remainder", out, {a, b}, {sa_t, sb_t}, [sa_t, sb_t](const Tensor& g, const std::vector<bool>& needs) {
+      Tensor ga, gb;  // a % b = a - floor(a / b) * b
+      if (needs[0]) ga = sum_to_shape(g, sa_t.shape());
+      if (needs[1]) gb = sum_to_shape(neg(mul(g, floor_divide(sa_t, sb_t))), sb_t.shape());
+      return std::vector<Tensor>{ga, gb};
+    });
+  }
+  return out;
+}
 
 Tensor neg(const Tensor& x) {
   Tensor out = unary_forward(UnaryOp::Neg, "neg", x);
@@ -171,30 +238,33 @@ Tensor neg(const Tensor& x) {
   return out;
 }
 
-Tensor exp(const Tensor& x) {
+Tensor exp(const Tensor& x_in) {
+  Tensor x = floating(x_in);
   Tensor out = unary_forward(UnaryOp::Exp, "exp", x);
   if (autograd::needs_recording({x})) {
-    autograd::record("exp", out, {x}, [y = out.detach()](const Tensor& g, const std::vector<bool>&) {
+    autograd::record("exp", out, {x}, {out}, [y = out.detach()](const Tensor& g, const std::vector<bool>&) {
       return std::vector<Tensor>{mul(g, y)};
     });
   }
   return out;
 }
 
-Tensor log(const Tensor& x) {
+Tensor log(const Tensor& x_in) {
+  Tensor x = floating(x_in);
   Tensor out = unary_forward(UnaryOp::Log, "log", x);
   if (autograd::needs_recording({x})) {
-    autograd::record("log", out, {x}, [xs = x.detach()](const Tensor& g, const std::vector<bool>&) {
+    autograd::record("log", out, {x}, {x}, [xs = x.detach()](const Tensor& g, const std::vector<bool>&) {
       return std::vector<Tensor>{div(g, xs)};
     });
   }
   return out;
 }
 
-Tensor sqrt(const Tensor& x) {
+Tensor sqrt(const Tensor& x_in) {
+  Tensor x = floating(x_in);
   Tensor out = unary_forward(UnaryOp::Sqrt, "sqrt", x);
   if (autograd::needs_recording({x})) {
-    autograd::record("sqrt", out, {x}, [y = out.detach()](const Tensor& g, const std::vector<bool>&) {
+    autograd::record("sqrt", out, {x}, {out}, [y = out.detach()](const Tensor& g, const std::vector<bool>&) {
       return std::vector<Tensor>{div(g, mul(y, scalar_like(2, y)))};
     });
   }
@@ -206,34 +276,40 @@ Tensor relu(const Tensor& x) {
   if (autograd::needs_recording({x})) {
     // The output is as good as the input for the mask (out > 0 exactly where x > 0), and it is the
     // tensor the next layer keeps alive anyway.
-    autograd::record("relu", out, {x}, [y = out.detach()](const Tensor& g, const std::vector<bool>&) {
+    autograd::record("relu", out, {x}, {out}, [y = out.detach()](const Tensor& g, const std::vector<bool>&) {
       return std::vector<Tensor>{binary_backward_op(BinaryOp::ReluBackward, g, y)};
     });
   }
   return out;
 }
 
-Tensor sigmoid(const Tensor& x) {
+Tensor sigmoid(const Tensor& x_in) {
+  Tensor x = floating(x_in);
   Tensor out = unary_forward(UnaryOp::Sigmoid, "sigmoid", x);
   if (autograd::needs_recording({x})) {
-    autograd::record("sigmoid", out, {x}, [y = out.detach()](const Tensor& g, const std::vector<bool>&) {
+    autograd::record("sigmoid", out, {x}, {out}, [y = out.detach()](const Tensor& g, const std::vector<bool>&) {
       return std::vector<Tensor>{binary_backward_op(BinaryOp::SigmoidBackward, g, y)};
     });
   }
   return out;
 }
 
-Tensor tanh(const Tensor& x) {
+Tensor tanh(const Tensor& x_in) {
+  Tensor x = floating(x_in);
   Tensor out = unary_forward(UnaryOp::Tanh, "tanh", x);
   if (autograd::needs_recording({x})) {
-    autograd::record("tanh", out, {x}, [y = out.detach()](const Tensor& g, const std::vector<bool>&) {
+    autograd::record("tanh", out, {x}, {out}, [y = out.detach()](const Tensor& g, const std::vector<bool>&) {
       return std::vector<Tensor>{binary_backward_op(BinaryOp::TanhBackward, g, y)};
     });
   }
   return out;
 }
 
-Tensor abs(const Tensor& x) { return add(relu(x), relu(neg(x))); }
+Tensor abs(const Tensor& x) {
+  if (is_floating(x.dtype())) return add(relu(x), relu(neg(x)));  // gradient sign(x), 0 at 0
+  MINIDL_CHECK(x.dtype() != kBool, "abs: expected a floating or integral tensor, got bool");
+  return where(lt(x, 0), neg(x), x);  // integral: no gradient to give
+}
 
 namespace {
 
@@ -250,7 +326,7 @@ Tensor activation_backward(BinaryOp op, const Tensor& grad, const Tensor& input,
 Tensor activation(UnaryOp op, BinaryOp backward_op, const char* name, const Tensor& x, double scalar = 0) {
   Tensor out = unary_forward(op, name, x, scalar);
   if (autograd::needs_recording({x})) {
-    autograd::record(name, out, {x}, [xs = x.detach(), backward_op, scalar](const Tensor& g, const std::vector<bool>&) {
+    autograd::record(name, out, {x}, {x}, [xs = x.detach(), backward_op, scalar](const Tensor& g, const std::vector<bool>&) {
       return std::vector<Tensor>{activation_backward(backward_op, g, xs, scalar)};
     });
   }

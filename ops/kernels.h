@@ -22,6 +22,8 @@ enum class UnaryOp {
 
 enum class BinaryOp {
   Add, Sub, Mul, Div, Pow,
+  FloorDivide,      // floor(a / b), toward negative infinity, as Python's //; integral b != 0 (checked by the op)
+  Remainder,        // a - floor(a / b) * b, with b's sign, as Python's %
   Eq,               // 1 where a == b else 0; also for int64
   ReluBackward,     // a = grad, b = input:  a * (b > 0)
   SigmoidBackward,  // a = grad, b = output: a * b * (1 - b)

@@ -79,7 +79,7 @@ Tensor nll_rows(const Tensor& log_probs, const Tensor& target, const Tensor& wei
   total_weight = Tensor::empty({}, log_probs.dtype(), log_probs.device());
   kernels_for(log_probs.device()).nll_loss(lp, t, w.defined() ? &w : nullptr, ignore_index, rows, total_weight);
   if (autograd::needs_recording({log_probs})) {
-    autograd::record("nll_loss", rows, {log_probs}, [t, w, ignore_index, shape = log_probs.shape()](
+    autograd::record("nll_loss", rows, {log_probs}, {t, w}, [t, w, ignore_index, shape = log_probs.shape()](
                                                         const Tensor& g, const std::vector<bool>&) {
       Tensor grad = Tensor::empty(shape, g.dtype(), g.device());
       kernels_for(g.device()).nll_loss_backward(g.contiguous(), t, w.defined() ? &w : nullptr, ignore_index, grad);
@@ -175,7 +175,7 @@ Tensor log_sigmoid(const Tensor& x) {
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   kernels_for(x.device()).log_sigmoid(src, out);
   if (autograd::needs_recording({x})) {
-    autograd::record("log_sigmoid", out, {x}, [src = src.detach()](const Tensor& g, const std::vector<bool>&) {
+    autograd::record("log_sigmoid", out, {x}, {src}, [src = src.detach()](const Tensor& g, const std::vector<bool>&) {
       Tensor grad = Tensor::empty(src.shape(), src.dtype(), src.device());
       kernels_for(src.device()).log_sigmoid_backward(g.contiguous(), src, grad);
       return std::vector<Tensor>{grad};

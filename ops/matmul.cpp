@@ -126,7 +126,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     // Each operand is saved only for the other's gradient.
     Operand saved_a = b.requires_grad() ? oa : Operand{};
     Operand saved_b = a.requires_grad() ? ob : Operand{};
-    autograd::record("matmul", out, {a, b}, [saved_a, saved_b, sa = a.shape(), sb = b.shape()](
+    autograd::record("matmul", out, {a, b}, {saved_a.data, saved_b.data}, [saved_a, saved_b, sa = a.shape(), sb = b.shape()](
                                                 const Tensor& g, const std::vector<bool>& needs) {
       const Operand og = as_operand(g);
       Tensor ga, gb;
@@ -198,7 +198,8 @@ Tensor linear_op(const char* name, const Tensor& x, const Tensor& weight, const 
     Operand saved_w = x.requires_grad() ? ow : Operand{};
     // ReLU's gradient needs only where its output is positive: the output is saved detached.
     Tensor saved_out = relu ? out2.detach() : Tensor();
-    autograd::record(name, out, {x, weight, bias}, [saved_x, saved_w, saved_out, x_shape = x.shape(), rows, in,
+    autograd::record(name, out, {x, weight, bias}, {saved_x.data, saved_w.data, saved_out},
+                     [saved_x, saved_w, saved_out, x_shape = x.shape(), rows, in,
                                                     out_features](const Tensor& g, const std::vector<bool>& needs) {
       Kernels& kg = kernels_for(g.device());
       Tensor g2 = g.dim() == 2 ? g : reshape(g, {rows, out_features});
@@ -269,6 +270,7 @@ Tensor linear_relu_linear(const Tensor& x, const Tensor& w1, const Tensor& b1, c
     Operand saved_w2 = first_needed ? ow2 : Operand{};
     // The hidden layer's output: the ReLU's mask and the second weight's gradient both read it.
     autograd::record("linear_relu_linear", out, {x, w1, b1, w2, b2},
+                     {saved_x.data, saved_w1.data, saved_w2.data, hidden},
                      [saved_x, saved_w1, saved_w2, hidden, x_shape = x.shape(), rows, in, hidden_features,
                       out_features](const Tensor& g, const std::vector<bool>& needs) {
                        Kernels& kg = kernels_for(g.device());

@@ -28,7 +28,7 @@ Tensor max_pool2d_cudnn_path(const Tensor& x, const ConvGeometry& g) {
   Tensor out = Tensor::empty({x.size(0), g.channels, g.out_h, g.out_w}, x.dtype(), x.device());
   if (!kernels_for(x.device()).max_pool2d_cudnn(xc, g, out)) return Tensor();
   if (autograd::needs_recording({x})) {
-    autograd::record("max_pool2d", out, {x}, [xc, y = out.detach(), g](const Tensor& grad, const std::vector<bool>&) {
+    autograd::record("max_pool2d", out, {x}, {xc, out}, [xc, y = out.detach(), g](const Tensor& grad, const std::vector<bool>&) {
       Tensor grad_in = Tensor::empty(xc.shape(), grad.dtype(), grad.device());
       const bool done = kernels_for(grad.device()).max_pool2d_backward_cudnn(grad.contiguous(), xc, y, g, grad_in);
       MINIDL_CHECK(done, "max_pool2d: the cuDNN backward is unavailable although its forward ran");

@@ -73,7 +73,7 @@ Tensor grouped_norm(const char* op, const Tensor& x, int64_t n, int64_t c, int64
   Tensor invstd = Tensor::empty({n, groups}, x.dtype(), x.device());
   kernels_for(x.device()).group_norm(x3, groups, or_null(w), or_null(b), eps, out, mean, invstd);
   if (autograd::needs_recording({x, weight, bias})) {
-    autograd::record(op, out, {x, weight, bias},
+    autograd::record(op, out, {x, weight, bias}, {x3, w},
                      [x3, w, mean, invstd, groups, x_shape = x.shape(), w_shape = weight.defined() ? weight.shape() : Shape{c}](
                          const Tensor& grad, const std::vector<bool>& needs) {
                        const Tensor g = view3(plain(grad), x3.size(0), x3.size(1), x3.size(2));
@@ -121,7 +121,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   kernels_for(x.device()).batch_norm(x3, or_null(w), or_null(b), rm.defined() ? &rm : nullptr,
                                      rv.defined() ? &rv : nullptr, training, momentum, eps, out, mean, invstd);
   if (autograd::needs_recording({x, weight, bias})) {
-    autograd::record("batch_norm", out, {x, weight, bias},
+    autograd::record("batch_norm", out, {x, weight, bias}, {x3, w},
                      [x3, w, mean, invstd, training, x_shape = x.shape()](const Tensor& grad,
                                                                           const std::vector<bool>& needs) {
                        const int64_t c = x3.size(1);

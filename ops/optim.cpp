@@ -16,6 +16,8 @@ void sgd_update_(Tensor& param, const Tensor& grad, Tensor* momentum_buf, const 
   check_state("sgd", param, grad, "the gradient");
   if (momentum_buf) check_state("sgd", param, *momentum_buf, "the momentum buffer");
   kernels_for(param.device()).sgd_step(param, grad, momentum_buf, config);
+  param.bump_version();
+  if (momentum_buf) momentum_buf->bump_version();
 }
 
 void sgd_update_(std::vector<Tensor>& params, const std::vector<Tensor>& grads, std::vector<Tensor>& momentum_bufs,
@@ -32,6 +34,8 @@ void sgd_update_(std::vector<Tensor>& params, const std::vector<Tensor>& grads, 
     if (!momentum_bufs.empty()) check_state("sgd", params[i], momentum_bufs[i], "the momentum buffer");
   }
   kernels_for(params[0].device()).sgd_step_multi(params, grads, momentum_bufs, config);
+  for (const Tensor& p : params) p.bump_version();
+  for (const Tensor& m : momentum_bufs) m.bump_version();
 }
 
 void adam_update_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamConfig& config) {
@@ -40,6 +44,9 @@ void adam_update_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& ex
   check_state("adam", param, exp_avg, "exp_avg");
   check_state("adam", param, exp_avg_sq, "exp_avg_sq");
   kernels_for(param.device()).adam_step(param, grad, exp_avg, exp_avg_sq, config);
+  param.bump_version();
+  exp_avg.bump_version();
+  exp_avg_sq.bump_version();
 }
 
 }  // namespace minidl

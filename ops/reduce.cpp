@@ -96,15 +96,16 @@ std::vector<int64_t> all_dims(int64_t rank) {
 
 Tensor sum(const Tensor& x) { return sum_impl(x, all_dims(x.dim()), false); }
 
+// An empty dim list reduces every dim, as torch.sum(x, dim=[]) does: never a silent no-op.
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  return sum_impl(x, normalize_dims(dims, x.dim(), "sum"), keepdim);
+  return sum_impl(x, dims.empty() ? all_dims(x.dim()) : normalize_dims(dims, x.dim(), "sum"), keepdim);
 }
 
 Tensor mean(const Tensor& x) { return mean(x, all_dims(x.dim()), false); }
 
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   MINIDL_CHECK(is_floating(x.dtype()), "mean: expected a floating tensor, got ", x.dtype());
-  std::vector<int64_t> d = normalize_dims(dims, x.dim(), "mean");
+  std::vector<int64_t> d = dims.empty() ? all_dims(x.dim()) : normalize_dims(dims, x.dim(), "mean");
   int64_t count = 1;
   for (int64_t i : d) count *= x.shape()[i];
   return div(sum_impl(x, d, keepdim), scalar_like(static_cast<double>(count), x));

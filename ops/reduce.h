@@ -8,7 +8,8 @@ namespace minidl {
 
 /// Sum of all elements, a 0-d tensor; for a bool tensor the int64 count of true elements.
 Tensor sum(const Tensor& x);
-/// sum(x, {0}) over rows; keepdim keeps the reduced dims with size 1.
+/// sum(x, {0}) over rows; keepdim keeps the reduced dims with size 1. An empty list reduces every
+/// dim, as PyTorch's sum(x, dim=[]).
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
 Tensor mean(const Tensor& x);
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);

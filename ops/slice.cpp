@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/autograd.h"
+#include "core/type_promotion.h"
 #include "ops/creation.h"
 #include "ops/kernels.h"
 #include "ops/view.h"
@@ -76,8 +77,14 @@ Tensor Tensor::slice(int64_t dim, std::optional<int64_t> start, std::optional<in
   return minidl::slice(*this, dim, start, end, step);
 }
 
-Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
-  MINIDL_CHECK(!tensors.empty(), "cat: expected at least one tensor");
+Tensor cat(const std::vector<Tensor>& inputs, int64_t dim) {
+  MINIDL_CHECK(!inputs.empty(), "cat: expected at least one tensor");
+  for (size_t i = 0; i < inputs.size(); ++i) MINIDL_CHECK(inputs[i].defined(), "cat: tensor ", i, " is undefined");
+  // Mixed dtypes meet in their result type, by recorded casts (gradients return in each one's dtype).
+  const DType dtype = result_type(inputs);
+  std::vector<Tensor> tensors;
+  tensors.reserve(inputs.size());
+  for (const Tensor& t : inputs) tensors.push_back(t.to(dtype));
   const Tensor& first = tensors[0];
   MINIDL_CHECK(first.defined() && first.dim() > 0, "cat: expected tensors with at least one dimension");
   dim = wrap_dim(dim, first.dim(), "cat");
@@ -85,9 +92,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   shape[dim] = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
-    MINIDL_CHECK(t.defined(), "cat: tensor ", i, " is undefined");
-    MINIDL_CHECK(t.device() == first.device() && t.dtype() == first.dtype(), "cat: tensor ", i, " is ", t.dtype(),
-                 " on ", t.device(), ", but tensor 0 is ", first.dtype(), " on ", first.device());
+    MINIDL_CHECK(t.device() == first.device(), "cat: tensor ", i, " is on ", t.device(), ", but tensor 0 is on ",
+                 first.device());
     bool agrees = t.dim() == first.dim();
     for (int64_t d = 0; agrees && d < t.dim(); ++d) agrees = d == dim || t.size(d) == first.size(d);
     MINIDL_CHECK(agrees, "cat: tensor ", i, " has shape ", t.shape(), ", which differs from tensor 0's ",

@@ -43,7 +43,7 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (geo.outer > 0) kernels_for(x.device()).softmax(src, geo.outer, geo.n, geo.inner, log, out);
   if (autograd::needs_recording({x})) {
-    autograd::record(name, out, {x}, [y = out.detach(), geo, log](const Tensor& g, const std::vector<bool>&) {
+    autograd::record(name, out, {x}, {out}, [y = out.detach(), geo, log](const Tensor& g, const std::vector<bool>&) {
       Tensor grad_in = Tensor::empty(y.shape(), y.dtype(), y.device());
       if (geo.outer > 0)
         kernels_for(y.device()).softmax_backward(g.contiguous(), y, geo.outer, geo.n, geo.inner, log, grad_in);

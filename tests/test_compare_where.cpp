@@ -154,7 +154,8 @@ TEST(Compare, AccuracyCountsAndErrors) {
   EXPECT_EQ(correct.dtype(), kInt64);
   EXPECT_EQ(correct.item<int64_t>(), 2);
   EXPECT_EQ(sum(hits.view({3, 1}), {1}).to_vector<int64_t>(), (std::vector<int64_t>{1, 1, 0}));
-  expect_error([] { gt(zeros({2}), zeros({2}, kFloat64)); }, {"gt", "float32", "float64"});
+  // Mixed dtypes compare in their result type (float64 here), as in PyTorch.
+  EXPECT_EQ(bools(gt(full({2}, 0.1), full({2}, 0.1, kFloat64))), (std::vector<bool>{true, true}));
   expect_error([] { lt(zeros({2, 3}), zeros({4})); }, {"lt", "[2, 3]", "[4]", "cannot be broadcast"});
   // Comparisons are not differentiable: the result needs no gradient.
   EXPECT_FALSE(gt(randn({2}).requires_grad_(), 0.0).requires_grad());
@@ -174,7 +175,7 @@ TEST(Where, ValuesBroadcastingAndScalars) {
             (std::vector<int64_t>{0, 0, 1}));
   EXPECT_EQ(bools(where(x > 0.0, x < 0.0, x == 0.0)), (std::vector<bool>{false, true, false}));
   expect_error([&] { where(x, x, x); }, {"where", "bool condition", "float64"});
-  expect_error([&] { where(x > 0.0, x, zeros({3})); }, {"where", "float64", "float32"});
+  EXPECT_EQ(where(x > 0.0, x, zeros({3})).dtype(), kFloat64);  // promoted, as torch.where
   expect_error([&] { where(x > 0.0, x, zeros({2}, kFloat64)); }, {"where", "[3]", "[2]"});
 }
 
@@ -222,8 +223,11 @@ TEST(Clamp, ValuesAndPyTorchGradientAtTheBounds) {
   EXPECT_EQ(clamp(x.slice(0, 0, 5), 0.5).to_vector<double>(), (std::vector<double>{0.5, 0.5, 0.5, 1, 2}));
   // min > max: every element becomes max, as torch.clamp.
   EXPECT_EQ(clamp(x.slice(0, 0, 5), 1.0, -1.0).to_vector<double>(), (std::vector<double>(5, -1.0)));
-  EXPECT_EQ(clamp(Tensor::from_vector<int64_t>({-5, 0, 5}), -1.0, 1.0).to_vector<int64_t>(),
+  EXPECT_EQ(clamp(Tensor::from_vector<int64_t>({-5, 0, 5}), -1, 1).to_vector<int64_t>(),
             (std::vector<int64_t>{-1, 0, 1}));
+  // Floating bounds promote an int64 tensor to float32, as torch.clamp does.
+  EXPECT_EQ(clamp(Tensor::from_vector<int64_t>({-5, 0, 5}), -1.0, 1.0).to_vector<float>(),
+            (std::vector<float>{-1, 0, 1}));
   // The gradient is 1 on [min, max] with both bounds included, 0 outside.
   Tensor b = Tensor::from_vector<double>({-1.5, -1, -0.5, 1, 1.5}).requires_grad_();
   clamp(b, -1.0, 1.0).sum().backward();

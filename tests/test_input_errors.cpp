@@ -14,11 +14,13 @@ using minidl::testing::expect_error;
 TEST(InputErrors, IntegerDivisionByZeroIsAnError) {
   Tensor a = Tensor::from_vector(std::vector<int64_t>{6, 7, 8}, {3});
   Tensor b = Tensor::from_vector(std::vector<int64_t>{2, 0, 4}, {3});
-  expect_error([&] { div(a, b); }, {"div", "integer division by zero", "[3]"});
-  expect_error([&] { (void)(a / 0.0); }, {"integer division by zero"});
-  // Nonzero divisors still divide, truncating as C++ and PyTorch's trunc mode do.
-  Tensor q = div(a, Tensor::from_vector(std::vector<int64_t>{4, -2, 3}, {3}));
-  EXPECT_EQ(q.to_vector<int64_t>(), (std::vector<int64_t>{1, -3, 2}));
+  // Integral division that stays integral (// and %) refuses a zero divisor; / is true division.
+  expect_error([&] { floor_divide(a, b); }, {"floor_divide", "integer division by zero", "[3]"});
+  expect_error([&] { (void)(a % 0); }, {"remainder", "integer division by zero"});
+  EXPECT_TRUE(std::isinf(div(a, b).to_vector<float>()[1]));
+  // Nonzero divisors floor, as Python's // and PyTorch's floor_divide do.
+  Tensor q = floor_divide(a, Tensor::from_vector(std::vector<int64_t>{4, -2, 3}, {3}));
+  EXPECT_EQ(q.to_vector<int64_t>(), (std::vector<int64_t>{1, -4, 2}));
   // Floating division by zero is IEEE's business: inf, as in PyTorch.
   EXPECT_TRUE(std::isinf(div(ones({1}), zeros({1})).item<float>()));
 }

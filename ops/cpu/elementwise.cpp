@@ -66,6 +66,35 @@ T apply_unary(UnaryOp op, T x, T scalar) {
   return x;
 }
 
+// Python's // and %: the quotient rounds toward negative infinity and the remainder takes the
+// divisor's sign. Floats go through fmod, as PyTorch's div_floor does, so that the two agree with
+// each other exactly (a == floor_divide(a, b) * b + remainder(a, b) up to rounding).
+template <class T>
+T floor_divide(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    const T q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+  } else {
+    if (b == T(0)) return a / b;
+    T mod = std::fmod(a, b);
+    T div = (a - mod) / b;
+    if (mod != T(0) && ((b < T(0)) != (mod < T(0)))) div -= T(1);
+    if (div == T(0)) return std::copysign(T(0), a / b);
+    const T floored = std::floor(div);
+    return div - floored > T(0.5) ? floored + T(1) : floored;
+  }
+}
+template <class T>
+T remainder(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    const T r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+  } else {
+    const T r = std::fmod(a, b);
+    return (r != T(0) && ((r < T(0)) != (b < T(0)))) ? r + b : r;
+  }
+}
+
 template <class T>
 T apply_binary(BinaryOp op, T a, T b, T scalar) {
   switch (op) {
@@ -74,6 +103,8 @@ T apply_binary(BinaryOp op, T a, T b, T scalar) {
     case BinaryOp::Mul: return a * b;
     case BinaryOp::Div: return a / b;
     case BinaryOp::Pow: return static_cast<T>(std::pow(a, b));
+    case BinaryOp::FloorDivide: return floor_divide(a, b);
+    case BinaryOp::Remainder: return remainder(a, b);
     case BinaryOp::Eq: return a == b ? T(1) : T(0);
     case BinaryOp::ReluBackward: return b > T(0) ? a : T(0);
     case BinaryOp::SigmoidBackward: return a * b * (T(1) - b);

@@ -59,6 +59,35 @@ __device__ __forceinline__ T apply_unary(UnaryOp op, T x, T scalar) {
   }
 }
 
+// Python's // and %, as the CPU kernels compute them (ops/cpu/elementwise.cpp).
+template <class T>
+__device__ __forceinline__ T d_floor_divide(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    if (b == 0) return T(0);  // refused on the host; no trap on the GPU
+    const T q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+  } else {
+    if (b == T(0)) return a / b;
+    T mod = fmod(a, b);
+    T div = (a - mod) / b;
+    if (mod != T(0) && ((b < T(0)) != (mod < T(0)))) div -= T(1);
+    if (div == T(0)) return copysign(T(0), a / b);
+    const T floored = floor(div);
+    return div - floored > T(0.5) ? floored + T(1) : floored;
+  }
+}
+template <class T>
+__device__ __forceinline__ T d_remainder(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    if (b == 0) return T(0);
+    const T r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+  } else {
+    const T r = fmod(a, b);
+    return (r != T(0) && ((r < T(0)) != (b < T(0)))) ? r + b : r;
+  }
+}
+
 template <class T>
 __device__ __forceinline__ T apply_binary(BinaryOp op, T a, T b, T scalar) {
   switch (op) {
@@ -71,6 +100,8 @@ __device__ __forceinline__ T apply_binary(BinaryOp op, T a, T b, T scalar) {
     case BinaryOp::Pow:
       if constexpr (std::is_integral_v<T>) return static_cast<T>(pow(static_cast<double>(a), static_cast<double>(b)));
       else return d_pow(a, b);
+    case BinaryOp::FloorDivide: return d_floor_divide(a, b);
+    case BinaryOp::Remainder: return d_remainder(a, b);
     case BinaryOp::Eq: return a == b ? T(1) : T(0);
     case BinaryOp::ReluBackward: return b > T(0) ? a : T(0);
     case BinaryOp::SigmoidBackward: return a * b * (T(1) - b);

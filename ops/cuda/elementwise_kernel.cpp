@@ -225,7 +225,9 @@ void record_backward(const std::shared_ptr<const Impl>& impl, const std::vector<
   state->shape = shape;
   state->device = device;
   for (size_t which = 0; which < k.grad_outputs.size(); ++which) {
-    autograd::record(k.tape_name, outputs[k.grad_outputs[which]], inputs,
+    std::vector<Tensor> saved = state->saved_inputs;
+    saved.insert(saved.end(), state->saved_outputs.begin(), state->saved_outputs.end());
+    autograd::record(k.tape_name, outputs[k.grad_outputs[which]], inputs, saved,
                      [state, which](const Tensor& grad, const std::vector<bool>& needs) {
                        return run_backward(*state, which, grad, needs);
                      });

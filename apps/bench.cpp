@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
                "one process of a data-parallel job (scripts/launch.sh): --batch-size per GPU, the job's img/s from rank 0");
   app.add_option("--bucket-cap-mb", bucket_cap_mb, "with --distributed: DDP's bucket size (0: its default)")
       ->check(CLI::Range(0.0, 1024.0));
-  CLI11_PARSE(app, argc, argv);
+  mnist_app::parse_or_exit(app, argc, argv);
 
   return mnist_app::guarded_main([&] {
     if (threads > 0) set_num_threads(threads);

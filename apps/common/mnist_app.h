@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "apps/common/cli.h"
 #include "apps/common/interrupt.h"
 #include "apps/common/metrics.h"
 #include "apps/common/progress_bar.h"
@@ -42,27 +43,8 @@ struct Flags {
   std::string metrics, title;  // --metrics folder for the curves (apps/common/metrics.h); the app's description
 };
 
-/// A flag that must be a whole number of at least `low`, said in those words when it is not (CLI11's
-/// own range check prints the type's limits, such as 1.7976931348623157e308).
-inline CLI::Validator at_least(int64_t low) {
-  return CLI::Validator(
-      [low](std::string& input) -> std::string {
-        size_t used = 0;
-        long long value = 0;
-        try {
-          value = std::stoll(input, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used != input.size() || input.empty()) return "expected a whole number, got '" + input + "'";
-        if (value < low) return "must be at least " + std::to_string(low) + ", got " + input;
-        return "";
-      },
-      "INT>=" + std::to_string(low));
-}
-
-/// Parses pytorch/examples-style flags over an app's defaults; prints usage and exits on --help or a
-/// bad flag.
+/// Parses pytorch/examples-style flags over an app's defaults; prints usage and exits 0 on --help, or
+/// exits 2 on a bad flag or a --save, --resume or --metrics path the run could not use (cli.h).
 inline Flags parse_flags(int argc, char** argv, const std::string& description, Flags defaults) {
   Flags f = std::move(defaults);
   f.title = description;
@@ -83,9 +65,12 @@ inline Flags parse_flags(int argc, char** argv, const std::string& description, 
   app.add_option("--limit", f.limit, "train on the first N images only (0: all)")->check(at_least(0));
   app.add_option("--threads", f.threads, "CPU threads (0: all cores)")->check(at_least(0));
   app.add_option("--log-interval", f.log_interval, "batches between progress updates")->check(at_least(1))->capture_default_str();
-  app.add_option("--save", f.save, "write a checkpoint (model, optimizer, position) here after every epoch");
-  app.add_option("--resume", f.resume, "continue the run of this checkpoint (of --save) at its next epoch");
-  app.add_option("--metrics", f.metrics, "write epochs.csv, steps.csv and curves.svg to this folder after every epoch");
+  app.add_option("--save", f.save, "write a checkpoint (model, optimizer, position) here after every epoch")
+      ->check(writable_file());
+  app.add_option("--resume", f.resume, "continue the run of this checkpoint (of --save) at its next epoch")
+      ->check(readable_file());
+  app.add_option("--metrics", f.metrics, "write epochs.csv, steps.csv and curves.svg to this folder after every epoch")
+      ->check(writable_folder());
   app.add_flag("--cuda-graph,!--no-cuda-graph", f.cuda_graph,
                "on cuda, capture the training step once as a CUDA graph and replay it (default on)");
   app.add_flag("--detect-anomaly", f.detect_anomaly,
@@ -96,14 +81,7 @@ inline Flags parse_flags(int argc, char** argv, const std::string& description, 
   app.add_flag("--distributed", f.distributed,
                "one process of a data-parallel job on several GPUs, started by scripts/launch.sh (RANK, WORLD_SIZE, "
                "LOCAL_RANK, MASTER_ADDR, MASTER_PORT); --batch-size is per process, rank 0 prints");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    std::exit(app.exit(e));
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "error: %s\n\n%s", e.what(), app.help().c_str());
-    std::exit(e.get_exit_code());
-  }
+  parse_or_exit(app, argc, argv);
   return f;
 }
 

@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   return mnist_app::guarded_main([&] {
     using namespace minidl;
     manual_seed(f.seed);
-    mnist_app::InterruptGuard interrupt;  // Ctrl-C stops after the step in flight
+    mnist_app::InterruptGuard interrupt;  // Ctrl-C or SIGTERM stops after the step in flight
     mnist_app::RunModes modes(f);         // --detect-anomaly, --deterministic
     if (f.threads > 0) set_num_threads(f.threads);
     const Device device = mnist_app::resolve_device(f.device);

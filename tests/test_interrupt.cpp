@@ -1,21 +1,19 @@
-// Ctrl-C in the apps, on the real mnist_mlp binary: the first SIGINT stops training after the step
-// in flight, writes the checkpoint --save names, says where it stopped, and exits with 130; resuming
-// from that checkpoint ends bit for bit where an uninterrupted run ends. A second SIGINT ends the
-// app at once.
+// Ctrl-C and SIGTERM in the apps, on the real mnist_mlp binary: the first SIGINT stops training
+// after the step in flight, writes the checkpoint --save names, says where it stopped, and exits with
+// 130; resuming from that checkpoint ends bit for bit where an uninterrupted run ends. SIGTERM, what
+// a batch scheduler sends before it kills a job, does the same and exits with 143. A second signal
+// of either kind ends the app at once.
 #include <gtest/gtest.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
-#include <fstream>
 #include <regex>
 #include <string>
 #include <vector>
 
 #include "apps/common/interrupt.h"
 #include "apps/common/models.h"
+#include "app_process.h"
 #include "data/mnist.h"
 #include "data/paths.h"
 #include "test_file_util.h"
@@ -23,84 +21,20 @@
 namespace minidl {
 namespace {
 
-#ifdef MINIDL_MNIST_MLP
-constexpr const char* kApp = MINIDL_MNIST_MLP;
-#else
-constexpr const char* kApp = "";
-#endif
+using testing::AppProcess;
+using testing::exit_code;
 
-// The app running with stdout and stderr on one pipe.
-class App {
+// mnist_mlp with these flags.
+class App : public AppProcess {
  public:
-  explicit App(std::vector<std::string> args) {
-    args.insert(args.begin(), kApp);
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    int fds[2];
-    if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
-    pid_ = fork();
-    if (pid_ == 0) {  // the child: only async-signal-safe calls until exec
-      dup2(fds[1], STDOUT_FILENO);
-      dup2(fds[1], STDERR_FILENO);
-      close(fds[0]);
-      close(fds[1]);
-      execv(kApp, argv.data());
-      _exit(127);
-    }
-    close(fds[1]);
-    out_ = fds[0];
-  }
-  ~App() {
-    if (pid_ > 0 && status_ < 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    close(out_);
-  }
-
-  /// Reads the output until it contains `text` (true), or until the app closes it or 60 s pass.
-  bool wait_for(const std::string& text) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (output_.find(text) == std::string::npos) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      pollfd p{out_, POLLIN, 0};
-      if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) <= 0 || !read_some()) return false;
-    }
-    return true;
-  }
-  void signal(int sig) { kill(pid_, sig); }
-  /// Reads the rest of the output and waits for the app to end; returns its wait status.
-  int finish() {
-    while (read_some()) {
-    }
-    waitpid(pid_, &status_, 0);
-    return status_;
-  }
-  const std::string& output() const { return output_; }
-
- private:
-  bool read_some() {
-    char buffer[4096];
-    const ssize_t n = read(out_, buffer, sizeof buffer);
-    if (n <= 0) return false;
-    output_.append(buffer, static_cast<size_t>(n));
-    return true;
-  }
-
-  pid_t pid_ = -1;
-  int out_ = -1;
-  int status_ = -1;
-  std::string output_;
+  explicit App(std::vector<std::string> args) : AppProcess(testing::kMnistMlp, std::move(args)) {}
 };
-
-int exit_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
 
 class Interrupt : public testing::TempFolderTest {
  protected:
   void SetUp() override {
     TempFolderTest::SetUp();
-    if (std::string(kApp).empty()) GTEST_SKIP() << "this build has no mnist_mlp (MINIDL_BUILD_APPS=OFF)";
+    if (std::string(testing::kMnistMlp).empty()) GTEST_SKIP() << "this build has no mnist_mlp (MINIDL_BUILD_APPS=OFF)";
     try {
       data::MNIST(data::data_root(), /*train=*/false);
     } catch (const Error& e) {
@@ -179,6 +113,41 @@ TEST_F(Interrupt, AResumeWithAnotherEpochSizeIsAnError) {
   EXPECT_EQ(exit_code(status), 1) << other.output();
   EXPECT_NE(other.output().find("resume with the --batch-size and --limit of the interrupted run"), std::string::npos)
       << other.output();
+}
+
+TEST_F(Interrupt, SigtermSavesAndExits143AndTheRunResumes) {
+  const std::string saved = path("terminated.safetensors");
+  App terminated(args({"--save", saved}));
+  ASSERT_TRUE(terminated.wait_for("training / ")) << terminated.output();
+  terminated.signal(SIGTERM);
+  const int status = terminated.finish();
+  const std::string out = terminated.output();
+  ASSERT_EQ(exit_code(status), 143) << (WIFSIGNALED(status) ? "ended by signal " + std::to_string(WTERMSIG(status)) : "")
+                                    << "\n" << out;
+  EXPECT_NE(out.find("SIGTERM: stopping after the current step"), std::string::npos) << out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("terminated in epoch 1 after (\\d+) of its 50 batches; checkpoint "
+                                                   "written to (\\S+) \\(continue with --resume")))
+      << out;
+  const std::string done = m[1];
+  EXPECT_EQ(m[2], saved);
+  EXPECT_EQ(mnist_app::batches_done_in(saved), std::stoll(done));
+
+  App resumed(args({"--resume", saved}));
+  ASSERT_EQ(exit_code(resumed.finish()), 0) << resumed.output();
+  EXPECT_NE(resumed.output().find("in epoch 1 after " + done + " of its batches"), std::string::npos)
+      << resumed.output();
+}
+
+TEST_F(Interrupt, ACtrlCAfterSigtermEndsTheAppAtOnce) {
+  App app(args({"--batch-size", "2000"}, "6000"));  // a first step long enough for both signals
+  ASSERT_TRUE(app.wait_for("training / ")) << app.output();
+  app.signal(SIGTERM);
+  ASSERT_TRUE(app.wait_for("SIGTERM: stopping after the current step")) << app.output();
+  app.signal(SIGINT);
+  const int status = app.finish();
+  ASSERT_TRUE(WIFSIGNALED(status)) << "exit status " << exit_code(status) << ":\n" << app.output();
+  EXPECT_EQ(WTERMSIG(status), SIGINT);
 }
 
 }  // namespace

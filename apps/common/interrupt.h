@@ -1,9 +1,10 @@
 #pragma once
-// Ctrl-C during training. The first SIGINT only sets a flag (about all a signal handler may safely
-// do); the training loop sees it after the step in flight, writes a checkpoint where --save asks for
-// one, says where it stopped, and the app exits with status 130 (128 + SIGINT, what a shell reports
-// for a program Ctrl-C ended). The handler is installed with SA_RESETHAND, so a second SIGINT meets
-// the default action and ends the process at once.
+// Ctrl-C, or SIGTERM (what a batch scheduler sends before it kills a job), during training. The first
+// of them only sets a flag (about all a signal handler may safely do); the training loop sees it
+// after the step in flight, writes a checkpoint where --save asks for one, says where it stopped, and
+// the app exits with 128 + the signal's number, what a shell reports for a program the signal ended:
+// 130 for SIGINT, 143 for SIGTERM. The handler puts back the default action of both, so a second
+// signal of either kind ends the process at once.
 //
 // A checkpoint written mid-epoch records the epochs completed and the optimizer steps taken, plus
 // the batches of the interrupted epoch already trained (metadata kBatchesDoneKey): --resume skips
@@ -22,64 +23,82 @@
 
 namespace mnist_app {
 
-/// The exit status of a run stopped by Ctrl-C.
-constexpr int kInterruptedStatus = 130;
 /// Checkpoint metadata: batches of the epoch after the completed ones that were already trained.
 constexpr const char* kBatchesDoneKey = "mnist_app.batches_done";
 
 namespace detail {
-static_assert(std::atomic<bool>::is_always_lock_free, "a signal handler may only touch lock-free atomics");
-inline std::atomic<bool> interrupt_requested{false};
+static_assert(std::atomic<int>::is_always_lock_free, "a signal handler may only touch lock-free atomics");
+inline std::atomic<int> stop_signal{0};  // the first SIGINT or SIGTERM; 0 before one came
 
-inline void on_sigint(int) {
-  interrupt_requested.store(true, std::memory_order_relaxed);
-  static const char kMessage[] = "\ninterrupt: stopping after the current step (Ctrl-C again to quit at once)\n";
-  const ssize_t written = write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
+inline void on_stop_signal(int sig) {
+  // Only the first signal comes here: both are blocked while this runs, and left to their default.
+  stop_signal.store(sig, std::memory_order_relaxed);
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  sigaction(SIGINT, &default_action, nullptr);
+  sigaction(SIGTERM, &default_action, nullptr);
+  static const char kInterrupt[] = "\ninterrupt: stopping after the current step (Ctrl-C again to quit at once)\n";
+  static const char kTerminate[] = "\nSIGTERM: stopping after the current step (a second signal quits at once)\n";
+  const ssize_t written = sig == SIGTERM ? write(STDERR_FILENO, kTerminate, sizeof kTerminate - 1)
+                                         : write(STDERR_FILENO, kInterrupt, sizeof kInterrupt - 1);
   (void)written;  // nothing to do about a failed write inside a signal handler
 }
 }  // namespace detail
 
-/// True once SIGINT arrived while an InterruptGuard was alive.
-inline bool interrupted() { return detail::interrupt_requested.load(std::memory_order_relaxed); }
+/// True once SIGINT or SIGTERM arrived while an InterruptGuard was alive.
+inline bool interrupted() { return detail::stop_signal.load(std::memory_order_relaxed) != 0; }
 
-/// Catches SIGINT for its lifetime (a training run), then restores the handler there was before.
+/// The exit status of a run the first signal stopped: 128 + its number (130 for SIGINT, 143 for
+/// SIGTERM).
+inline int interrupted_status() { return 128 + detail::stop_signal.load(std::memory_order_relaxed); }
+
+/// Catches SIGINT and SIGTERM for its lifetime (a training run), then restores the handlers there
+/// were before.
 class InterruptGuard {
  public:
   InterruptGuard() {
-    detail::interrupt_requested.store(false);
+    detail::stop_signal.store(0);
     struct sigaction action {};
-    action.sa_handler = detail::on_sigint;
+    action.sa_handler = detail::on_stop_signal;
     sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_RESETHAND | SA_RESTART;
-    sigaction(SIGINT, &action, &previous_);
+    sigaddset(&action.sa_mask, SIGINT);
+    sigaddset(&action.sa_mask, SIGTERM);
+    action.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &action, &previous_int_);
+    sigaction(SIGTERM, &action, &previous_term_);
   }
-  ~InterruptGuard() { sigaction(SIGINT, &previous_, nullptr); }
+  ~InterruptGuard() {
+    sigaction(SIGINT, &previous_int_, nullptr);
+    sigaction(SIGTERM, &previous_term_, nullptr);
+  }
   InterruptGuard(const InterruptGuard&) = delete;
   InterruptGuard& operator=(const InterruptGuard&) = delete;
 
  private:
-  struct sigaction previous_ {};
+  struct sigaction previous_int_ {}, previous_term_ {};
 };
 
-/// After a loop stopped on SIGINT in `epoch` (1-based) with `batches_done` of its batches trained:
-/// writes the checkpoint `save` names (none when empty), says on stderr where the run stopped and how
-/// to continue, and returns kInterruptedStatus.
+/// After a loop stopped on SIGINT or SIGTERM in `epoch` (1-based) with `batches_done` of its batches
+/// trained: writes the checkpoint `save` names (none when empty), says on stderr where the run
+/// stopped and how to continue, and returns interrupted_status().
 inline int stop_after_interrupt(const std::string& save, const minidl::nn::Module& model,
                                 const minidl::optim::Optimizer& optimizer, int epoch, int64_t batches_done,
                                 int64_t batches_per_epoch) {
   std::fflush(stdout);
-  std::string where = "interrupted in epoch " + std::to_string(epoch) + " after " + std::to_string(batches_done) +
-                      " of its " + std::to_string(batches_per_epoch) + " batches";
+  const bool terminated = detail::stop_signal.load(std::memory_order_relaxed) == SIGTERM;
+  const std::string where = std::string(terminated ? "terminated" : "interrupted") + " in epoch " +
+                            std::to_string(epoch) + " after " + std::to_string(batches_done) + " of its " +
+                            std::to_string(batches_per_epoch) + " batches";
   if (save.empty()) {
     std::fprintf(stderr, "%s; no checkpoint written (--save PATH keeps one)\n", where.c_str());
-    return kInterruptedStatus;
+    return interrupted_status();
   }
   minidl::optim::save_checkpoint(save, model, optimizer,
                                  {epoch - 1, (epoch - 1) * batches_per_epoch + batches_done},
                                  {{kBatchesDoneKey, std::to_string(batches_done)}});
   std::fprintf(stderr, "%s; checkpoint written to %s (continue with --resume %s)\n", where.c_str(), save.c_str(),
                save.c_str());
-  return kInterruptedStatus;
+  return interrupted_status();
 }
 
 /// The batches of the next epoch that the checkpoint `path` had already trained: 0 for one written

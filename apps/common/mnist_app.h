@@ -126,7 +126,7 @@ inline std::shared_ptr<const data::Dataset> first(const std::shared_ptr<data::MN
 }
 
 /// Batches of an epoch trained so far (set before the epoch when a resumed run skips them), and
-/// whether Ctrl-C stopped the epoch (apps/common/interrupt.h).
+/// whether Ctrl-C or SIGTERM stopped the epoch (apps/common/interrupt.h).
 struct EpochState {
   int64_t batches_done = 0;
   bool interrupted = false;
@@ -134,7 +134,8 @@ struct EpochState {
 
 /// One epoch of `train_step` (zero_grad, forward, loss, backward, SGD step; graphed on cuda). With
 /// `metrics`, logs the loss at each log point and returns the epoch's mean training loss (NaN without).
-/// With `state`, skips the batches it says are done and stops after the step in flight on Ctrl-C.
+/// With `state`, skips the batches it says are done and stops after the step in flight on Ctrl-C or
+/// SIGTERM.
 template <class Model>
 double train_epoch(Model& model, data::DataLoader& loader, cuda::GraphedStep& train_step, int epoch, const Flags& f,
                    int64_t num_images, MetricsLog* metrics = nullptr, EpochState* state = nullptr) {
@@ -293,7 +294,7 @@ int run(std::shared_ptr<Model> model, const Flags& f) {
   std::unique_ptr<MetricsLog> metrics;
   if (!f.metrics.empty()) metrics = std::make_unique<MetricsLog>(f.metrics, f.title + " (" + f.dataset + ")", first_epoch);
   for (int epoch = first_epoch; epoch <= f.epochs; ++epoch) {
-    // Ctrl-C during the evaluation or the save stops here; one before training began, after the first step.
+    // A signal during the evaluation or the save stops here; one before training began, after the first step.
     if (epoch > first_epoch && interrupted())
       return stop_after_interrupt(f.save, *model, optimizer, epoch, 0, train_loader.size());
     ProgressBar timer(epoch, 0);

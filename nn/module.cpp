@@ -27,19 +27,28 @@ Tensor Module::forward(const Tensor&) {
   MINIDL_FAIL(name(), " has no forward(const Tensor&); override it to use this module inside nn::Sequential");
 }
 
+namespace {
+// Registering an existing name replaces the entry in place, keeping its position (as assigning an
+// attribute does in PyTorch): names and registration order stay those of the model.
+Tensor& put(std::vector<std::pair<std::string, Tensor>>& entries, const std::string& name, Tensor tensor) {
+  for (auto& [existing, t] : entries) {
+    if (existing == name) return t = std::move(tensor);
+  }
+  entries.emplace_back(name, std::move(tensor));
+  return entries.back().second;
+}
+}  // namespace
+
 Tensor& Module::register_parameter(const std::string& name, Tensor tensor, bool requires_grad) {
   MINIDL_CHECK(!name.empty() && name.find('.') == std::string::npos, "register_parameter: invalid name \"", name,
                "\" (must be non-empty and contain no '.')");
-  for (auto& [existing, t] : parameters_) MINIDL_CHECK(existing != name, "register_parameter: \"", name, "\" already exists");
   if (requires_grad) tensor.requires_grad_();
-  parameters_.emplace_back(name, std::move(tensor));
-  return parameters_.back().second;
+  return put(parameters_, name, std::move(tensor));
 }
 
 Tensor& Module::register_buffer(const std::string& name, Tensor tensor) {
   MINIDL_CHECK(!name.empty() && name.find('.') == std::string::npos, "register_buffer: invalid name \"", name, "\"");
-  buffers_.emplace_back(name, std::move(tensor));
-  return buffers_.back().second;
+  return put(buffers_, name, std::move(tensor));
 }
 
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
@@ -50,25 +59,41 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
 }
 
 namespace {
-template <class Get>
-void collect(const Module& m, const std::string& prefix, bool recurse, Get get,
-             std::vector<std::pair<std::string, Tensor>>& out) {
-  for (const auto& [name, t] : get(m)) out.emplace_back(prefix + name, t);
+// Calls visit(prefix, module) for `m` and, with `recurse`, its descendants, depth first in
+// registration order. With `seen`, a module met before (registered at two places) is skipped with
+// everything under it, as PyTorch's named_modules does; without, every registration is walked.
+template <class Visit>
+void walk(const Module& m, const std::string& prefix, bool recurse, std::set<const Module*>* seen, Visit& visit) {
+  if (seen && !seen->insert(&m).second) return;
+  visit(prefix, m);
   if (!recurse) return;
-  for (const auto& [name, child] : m.named_children()) collect(*child, prefix + name + ".", true, get, out);
+  for (const auto& [name, child] : m.named_children()) walk(*child, prefix + name + ".", true, seen, visit);
 }
 }  // namespace
 
-std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
+// One tensor reached under two names (a tied weight) keeps the first: an optimizer given
+// parameters() must see each tensor once, or it steps it twice and keeps two sets of state.
+template <class Own>
+std::vector<std::pair<std::string, Tensor>> Module::named_tensors(bool recurse, bool remove_duplicate, Own own) const {
   std::vector<std::pair<std::string, Tensor>> out;
-  collect(*this, "", recurse, [](const Module& m) -> const auto& { return m.parameters_; }, out);
+  std::set<const Module*> modules;
+  std::set<const TensorImpl*> tensors;
+  auto visit = [&](const std::string& prefix, const Module& m) {
+    for (const auto& [name, t] : own(m)) {
+      if (remove_duplicate && t.defined() && !tensors.insert(&t.impl()).second) continue;
+      out.emplace_back(prefix + name, t);
+    }
+  };
+  walk(*this, "", recurse, remove_duplicate ? &modules : nullptr, visit);
   return out;
 }
 
-std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) const {
-  std::vector<std::pair<std::string, Tensor>> out;
-  collect(*this, "", recurse, [](const Module& m) -> const auto& { return m.buffers_; }, out);
-  return out;
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse, bool remove_duplicate) const {
+  return named_tensors(recurse, remove_duplicate, [](const Module& m) -> const auto& { return m.parameters_; });
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse, bool remove_duplicate) const {
+  return named_tensors(recurse, remove_duplicate, [](const Module& m) -> const auto& { return m.buffers_; });
 }
 
 std::vector<Tensor> Module::parameters(bool recurse) const {
@@ -77,19 +102,27 @@ std::vector<Tensor> Module::parameters(bool recurse) const {
   return out;
 }
 
+std::vector<Tensor> Module::buffers(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [name, t] : named_buffers(recurse)) out.push_back(t);
+  return out;
+}
+
 namespace {
-void collect_modules(const Module& m, const std::string& prefix,
+void collect_modules(const Module& m, const std::string& prefix, std::set<const Module*>* seen,
                      std::vector<std::pair<std::string, std::shared_ptr<Module>>>& out) {
   for (const auto& [name, child] : m.named_children()) {
+    if (seen && !seen->insert(child.get()).second) continue;
     out.emplace_back(prefix + name, child);
-    collect_modules(*child, prefix + name + ".", out);
+    collect_modules(*child, prefix + name + ".", seen, out);
   }
 }
 }  // namespace
 
-std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules() const {
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules(bool remove_duplicate) const {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
-  collect_modules(*this, "", out);
+  std::set<const Module*> seen{this};
+  collect_modules(*this, "", remove_duplicate ? &seen : nullptr, out);
   return out;
 }
 
@@ -159,16 +192,18 @@ void Module::zero_grad(bool set_to_none) {
   }
 }
 
+// Every name, tied or not, as PyTorch's state_dict: a file then has the same keys whether or not a
+// weight is tied, and loading copies into the one tensor under each of its names.
 StateDict Module::state_dict() const {
   StateDict out;
-  for (auto& [name, t] : named_parameters()) out[name] = t.detach();
-  for (auto& [name, t] : named_buffers()) out[name] = t.detach();
+  for (auto& [name, t] : named_parameters(true, false)) out[name] = t.detach();
+  for (auto& [name, t] : named_buffers(true, false)) out[name] = t.detach();
   return out;
 }
 
 void Module::load_state_dict(const StateDict& state) {
-  std::vector<std::pair<std::string, Tensor>> own = named_parameters();
-  for (auto& entry : named_buffers()) own.push_back(entry);
+  std::vector<std::pair<std::string, Tensor>> own = named_parameters(true, false);
+  for (auto& entry : named_buffers(true, false)) own.push_back(entry);
   std::set<std::string> seen;
   std::ostringstream missing;
   for (auto& [name, t] : own) {

@@ -32,8 +32,12 @@ class Module {
   virtual std::string extra_repr() const { return ""; }
 
   /// Adds a trainable tensor and returns a handle that shares it.   weight = register_parameter("weight", w);
+  /// Registering a name again replaces that parameter, as assigning one does in PyTorch; this is how a
+  /// layer's weight is tied to another's (the member must follow, since it is a handle of its own):
+  ///   decoder->weight = decoder->register_parameter("weight", encoder->weight);
   Tensor& register_parameter(const std::string& name, Tensor tensor, bool requires_grad = true);
-  /// Adds a non-trainable tensor that moves with the module and is saved in state_dict.
+  /// Adds a non-trainable tensor that moves with the module and is saved in state_dict; registering a
+  /// name again replaces that buffer.
   Tensor& register_buffer(const std::string& name, Tensor tensor);
   /// Adds a child; its parameters appear as "name.param".
   template <class ModuleType>
@@ -48,14 +52,29 @@ class Module {
     return holder;
   }
 
+  /// Every parameter once, in registration order: a tied weight (one tensor registered in two
+  /// modules, or a module registered twice) is listed once, so an optimizer steps it once.
+  ///   optim::SGD optimizer(model->parameters(), optim::SGDOptions(0.01));
   std::vector<Tensor> parameters(bool recurse = true) const;
-  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
-  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
+  /// Parameters by dotted name ("fc1.weight"). A tensor reached under several names keeps the first
+  /// one met in registration order; remove_duplicate=false lists every name, as state_dict does.
+  ///   for (auto& [name, p] : model->named_parameters()) std::cout << name << ' ' << p.shape() << '\n';
+  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true, bool remove_duplicate = true) const;
+  /// Buffers (running statistics, ...) once each, as parameters() lists parameters.
+  std::vector<Tensor> buffers(bool recurse = true) const;
+  /// Buffers by dotted name ("bn1.running_mean"), deduplicated as named_parameters.
+  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true, bool remove_duplicate = true) const;
+  /// The direct children in registration order, one entry per registration (a child registered
+  /// under two names appears under both, as PyTorch prints it).
   std::vector<std::shared_ptr<Module>> children() const;
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const { return children_; }
   /// Every descendant, depth first, by dotted name ("layers.0"); the module itself is not included.
-  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules() const;
-  /// Elements in all parameters (trainable or not), as sum(p.numel() for p in model.parameters()).
+  /// A module registered at two places is listed once, under its first name, as in PyTorch;
+  /// remove_duplicate=false lists it (and what is under it) under every name.
+  ///   for (auto& [name, m] : model->named_modules()) std::cout << name << ": " << m->name() << '\n';
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules(bool remove_duplicate = true) const;
+  /// Elements in all parameters (trainable or not), as sum(p.numel() for p in model.parameters()):
+  /// a tied weight counts once.
   int64_t num_parameters() const;
 
   /// Training mode on (default) or off, recursively; layers like Dropout read it.
@@ -70,10 +89,12 @@ class Module {
   /// Drops every parameter's gradient (set to none, as PyTorch does by default), or zeroes it in place.
   void zero_grad(bool set_to_none = true);
 
-  /// Detached handles to every parameter and buffer by dotted name.
+  /// Detached handles to every parameter and buffer by dotted name. A tied weight appears under each
+  /// of its names, as in PyTorch, so the keys are those of the untied model.
   StateDict state_dict() const;
   /// Copies values in. Every key must match a parameter or buffer of the same shape, and every
   /// parameter or buffer must be given; otherwise throws naming what is missing, unexpected or mismatched.
+  /// Values are copied into the existing tensors, so tied weights stay tied.
   void load_state_dict(const StateDict& state);
 
  protected:
@@ -82,6 +103,8 @@ class Module {
  private:
   template <class Fn>
   void for_each_tensor(Fn&& fn);
+  template <class Own>
+  std::vector<std::pair<std::string, Tensor>> named_tensors(bool recurse, bool remove_duplicate, Own own) const;
 
   std::vector<std::pair<std::string, Tensor>> parameters_;
   std::vector<std::pair<std::string, Tensor>> buffers_;

@@ -19,9 +19,10 @@ void check_format_version(const safetensors::Metadata& metadata, const std::stri
 
 void check_state_dict(const Module& module, const StateDict& state, const std::string& source) {
   const StateDict own = module.state_dict();
-  // Registration order, so the first problem named is the first one a reader of the model meets.
-  std::vector<std::pair<std::string, Tensor>> ordered = module.named_parameters();
-  for (auto& entry : module.named_buffers()) ordered.push_back(entry);
+  // Registration order, so the first problem named is the first one a reader of the model meets;
+  // every name of a tied weight, as state_dict() has them.
+  std::vector<std::pair<std::string, Tensor>> ordered = module.named_parameters(true, false);
+  for (auto& entry : module.named_buffers(true, false)) ordered.push_back(entry);
   for (auto& [name, t] : ordered) {
     auto it = state.find(name);
     MINIDL_CHECK(it != state.end(), source, ": missing \"", name, "\" (", describe(t), " in the model); it holds ",

@@ -1,8 +1,51 @@
 #include "optim/optimizer.h"
 
+#include <map>
+#include <tuple>
+
 #include "ops/creation.h"
 
 namespace minidl::optim {
+namespace {
+
+struct Position {
+  size_t group, index;
+};
+
+std::string describe(const Position& at) { return detail::concat("parameter ", at.index, " of group ", at.group); }
+
+// A tensor listed twice would be updated twice per step, with two sets of state (momentum, Adam's
+// moments). PyTorch refuses it across groups and warns within one; both are errors here. Two leaf
+// tensors over the same memory (a detach() of a weight registered as another weight) would be
+// updated twice as well, each time by one of two gradients that were never added.
+void check_each_tensor_once(const std::vector<ParamGroup>& groups, const char* name) {
+  std::map<const TensorImpl*, Position> tensors;
+  std::map<std::tuple<const Storage*, int64_t, Shape, Strides>, Position> memory;
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    for (size_t i = 0; i < groups[gi].params.size(); ++i) {
+      const Tensor& p = groups[gi].params[i];
+      const Position here{gi, i};
+      auto [same, fresh] = tensors.emplace(&p.impl(), here);
+      if (!fresh) {
+        const Position& first = same->second;
+        MINIDL_FAIL(name, ": ", describe(here), " (", p.dtype(), " of shape ", p.shape(), ") is the same tensor as ",
+                    describe(first), ": ",
+                    first.group == gi ? "the optimizer contains a parameter group with duplicate parameters"
+                                      : "some parameters appear in more than one parameter group",
+                    ", and each step would update it twice; list each tensor once (model->parameters() lists a tied "
+                    "weight once)");
+      }
+      if (p.numel() == 0) continue;
+      const TensorImpl& impl = p.impl();
+      auto [alias, unseen] = memory.emplace(std::tuple(impl.storage.get(), impl.offset, impl.shape, impl.strides), here);
+      MINIDL_CHECK(unseen, name, ": ", describe(here), " and ", describe(alias->second), " (", p.dtype(), " of shape ",
+                   p.shape(), ") are two tensors over the same memory, which each step would update twice, once by "
+                   "each one's gradient; tie weights by registering one tensor in both modules, not a detached copy");
+    }
+  }
+}
+
+}  // namespace
 
 Optimizer::Optimizer(std::vector<ParamGroup> groups, double default_lr, const char* name)
     : groups_(std::move(groups)), name_(name) {
@@ -17,6 +60,7 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, double default_lr, const ch
                    ": every parameter must be a leaf tensor that requires grad");
     }
   }
+  check_each_tensor_once(groups_, name);
 }
 
 const Tensor* Optimizer::lr_on_device(size_t gi, const Tensor& like) {

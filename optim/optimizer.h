@@ -10,7 +10,8 @@
 
 namespace minidl::optim {
 
-/// A set of parameters sharing a learning rate; a group without lr takes the optimizer's.
+/// A set of parameters sharing a learning rate; a group without lr takes the optimizer's. A tensor
+/// may appear once across all groups (an optimizer refuses one listed twice, which it would step twice).
 ///   optim::SGD opt({{backbone->parameters(), 1e-3}, {head->parameters()}}, optim::SGDOptions(0.01));
 struct ParamGroup {
   ParamGroup(std::vector<Tensor> params, std::optional<double> lr = std::nullopt)  // NOLINT: implicit on purpose

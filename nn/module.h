@@ -1,6 +1,7 @@
 #pragma once
 // nn::Module: the base of every layer and model. It owns named parameters, buffers and child
 // modules, in registration order, and moves them between devices together.
+#include <concepts>
 #include <map>
 #include <memory>
 #include <ostream>
@@ -9,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
 #include "core/tensor.h"
 
 namespace minidl::nn {
@@ -150,5 +152,21 @@ class ModuleHolder {
 ///     (fc1): Linear(in_features=784, out_features=128, bias=true)
 ///   )
 std::ostream& operator<<(std::ostream& os, const Module& module);
+
+/// Prints the module a pointer holds, as `os << *model` does, not the pointer's address.
+///   auto model = std::make_shared<Net>();  std::cout << model << '\n';
+template <class M>
+  requires std::derived_from<M, Module>
+std::ostream& operator<<(std::ostream& os, const std::shared_ptr<M>& module) {
+  MINIDL_CHECK(module != nullptr, "printing a module: the pointer is null (a model not made yet?)");
+  return os << static_cast<const Module&>(*module);
+}
+
+/// Prints the module a holder holds.   nn::Linear fc(784, 10);  std::cout << fc;
+template <class Impl>
+std::ostream& operator<<(std::ostream& os, const ModuleHolder<Impl>& holder) {
+  MINIDL_CHECK(holder.get() != nullptr, "printing a module: the holder is empty (made with nullptr)");
+  return os << static_cast<const Module&>(*holder);
+}
 
 }  // namespace minidl::nn

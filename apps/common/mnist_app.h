@@ -7,7 +7,9 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "apps/common/cli.h"
 #include "apps/common/interrupt.h"
@@ -130,6 +132,10 @@ inline std::shared_ptr<const data::Dataset> first(const std::shared_ptr<data::MN
 struct EpochState {
   int64_t batches_done = 0;
   bool interrupted = false;
+  // A resumed epoch: the generator as the checkpoint left it. The loader draws its workers' base
+  // seed when the epoch begins, a draw the interrupted run made before saving; putting the state
+  // back after it keeps the training thread's stream where the uninterrupted run has it.
+  std::optional<Generator::State> generator;
 };
 
 /// One epoch of `train_step` (zero_grad, forward, loss, backward, SGD step; graphed on cuda). With
@@ -144,7 +150,13 @@ double train_epoch(Model& model, data::DataLoader& loader, cuda::GraphedStep& tr
   int64_t seen = 0, step = 0, trained = 0;
   const int64_t skip = state ? state->batches_done : 0;
   Tensor loss_sum;  // summed on the device: one small kernel per step, no synchronization
-  for (data::Batch& batch : loader) {
+  data::DataLoader::Iterator it = loader.begin();
+  if (state && state->generator) {
+    default_generator().set_state(*state->generator);
+    state->generator.reset();
+  }
+  for (; it != loader.end(); ++it) {
+    data::Batch& batch = *it;
     if (step < skip) {  // trained before the run was interrupted: same order, so the same batches
       ++step, seen += batch.data.size(0);
       continue;
@@ -219,14 +231,22 @@ inline void report_memory(int epoch, Device device) {
 /// epoch, so that the run goes on as if it had never stopped. Returns the epoch to train next; a
 /// checkpoint of an interrupted epoch also sets `batches_done`, the batches of it to skip.
 inline int resume_from(const std::string& path, nn::Module& model, optim::Optimizer& optimizer,
-                       optim::LRScheduler* schedule, data::DataLoader& loader, int64_t* batches_done = nullptr) {
+                       optim::LRScheduler* schedule, data::DataLoader& loader, EpochState* state = nullptr) {
   const int64_t done = batches_done_in(path);
   MINIDL_CHECK(done < loader.size(), path, ": ", done, " batches of its interrupted epoch were trained, but an epoch "
                "has ", loader.size(), " here; resume with the --batch-size and --limit of the interrupted run");
   optim::TrainingPosition at = optim::load_checkpoint(path, model, optimizer);
+  // The schedule counts the epochs done. Each step scales the rate a group has now, which the
+  // checkpoint already holds: the saved rates are put back after, or the schedule would apply twice.
+  std::vector<std::optional<double>> saved_lr;
+  for (const optim::ParamGroup& g : optimizer.param_groups()) saved_lr.push_back(g.lr);
   for (int64_t e = 0; schedule && e < at.epoch; ++e) schedule->step();
+  for (size_t g = 0; g < saved_lr.size(); ++g) optimizer.param_groups()[g].lr = saved_lr[g];
   loader.set_epoch(at.epoch);
-  if (batches_done) *batches_done = done;
+  if (state) {
+    state->batches_done = done;
+    if (done > 0) state->generator = at.rng;
+  }
   if (done > 0) {
     std::printf("resumed from %s in epoch %lld after %lld of its batches (step %lld)\n", path.c_str(),
                 static_cast<long long>(at.epoch + 1), static_cast<long long>(done), static_cast<long long>(at.step));
@@ -287,7 +307,7 @@ int run(std::shared_ptr<Model> model, const Flags& f) {
   if (f.schedule == "cosine") schedule = std::make_unique<optim::CosineAnnealingLR>(optimizer, f.epochs);
   EpochState state;
   const int first_epoch =
-      f.resume.empty() ? 1 : resume_from(f.resume, *model, optimizer, schedule.get(), train_loader, &state.batches_done);
+      f.resume.empty() ? 1 : resume_from(f.resume, *model, optimizer, schedule.get(), train_loader, &state);
   // Anomaly mode reads every result on the host, which a graph capture cannot.
   cuda::GraphedStep train_step(trained, optimizer, nn::functional::cross_entropy,
                                cuda::GraphedStepOptions().enabled(f.cuda_graph && !f.detect_anomaly));

@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
 # Sets up (packages, data, build) and runs the whole test suite. GPU tests skip, saying why, on a
-# machine without a usable GPU.
+# machine without a usable GPU. Each phase prints how long it took, so a slow CI run says where.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+phase() { echo "test.sh: $1 took $((SECONDS - phase_start)) s (total ${SECONDS} s)"; phase_start=$SECONDS; }
+phase_start=$SECONDS
 "$repo/scripts/setup.sh"
+phase "setup and build"
 cd "${BUILD_DIR:-$repo/build}"
 ctest --output-on-failure -j "$(nproc)" "$@"
+phase "ctest"
 # The build also installs as a CMake package: examples/ is built and run against it.
 "$repo/scripts/check_install.sh" "$PWD"
+phase "the installed package"
 # The same suite under ASan, LSan and UBSan in build-san/ (about 6 minutes on 2 cores);
 # MINIDL_SANITIZE_TESTS=0 skips it.
 if [[ "${MINIDL_SANITIZE_TESTS:-1}" != 0 ]]; then
   "$repo/scripts/sanitize.sh" "$@"
+  phase "the sanitizers"
 fi

@@ -71,6 +71,7 @@ Tensor sum_impl(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
   Shape in_shape = x.shape();
   Tensor out;
   if (dims.empty()) {
+    NoGradGuard no_grad;  // the copy of a 0-d x; the sum's own entry below is its history
     out = x.clone();
   } else {
     NoGradGuard no_grad;

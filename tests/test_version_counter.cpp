@@ -134,6 +134,10 @@ TEST(Reductions, SumOverAnEmptyDimListReducesEverything) {
   EXPECT_FLOAT_EQ(sum(x, {}).item<float>(), 10);
   EXPECT_EQ(sum(x, {}, /*keepdim=*/true).shape(), (Shape{1, 1}));
   EXPECT_FLOAT_EQ(mean(x, {}).item<float>(), 2.5f);
+  // A 0-d tensor sums to a copy of itself, with one entry of history: the sum's.
+  Tensor s = full({}, 2.0).requires_grad_();
+  (sum(s) * 3).backward();
+  EXPECT_FLOAT_EQ(s.grad().item<float>(), 3);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -198,7 +199,11 @@ int minidl_dlpack_demo_add_(void* h, double value, int64_t consumer_stream) {
       [&] {
         Tensor& t = handle(h);
         NoGradGuard no_grad;
-        t += value;
+        // The C interface carries a double: a whole number for an integral tensor is the integer
+        // it spells (Python's 1 arrives as 1.0); anything else promotes, and an integral tensor
+        // refuses it, as PyTorch's add_ does.
+        if (!is_floating(t.dtype()) && value == std::trunc(value)) t += static_cast<int64_t>(value);
+        else t += value;
         dlpack_make_stream_wait(t.device(), consumer_stream);
         return 0;
       },

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -40,15 +41,17 @@ Tensor implied_seed(const Tensor& root) {
 struct TapeInput {
   uint64_t node = 0;                  // tape id of a non-leaf input
   std::shared_ptr<TensorImpl> leaf;   // a leaf that requires grad, to accumulate into
+  std::weak_ptr<TensorImpl> tensor;   // a non-leaf input, while it lives: the shape its gradient must have
   bool requires_grad = false;
-  Shape shape;                        // what its gradient must look like
-  DType dtype = kFloat32;
 };
 
-// A tensor a backward reads (a detached handle), and the version of its memory when it was saved.
+// The memory a backward reads and its version when it was saved. No allocation per saved tensor:
+// the storage is shared, and the tensor (for the error's dtype and shape) only watched, since a
+// strong handle to an op's own output would keep its entry alive for ever.
 struct SavedVersion {
-  Tensor tensor;
+  std::shared_ptr<Storage> storage;
   uint64_t version;
+  std::weak_ptr<TensorImpl> tensor;
 };
 
 // One recorded op. Its output tensor is held weakly: once every handle to the output is gone, the
@@ -167,13 +170,16 @@ std::vector<size_t> reachable_from(size_t root) {
 // in-place write changed after the forward saved it, or its gradient is silently wrong.
 void check_saved_versions(const TapeEntry& e) {
   for (const SavedVersion& s : e.saved) {
-    const uint64_t now = s.tensor._version();
-    MINIDL_CHECK(now == s.version, "backward: one of the variables needed for gradient computation has been modified by "
-                 "an inplace operation: [", s.tensor.dtype(), " ", s.tensor.shape(), "], which '", e.name,
-                 "' saved for its backward, is at version ", now, "; expected version ", s.version,
-                 " instead. Hint: find the in-place change made after the forward (add_, +=, copy_, zero_, an "
-                 "optimizer's step(), a write through detach() or a view) and make it out of place, or clone() the "
-                 "tensor before changing it");
+    const uint64_t now = s.storage->version();
+    if (now == s.version) continue;
+    std::ostringstream what;
+    if (auto t = s.tensor.lock()) what << "[" << t->dtype << " " << t->shape << "]";
+    else what << "a tensor";
+    MINIDL_FAIL("backward: one of the variables needed for gradient computation has been modified by an inplace "
+                "operation: ", what.str(), ", which '", e.name, "' saved for its backward, is at version ", now,
+                "; expected version ", s.version, " instead. Hint: find the in-place change made after the forward "
+                "(add_, +=, copy_, zero_, an optimizer's step(), a write through detach() or a view) and make it out "
+                "of place, or clone() the tensor before changing it");
   }
 }
 
@@ -181,9 +187,11 @@ void check_saved_versions(const TapeEntry& e) {
 // before it reaches .grad; a wrong dtype is converted, as PyTorch does.
 Tensor checked_gradient(const TapeEntry& e, size_t i, Tensor grad) {
   const TapeInput& in = e.inputs[i];
-  MINIDL_CHECK(grad.shape() == in.shape, "backward: '", e.name, "' returned a gradient of shape ", grad.shape(),
-               " for input ", i, ", which has shape ", in.shape);
-  return grad.dtype() == in.dtype ? grad : grad.to(in.dtype);
+  std::shared_ptr<TensorImpl> input = in.leaf ? in.leaf : in.tensor.lock();
+  if (!input) return grad;  // a non-leaf input no one holds: its own op's backward sees the gradient next
+  MINIDL_CHECK(grad.shape() == input->shape, "backward: '", e.name, "' returned a gradient of shape ", grad.shape(),
+               " for input ", i, ", which has shape ", input->shape);
+  return grad.dtype() == input->dtype ? grad : grad.to(input->dtype);
 }
 
 // A gradient may still be being written on a CUDA side stream (core/cuda/side_stream.cpp): the
@@ -274,7 +282,7 @@ void record(const char* name, Tensor& output, const std::vector<Tensor>& inputs,
   TapeEntry entry{next_node_id++, name, output.impl_ptr(), {}, {}, std::move(backward), nullptr};
   entry.saved.reserve(saved.size());
   for (const Tensor& t : saved)
-    if (t.defined()) entry.saved.push_back({t.detach(), t._version()});  // detached: the entry must not keep its output alive
+    if (t.defined()) entry.saved.push_back({t.impl().storage, t._version(), t.impl_ptr()});
   entry.inputs.reserve(inputs.size());
   for (const Tensor& input : inputs) {
     MINIDL_CHECK(!input.defined() || !input.impl().inference, name,
@@ -283,10 +291,12 @@ void record(const char* name, Tensor& output, const std::vector<Tensor>& inputs,
     TapeInput in;
     if (input.defined() && input.requires_grad()) {
       in.requires_grad = true;
-      in.shape = input.shape();
-      in.dtype = input.dtype();
-      if (input.is_leaf()) in.leaf = input.impl_ptr();
-      else in.node = input.impl().node;
+      if (input.is_leaf()) {
+        in.leaf = input.impl_ptr();
+      } else {
+        in.node = input.impl().node;
+        in.tensor = input.impl_ptr();
+      }
     }
     entry.inputs.push_back(std::move(in));
   }

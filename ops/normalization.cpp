@@ -120,6 +120,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   Tensor rm = running_mean, rv = running_var;
   kernels_for(x.device()).batch_norm(x3, or_null(w), or_null(b), rm.defined() ? &rm : nullptr,
                                      rv.defined() ? &rv : nullptr, training, momentum, eps, out, mean, invstd);
+  if (training && rm.defined()) {  // written in place: counted as every in-place write is
+    rm.bump_version();
+    rv.bump_version();
+  }
   if (autograd::needs_recording({x, weight, bias})) {
     autograd::record("batch_norm", out, {x, weight, bias}, {x3, w},
                      [x3, w, mean, invstd, training, x_shape = x.shape()](const Tensor& grad,

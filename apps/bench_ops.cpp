@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/common/cli.h"
 #include "apps/common/crossover.h"
 #include "apps/common/svg_chart.h"
 #include "core/cuda.h"
@@ -262,7 +263,7 @@ int main(int argc, char** argv) {
   xo->add_flag("--gpu,!--no-gpu", x.gpu, "also run on the GPU where there is one (default on)");
   xo->add_option("--csv", x.csv, "also write the table as CSV to this file");
   xo->add_option("--svg", x.svg, "draw the times by size (log-log) into this SVG file");
-  CLI11_PARSE(app, argc, argv);
+  mnist_app::parse_or_exit(app, argc, argv);  // a bad flag exits 2, as in every app
 
   try {
     if (xo->parsed()) return run_crossover(x);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <string>
 
+#include "apps/common/cli.h"
 #include "core/diagnostics.h"
 
 #ifndef MINIDL_VERSION_TEXT  // set by CMakeLists.txt; these keep a hand-made build compiling
@@ -83,7 +84,7 @@ int main(int argc, char** argv) {
   bool require_gpu = false;
   CLI::App app("minidl doctor: build options, CUDA driver, libraries and GPUs, with a fix for each problem");
   app.add_flag("--require-gpu", require_gpu, "exit with status 2 when no GPU is usable");
-  CLI11_PARSE(app, argc, argv);
+  mnist_app::parse_or_exit(app, argc, argv);  // a bad flag exits 2, as in every app
 
   const CpuReport cpu = diagnose_cpu();
   const CudaReport cuda = diagnose_cuda();

@@ -79,6 +79,13 @@ TEST(Doctor, RequireGpuFailsExactlyWhenNoGpuIsUsable) {
   const std::string out = run(std::string(MINIDL_DOCTOR) + " --require-gpu", status);
   EXPECT_EQ(status, usable ? 0 : 2) << out;
 }
+
+TEST(Doctor, AnUnknownFlagIsAUsageErrorExiting2) {
+  int status = -1;
+  const std::string out = run(std::string(MINIDL_DOCTOR) + " --no-such-flag", status);
+  EXPECT_EQ(status, 2) << out;  // as every app's usage error; CLI11's own status was 109
+  EXPECT_NE(out.find("--no-such-flag"), std::string::npos) << out;
+}
 #endif
 
 TEST(Diagnostics, EveryProblemHasACauseAndAFix) {

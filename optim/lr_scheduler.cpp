@@ -2,30 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
-#include <mutex>
 #include <numbers>
 
 namespace minidl::optim {
 
 namespace {
-
-// PyTorch keeps each group's "initial_lr" in the param group itself, put there by the first schedule
-// built on the optimizer: every later schedule takes it as its base rates (not the rate an earlier
-// schedule's initial step left), and SequentialLR resets to it. ParamGroup has no such field, so the
-// rates are kept here, per optimizer, for as long as some schedule of that optimizer lives.
-struct InitialLrs {
-  std::vector<double> lrs;
-  int64_t schedules = 0;
-};
-
-std::mutex initial_lrs_mutex;
-
-std::map<const Optimizer*, InitialLrs>& initial_lrs() {
-  // Never destroyed: a static schedule may be destroyed after it.
-  static auto* by_optimizer = new std::map<const Optimizer*, InitialLrs>;
-  return *by_optimizer;
-}
 
 // OneCycleLR's initial_lr, once its arguments are known to be good: it replaces the optimizer's.
 double one_cycle_initial_lr(double max_lr, int64_t total_steps, double pct_start, double div_factor,
@@ -42,20 +23,14 @@ double one_cycle_initial_lr(double max_lr, int64_t total_steps, double pct_start
 
 LRScheduler::LRScheduler(Optimizer& optimizer, const char* name, std::optional<double> initial_lr)
     : name_(name), optimizer_(optimizer) {
-  const auto& groups = optimizer.param_groups();
-  std::lock_guard lock(initial_lrs_mutex);
-  InitialLrs& shared = initial_lrs()[&optimizer];
-  for (size_t i = shared.lrs.size(); i < groups.size(); ++i) shared.lrs.push_back(*groups[i].lr);  // groups added since
-  if (initial_lr) std::fill(shared.lrs.begin(), shared.lrs.end(), *initial_lr);
-  ++shared.schedules;
-  base_lrs_.assign(shared.lrs.begin(), shared.lrs.begin() + static_cast<std::ptrdiff_t>(groups.size()));
+  // As PyTorch's setdefault("initial_lr", lr): the first schedule of a group fixes its base rate,
+  // which later schedules share (not the rate an earlier schedule's first step left).
+  for (ParamGroup& g : optimizer.param_groups()) {
+    if (initial_lr) g.initial_lr = initial_lr;
+    else if (!g.initial_lr) g.initial_lr = g.lr;
+    base_lrs_.push_back(*g.initial_lr);
+  }
   last_lr_ = current_lrs();
-}
-
-LRScheduler::~LRScheduler() {
-  std::lock_guard lock(initial_lrs_mutex);
-  auto it = initial_lrs().find(&optimizer_);
-  if (--it->second.schedules == 0) initial_lrs().erase(it);
 }
 
 void LRScheduler::step() {

@@ -13,7 +13,7 @@ namespace minidl::optim {
 
 class LRScheduler {
  public:
-  virtual ~LRScheduler();
+  virtual ~LRScheduler() = default;
   LRScheduler(const LRScheduler&) = delete;
   LRScheduler& operator=(const LRScheduler&) = delete;
 
@@ -26,8 +26,8 @@ class LRScheduler {
   /// The rates the last step() (or the constructor) wrote, one per group; not one set by hand since.
   ///   double lr = scheduler.get_last_lr()[0];
   std::vector<double> get_last_lr() const { return last_lr_; }
-  /// Each group's initial_lr: its rate when the first live schedule of the optimizer was built
-  /// (OneCycleLR's max_lr / div_factor after one), which every schedule of it shares, as in PyTorch.
+  /// Each group's initial_lr (ParamGroup::initial_lr): its rate when the first schedule of the
+  /// optimizer was built (OneCycleLR's max_lr / div_factor after one), shared by all, as in PyTorch.
   ///   double peak = scheduler.base_lrs()[0];
   const std::vector<double>& base_lrs() const { return base_lrs_; }
   /// The optimizer whose rates the schedule writes.

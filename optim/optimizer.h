@@ -18,6 +18,9 @@ struct ParamGroup {
       : params(std::move(params)), lr(lr) {}
   std::vector<Tensor> params;
   std::optional<double> lr;  // resolved to a value when the optimizer is built
+  /// The rate the first schedule built on the optimizer found (PyTorch's "initial_lr"): every later
+  /// schedule starts from it, and SequentialLR resets to it. Unset until a schedule is built.
+  std::optional<double> initial_lr;
 };
 
 class Optimizer {

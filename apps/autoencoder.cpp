@@ -67,15 +67,27 @@ int main(int argc, char** argv) {
     model->to(device);
     std::cout << *model << "\n";
     optim::Adam optimizer(model->parameters(), optim::AdamOptions(f.lr));
-    std::printf("test reconstruction MSE before training: %.4f\n", autoencoder::test_loss(*model, test_loader));
+    mnist_app::EpochState resumed;  // the batches of the first epoch trained before an interrupt
+    const int first_epoch =
+        f.resume.empty() ? 1 : mnist_app::resume_from(f.resume, *model, optimizer, nullptr, train_loader, &resumed);
+    if (first_epoch == 1 && resumed.batches_done == 0)
+      std::printf("test reconstruction MSE before training: %.4f\n", autoencoder::test_loss(*model, test_loader));
     std::unique_ptr<mnist_app::MetricsLog> metrics;  // its accuracy columns stay empty: there is no class to get right
-    if (!f.metrics.empty()) metrics = std::make_unique<mnist_app::MetricsLog>(f.metrics, f.title + " (" + f.dataset + ")");
-    for (int epoch = 1; epoch <= f.epochs; ++epoch) {
+    if (!f.metrics.empty()) metrics = std::make_unique<mnist_app::MetricsLog>(f.metrics, f.title + " (" + f.dataset + ")", first_epoch);
+    for (int epoch = first_epoch; epoch <= f.epochs; ++epoch) {
+      // A signal during the evaluation or the save stops here, with the epoch not yet begun.
+      if (epoch > first_epoch && mnist_app::interrupted())
+        return mnist_app::stop_after_interrupt(f.save, *model, optimizer, epoch, 0, train_loader.size());
       model->train();
       double sum = 0;
       int64_t count = 0, step = 0;
       ProgressBar timer(epoch, 0);
-      for (data::Batch& batch : train_loader) {
+      for (auto it = mnist_app::begin_epoch(train_loader, &resumed); it != train_loader.end(); ++it) {
+        data::Batch& batch = *it;
+        if (step < resumed.batches_done) {  // trained before the interrupt: same order, same batches
+          ++step;
+          continue;
+        }
         Tensor loss = mse_loss(model->forward(batch.data), batch.data);
         optimizer.zero_grad();
         loss.backward();
@@ -85,9 +97,10 @@ int main(int argc, char** argv) {
         count += batch.data.size(0);
         ++step;
         if (metrics && (step % f.log_interval == 0 || count == train_set->size())) metrics->add_step(epoch, step, count, value);
-        if (mnist_app::interrupted())
+        if (mnist_app::interrupted() && step < train_loader.size())  // after the last step, the epoch ends as usual
           return mnist_app::stop_after_interrupt(f.save, *model, optimizer, epoch, step, train_loader.size());
       }
+      resumed.batches_done = 0;
       const double seconds = timer.elapsed(), test_mse = autoencoder::test_loss(*model, test_loader);
       std::printf("epoch %d: train reconstruction MSE %.4f, test %.4f\n", epoch, sum / count, test_mse);
       if (metrics) metrics->add_epoch({epoch, sum / count, test_mse, NAN, seconds, f.lr});

@@ -20,6 +20,13 @@ constexpr const char* kMnistMlp = MINIDL_MNIST_MLP;
 constexpr const char* kMnistMlp = "";
 #endif
 
+/// The path of build/autoencoder, or "" in a build without the apps.
+#ifdef MINIDL_AUTOENCODER
+constexpr const char* kAutoencoder = MINIDL_AUTOENCODER;
+#else
+constexpr const char* kAutoencoder = "";
+#endif
+
 class AppProcess {
  public:
   AppProcess(const std::string& binary, std::vector<std::string> args) {

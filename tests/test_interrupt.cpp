@@ -90,6 +90,30 @@ TEST_F(Interrupt, TheFirstSigintSavesAndExits130AndTheRunResumesExactly) {
       << "the resumed run's checkpoint differs from the uninterrupted run's";
 }
 
+TEST_F(Interrupt, TheAutoencoderResumesItsRunInsteadOfStartingOver) {
+  // --resume used to be accepted and ignored there: a resubmitted job trained from scratch and wrote
+  // over its checkpoint. One epoch, then a resumed second, must end with a straight run's bytes.
+  if (std::string(testing::kAutoencoder).empty()) GTEST_SKIP() << "this build has no autoencoder";
+  const std::vector<std::string> common{"--device", "cpu", "--dataset", "mnist", "--limit", "256", "--batch-size", "64",
+                                        "--threads", "1", "--test-batch-size", "1000"};
+  auto run = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), common.begin(), common.end());
+    AppProcess app(testing::kAutoencoder, more);
+    const int status = app.finish();
+    EXPECT_EQ(exit_code(status), 0) << app.output();
+    return app.output();
+  };
+  const std::string first = path("first.safetensors"), resumed = path("resumed.safetensors"),
+                    straight = path("straight.safetensors");
+  run({"--epochs", "1", "--save", first});
+  const std::string out = run({"--epochs", "2", "--resume", first, "--save", resumed});
+  EXPECT_NE(out.find("resumed from " + first + " after epoch 1"), std::string::npos) << out;
+  EXPECT_EQ(out.find("epoch 1:"), std::string::npos) << "the resumed run trained epoch 1 again:\n" << out;
+  run({"--epochs", "2", "--save", straight});
+  EXPECT_TRUE(testing::read_bytes(resumed) == testing::read_bytes(straight))
+      << "the resumed run's checkpoint differs from the uninterrupted run's";
+}
+
 TEST_F(Interrupt, ASecondSigintEndsTheAppAtOnce) {
   // Batches of 2000: the first step takes long enough for the second signal to come during it.
   App app(args({"--batch-size", "2000"}, "6000"));

@@ -138,6 +138,17 @@ struct EpochState {
   std::optional<Generator::State> generator;
 };
 
+/// Starts the loader's next epoch. For a resumed epoch (`state` holding the checkpoint's generator),
+/// puts that generator back once the epoch has drawn its workers' base seed.
+inline data::DataLoader::Iterator begin_epoch(data::DataLoader& loader, EpochState* state) {
+  data::DataLoader::Iterator it = loader.begin();
+  if (state && state->generator) {
+    default_generator().set_state(*state->generator);
+    state->generator.reset();
+  }
+  return it;
+}
+
 /// One epoch of `train_step` (zero_grad, forward, loss, backward, SGD step; graphed on cuda). With
 /// `metrics`, logs the loss at each log point and returns the epoch's mean training loss (NaN without).
 /// With `state`, skips the batches it says are done and stops after the step in flight on Ctrl-C or
@@ -150,12 +161,7 @@ double train_epoch(Model& model, data::DataLoader& loader, cuda::GraphedStep& tr
   int64_t seen = 0, step = 0, trained = 0;
   const int64_t skip = state ? state->batches_done : 0;
   Tensor loss_sum;  // summed on the device: one small kernel per step, no synchronization
-  data::DataLoader::Iterator it = loader.begin();
-  if (state && state->generator) {
-    default_generator().set_state(*state->generator);
-    state->generator.reset();
-  }
-  for (; it != loader.end(); ++it) {
+  for (data::DataLoader::Iterator it = begin_epoch(loader, state); it != loader.end(); ++it) {
     data::Batch& batch = *it;
     if (step < skip) {  // trained before the run was interrupted: same order, so the same batches
       ++step, seen += batch.data.size(0);

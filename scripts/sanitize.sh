@@ -20,8 +20,9 @@ build="${SAN_BUILD_DIR:-$repo/build-san}"
 # integer, an index or a count, say. Float division by zero stays allowed: IEEE's inf, as in PyTorch.
 cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
   -DMINIDL_CUDA=OFF -DMINIDL_SANITIZE=address,undefined,float-cast-overflow -DMINIDL_BUILD_DLPACK_DEMO=OFF >/dev/null
-# The tests of the library; the apps' own tests (flags, signals, doctor, charts) run in the normal
-# build only (CMakeLists.txt leaves them out here), so no app is built.
+# The tests of the library; the apps' own tests (flags, signals, doctor, charts), the CUDA tests and
+# the two training runs run in the normal build only (CMakeLists.txt leaves them out here), so no
+# app is built.
 cmake --build "$build" -j "$(nproc)" --target minidl_tests
 
 # Options listed first, so that the caller's ASAN_OPTIONS / UBSAN_OPTIONS override them.
@@ -30,15 +31,14 @@ export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN
 # Parallel test processes: OpenMP threads wait asleep rather than spin (scripts/test.sh says why).
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 
-# Left out: FashionResnet.LearnsOnTheCpu and MnistTraining.MlpLearnsInOneEpoch... check that a model
-# learns, over minutes of the kernels the unit tests run in seconds (190 s and 26 s here under the
-# sanitizers, 24 s and 13 s without); the normal run checks them.
-slow='FashionResnet\.LearnsOnTheCpu|MnistTraining\.MlpLearnsInOneEpochOnTenThousandImages'
+# Not built here (CMakeLists.txt): tests/test_fashion_resnet.cpp and tests/test_mnist_training.cpp,
+# which check that a model learns over minutes of the kernels the unit tests run in seconds (190 s
+# and 26 s under the sanitizers, 24 s and 13 s without); the normal run checks them.
 # Run apart: the tests that measure resident memory, which ASan's quarantine of freed blocks (256 MB)
 # grows on purpose. They run with no quarantine; every other check stays on.
 rss='MemoryFlat\.|AutogradGraphs\.DroppedForwardsKeepTapeAndMemoryFlat'
 cd "$build"
-ctest --output-on-failure -j "$(nproc)" -E "^($slow)|^($rss)" "$@"
+ctest --output-on-failure -j "$(nproc)" -E "^($rss)" "$@"
 if [[ $# -eq 0 ]]; then
   ASAN_OPTIONS="$ASAN_OPTIONS:quarantine_size_mb=0:thread_local_quarantine_size_kb=0" \
     ctest --output-on-failure -j "$(nproc)" -R "^($rss)"

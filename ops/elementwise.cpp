@@ -191,7 +191,13 @@ Tensor pow(const Tensor& a_in, const Tensor& b_in) {
   return out;
 }
 
-Tensor pow(const Tensor& a, const Scalar& exponent) { return pow(a, scalar_operand(exponent, a)); }
+Tensor pow(const Tensor& a, const Scalar& exponent) {
+  // 2 ** -1 has no integral value: PyTorch refuses it rather than truncating to 0.
+  MINIDL_CHECK(is_floating(result_type(a, exponent)) || exponent.to_double() >= 0,
+               "pow: integers to negative integer powers are not allowed (", a.dtype(), " ** ", exponent,
+               "); use a floating base, e.g. x.to(kFloat32)");
+  return pow(a, scalar_operand(exponent, a));
+}
 
 namespace {
 

@@ -184,6 +184,9 @@ TEST(TypePromotion, UnaryMathOfIntegersIsFloat) {
   EXPECT_EQ(a.to_vector<int64_t>(), (std::vector<int64_t>{3, 2}));
   EXPECT_EQ(pow(ints({2, 3}), 2).to_vector<int64_t>(), (std::vector<int64_t>{4, 9}));
   EXPECT_EQ(pow(ints({4}), 0.5).to_vector<float>(), (std::vector<float>{2}));
+  // torch.tensor([2]) ** -1 -> RuntimeError: Integers to negative integer powers are not allowed.
+  expect_error([] { pow(ints({2}), -1); }, {"pow", "negative integer powers"});
+  EXPECT_EQ(pow(ints({2}), -1.0).to_vector<float>(), (std::vector<float>{0.5f}));
 }
 
 TEST(TypePromotion, GradientsFlowThroughTheCasts) {

@@ -66,17 +66,17 @@ DType promote_types(DType a, DType b) {
   return rank(a) >= rank(b) ? a : b;
 }
 
-DType result_type(std::initializer_list<Tensor> operands) {
+namespace {
+template <class Tensors>
+DType result_type_of(const Tensors& operands) {
   Levels levels;
   for (const Tensor& t : operands) levels.add(t);
   return levels.result();
 }
+}  // namespace
 
-DType result_type(const std::vector<Tensor>& operands) {
-  Levels levels;
-  for (const Tensor& t : operands) levels.add(t);
-  return levels.result();
-}
+DType result_type(std::initializer_list<Tensor> operands) { return result_type_of(operands); }
+DType result_type(const std::vector<Tensor>& operands) { return result_type_of(operands); }
 
 DType result_type(const Tensor& tensor, const Scalar& scalar) {
   Levels levels;

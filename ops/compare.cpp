@@ -6,8 +6,6 @@
 // need no kernels of their own.
 #include "ops/compare.h"
 
-#include <cmath>
-
 #include "core/autograd.h"
 #include "core/type_promotion.h"
 #include "ops/creation.h"

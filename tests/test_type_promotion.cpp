@@ -3,6 +3,7 @@
 // their destination cannot hold.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "minidl.h"

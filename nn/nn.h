@@ -13,5 +13,6 @@
 #include "nn/module.h"
 #include "nn/normalization.h"
 #include "nn/pooling.h"
+#include "nn/rnn.h"
 #include "nn/sequential.h"
 #include "nn/serialize.h"

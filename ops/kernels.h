@@ -18,6 +18,19 @@ enum class UnaryOp {
   Gelu,       // x * Phi(x), Phi the standard normal CDF (exact, by erf)
   GeluTanh,   // PyTorch's approximate="tanh": 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
   Silu,       // x * sigmoid(x)
+  // Math (ops/math.cpp), floating x. Sign and BitwiseNot also take integral x.
+  Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Floor, Ceil, Trunc,
+  Round,      // half to even; scalar = decimals: nearbyint(x * 10^d) / 10^d (d < 0: by 10^-d), as torch.round
+  Sign,       // -1, 0 or 1 (0 for 0, -0 and NaN)
+  Rsqrt, Reciprocal, Log1p, Expm1, Log2, Log10, Erf,
+  BitwiseNot,  // ~x, integral x only
+  // Activations (ops/activation.cpp), floating x.
+  Softplus,     // x > scalar ? x : log1p(exp(x))   (scalar = threshold; the op applies beta around it)
+  Elu,          // x > 0 ? x : scalar * expm1(x)   (scalar = alpha)
+  Selu,         // scale * (x > 0 ? x : alpha * expm1(x)), PyTorch's fixed alpha and scale
+  Mish,         // x * tanh(log1p(exp(x)))
+  Hardsigmoid,  // min(max(x + 3, 0), 6) / 6
+  Hardswish,    // x * hardsigmoid(x)
 };
 
 enum class BinaryOp {
@@ -32,9 +45,24 @@ enum class BinaryOp {
   GeluBackward,       // a = grad, b = input: a * d/dx gelu(b)
   GeluTanhBackward,   // a = grad, b = input: a * d/dx of the tanh approximation at b
   SiluBackward,       // a = grad, b = input: a * s * (1 + b * (1 - s)), s = sigmoid(b)
+  // Math (ops/math.cpp).
+  Atan2,
+  Maximum, Minimum,  // NaN wins, as PyTorch's
+  Fmod,              // C's fmod: the result takes a's sign; integral b != 0 (checked by the op)
+  BitwiseAnd, BitwiseOr, BitwiseXor,  // integral only
+  // Activation gradients (ops/activation.cpp), a = grad.
+  SoftplusBackward,     // b = the scaled input y: y > scalar ? a : a * sigmoid(y)   (scalar = threshold)
+  EluBackward,          // b = input: b > 0 ? a : a * scalar * exp(b)   (scalar = alpha)
+  SeluBackward,         // b = input: scale * (b > 0 ? a : a * alpha * exp(b))
+  MishBackward,         // b = input: a * (t + b * sigmoid(b) * (1 - t * t)), t = tanh(log1p(exp(b)))
+  HardsigmoidBackward,  // b = input: -3 < b < 3 ? a / 6 : 0
+  HardswishBackward,    // b = input: b < -3 ? 0 : b <= 3 ? a * (b / 3 + 0.5) : a
 };
 
-enum class ReduceOp { Sum, Max };
+enum class ReduceOp { Sum, Max, Prod };
+
+/// Cumulative ops of Kernels::scan (ops/scan.cpp).
+enum class ScanOp { Sum, Prod };
 
 /// Elementwise comparisons (ops/compare.cpp); each writes a bool.
 enum class CompareOp { Eq, Ne, Lt, Le, Gt, Ge };
@@ -95,6 +123,20 @@ class Kernels {
   /// run to run, unless set_deterministic(true): then sorted, in index order). Floating dtypes.
   virtual void index_add(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst) = 0;
 
+  // ---- gather and scatter along a dim (ops/gather_scatter.cpp, ops/indexing.cpp) ----
+  // For every position p of index's shape (index int64, any strides, values already checked by the
+  // op to lie in [0, size of `dim`)), q is p with q[dim] = index[p]. src and dst take any strides
+  // (a dim of stride 1 overlapping others is fine: advanced indexing gathers through such a view).
+  /// out[p] = src[q]; out contiguous of index's shape, src's dtype (any).
+  virtual void gather(const Tensor& src, int64_t dim, const Tensor& index, Tensor& out) = 0;
+  /// dst[q] = src[p], or dst[q] += src[p] when `accumulate` (not bool). Repeated q: the CPU writes in
+  /// index order (the last one wins, sums in order); CUDA adds with atomics, unless
+  /// set_deterministic(true): then one thread per line along `dim` writes it in index order, as the CPU.
+  virtual void scatter(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst, bool accumulate) = 0;
+  /// The positions of x's nonzero elements (x contiguous, any dtype) in row-major order, as a new int64
+  /// [n, x.dim()] tensor: n is known only after counting, so CUDA waits for the device here.
+  virtual Tensor nonzero(const Tensor& x) = 0;
+
   // ---- random, from the default generator (ops/creation.cpp, ops/dropout.cpp) ----
   virtual void uniform(Tensor& dst, double low, double high) = 0;
   virtual void normal(Tensor& dst, double mean, double stddev) = 0;
@@ -121,6 +163,20 @@ class Kernels {
   /// (int64, [outer, inner]) receives the index of the first maximum when not null.
   virtual void reduce(ReduceOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor& out,
                       Tensor* argmax) = 0;
+
+  // ---- scans and sorting (ops/scan.cpp, ops/sort.cpp) ----
+  /// out [outer, n, inner] = the inclusive cumulative sum or product of x [outer, n, inner] over n,
+  /// from the first element, or from the last when `reverse`. float32 accumulates in double.
+  virtual void scan(ScanOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool reverse,
+                    Tensor& out) = 0;
+  /// The gradient of cumprod over n, exact where x has zeros (no division): grad_in[i] = the sum over
+  /// j >= i of grad_out[j] times the product of x[m] for m <= j, m != i. Floating dtypes.
+  virtual void cumprod_backward(const Tensor& x, const Tensor& grad_out, int64_t outer, int64_t n, int64_t inner,
+                                Tensor& grad_in) = 0;
+  /// Sorts each of the `rows` contiguous rows of x [rows, n] stably (equal elements keep their order),
+  /// ascending or descending, NaN as the largest value: values [rows, n] (x's dtype) and indices
+  /// (int64 [rows, n], positions within the row). Floating and integral dtypes.
+  virtual void sort(const Tensor& x, int64_t rows, int64_t n, bool descending, Tensor& values, Tensor& indices) = 0;
 
   // ---- matrix products (ops/matmul.cpp) ----
   /// c = alpha * op(a) @ op(b) + beta * c, row-major. c is [M, N] or [B, M, N]; a is [M, K] (or
@@ -250,6 +306,10 @@ class Kernels {
   virtual void adaptive_avg_pool2d(const Tensor& x, Tensor& out) = 0;
   /// grad_in [N, C, H, W] (overwritten) from grad_out [N, C, oh, ow].
   virtual void adaptive_avg_pool2d_backward(const Tensor& grad_out, Tensor& grad_in) = 0;
+  /// out [N, C, oh, ow] and indices (int64 [N, C, oh, ow], the flat position h*W+w in its plane):
+  /// the max of x [N, C, H, W] over adaptive_avg_pool2d's windows, the first maximum winning and a
+  /// NaN over numbers (ops/adaptive_max_pool2d.cpp; its backward is index_add).
+  virtual void adaptive_max_pool2d(const Tensor& x, Tensor& out, Tensor& indices) = 0;
   /// out [N, C, oh, ow]: row i of out reads row min(floor(i * scale_h), H - 1) of x [N, C, H, W],
   /// computed in float as PyTorch does; columns likewise.
   virtual void upsample_nearest2d(const Tensor& x, float scale_h, float scale_w, Tensor& out) = 0;
@@ -310,6 +370,31 @@ class Kernels {
   /// grad_in [N, C, H, W] (overwritten) from grad_out and the forward's x and out.
   virtual bool max_pool2d_backward_cudnn(const Tensor& /*grad_out*/, const Tensor& /*x*/, const Tensor& /*out*/,
                                          const ConvGeometry& /*g*/, Tensor& /*grad_in*/) {
+    return false;
+  }
+  /// A multi-layer recurrent network as cuDNN runs it (ops/rnn.cpp, ops/cuda/cudnn_rnn.cpp).
+  struct RnnConfig {
+    int cell = 0;  // 0 relu RNN, 1 tanh RNN, 2 LSTM, 3 GRU (cuDNN's numbering)
+    int64_t input_size = 0, hidden_size = 0, num_layers = 1, seq_len = 0, batch = 0;
+    bool bidirectional = false, has_biases = true;
+    bool training = false;  // keep what rnn_cudnn_backward needs in `state`
+  };
+  /// y [L, N, D*H], hy (and cy, LSTM only) [layers*D, N, H] from x [L, N, I], hx, cx (LSTM only,
+  /// else undefined) and params in PyTorch's order, all contiguous. With c.training, `state` gets
+  /// what the backward reads (the packed weights, cuDNN's reserve). False, doing nothing, where cuDNN
+  /// cannot run it (no cuDNN, its refusal of the configuration or dtype).
+  virtual bool rnn_cudnn(const RnnConfig& /*c*/, const Tensor& /*x*/, const Tensor& /*hx*/, const Tensor& /*cx*/,
+                         const std::vector<Tensor>& /*params*/, Tensor& /*y*/, Tensor& /*hy*/, Tensor& /*cy*/,
+                         std::vector<Tensor>& /*state*/) {
+    return false;
+  }
+  /// Gradients of rnn_cudnn from dy, dhy, dcy (the last two may be undefined: zero): dx, dhx, dcx
+  /// (LSTM) and, when `weight_grads`, one gradient per param, all allocated here.
+  virtual bool rnn_cudnn_backward(const RnnConfig& /*c*/, const Tensor& /*x*/, const Tensor& /*hx*/,
+                                  const Tensor& /*cx*/, const Tensor& /*y*/, const Tensor& /*dy*/,
+                                  const Tensor& /*dhy*/, const Tensor& /*dcy*/, const std::vector<Tensor>& /*params*/,
+                                  const std::vector<Tensor>& /*state*/, bool /*weight_grads*/, Tensor& /*dx*/,
+                                  Tensor& /*dhx*/, Tensor& /*dcx*/, std::vector<Tensor>& /*dparams*/) {
     return false;
   }
 

@@ -17,6 +17,9 @@ class CudaKernels final : public Kernels {
   void fill(Tensor& dst, double value) override;
   void index_select(const Tensor& src, int64_t dim, const Tensor& index, Tensor& out) override;
   void index_add(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst) override;
+  void gather(const Tensor& src, int64_t dim, const Tensor& index, Tensor& out) override;
+  void scatter(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst, bool accumulate) override;
+  Tensor nonzero(const Tensor& x) override;
   void compare(CompareOp op, const Tensor& a, const Tensor& b, Tensor& out) override;
   void where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out) override;
   void uniform(Tensor& dst, double low, double high) override;
@@ -27,6 +30,10 @@ class CudaKernels final : public Kernels {
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out, double scalar = 0) override;
   void reduce(ReduceOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor& out,
               Tensor* argmax) override;
+  void scan(ScanOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool reverse, Tensor& out) override;
+  void cumprod_backward(const Tensor& x, const Tensor& grad_out, int64_t outer, int64_t n, int64_t inner,
+                        Tensor& grad_in) override;
+  void sort(const Tensor& x, int64_t rows, int64_t n, bool descending, Tensor& values, Tensor& indices) override;
   void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, double alpha,
             double beta) override;
   void gemm_concurrent(const GemmCall& first, const GemmCall& second) override;
@@ -64,6 +71,7 @@ class CudaKernels final : public Kernels {
                            Tensor& grad_in) override;
   void adaptive_avg_pool2d(const Tensor& x, Tensor& out) override;
   void adaptive_avg_pool2d_backward(const Tensor& grad_out, Tensor& grad_in) override;
+  void adaptive_max_pool2d(const Tensor& x, Tensor& out, Tensor& indices) override;
   void upsample_nearest2d(const Tensor& x, float scale_h, float scale_w, Tensor& out) override;
   void upsample_nearest2d_backward(const Tensor& grad_out, float scale_h, float scale_w, Tensor& grad_in) override;
   void batch_norm(const Tensor& x, const Tensor* weight, const Tensor* bias, Tensor* running_mean, Tensor* running_var,
@@ -93,6 +101,13 @@ class CudaKernels final : public Kernels {
   bool max_pool2d_cudnn(const Tensor& x, const ConvGeometry& g, Tensor& out) override;
   bool max_pool2d_backward_cudnn(const Tensor& grad_out, const Tensor& x, const Tensor& out, const ConvGeometry& g,
                                  Tensor& grad_in) override;
+  bool rnn_cudnn(const RnnConfig& c, const Tensor& x, const Tensor& hx, const Tensor& cx,
+                 const std::vector<Tensor>& params, Tensor& y, Tensor& hy, Tensor& cy,
+                 std::vector<Tensor>& state) override;
+  bool rnn_cudnn_backward(const RnnConfig& c, const Tensor& x, const Tensor& hx, const Tensor& cx, const Tensor& y,
+                          const Tensor& dy, const Tensor& dhy, const Tensor& dcy, const std::vector<Tensor>& params,
+                          const std::vector<Tensor>& state, bool weight_grads, Tensor& dx, Tensor& dhx, Tensor& dcx,
+                          std::vector<Tensor>& dparams) override;
 #endif
 
   int device() const { return device_; }

@@ -26,6 +26,9 @@ DLDataType dl_dtype(DType dtype) {
     case DType::Float32: return {kDLFloat, 32, 1};
     case DType::Float64: return {kDLFloat, 64, 1};
     case DType::Int64: return {kDLInt, 64, 1};
+    case DType::Int32: return {kDLInt, 32, 1};
+    case DType::Int8: return {kDLInt, 8, 1};
+    case DType::UInt8: return {kDLUInt, 8, 1};
     case DType::Bool: return {kDLBool, 8, 1};  // one byte per element, as dlpack.h says of bool
   }
   MINIDL_FAIL("to_dlpack: dtype ", dtype, " has no DLPack code");
@@ -63,8 +66,11 @@ DType minidl_dtype(DLDataType t, const char* what) {
   if (t.code == kDLFloat && t.bits == 32) return DType::Float32;
   if (t.code == kDLFloat && t.bits == 64) return DType::Float64;
   if (t.code == kDLInt && t.bits == 64) return DType::Int64;
+  if (t.code == kDLInt && t.bits == 32) return DType::Int32;
+  if (t.code == kDLInt && t.bits == 8) return DType::Int8;
+  if (t.code == kDLUInt && t.bits == 8) return DType::UInt8;
   if (t.code == kDLBool && t.bits == 8) return DType::Bool;
-  MINIDL_FAIL(what, ": expected float32, float64, int64 or bool, got ", dl_dtype_name(t),
+  MINIDL_FAIL(what, ": expected float32, float64, int64, int32, int8, uint8 or bool, got ", dl_dtype_name(t),
               " (convert it first, e.g. torch: t.to(torch.float32) or t.long())");
 }
 

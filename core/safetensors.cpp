@@ -37,6 +37,12 @@ const char* dtype_string(DType dtype) {
       return "F64";
     case DType::Int64:
       return "I64";
+    case DType::Int32:
+      return "I32";
+    case DType::Int8:
+      return "I8";
+    case DType::UInt8:
+      return "U8";
     case DType::Bool:
       return "BOOL";
   }

@@ -52,16 +52,22 @@ struct Levels {
 
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
-  // With bool < int64 < float32 < float64 every pair promotes to the larger of the two; the
-  // categories order them first, so an int64 with a float32 gives float32, as in PyTorch.
+  // uint8 and int8 hold no common range smaller than int16, which minidl lacks: the pair goes to
+  // int32, the next integer dtype that holds both (PyTorch gives int16).
+  if ((a == kUInt8 && b == kInt8) || (a == kInt8 && b == kUInt8)) return kInt32;
+  // Every other pair promotes to the larger of the two in bool < uint8, int8 < int32 < int64 <
+  // float32 < float64: the categories order them first, so an int64 with a float32 gives float32.
   auto rank = [](DType d) {
     switch (d) {
       case DType::Bool: return 0;
-      case DType::Int64: return 1;
-      case DType::Float32: return 2;
-      case DType::Float64: return 3;
+      case DType::UInt8: return 1;
+      case DType::Int8: return 1;
+      case DType::Int32: return 2;
+      case DType::Int64: return 3;
+      case DType::Float32: return 4;
+      case DType::Float64: return 5;
     }
-    return 3;
+    return 5;
   };
   return rank(a) >= rank(b) ? a : b;
 }

@@ -18,7 +18,8 @@ namespace minidl {
 inline constexpr DType kDefaultFloat = kFloat32;
 
 /// The smallest dtype both a and b convert to without losing their category (torch.promote_types).
-///   promote_types(kInt64, kFloat32) == kFloat32
+/// One pair differs from PyTorch: uint8 with int8 gives int32 (PyTorch's int16, which minidl lacks).
+///   promote_types(kInt64, kFloat32) == kFloat32;  promote_types(kUInt8, kInt32) == kInt32
 DType promote_types(DType a, DType b);
 
 /// The dtype an op over these operands computes in and returns (torch.result_type). Undefined

@@ -56,6 +56,9 @@ const char* c_type_name(DType dtype) {
     case DType::Float32: return "float";
     case DType::Float64: return "double";
     case DType::Int64: return "long long";
+    case DType::Int32: return "int";
+    case DType::Int8: return "signed char";
+    case DType::UInt8: return "unsigned char";
     case DType::Bool: return "bool";
   }
   return "?";

@@ -14,7 +14,7 @@
 #                   minidl's allocator gets the memory back then, not before).
 #   lib -> minidl   minidl's from_dlpack takes the library's capsule: same data pointer, strides and
 #                   sum; a write by minidl is seen by the library; the library's deleter runs exactly
-#                   once, when minidl lets go, not before; an int32 tensor is refused with a clear
+#                   once, when minidl lets go, not before; an int16 tensor is refused with a clear
 #                   error and the capsule stays the library's.
 # On CUDA, streams are exchanged as the Python protocol says (__dlpack__(stream=...)).
 # Prints a table; exits 1 on any mismatch, 77 when nothing could be checked (no library, or
@@ -210,8 +210,8 @@ class Torch:
     def memory(self, device):
         return self.m.cuda.memory_allocated(device) if device != "cpu" else None
 
-    def int32(self, device):
-        return self.m.arange(4, dtype=self.m.int32, device=device)
+    def int16(self, device):
+        return self.m.arange(4, dtype=self.m.int16, device=device)
 
 
 class CuPy:
@@ -251,8 +251,8 @@ class CuPy:
     def memory(self, device):
         return self.m.get_default_memory_pool().used_bytes()
 
-    def int32(self, device):
-        return self.m.arange(4, dtype=self.m.int32)
+    def int16(self, device):
+        return self.m.arange(4, dtype=self.m.int16)
 
 
 class NumPy(CuPy):
@@ -368,21 +368,21 @@ def lib_to_minidl(L, device, dtype, view, versioned):
 
 def refused(L, device):
     problems = []
-    x = L.int32(device)
+    x = L.int16(device)
     stream = bridge.minidl_dlpack_demo_stream(device.encode()) if device != "cpu" else None
     capsule = x.__dlpack__(stream=stream)
     released = counter("imports_released")
     try:
         Imported(capsule)
-        problems.append("an int32 tensor was accepted")
+        problems.append("an int16 tensor was accepted")
     except BridgeError as e:
         msg = str(e)
-        check(problems, "expected float32, float64, int64 or bool" in msg and "int32" in msg, f"unclear error: {msg}")
+        check(problems, "expected float32, float64, int64, int32, int8, uint8 or bool" in msg and "int16" in msg, f"unclear error: {msg}")
     check(problems, api.PyCapsule_IsValid(capsule, b"dltensor") == 1, "the refused capsule was consumed")
     del capsule, x
     gc.collect()
     check(problems, counter("imports_released") == released, "minidl called the deleter of a tensor it refused")
-    record(L.name, device, L.name + " -> minidl", "int32", "contiguous", "dltensor, int32", problems,
+    record(L.name, device, L.name + " -> minidl", "int16", "contiguous", "dltensor, int16", problems,
            "refused with a clear error, capsule left to its owner")
 
 
@@ -439,7 +439,7 @@ def main():
                         attempt(lib_to_minidl, L, device, L.name + " -> minidl", dtype, view, versioned)
             if isinstance(L, Torch):
                 attempt(minidl_to_lib, L, device, "minidl -> torch", "float32", 1, raw_capsule=True)
-            attempt(refused, L, device, L.name + " -> minidl", "int32", 0)
+            attempt(refused, L, device, L.name + " -> minidl", "int16", 0)
 
     # One line per library, device, direction and capsule kind: how many dtype x layout cases passed.
     groups = {}

@@ -191,8 +191,8 @@ TEST(DLPack, UnsupportedInputIsRefusedAndLeftToItsOwner) {
     std::vector<std::string> message;
   };
   const std::vector<Case> cases = {
-      {{{4}, std::nullopt, 0, {kDLInt, 32, 1}}, {"expected float32, float64, int64 or bool", "got int32"}},
-      {{{4}, std::nullopt, 0, {kDLUInt, 8, 1}}, {"got uint8"}},
+      {{{4}, std::nullopt, 0, {kDLInt, 16, 1}}, {"expected float32, float64, int64, int32, int8, uint8 or bool", "got int16"}},
+      {{{4}, std::nullopt, 0, {kDLUInt, 32, 1}}, {"got uint32"}},
       {{{4}, std::nullopt, 0, {kDLFloat, 16, 1}}, {"got float16"}},
       {{{4}, std::nullopt, 0, {kDLBfloat, 16, 1}}, {"got bfloat16"}},
       {{{4}, std::nullopt, 0, {kDLFloat8_e4m3fn, 8, 1}}, {"got float8_e4m3fn"}},

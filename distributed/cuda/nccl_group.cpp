@@ -66,6 +66,9 @@ ncclDataType_t nccl_type(DType dtype, const char* op, bool reduction) {
     case DType::Float32: return ncclFloat32;
     case DType::Float64: return ncclFloat64;
     case DType::Int64: return ncclInt64;
+    case DType::Int32: return ncclInt32;
+    case DType::Int8: return ncclInt8;
+    case DType::UInt8: return ncclUint8;
     case DType::Bool:
       MINIDL_CHECK(!reduction, op, ": bool tensors cannot be reduced; convert them to int64 first");
       return ncclUint8;

@@ -1,4 +1,5 @@
 #include <cstring>
+#include <type_traits>
 
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/strided.h"
@@ -6,6 +7,19 @@
 namespace minidl {
 
 namespace {
+
+// A floating value goes to a narrow integer through int64, as PyTorch's conversion does: it
+// truncates toward zero, and an out-of-range value wraps the same way on every run instead of
+// being undefined.
+template <class D, class S>
+D convert(S value) {
+  if constexpr (std::is_floating_point_v<S> && std::is_integral_v<D> && !std::is_same_v<D, bool> &&
+                !std::is_same_v<D, int64_t>) {
+    return static_cast<D>(static_cast<int64_t>(value));
+  } else {
+    return static_cast<D>(value);
+  }
+}
 
 void check_indices(const int64_t* idx, int64_t k, int64_t rows) {
   for (int64_t i = 0; i < k; ++i) {
@@ -28,7 +42,7 @@ void CpuKernels::copy(const Tensor& src, Tensor& dst) {
       const S* s = src.data<S>();
       D* d = dst.data<D>();
       cpu::for_each_row<2>(dst.shape(), {&dst.strides(), &src.strides()}, [&](auto off, int64_t n, auto inc) {
-        for (int64_t i = 0; i < n; ++i) d[off[0] + i * inc[0]] = static_cast<D>(s[off[1] + i * inc[1]]);
+        for (int64_t i = 0; i < n; ++i) d[off[0] + i * inc[0]] = convert<D>(s[off[1] + i * inc[1]]);
       });
     });
   });
@@ -39,7 +53,7 @@ void CpuKernels::fill(Tensor& dst, double value) {
     using T = decltype(tag);
     T* d = dst.data<T>();
     const int64_t n = dst.numel();
-    const T v = static_cast<T>(value);
+    const T v = convert<T>(value);
 #pragma omp parallel for simd if (n > 65536)
     for (int64_t i = 0; i < n; ++i) d[i] = v;
   });

@@ -2,6 +2,7 @@
 // index_add.
 #include <cub/device/device_radix_sort.cuh>
 #include <limits>
+#include <type_traits>
 
 #include "core/cuda/launch.cuh"
 #include "core/deterministic.h"
@@ -13,12 +14,23 @@ namespace {
 
 using namespace cuda;
 
+// A floating value goes to a narrow integer through int64, as on the CPU (ops/cpu/copy.cpp).
+template <class D, class S>
+__host__ __device__ D convert(S value) {
+  if constexpr (std::is_floating_point_v<S> && std::is_integral_v<D> && !std::is_same_v<D, bool> &&
+                !std::is_same_v<D, int64_t>) {
+    return static_cast<D>(static_cast<int64_t>(value));
+  } else {
+    return static_cast<D>(value);
+  }
+}
+
 template <class S, class D, class Index>
 __global__ void copy_strided(const S* src, D* dst, Strided<2> m, Index n) {
   for (Index i = blockIdx.x * Index(blockDim.x) + threadIdx.x; i < n; i += Index(gridDim.x) * blockDim.x) {
     Index off[2];
     strided_offsets(m, i, off);
-    dst[off[0]] = static_cast<D>(src[off[1]]);
+    dst[off[0]] = convert<D>(src[off[1]]);
   }
 }
 
@@ -204,7 +216,7 @@ void CudaKernels::fill(Tensor& dst, double value) {
   }
   dispatch_with_bool(dst.dtype(), "fill", [&](auto tag) {
     using T = decltype(tag);
-    launch_early("fill_kernel", fill_kernel<T>, blocks_for(n), kThreads, 0, stream_, ptr<T>(dst), static_cast<T>(value),
+    launch_early("fill_kernel", fill_kernel<T>, blocks_for(n), kThreads, 0, stream_, ptr<T>(dst), convert<T>(value),
                  n);
   });
 }

@@ -35,6 +35,9 @@ const char* dtype_constant(DType dtype) {
     case DType::Float32: return "kFloat32";
     case DType::Float64: return "kFloat64";
     case DType::Int64: return "kInt64";
+    case DType::Int32: return "kInt32";
+    case DType::Int8: return "kInt8";
+    case DType::UInt8: return "kUInt8";
     case DType::Bool: return "kBool";
   }
   return "?";

@@ -9,6 +9,7 @@
 #include "core/autograd.h"
 #include "core/type_promotion.h"
 #include "ops/creation.h"
+#include "ops/elementwise.h"
 #include "ops/kernels.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
@@ -66,7 +67,7 @@ Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
       Tensor zero = zeros({}, g.dtype(), g.device());
       return std::vector<Tensor>{needs[0] ? sum_to_shape(where(c, g, zero), sa) : Tensor(),
                                  needs[1] ? sum_to_shape(where(c, zero, g), sb) : Tensor()};
-    });
+    }, true);
   }
   return out;
 }
@@ -102,6 +103,44 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
   if (min) y = where(lt(y, *min), *min, y);
   if (max) y = where(gt(y, *max), *max, y);
   return y;
+}
+
+namespace {
+
+// Elementwise or / and of bool tensors, by where (no logical kernels needed).
+Tensor either(const Tensor& a, const Tensor& b) { return where(a, a, b); }
+Tensor both(const Tensor& a, const Tensor& b) { return where(a, b, a); }
+
+}  // namespace
+
+// PyTorch's formula: close where a == b (which covers equal infinities), or where the error is
+// finite and within atol + |rtol * b|; integers compare in float32.
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+  MINIDL_CHECK(a.dtype() == b.dtype(), "isclose: expected both tensors to have the same dtype, got ", a.dtype(),
+               " and ", b.dtype());
+  MINIDL_CHECK(rtol >= 0, "isclose: rtol must be greater than or equal to zero, got ", rtol);
+  MINIDL_CHECK(atol >= 0, "isclose: atol must be greater than or equal to zero, got ", atol);
+  NoGradGuard no_grad;
+  Tensor close = eq(a, b);
+  if (a.dtype() == kBool) return close;
+  if (equal_nan && is_floating(a.dtype())) close = either(close, both(ne(a, a), ne(b, b)));
+  if (rtol == 0 && atol == 0) return close;
+  Tensor fa = is_floating(a.dtype()) ? a : a.to(kFloat32), fb = is_floating(b.dtype()) ? b : b.to(kFloat32);
+  Tensor allowed = abs(fb * rtol) + atol;
+  Tensor actual = abs(fa - fb);
+  Tensor finite = eq(actual - actual, 0);  // inf - inf and NaN - NaN are NaN
+  return either(close, both(finite, le(actual, allowed)));
+}
+
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+  return all(isclose(a, b, rtol, atol, equal_nan)).item<bool>();
+}
+
+bool equal(const Tensor& a, const Tensor& b) {
+  check_same_device("equal", {a, b});
+  if (a.shape() != b.shape()) return false;
+  NoGradGuard no_grad;
+  return all(eq(a, b)).item<bool>();
 }
 
 }  // namespace minidl

@@ -46,6 +46,17 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value);
 /// clamped to 2.5 becomes float32.   clamp(x, 0.0, 6.0), clamp(x, std::nullopt, 1.0)
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt);
 
+/// Where |a - b| <= atol + |rtol * b| elementwise (a bool tensor, broadcast), as torch.isclose:
+/// equal values (infinities too) are close, a NaN is close to a NaN only with equal_nan. a and b
+/// must have one dtype; integers compare in float32.   isclose(a, b, 1e-5, 1e-8)
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol = 1e-05, double atol = 1e-08, bool equal_nan = false);
+/// True when every element of isclose(a, b, ...) is: a host bool, so it waits for the device.
+///   EXPECT_TRUE(allclose(out_cuda.cpu(), out_cpu));
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-05, double atol = 1e-08, bool equal_nan = false);
+/// True when a and b have the same shape and equal elements (compared in result_type(a, b); NaN
+/// equals nothing), as torch.equal; waits for the device.   equal(x, x.clone()) == true
+bool equal(const Tensor& a, const Tensor& b);
+
 inline Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
 inline Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
 inline Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }

@@ -1,7 +1,12 @@
 #pragma once
 // Every differentiable operation, one header per op family.
 #include "ops/activation.h"
+#include "ops/adaptive_max_pool2d.h"
 #include "ops/arithmetic.h"
+#include "ops/conv1d.h"
+#include "ops/einsum.h"
+#include "ops/pad.h"
+#include "ops/rearrange.h"
 #include "ops/avg_pool2d.h"
 #include "ops/compare.h"
 #include "ops/conv2d.h"
@@ -12,7 +17,9 @@
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/elementwise_kernel.h"
+#include "ops/gather_scatter.h"
 #include "ops/gradcheck.h"
+#include "ops/indexing.h"
 #include "ops/logical.h"
 #include "ops/loss.h"
 #include "ops/math.h"

@@ -10,7 +10,10 @@
 #include "core/autograd.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
+#include "ops/copy.h"
 #include "ops/kernels.h"
+#include "ops/scan.h"
+#include "ops/slice.h"
 #include "ops/view.h"
 
 namespace minidl {
@@ -58,9 +61,12 @@ Tensor reduce_kernel(ReduceOp op, const Tensor& x, const std::vector<int64_t>& d
   };
   int64_t outer = prod(0, first), n = prod(first, last + 1), inner = prod(last + 1, src.dim());
   if (argmax) *argmax = Tensor::empty(out.shape(), kInt64, x.device());
-  MINIDL_CHECK(n > 0 || op == ReduceOp::Sum, "max: cannot reduce over an empty dimension of shape ", x.shape());
+  MINIDL_CHECK(n > 0 || op != ReduceOp::Max, "max: cannot reduce over an empty dimension of shape ", x.shape());
   if (out.numel() == 0) return out;  // nothing to compute, and outer * n * inner may not be countable
-  if (n == 0) return out.zero_();    // a sum over nothing
+  if (n == 0) {                      // a sum (0) or product (1) over nothing
+    fill_(out, op == ReduceOp::Prod ? 1.0 : 0.0);
+    return out;
+  }
   kernels_for(x.device()).reduce(op, src, outer, n, inner, out, argmax);
   return out;
 }
@@ -82,7 +88,7 @@ Tensor sum_impl(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
     autograd::record("sum", out, {x}, [in_shape, dims, keepdim](const Tensor& g, const std::vector<bool>&) {
       Tensor gk = keepdim ? g : view(g, reduced_shape(in_shape, dims, true));
       return std::vector<Tensor>{expand(gk, in_shape).contiguous()};
-    });
+    }, true);
   }
   return out;
 }
@@ -109,7 +115,18 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   std::vector<int64_t> d = dims.empty() ? all_dims(x.dim()) : normalize_dims(dims, x.dim(), "mean");
   int64_t count = 1;
   for (int64_t i : d) count *= x.shape()[i];
-  return div(sum_impl(x, d, keepdim), scalar_like(static_cast<double>(count), x));
+  Tensor out;
+  {
+    NoGradGuard no_grad;  // one entry for the mean (MeanBackward), not a sum and a division
+    out = div(sum_impl(x, d, keepdim), scalar_like(static_cast<double>(count), x));
+  }
+  if (autograd::needs_recording({x})) {
+    autograd::record("mean", out, {x}, [in_shape = x.shape(), d, keepdim, count](const Tensor& g, const std::vector<bool>&) {
+      Tensor gk = keepdim ? g : view(g, reduced_shape(in_shape, d, true));
+      return std::vector<Tensor>{div(expand(gk, in_shape), scalar_like(static_cast<double>(count), g))};
+    }, true);
+  }
+  return out;
 }
 
 MaxResult max(const Tensor& x, int64_t dim, bool keepdim) {
@@ -162,7 +179,7 @@ Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
 
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, bool keepdim) {
   MINIDL_CHECK(is_floating(x.dtype()), "var: expected a floating tensor, got ", x.dtype());
-  std::vector<int64_t> d = normalize_dims(dims, x.dim(), "var");
+  std::vector<int64_t> d = dims.empty() ? all_dims(x.dim()) : normalize_dims(dims, x.dim(), "var");
   int64_t count = 1;
   for (int64_t i : d) count *= x.shape()[i];
   MINIDL_CHECK(!unbiased || count > 1, "var: the unbiased variance of ", count,
@@ -170,6 +187,132 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, boo
   Tensor centered = sub(x, mean(x, d, true));
   Tensor squares = sum(mul(centered, centered), d, keepdim);
   return div(squares, scalar_like(static_cast<double>(unbiased ? count - 1 : count), x));
+}
+
+// prod multiplies bool and integral tensors as int64, as PyTorch's does.
+Tensor prod(const Tensor& x) { return reshape(prod(reshape(x, {x.numel()}), 0, false), {}); }
+
+Tensor prod(const Tensor& x_in, int64_t dim, bool keepdim) {
+  Tensor x = is_floating(x_in.dtype()) || x_in.dtype() == kInt64 ? x_in : x_in.to(kInt64);
+  dim = wrap_dim(dim, x.dim(), "prod");
+  if (x.dim() == 0) return reshape(prod(reshape(x, {1}), 0, false), {});
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = reduce_kernel(ReduceOp::Prod, x, {dim}, nullptr);
+    if (!keepdim) out = view(out, reduced_shape(x.shape(), {dim}, false));
+  }
+  if (autograd::needs_recording({x})) {
+    // d prod / d x_i is the product of the others: cumprod's gradient for an output gradient that
+    // is g at the last position and 0 before it, computed without dividing by x, so that zeros in
+    // x give PyTorch's values (one zero: the product of the rest there, 0 elsewhere; two: all 0).
+    autograd::record("ProdBackward1", out, {x}, {x}, [sx = x.detach(), dim, keepdim](const Tensor& g, const std::vector<bool>&) {
+      const int64_t n = sx.size(dim);
+      Shape keep = sx.shape();
+      keep[static_cast<size_t>(dim)] = 1;
+      Tensor grad_out = zeros(sx.shape(), g.dtype(), g.device());
+      if (n == 0) return std::vector<Tensor>{grad_out};
+      {
+        NoGradGuard no_grad;
+        Tensor last = narrow(grad_out, dim, n - 1, 1);
+        copy_(last, keepdim ? g : view(g, keep));
+      }
+      return std::vector<Tensor>{cumprod_backward(grad_out, sx, dim)};
+    });
+  }
+  return out;
+}
+
+namespace {
+
+Tensor nonzero_mask(const Tensor& x) { return x.dtype() == kBool ? x : ne(x, 0); }
+
+// any and all count the nonzero (or zero) elements with sum, which counts bools as int64.
+Tensor count_over(const Tensor& mask, int64_t dim, bool keepdim, const char* op) {
+  dim = wrap_dim(dim, mask.dim(), op);
+  if (mask.dim() == 0) return sum(mask);
+  return sum(mask, {dim}, keepdim);
+}
+
+}  // namespace
+
+Tensor any(const Tensor& x) {
+  NoGradGuard no_grad;
+  return gt(sum(nonzero_mask(x)), 0);
+}
+
+Tensor any(const Tensor& x, int64_t dim, bool keepdim) {
+  NoGradGuard no_grad;
+  return gt(count_over(nonzero_mask(x), dim, keepdim, "any"), 0);
+}
+
+Tensor all(const Tensor& x) {
+  NoGradGuard no_grad;
+  return eq(sum(eq(nonzero_mask(x), false)), 0);
+}
+
+Tensor all(const Tensor& x, int64_t dim, bool keepdim) {
+  NoGradGuard no_grad;
+  return eq(count_over(eq(nonzero_mask(x), false), dim, keepdim, "all"), 0);
+}
+
+namespace {
+
+// The gradient of a max or min over `dims` shared evenly among the elements equal to the result;
+// `nan_ties`: a NaN result also goes to the NaN elements (max() and min(), as PyTorch's), else it
+// gives NaN gradients (amax and amin, whose masks compare equal nowhere there).
+Tensor evenly_distributed(const Tensor& g, const Tensor& x, const Tensor& value, const Shape& keep_shape,
+                          const std::vector<int64_t>& dims, bool nan_ties) {
+  Tensor vk = view(value, keep_shape);
+  Tensor mask = eq(x, vk).to(g.dtype());
+  if (nan_ties) mask = add(mask, mul(ne(x, x).to(g.dtype()), ne(vk, vk).to(g.dtype())));
+  Tensor count = sum(mask, dims, true);
+  return mul(div(view(g, keep_shape), count), mask);
+}
+
+// amax over sorted, non-empty `dims`; amin is amax of -x, except for the dtypes whose negation
+// wraps around or does not exist (bool, the unsigned and narrow integers), which go through int64.
+Tensor extremum(const Tensor& x, const std::vector<int64_t>& dims_in, bool keepdim, bool largest, bool nan_ties,
+                const char* op, const char* node) {
+  if (x.dtype() != kInt64 && !is_floating(x.dtype())) {
+    NoGradGuard no_grad;
+    return extremum(x.to(kInt64), dims_in, keepdim, largest, nan_ties, op, node).to(x.dtype());
+  }
+  std::vector<int64_t> dims = dims_in.empty() ? all_dims(x.dim()) : normalize_dims(dims_in, x.dim(), op);
+  for (int64_t d : dims) {
+    MINIDL_CHECK(x.size(d) > 0, op, ": cannot reduce over dimension ", d, " of size 0 (shape ", x.shape(),
+                 "): the maximum or minimum of nothing is undefined");
+  }
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    if (dims.empty()) {  // a 0-d tensor: its own extremum
+      out = x.clone();
+    } else {
+      out = reduce_kernel(ReduceOp::Max, largest ? x : neg(x), dims, nullptr);
+      if (!largest) out = neg(out);
+      if (!keepdim) out = view(out, reduced_shape(x.shape(), dims, false));
+    }
+  }
+  if (autograd::needs_recording({x})) {
+    autograd::record(node, out, {x}, {x, out},
+                     [sx = x.detach(), so = out.detach(), dims, nan_ties](const Tensor& g, const std::vector<bool>&) {
+                       return std::vector<Tensor>{
+                           evenly_distributed(g, sx, so, reduced_shape(sx.shape(), dims, true), dims, nan_ties)};
+                     });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor max(const Tensor& x) { return extremum(x, {}, false, true, true, "max", "MaxBackward1"); }
+Tensor min(const Tensor& x) { return extremum(x, {}, false, false, true, "min", "MinBackward1"); }
+Tensor amax(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  return extremum(x, dims, keepdim, true, false, "amax", "AmaxBackward0");
+}
+Tensor amin(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  return extremum(x, dims, keepdim, false, false, "amin", "AminBackward0");
 }
 
 Tensor sum_to_shape(const Tensor& x, const Shape& shape) {

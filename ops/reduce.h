@@ -1,7 +1,12 @@
 #pragma once
-// Reductions: sum, mean and variance over all or some dims, max/min and argmax/argmin over one dim.
+// Reductions: sum, mean, prod, variance, standard deviation, norms and logsumexp over all or some
+// dims; any/all; max/min over all elements, amax/amin over dims, max/min and argmax/argmin over one
+// dim. A dims list that is empty reduces every dim, as PyTorch's dim=[] does.
+#include <optional>
+#include <type_traits>
 #include <vector>
 
+#include "core/scalar.h"
 #include "core/tensor.h"
 
 namespace minidl {
@@ -27,6 +32,67 @@ Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
 /// Variance over `dims`: unbiased (divided by n - 1, PyTorch's default) or not (by n).
 ///   var(x, {0}), var(x, {2, 3}, /*unbiased=*/false, /*keepdim=*/true)
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased = true, bool keepdim = false);
+
+/// var over every element; `unbiased` must be a bool (a braced dims list picks the overload above).
+///   var(x), var(x, /*unbiased=*/false)
+Tensor var(const Tensor& x);
+template <class Bool, std::enable_if_t<std::is_same_v<Bool, bool>, int> = 0>
+Tensor var(const Tensor& x, Bool unbiased) {
+  return var(x, std::vector<int64_t>{}, unbiased, false);
+}
+/// var with libtorch's `correction`: divided by max(0, n - correction) (1: unbiased, 0: biased).
+///   var(x, {1}, Scalar(0), /*keepdim=*/true)
+Tensor var(const Tensor& x, const std::vector<int64_t>& dims, const std::optional<Scalar>& correction,
+           bool keepdim = false);
+/// Standard deviation, the square root of var (its gradient is NaN where the deviation is 0, as
+/// PyTorch's).   std(x), std(x, {0}), std(x, {2, 3}, /*unbiased=*/false, /*keepdim=*/true)
+Tensor std(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased = true, bool keepdim = false);
+Tensor std(const Tensor& x);
+template <class Bool, std::enable_if_t<std::is_same_v<Bool, bool>, int> = 0>
+Tensor std(const Tensor& x, Bool unbiased) {
+  return std(x, std::vector<int64_t>{}, unbiased, false);
+}
+Tensor std(const Tensor& x, const std::vector<int64_t>& dims, const std::optional<Scalar>& correction,
+           bool keepdim = false);
+
+/// Product of all elements (0-d); bool and integral inputs give int64, as PyTorch's. The gradient
+/// is the product of the other elements, exact where x has zeros.   prod(x), prod(x, 1, true)
+Tensor prod(const Tensor& x);
+Tensor prod(const Tensor& x, int64_t dim, bool keepdim = false);
+
+/// True where some element (over `dim`, or all) is nonzero (NaN counts as nonzero); a bool tensor
+/// for any input dtype, false over nothing.   any(mask), any(x > 0, 1)
+Tensor any(const Tensor& x);
+Tensor any(const Tensor& x, int64_t dim, bool keepdim = false);
+/// True where every element is nonzero; true over nothing.   all(x == y), all(mask, 0, true)
+Tensor all(const Tensor& x);
+Tensor all(const Tensor& x, int64_t dim, bool keepdim = false);
+
+/// The largest element (0-d); NaN if there is one. The gradient is split evenly among the elements
+/// equal to it, as PyTorch's max().   max(x), min(x)
+Tensor max(const Tensor& x);
+Tensor min(const Tensor& x);
+/// The largest value over `dims` (all when empty), the gradient split evenly among ties.
+///   amax(x, {1}), amin(x, {0, 2}, /*keepdim=*/true)
+Tensor amax(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+
+/// The p-norm over every element, or over `dims` (all when empty): p = 2 (Frobenius for a matrix),
+/// 1, 0 (the count of nonzeros), +-infinity (largest / smallest |x|), or any other real p, as
+/// (sum |x|^p)^(1/p). Floating inputs. The gradient is 0 where the norm is 0 (p = 2 at the origin,
+/// as PyTorch's); for infinities it is split evenly among the elements reaching the norm.
+///   norm(x), norm(x, 1), norm(x, INFINITY, {1}, /*keepdim=*/true)
+Tensor norm(const Tensor& x, const Scalar& p = 2);
+Tensor norm(const Tensor& x, const Scalar& p, const std::vector<int64_t>& dims, bool keepdim = false);
+/// torch.linalg.vector_norm: norm over `dim` (every element when absent).
+///   linalg_vector_norm(x, 2, std::vector<int64_t>{1})
+Tensor linalg_vector_norm(const Tensor& x, const Scalar& ord = 2,
+                          const std::optional<std::vector<int64_t>>& dim = std::nullopt, bool keepdim = false);
+
+/// log(sum(exp(x))) over `dims`, computed stably (the maximum subtracted first; infinities kept);
+/// integral inputs compute in the default float dtype. Gradient: softmax over `dims`.
+///   logsumexp(logits, {1})
+Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
 
 /// Sums `x` down to `shape` (the inverse of broadcasting): the backward of broadcasting ops.
 Tensor sum_to_shape(const Tensor& x, const Shape& shape);

@@ -11,6 +11,9 @@ class CpuKernels final : public Kernels {
   void fill(Tensor& dst, double value) override;
   void index_select(const Tensor& src, int64_t dim, const Tensor& index, Tensor& out) override;
   void index_add(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst) override;
+  void gather(const Tensor& src, int64_t dim, const Tensor& index, Tensor& out) override;
+  void scatter(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst, bool accumulate) override;
+  Tensor nonzero(const Tensor& x) override;
   void compare(CompareOp op, const Tensor& a, const Tensor& b, Tensor& out) override;
   void where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out) override;
   void uniform(Tensor& dst, double low, double high) override;
@@ -21,6 +24,10 @@ class CpuKernels final : public Kernels {
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out, double scalar = 0) override;
   void reduce(ReduceOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor& out,
               Tensor* argmax) override;
+  void scan(ScanOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool reverse, Tensor& out) override;
+  void cumprod_backward(const Tensor& x, const Tensor& grad_out, int64_t outer, int64_t n, int64_t inner,
+                        Tensor& grad_in) override;
+  void sort(const Tensor& x, int64_t rows, int64_t n, bool descending, Tensor& values, Tensor& indices) override;
   void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, double alpha,
             double beta) override;
   void softmax(const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool log, Tensor& out) override;
@@ -54,6 +61,7 @@ class CpuKernels final : public Kernels {
                            Tensor& grad_in) override;
   void adaptive_avg_pool2d(const Tensor& x, Tensor& out) override;
   void adaptive_avg_pool2d_backward(const Tensor& grad_out, Tensor& grad_in) override;
+  void adaptive_max_pool2d(const Tensor& x, Tensor& out, Tensor& indices) override;
   void upsample_nearest2d(const Tensor& x, float scale_h, float scale_w, Tensor& out) override;
   void upsample_nearest2d_backward(const Tensor& grad_out, float scale_h, float scale_w, Tensor& grad_in) override;
   void batch_norm(const Tensor& x, const Tensor* weight, const Tensor* bias, Tensor* running_mean, Tensor* running_var,

@@ -73,6 +73,22 @@ void sum_kernel(const T* in, int64_t outer, int64_t n, int64_t inner, T* o) {
   }
 }
 
+// Products walk the rows in order (no blocking): a product of many elements overflows or vanishes
+// long before its rounding order matters.
+template <class T>
+void prod_kernel(const T* in, int64_t outer, int64_t n, int64_t inner, T* o) {
+  using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
+#pragma omp parallel for collapse(2) if (outer * n * inner > 32768)
+  for (int64_t a = 0; a < outer; ++a) {
+    for (int64_t c = 0; c < inner; ++c) {
+      const T* p = in + a * n * inner + c;
+      Acc acc = 1;
+      for (int64_t i = 0; i < n; ++i) acc *= static_cast<Acc>(p[i * inner]);
+      o[a * inner + c] = static_cast<T>(acc);
+    }
+  }
+}
+
 template <class T>
 void max_kernel(const T* in, int64_t outer, int64_t n, int64_t inner, T* o, int64_t* idx) {
 #pragma omp parallel for collapse(2) if (outer * n * inner > 32768)
@@ -101,6 +117,7 @@ void CpuKernels::reduce(ReduceOp op, const Tensor& x, int64_t outer, int64_t n, 
   dispatch_all(x.dtype(), "reduce", [&](auto tag) {
     using T = decltype(tag);
     if (op == ReduceOp::Sum) sum_kernel<T>(x.data<T>(), outer, n, inner, out.data<T>());
+    else if (op == ReduceOp::Prod) prod_kernel<T>(x.data<T>(), outer, n, inner, out.data<T>());
     else max_kernel<T>(x.data<T>(), outer, n, inner, out.data<T>(), argmax ? argmax->data<int64_t>() : nullptr);
   });
 }

@@ -29,6 +29,15 @@ struct SumReducer {
 };
 
 template <class T>
+struct ProdReducer {
+  using Acc = AccT<T>;
+  __device__ static Acc identity() { return Acc(1); }
+  __device__ static Acc from(T v, int64_t) { return Acc(v); }
+  __device__ Acc operator()(const Acc& a, const Acc& b) const { return a * b; }
+  __device__ static void store(const Acc& a, T* out, int64_t*, int64_t pos) { out[pos] = static_cast<T>(a); }
+};
+
+template <class T>
 struct MaxPair {
   T v;
   int64_t i;  // -1: no element yet
@@ -189,6 +198,8 @@ void CudaKernels::reduce(ReduceOp op, const Tensor& x, int64_t outer, int64_t n,
     T* o = ptr<T>(out);
     if (op == ReduceOp::Sum) {
       launch_reduce<T, SumReducer<T>>(in, outer, n, inner, o, nullptr, device_, stream_);
+    } else if (op == ReduceOp::Prod) {
+      launch_reduce<T, ProdReducer<T>>(in, outer, n, inner, o, nullptr, device_, stream_);
     } else {
       int64_t* idx = argmax ? ptr<int64_t>(*argmax) : nullptr;
       launch_reduce<T, MaxReducer<T>>(in, outer, n, inner, o, idx, device_, stream_);

@@ -1,0 +1,133 @@
+// Cumulative sums and products over n of an [outer, n, inner] view, and cumprod's exact gradient.
+//  - inner == 1 (contiguous rows): one block per row, cub::BlockScan over tiles of the row with a
+//    running prefix carried from tile to tile.
+//  - inner > 1 (a scan over a dim that is not innermost): one thread per (outer, column), walking n
+//    sequentially; neighbouring threads read neighbouring columns, so each row is read coalesced.
+// float32 accumulates in double, like the CPU kernels; the block scan adds in another order than the
+// CPU's sequential loop, so float results agree to rounding, not bit for bit.
+#include <cub/block/block_scan.cuh>
+
+#include "ops/cuda/common.cuh"
+
+namespace minidl {
+
+namespace {
+
+using namespace cuda;
+
+constexpr int kScanThreads = 256;
+
+template <class Acc, bool kProd>
+struct ScanFn {
+  __device__ static Acc identity() { return kProd ? Acc(1) : Acc(0); }
+  __device__ Acc operator()(const Acc& a, const Acc& b) const { return kProd ? a * b : a + b; }
+};
+
+// Called by the first warp with each tile's total: hands out the prefix of the tiles before it.
+template <class Acc, bool kProd>
+struct RunningPrefix {
+  Acc running;
+  __device__ Acc operator()(Acc tile_total) {
+    const Acc before = running;
+    running = ScanFn<Acc, kProd>()(running, tile_total);
+    return before;
+  }
+};
+
+template <class T, bool kProd>
+__global__ void scan_rows(const T* x, int64_t rows, int64_t n, bool reverse, T* out) {
+  using Acc = AccT<T>;
+  using BlockScan = cub::BlockScan<Acc, kScanThreads>;
+  __shared__ typename BlockScan::TempStorage temp;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* p = x + row * n;
+    T* o = out + row * n;
+    RunningPrefix<Acc, kProd> prefix{ScanFn<Acc, kProd>::identity()};
+    for (int64_t base = 0; base < n; base += kScanThreads) {
+      const int64_t step = base + threadIdx.x;
+      const int64_t i = reverse ? n - 1 - step : step;
+      Acc v = step < n ? Acc(p[i]) : ScanFn<Acc, kProd>::identity();
+      BlockScan(temp).InclusiveScan(v, v, ScanFn<Acc, kProd>(), prefix);
+      __syncthreads();  // temp is reused by the next tile
+      if (step < n) o[i] = static_cast<T>(v);
+    }
+  }
+}
+
+template <class T, bool kProd>
+__global__ void scan_columns(const T* x, int64_t outer, int64_t n, int64_t inner, bool reverse, T* out) {
+  using Acc = AccT<T>;
+  const int64_t columns = outer * inner;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < columns; t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t a = t / inner, c = t - a * inner;
+    const int64_t base = a * n * inner + c;
+    Acc acc = ScanFn<Acc, kProd>::identity();
+    for (int64_t step = 0; step < n; ++step) {
+      const int64_t at = base + (reverse ? n - 1 - step : step) * inner;
+      acc = ScanFn<Acc, kProd>()(acc, Acc(x[at]));
+      out[at] = static_cast<T>(acc);
+    }
+  }
+}
+
+// As the CPU kernel: grad[i] = (product of x before i) * S[i], S[i] = g[i] + x[i+1] * S[i+1].
+template <class T>
+__global__ void cumprod_backward_columns(const T* x, const T* g, int64_t outer, int64_t n, int64_t inner, T* grad) {
+  using Acc = AccT<T>;
+  const int64_t columns = outer * inner;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < columns; t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t a = t / inner, c = t - a * inner;
+    const int64_t base = a * n * inner + c;
+    Acc s = 0;
+    for (int64_t i = n - 1; i >= 0; --i) {
+      const int64_t at = base + i * inner;
+      s = Acc(g[at]) + (i + 1 < n ? Acc(x[at + inner]) * s : Acc(0));
+      grad[at] = static_cast<T>(s);
+    }
+    Acc p = 1;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t at = base + i * inner;
+      grad[at] = static_cast<T>(p * Acc(grad[at]));
+      p *= Acc(x[at]);
+    }
+  }
+}
+
+template <class T, bool kProd>
+void launch_scan(const T* x, int64_t outer, int64_t n, int64_t inner, bool reverse, T* out, cudaStream_t stream) {
+  if (inner == 1) {
+    scan_rows<T, kProd><<<static_cast<unsigned>(std::min<int64_t>(outer, kMaxBlocks)), kScanThreads, 0, stream>>>(
+        x, outer, n, reverse, out);
+    CUDA_LAUNCH_CHECK(scan_rows);
+  } else {
+    scan_columns<T, kProd><<<blocks_for(outer * inner), kThreads, 0, stream>>>(x, outer, n, inner, reverse, out);
+    CUDA_LAUNCH_CHECK(scan_columns);
+  }
+}
+
+}  // namespace
+
+void CudaKernels::scan(ScanOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool reverse,
+                       Tensor& out) {
+  if (outer * n * inner == 0) return;
+  cuda::DeviceGuard guard(device_);
+  dispatch_all(x.dtype(), "scan", [&](auto tag) {
+    using T = decltype(tag);
+    if (op == ScanOp::Sum) launch_scan<T, false>(ptr<const T>(x), outer, n, inner, reverse, ptr<T>(out), stream_);
+    else launch_scan<T, true>(ptr<const T>(x), outer, n, inner, reverse, ptr<T>(out), stream_);
+  });
+}
+
+void CudaKernels::cumprod_backward(const Tensor& x, const Tensor& grad_out, int64_t outer, int64_t n, int64_t inner,
+                                   Tensor& grad_in) {
+  if (outer * n * inner == 0) return;
+  cuda::DeviceGuard guard(device_);
+  dispatch_floating(x.dtype(), "cumprod_backward", [&](auto tag) {
+    using T = decltype(tag);
+    cumprod_backward_columns<T><<<blocks_for(outer * inner), kThreads, 0, stream_>>>(
+        ptr<const T>(x), ptr<const T>(grad_out), outer, n, inner, ptr<T>(grad_in));
+    CUDA_LAUNCH_CHECK(cumprod_backward_columns);
+  });
+}
+
+}  // namespace minidl

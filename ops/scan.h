@@ -1,0 +1,22 @@
+#pragma once
+// Cumulative sums and products along one dim.
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace minidl {
+
+/// out[..., i, ...] = x[..., 0, ...] + ... + x[..., i, ...] along `dim`; bool and integral inputs
+/// give int64, as PyTorch's. Gradient: the reversed cumulative sum of the output's gradient.
+///   cumsum(x, 1)
+Tensor cumsum(const Tensor& x, int64_t dim);
+/// The cumulative product along `dim` (int64 for bool and integral inputs). Its gradient is exact
+/// where x has zeros (computed without dividing by x), but is not itself differentiable.
+///   cumprod(x, -1)
+Tensor cumprod(const Tensor& x, int64_t dim);
+/// The gradient of cumprod(x, dim) for the output gradient `grad` (x's shape and dtype): entry i is
+/// the sum over j >= i of grad[j] times the product of x[0..j] without x[i]. prod's backward.
+///   Tensor gx = cumprod_backward(g, x, 0);
+Tensor cumprod_backward(const Tensor& grad, const Tensor& x, int64_t dim);
+
+}  // namespace minidl

@@ -2,7 +2,11 @@
 // Data loading: IDX files, MNIST / Fashion-MNIST and the DataLoader.   `#include "data/data.h"`
 #include "data/dataloader.h"
 #include "data/dataset.h"
+#include "data/datasets.h"
+#include "data/example.h"
 #include "data/idx.h"
 #include "data/mnist.h"
 #include "data/paths.h"
 #include "data/sampler.h"
+#include "data/stateless_loader.h"
+#include "data/transforms.h"

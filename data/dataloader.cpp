@@ -52,7 +52,7 @@ Tensor gather(const Tensor& src, const int64_t* index, int64_t n) {
 }
 
 // Stacks the `field` tensors of examples into [n, ...] on the CPU; all must share shape and dtype.
-Tensor stack(const std::vector<Example>& examples, Tensor Example::*field, const char* what,
+Tensor stack(const std::vector<Example<>>& examples, Tensor Example<>::*field, const char* what,
              const std::vector<int64_t>& ids) {
   const Tensor& first = examples[0].*field;
   for (size_t k = 0; k < examples.size(); ++k) {
@@ -66,7 +66,7 @@ Tensor stack(const std::vector<Example>& examples, Tensor Example::*field, const
   shape.insert(shape.begin(), static_cast<int64_t>(examples.size()));
   Tensor out = Tensor::empty(shape, first.dtype());
   char* dst = static_cast<char*>(out.raw_data());
-  for (const Example& e : examples) {
+  for (const Example<>& e : examples) {
     Tensor c = (e.*field).contiguous();
     copy_bytes(dst, Device::cpu(), c.raw_data(), c.device(), c.nbytes());
     dst += c.nbytes();
@@ -80,6 +80,17 @@ std::optional<WorkerInfo> worker_info() {
   if (!current_worker) return std::nullopt;
   return *current_worker;
 }
+
+namespace detail {
+
+WorkerScope::WorkerScope(const WorkerInfo& info)
+    : info_(info), previous_(current_worker), generator_(info.seed), guard_(generator_) {
+  current_worker = &info_;
+}
+
+WorkerScope::~WorkerScope() { current_worker = previous_; }
+
+}  // namespace detail
 
 class DataLoader::Epoch {
  public:
@@ -163,12 +174,12 @@ class DataLoader::Epoch {
       batch.data = gather(tensors->data(), index, n);
       batch.target = gather(tensors->targets(), index, n);
     } else {
-      std::vector<Example> examples;
+      std::vector<Example<>> examples;
       examples.reserve(static_cast<size_t>(n));
       std::vector<int64_t> ids(index, index + n);
       for (int64_t id : ids) examples.push_back(dataset_->get(id));
-      batch.data = stack(examples, &Example::data, "data", ids);
-      batch.target = stack(examples, &Example::target, "target", ids);
+      batch.data = stack(examples, &Example<>::data, "data", ids);
+      batch.target = stack(examples, &Example<>::target, "target", ids);
     }
     const Device device = options_.device();
     if (device.is_cuda() && batch.data.device().is_cpu()) {

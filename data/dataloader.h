@@ -8,7 +8,9 @@
 #include <optional>
 #include <type_traits>
 
+#include "core/autograd.h"
 #include "core/device.h"
+#include "core/random.h"
 #include "data/dataset.h"
 #include "data/sampler.h"
 
@@ -26,6 +28,25 @@ struct WorkerInfo {
 /// The worker running on this thread; nullopt outside a DataLoader's worker.
 ///   if (auto worker = data::worker_info()) crop_seed = worker->seed;
 std::optional<WorkerInfo> worker_info();
+
+namespace detail {
+/// Makes the calling thread a loader worker for its lifetime: worker_info() answers `info`, random
+/// draws come from a generator seeded with info.seed, and nothing is recorded for autograd.
+class WorkerScope {
+ public:
+  explicit WorkerScope(const WorkerInfo& info);
+  ~WorkerScope();
+  WorkerScope(const WorkerScope&) = delete;
+  WorkerScope& operator=(const WorkerScope&) = delete;
+
+ private:
+  WorkerInfo info_;
+  const WorkerInfo* previous_;
+  Generator generator_;
+  GeneratorGuard guard_;
+  NoGradGuard no_grad_;
+};
+}  // namespace detail
 
 /// One batch: data [B, ...] (float32 [B, 1, 28, 28] for MNIST) and target [B, ...] (int64 [B]).
 struct Batch {
@@ -51,6 +72,10 @@ struct DataLoaderOptions {
 
   /// Examples per batch.
   MINIDL_DATA_ARG(int64_t, batch_size, 1);
+  /// Threads preparing batches for make_data_loader's loaders, as libtorch's `workers` (PyTorch's
+  /// num_workers): 0 prepares each batch on the training thread when it is asked for. DataLoader
+  /// always uses one worker thread (its TensorDataset path is a memcpy per row).
+  MINIDL_DATA_ARG(int64_t, workers, 0);
   /// Visit the examples in a new random order every epoch.
   MINIDL_DATA_ARG(bool, shuffle, false);
   /// Seed of the shuffling; epoch e draws its order from a generator seeded with (seed, e), so a run

@@ -27,7 +27,7 @@ TensorDataset::TensorDataset(Tensor data, Tensor targets) {
                " but targets are on ", targets_.device());
 }
 
-Example TensorDataset::get(int64_t index) const {
+Example<> TensorDataset::get(int64_t index) const {
   MINIDL_CHECK(index >= 0 && index < size(), "TensorDataset::get: index ", index, " is out of range for ", size(),
                " examples");
   return {row(data_, index), row(targets_, index)};

@@ -92,6 +92,10 @@ std::filesystem::path locate(const std::filesystem::path& root, bool train, cons
 
 MNIST::MNIST(const std::filesystem::path& root, bool train) : MNIST(root, train, Spec{"MNIST", "mnist", kMean, kStd, false}) {}
 
+MNIST MNIST::unnormalized(const std::filesystem::path& root, bool train) {
+  return MNIST(root, train, Spec{"MNIST", "mnist", /*mean=*/0.0, /*std=*/1.0, false});
+}
+
 struct MNIST::Loaded {
   Tensor images, labels;
   std::filesystem::path folder;

@@ -19,6 +19,9 @@ class MNIST : public TensorDataset {
   static constexpr double kStd = 0.3081;
 
   explicit MNIST(const std::filesystem::path& root, bool train = true);
+  /// The same files with images left as pixel / 255 in [0, 1], as libtorch's datasets::MNIST gives
+  /// them (to be normalized by a transform).
+  static MNIST unnormalized(const std::filesystem::path& root, bool train = true);
 
   /// All images, float32 [N, 1, rows, cols]: gather batches from it with index_select.
   const Tensor& images() const { return data(); }

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/random.h"
 
 namespace minidl::data {
 
@@ -21,6 +22,25 @@ std::vector<int64_t> shuffled_indices(int64_t n, uint64_t seed, int64_t epoch) {
   }
   return order;
 }
+
+SequentialSampler::SequentialSampler(int64_t size) : size_(size) {
+  MINIDL_CHECK(size >= 0, "SequentialSampler: the data set size must not be negative, got ", size);
+}
+
+std::vector<int64_t> SequentialSampler::indices(int64_t /*epoch*/) const {
+  std::vector<int64_t> order(static_cast<size_t>(size_));
+  for (int64_t i = 0; i < size_; ++i) order[static_cast<size_t>(i)] = i;
+  return order;
+}
+
+RandomSampler::RandomSampler(int64_t size) : size_(size) {
+  MINIDL_CHECK(size >= 0, "RandomSampler: the data set size must not be negative, got ", size);
+  Generator& gen = default_generator();
+  std::lock_guard lock(gen.mutex());
+  seed_ = gen.engine()();
+}
+
+std::vector<int64_t> RandomSampler::indices(int64_t epoch) const { return shuffled_indices(size_, seed_, epoch); }
 
 DistributedSampler::DistributedSampler(int64_t dataset_size, int num_replicas, int rank, bool shuffle, uint64_t seed,
                                        bool drop_last)

@@ -20,6 +20,31 @@ class Sampler {
 /// same arguments with every compiler and standard library.
 std::vector<int64_t> shuffled_indices(int64_t n, uint64_t seed, int64_t epoch);
 
+/// Every example in order, every epoch.   make_data_loader<SequentialSampler>(dataset, 64)
+class SequentialSampler : public Sampler {
+ public:
+  explicit SequentialSampler(int64_t size);
+  std::vector<int64_t> indices(int64_t epoch) const override;
+  int64_t size() const override { return size_; }
+
+ private:
+  int64_t size_;
+};
+
+/// Every example once per epoch, in a new random order each epoch, as libtorch's RandomSampler. Its
+/// seed is drawn from the global generator when it is made, so manual_seed makes runs repeat.
+///   make_data_loader<RandomSampler>(dataset, 64)   (make_data_loader's default)
+class RandomSampler : public Sampler {
+ public:
+  explicit RandomSampler(int64_t size);
+  std::vector<int64_t> indices(int64_t epoch) const override;
+  int64_t size() const override { return size_; }
+
+ private:
+  int64_t size_;
+  uint64_t seed_;
+};
+
 /// Rank `rank`'s share of an epoch, as torch.utils.data.DistributedSampler: every rank draws the same
 /// order for a given seed and epoch and takes every num_replicas-th index from position `rank`. Without
 /// drop_last the order is padded with its own first indices to a multiple of num_replicas (every rank
@@ -41,5 +66,13 @@ class DistributedSampler : public Sampler {
   bool drop_last_;
   int64_t num_samples_;
 };
+
+/// libtorch's spelling: torch::data::samplers::RandomSampler.
+namespace samplers {
+using data::DistributedSampler;
+using data::RandomSampler;
+using data::Sampler;
+using data::SequentialSampler;
+}  // namespace samplers
 
 }  // namespace minidl::data

@@ -1,4 +1,5 @@
-// Built from elementwise ops and reductions, so it runs wherever those do, and queues no host sync:
+// Built from elementwise ops and reductions, so it runs wherever those do, and queues no host sync
+// (unless error_if_nonfinite asks for the norm's value):
 // min(x, 1) is x - relu(x - 1), and clamping to [-c, c] is two such steps.
 #include "nn/clip_grad.h"
 
@@ -6,6 +7,9 @@
 #include "ops/copy.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
+#include "ops/slice.h"
+
+#include <cmath>
 
 namespace minidl::nn::utils {
 
@@ -20,26 +24,70 @@ std::vector<Tensor> gradients(const std::vector<Tensor>& parameters) {
 }
 }  // namespace
 
-Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, double norm_type) {
-  MINIDL_CHECK(norm_type == 2, "clip_grad_norm_: only the 2-norm is supported, got norm_type ", norm_type);
+Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, double norm_type,
+                       bool error_if_nonfinite) {
+  MINIDL_CHECK(norm_type > 0, "clip_grad_norm_: expected norm_type > 0 (or infinity), got ", norm_type);
   MINIDL_CHECK(max_norm >= 0, "clip_grad_norm_: expected max_norm >= 0, got ", max_norm);
   NoGradGuard no_grad;
   std::vector<Tensor> grads = gradients(parameters);
   MINIDL_CHECK(!grads.empty(), "clip_grad_norm_: no parameter has a gradient; call backward() first");
-  Tensor squares;
+  const bool inf_norm = std::isinf(norm_type);
+  Tensor acc;  // the sum of |g|^p, or for the inf-norm the largest |g|
   for (const Tensor& g : grads) {
     MINIDL_CHECK(g.device() == grads[0].device() && g.dtype() == grads[0].dtype(),
                  "clip_grad_norm_: gradients on one device and of one dtype expected, got ", grads[0].dtype(), " on ",
                  grads[0].device(), " and ", g.dtype(), " on ", g.device());
-    Tensor s = sum(g * g);
-    squares = squares.defined() ? squares + s : s;
+    Tensor part;
+    if (inf_norm) {
+      part = max(abs(g).reshape({-1}), 0).values;
+      acc = acc.defined() ? acc + relu(part - acc) : part;  // max(acc, part)
+    } else {
+      part = norm_type == 2 ? sum(g * g) : sum(pow(abs(g), norm_type));
+      acc = acc.defined() ? acc + part : part;
+    }
   }
-  Tensor total = sqrt(squares);
+  Tensor total = inf_norm ? acc : norm_type == 2 ? sqrt(acc) : pow(acc, 1.0 / norm_type);
+  if (error_if_nonfinite) {
+    const double value = total.item<double>();  // a host sync, only when asked for
+    MINIDL_CHECK(std::isfinite(value), "clip_grad_norm_: the total norm of order ", norm_type,
+                 " of the gradients is non-finite (", value, "), so it cannot be clipped; pass "
+                 "error_if_nonfinite=false to clip anyway");
+  }
   // coef = min(max_norm / (total + 1e-6), 1), as PyTorch.
   Tensor coef = scalar_like(max_norm, total) / (total + 1e-6);
   coef = coef - relu(coef - 1.0);
   for (Tensor& g : grads) mul_(g, coef);
   return total;
+}
+
+Tensor clip_grad_norm_(const Tensor& parameter, double max_norm, double norm_type, bool error_if_nonfinite) {
+  return clip_grad_norm_(std::vector<Tensor>{parameter}, max_norm, norm_type, error_if_nonfinite);
+}
+
+Tensor parameters_to_vector(const std::vector<Tensor>& parameters) {
+  MINIDL_CHECK(!parameters.empty(), "parameters_to_vector: got no parameters");
+  std::vector<Tensor> flat;
+  for (const Tensor& p : parameters) {
+    MINIDL_CHECK(p.device() == parameters[0].device(), "parameters_to_vector: parameters on one device expected, got ",
+                 parameters[0].device(), " and ", p.device());
+    flat.push_back(p.reshape({-1}));
+  }
+  return cat(flat, 0);
+}
+
+void vector_to_parameters(const Tensor& vec, const std::vector<Tensor>& parameters) {
+  MINIDL_CHECK(vec.dim() == 1, "vector_to_parameters: expected a 1-D vector, got shape ", vec.shape());
+  int64_t total = 0;
+  for (const Tensor& p : parameters) total += p.numel();
+  MINIDL_CHECK(vec.numel() == total, "vector_to_parameters: the vector has ", vec.numel(),
+               " elements, the parameters ", total);
+  NoGradGuard no_grad;
+  int64_t offset = 0;
+  for (const Tensor& p : parameters) {
+    Tensor dst = p;
+    copy_(dst, narrow(vec, 0, offset, p.numel()).reshape(p.shape()));
+    offset += p.numel();
+  }
 }
 
 void clip_grad_value_(const std::vector<Tensor>& parameters, double clip_value) {

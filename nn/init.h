@@ -30,6 +30,13 @@ void xavier_uniform_(Tensor& weight, double gain = 1);
 void xavier_normal_(Tensor& weight, double gain = 1);
 void uniform_(Tensor& tensor, double low, double high);
 void normal_(Tensor& tensor, double mean = 0, double stddev = 1);
+/// N(mean, std^2) restricted to [a, b] (values drawn by the inverse CDF, so none fall outside), as
+/// PyTorch's trunc_normal_.   trunc_normal_(embedding, 0, 0.02, -0.04, 0.04);
+void trunc_normal_(Tensor& tensor, double mean = 0, double stddev = 1, double a = -2, double b = 2);
+/// A (semi-)orthogonal matrix times gain, from the QR decomposition of a normal draw, as PyTorch's
+/// orthogonal_: rows orthonormal when size(0) <= numel / size(0), columns otherwise; dims past 1
+/// are flattened.   orthogonal_(lstm->weight_hh_l0);
+void orthogonal_(Tensor& tensor, double gain = 1);
 void constant_(Tensor& tensor, double value);
 void zeros_(Tensor& tensor);
 void ones_(Tensor& tensor);

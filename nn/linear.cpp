@@ -34,7 +34,7 @@ std::string LinearImpl::extra_repr() const {
 
 namespace {
 
-Tensor apply(const LinearImpl& layer, const Tensor& input, Tensor (*op)(const Tensor&, const Tensor&, const Tensor&)) {
+Tensor run_linear(const LinearImpl& layer, const Tensor& input, Tensor (*op)(const Tensor&, const Tensor&, const Tensor&)) {
   const int64_t in = layer.options.in_features();
   MINIDL_CHECK(input.dim() >= 1 && input.size(-1) == in, "Linear: expected input with last dimension ", in,
                ", got shape ", input.shape());
@@ -47,9 +47,9 @@ Tensor apply(const LinearImpl& layer, const Tensor& input, Tensor (*op)(const Te
 
 }  // namespace
 
-Tensor LinearImpl::forward(const Tensor& input) { return apply(*this, input, linear); }
+Tensor LinearImpl::forward(const Tensor& input) { return run_linear(*this, input, linear); }
 
-Tensor LinearImpl::forward_relu(const Tensor& input) { return apply(*this, input, linear_relu); }
+Tensor LinearImpl::forward_relu(const Tensor& input) { return run_linear(*this, input, linear_relu); }
 
 Tensor LinearImpl::forward_relu_linear(const Tensor& input, const LinearImpl& next) {
   const int64_t in = options.in_features();

@@ -74,25 +74,25 @@ void walk(const Module& m, const std::string& prefix, bool recurse, std::set<con
 // One tensor reached under two names (a tied weight) keeps the first: an optimizer given
 // parameters() must see each tensor once, or it steps it twice and keeps two sets of state.
 template <class Own>
-std::vector<std::pair<std::string, Tensor>> Module::named_tensors(bool recurse, bool remove_duplicate, Own own) const {
-  std::vector<std::pair<std::string, Tensor>> out;
+OrderedDict<std::string, Tensor> Module::named_tensors(bool recurse, bool remove_duplicate, Own own) const {
+  OrderedDict<std::string, Tensor> out;
   std::set<const Module*> modules;
   std::set<const TensorImpl*> tensors;
   auto visit = [&](const std::string& prefix, const Module& m) {
     for (const auto& [name, t] : own(m)) {
       if (remove_duplicate && t.defined() && !tensors.insert(&t.impl()).second) continue;
-      out.emplace_back(prefix + name, t);
+      out.insert(prefix + name, t);
     }
   };
   walk(*this, "", recurse, remove_duplicate ? &modules : nullptr, visit);
   return out;
 }
 
-std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse, bool remove_duplicate) const {
+OrderedDict<std::string, Tensor> Module::named_parameters(bool recurse, bool remove_duplicate) const {
   return named_tensors(recurse, remove_duplicate, [](const Module& m) -> const auto& { return m.parameters_; });
 }
 
-std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse, bool remove_duplicate) const {
+OrderedDict<std::string, Tensor> Module::named_buffers(bool recurse, bool remove_duplicate) const {
   return named_tensors(recurse, remove_duplicate, [](const Module& m) -> const auto& { return m.buffers_; });
 }
 
@@ -119,11 +119,50 @@ void collect_modules(const Module& m, const std::string& prefix, std::set<const 
 }
 }  // namespace
 
-std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules(bool remove_duplicate) const {
-  std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
+OrderedDict<std::string, std::shared_ptr<Module>> Module::named_modules(bool remove_duplicate) const {
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> found;
   std::set<const Module*> seen{this};
-  collect_modules(*this, "", remove_duplicate ? &seen : nullptr, out);
+  collect_modules(*this, "", remove_duplicate ? &seen : nullptr, found);
+  OrderedDict<std::string, std::shared_ptr<Module>> out;
+  for (auto& [name, m] : found) out.insert(std::move(name), std::move(m));
   return out;
+}
+
+void Module::apply(const std::function<void(Module&)>& fn) {
+  fn(*this);
+  for (auto& [name, m] : named_modules()) fn(*m);
+}
+
+void Module::apply(const std::function<void(const std::string&, Module&)>& fn) {
+  fn("", *this);
+  for (auto& [name, m] : named_modules()) fn(name, *m);
+}
+
+Module::Hooks& Module::hooks() {
+  if (!hooks_) hooks_ = std::make_shared<Hooks>();
+  return *hooks_;
+}
+
+Tensor Module::call(const Tensor& input) {
+  if (!has_forward_hooks()) return forward(input);
+  return run_with_hooks({input}, [this](const std::vector<Tensor>& in) {
+    MINIDL_CHECK(in.size() == 1, name(), ": a forward pre-hook returned ", in.size(), " inputs, forward takes 1");
+    return forward(in[0]);
+  });
+}
+
+Tensor Module::run_with_hooks(std::vector<Tensor> inputs, const std::function<Tensor(const std::vector<Tensor>&)>& run) {
+  // Copies of the lists: a hook may remove itself (or another) while they run.
+  const auto pre = hooks_->pre;
+  for (const auto& [id, hook] : pre) {
+    if (auto replaced = hook(*this, inputs)) inputs = std::move(*replaced);
+  }
+  Tensor output = run(inputs);
+  const auto post = hooks_->post;
+  for (const auto& [id, hook] : post) {
+    if (auto replaced = hook(*this, inputs, output)) output = std::move(*replaced);
+  }
+  return output;
 }
 
 int64_t Module::num_parameters() const {

@@ -2,6 +2,10 @@
 // nn::Module: the base of every layer and model. It owns named parameters, buffers and child
 // modules, in registration order, and moves them between devices together.
 #include <concepts>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <optional>
 #include <map>
 #include <memory>
 #include <ostream>
@@ -12,11 +16,26 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
+#include "nn/ordered_dict.h"
 
 namespace minidl::nn {
 
 /// name -> tensor, as saved and loaded by state_dict / load_state_dict.
 using StateDict = std::map<std::string, Tensor>;
+
+/// Takes a hook off the module it was registered on (PyTorch's RemovableHandle); harmless when the
+/// module is gone or the hook was removed already.
+class RemovableHandle {
+ public:
+  RemovableHandle() = default;
+  explicit RemovableHandle(std::function<void()> remove) : remove_(std::move(remove)) {}
+  void remove() {
+    if (remove_) std::exchange(remove_, nullptr)();
+  }
+
+ private:
+  std::function<void()> remove_;
+};
 
 /// Base class for layers and models, as in PyTorch.
 ///   struct Net : nn::Module { Net() : fc(register_module("fc", nn::Linear(4, 2))) {} ... };
@@ -61,11 +80,12 @@ class Module {
   /// Parameters by dotted name ("fc1.weight"). A tensor reached under several names keeps the first
   /// one met in registration order; remove_duplicate=false lists every name, as state_dict does.
   ///   for (auto& [name, p] : model->named_parameters()) std::cout << name << ' ' << p.shape() << '\n';
-  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true, bool remove_duplicate = true) const;
+  ///   model->named_parameters()["fc1.weight"]   (libtorch's OrderedDict: by name or position)
+  OrderedDict<std::string, Tensor> named_parameters(bool recurse = true, bool remove_duplicate = true) const;
   /// Buffers (running statistics, ...) once each, as parameters() lists parameters.
   std::vector<Tensor> buffers(bool recurse = true) const;
   /// Buffers by dotted name ("bn1.running_mean"), deduplicated as named_parameters.
-  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true, bool remove_duplicate = true) const;
+  OrderedDict<std::string, Tensor> named_buffers(bool recurse = true, bool remove_duplicate = true) const;
   /// The direct children in registration order, one entry per registration (a child registered
   /// under two names appears under both, as PyTorch prints it).
   std::vector<std::shared_ptr<Module>> children() const;
@@ -74,10 +94,44 @@ class Module {
   /// A module registered at two places is listed once, under its first name, as in PyTorch;
   /// remove_duplicate=false lists it (and what is under it) under every name.
   ///   for (auto& [name, m] : model->named_modules()) std::cout << name << ": " << m->name() << '\n';
-  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules(bool remove_duplicate = true) const;
+  OrderedDict<std::string, std::shared_ptr<Module>> named_modules(bool remove_duplicate = true) const;
   /// Elements in all parameters (trainable or not), as sum(p.numel() for p in model.parameters()):
   /// a tied weight counts once.
   int64_t num_parameters() const;
+
+  /// Calls fn on this module, then on every descendant once, depth first, as libtorch's apply.
+  ///   model->apply([](nn::Module& m) { if (auto* fc = m.as<nn::Linear>()) nn::init::zeros_(fc->bias); });
+  void apply(const std::function<void(Module&)>& fn);
+  /// The same with each module's dotted name ("" for this one, then "fc1", "block.conv", ...).
+  void apply(const std::function<void(const std::string&, Module&)>& fn);
+  /// This module as a `T` (a layer's holder type such as nn::Linear, or any Module class), or null.
+  template <class T>
+  auto* as() noexcept {
+    if constexpr (requires { typename T::ImplType; }) {
+      return dynamic_cast<typename T::ImplType*>(this);
+    } else {
+      return dynamic_cast<T*>(this);
+    }
+  }
+
+  /// Runs before forward when the module is called through its holder (`fc(x)`) or by
+  /// nn::Sequential, as PyTorch's forward pre-hooks run on `module(x)`, not on `module.forward(x)`.
+  /// `hook(module, inputs)` may return nothing, a Tensor (the new first input) or a vector of
+  /// inputs. Returns a handle whose remove() takes the hook off.
+  ///   auto h = fc->register_forward_pre_hook([](nn::Module&, const std::vector<Tensor>& in) { std::cout << in[0].sizes(); });
+  template <class Hook>
+  RemovableHandle register_forward_pre_hook(Hook hook);
+  /// Runs after forward, on the same calls as the pre-hooks: `hook(module, inputs, output)` may
+  /// return nothing or a Tensor that replaces the output.
+  ///   fc->register_forward_hook([&](nn::Module&, const std::vector<Tensor>&, const Tensor& out) { seen = out; });
+  template <class Hook>
+  RemovableHandle register_forward_hook(Hook hook);
+  bool has_forward_hooks() const noexcept { return hooks_ && (!hooks_->pre.empty() || !hooks_->post.empty()); }
+  /// forward(input) with the hooks around it: how nn::Sequential and holders call a module.
+  Tensor call(const Tensor& input);
+  /// The hooks around a forward of `inputs`: the pre-hooks may replace the inputs, `run` computes
+  /// the output from them, the forward hooks may replace it.
+  Tensor run_with_hooks(std::vector<Tensor> inputs, const std::function<Tensor(const std::vector<Tensor>&)>& run);
 
   /// Training mode on (default) or off, recursively; layers like Dropout read it.
   virtual void train(bool on = true);
@@ -106,10 +160,20 @@ class Module {
   template <class Fn>
   void for_each_tensor(Fn&& fn);
   template <class Own>
-  std::vector<std::pair<std::string, Tensor>> named_tensors(bool recurse, bool remove_duplicate, Own own) const;
+  OrderedDict<std::string, Tensor> named_tensors(bool recurse, bool remove_duplicate, Own own) const;
+
+  struct Hooks {
+    using Pre = std::function<std::optional<std::vector<Tensor>>(Module&, const std::vector<Tensor>&)>;
+    using Post = std::function<std::optional<Tensor>(Module&, const std::vector<Tensor>&, const Tensor&)>;
+    std::list<std::pair<uint64_t, Pre>> pre;
+    std::list<std::pair<uint64_t, Post>> post;
+    uint64_t next_id = 0;
+  };
+  Hooks& hooks();
 
   std::vector<std::pair<std::string, Tensor>> parameters_;
   std::vector<std::pair<std::string, Tensor>> buffers_;
+  std::shared_ptr<Hooks> hooks_;  // made by the first hook: most modules have none
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
 };
@@ -131,14 +195,80 @@ class ModuleHolder {
   Impl& operator*() const { return *impl_; }
   const std::shared_ptr<Impl>& ptr() const { return impl_; }
   Impl* get() const { return impl_.get(); }
+  /// Indexing forwarded to the module, as libtorch's holders do:   seq[0], dict["head"]
+  template <class Arg>
+  decltype(auto) operator[](Arg&& arg) const {
+    return (*impl_)[std::forward<Arg>(arg)];
+  }
+  /// forward(args...), with the module's forward hooks around it when it has any (forward of
+  /// tensors only; see Module::register_forward_hook).
   template <class... Args>
   decltype(auto) operator()(Args&&... args) const {
+    if constexpr (sizeof...(Args) > 0 && (std::is_convertible_v<Args, Tensor> && ...) &&
+                  std::is_same_v<decltype(impl_->forward(std::forward<Args>(args)...)), Tensor>) {
+      if (impl_->has_forward_hooks()) {
+        return impl_->run_with_hooks({Tensor(args)...}, [this](const std::vector<Tensor>& in) {
+          return forward_from(in, std::index_sequence_for<Args...>{});
+        });
+      }
+    } else {
+      MINIDL_CHECK(!impl_->has_forward_hooks(), impl_->name(),
+                   ": forward hooks run only around a forward of tensors returning a tensor");
+    }
     return impl_->forward(std::forward<Args>(args)...);
   }
 
  private:
+  template <size_t... I>
+  Tensor forward_from(const std::vector<Tensor>& inputs, std::index_sequence<I...>) const {
+    MINIDL_CHECK(inputs.size() == sizeof...(I), impl_->name(), ": a forward pre-hook returned ", inputs.size(),
+                 " inputs, forward takes ", sizeof...(I));
+    return impl_->forward(inputs[I]...);
+  }
   std::shared_ptr<Impl> impl_;
 };
+
+template <class Hook>
+RemovableHandle Module::register_forward_pre_hook(Hook hook) {
+  using Result = std::invoke_result_t<Hook&, Module&, const std::vector<Tensor>&>;
+  Hooks& h = hooks();
+  const uint64_t id = h.next_id++;
+  h.pre.emplace_back(id, [hook = std::move(hook)](Module& m, const std::vector<Tensor>& in) mutable
+                             -> std::optional<std::vector<Tensor>> {
+    if constexpr (std::is_void_v<Result>) {
+      hook(m, in);
+      return std::nullopt;
+    } else if constexpr (std::is_convertible_v<Result, Tensor>) {
+      std::vector<Tensor> replaced = in;
+      replaced.at(0) = hook(m, in);
+      return replaced;
+    } else {
+      return std::vector<Tensor>(hook(m, in));
+    }
+  });
+  return RemovableHandle([weak = std::weak_ptr<Hooks>(hooks_), id] {
+    if (auto alive = weak.lock()) alive->pre.remove_if([id](const auto& entry) { return entry.first == id; });
+  });
+}
+
+template <class Hook>
+RemovableHandle Module::register_forward_hook(Hook hook) {
+  using Result = std::invoke_result_t<Hook&, Module&, const std::vector<Tensor>&, const Tensor&>;
+  Hooks& h = hooks();
+  const uint64_t id = h.next_id++;
+  h.post.emplace_back(id, [hook = std::move(hook)](Module& m, const std::vector<Tensor>& in, const Tensor& out) mutable
+                              -> std::optional<Tensor> {
+    if constexpr (std::is_void_v<Result>) {
+      hook(m, in, out);
+      return std::nullopt;
+    } else {
+      return Tensor(hook(m, in, out));
+    }
+  });
+  return RemovableHandle([weak = std::weak_ptr<Hooks>(hooks_), id] {
+    if (auto alive = weak.lock()) alive->post.remove_if([id](const auto& entry) { return entry.first == id; });
+  });
+}
 
 /// Declares `Name` as the holder of `NameImpl`, in any namespace.
 #define MINIDL_MODULE(Name)                                    \

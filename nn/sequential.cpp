@@ -33,16 +33,19 @@ int64_t simple_pool(const MaxPool2dImpl& pool) {
 // layers, whose products share kernels on CUDA);
 // Conv2d then ReLU (Conv2dImpl::forward_relu), and with a simple MaxPool2d after them
 // (forward_relu_max_pool2d: one kernel from the convolution's output to the pooled result). Only
-// the exact types are fused: a subclass may have its own forward.
+// the exact types are fused: a subclass may have its own forward. A layer with forward hooks is
+// never fused: its hooks must see its own input and output.
 Tensor SequentialImpl::forward(const Tensor& input) {
   Tensor x = input;
+  auto plain = [](const auto& m) { return !m->has_forward_hooks(); };
   for (auto it = begin(); it != end(); ++it) {
     const auto next = std::next(it);
-    const bool relu_next = next != end() && is<ReLUImpl>(*next);
+    const bool relu_next = next != end() && is<ReLUImpl>(*next) && plain(*next) && plain(*it);
     if (is<LinearImpl>(*it) && relu_next) {
       auto& linear = static_cast<LinearImpl&>(**it);
       const auto after = std::next(next);
-      if (after != end() && is<LinearImpl>(*after) && (std::next(after) == end() || !is<ReLUImpl>(*std::next(after)))) {
+      if (after != end() && is<LinearImpl>(*after) && plain(*after) &&
+          (std::next(after) == end() || !is<ReLUImpl>(*std::next(after)))) {
         x = linear.forward_relu_linear(x, static_cast<LinearImpl&>(**after));
         it = after;
         continue;
@@ -54,7 +57,7 @@ Tensor SequentialImpl::forward(const Tensor& input) {
     if (is<Conv2dImpl>(*it) && relu_next) {
       auto& conv = static_cast<Conv2dImpl&>(**it);
       const auto after = std::next(next);
-      if (after != end() && is<MaxPool2dImpl>(*after)) {
+      if (after != end() && is<MaxPool2dImpl>(*after) && plain(*after)) {
         if (int64_t pool = simple_pool(static_cast<MaxPool2dImpl&>(**after)); pool > 0) {
           x = conv.forward_relu_max_pool2d(x, pool);
           it = after;
@@ -65,7 +68,7 @@ Tensor SequentialImpl::forward(const Tensor& input) {
       it = next;
       continue;
     }
-    x = (*it)->forward(x);
+    x = (*it)->call(x);
   }
   return x;
 }

@@ -1,4 +1,5 @@
 #pragma once
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -10,7 +11,14 @@ namespace minidl::optim {
 struct AdamOptions {
   AdamOptions(double lr = 1e-3) : lr_(lr) {}  // NOLINT: implicit, as in PyTorch
   MINIDL_ARG(double, lr);
-  using Betas = std::pair<double, double>;
+  /// (beta1, beta2), given as two numbers, a pair or libtorch's tuple:
+  ///   AdamOptions(2e-4).betas({0.5, 0.999}),  .betas(std::make_tuple(0.5, 0.999))
+  struct Betas {
+    Betas(double first, double second) : first(first), second(second) {}
+    Betas(const std::pair<double, double>& b) : first(b.first), second(b.second) {}  // NOLINT: implicit
+    Betas(const std::tuple<double, double>& b) : first(std::get<0>(b)), second(std::get<1>(b)) {}  // NOLINT
+    double first, second;
+  };
   MINIDL_ARG(Betas, betas) = {0.9, 0.999};
   MINIDL_ARG(double, eps) = 1e-8;
   MINIDL_ARG(double, weight_decay) = 0;
@@ -30,6 +38,7 @@ class Adam : public Optimizer {
 
  protected:
   Adam(std::vector<ParamGroup> groups, AdamOptions options, bool decoupled, const char* name);
+  void group_added() override { state_.emplace_back(groups_.back().params.size()); }
   std::vector<StateField> state_fields() const override;
   std::vector<Tensor> param_state(size_t gi, size_t i) const override;
   void set_param_state(size_t gi, size_t i, std::vector<Tensor> values) override;

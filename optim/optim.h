@@ -1,4 +1,6 @@
 #pragma once
+#include "optim/adadelta.h"
+#include "optim/adagrad.h"
 #include "optim/adam.h"
 #include "optim/checkpoint.h"
 #include "optim/graphed_step.h"
@@ -6,4 +8,6 @@
 #include "optim/lr_scheduler_chain.h"
 #include "optim/optimizer.h"
 #include "optim/reduce_lr_on_plateau.h"
+#include "optim/rmsprop.h"
+#include "optim/serialize.h"
 #include "optim/sgd.h"

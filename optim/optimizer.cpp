@@ -48,7 +48,7 @@ void check_each_tensor_once(const std::vector<ParamGroup>& groups, const char* n
 }  // namespace
 
 Optimizer::Optimizer(std::vector<ParamGroup> groups, double default_lr, const char* name)
-    : groups_(std::move(groups)), name_(name) {
+    : groups_(std::move(groups)), name_(name), default_lr_(default_lr) {
   size_t count = 0;
   for (const ParamGroup& g : groups_) count += g.params.size();
   MINIDL_CHECK(count > 0, name, ": got an empty parameter list; pass model->parameters()");
@@ -61,6 +61,21 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, double default_lr, const ch
     }
   }
   check_each_tensor_once(groups_, name);
+}
+
+void Optimizer::add_param_group(ParamGroup group) {
+  MINIDL_CHECK(!group.params.empty(), name_, ": add_param_group got an empty parameter list");
+  if (!group.lr) group.lr = default_lr_;
+  MINIDL_CHECK(*group.lr >= 0, name_, ": expected a learning rate >= 0, got ", *group.lr);
+  for (const Tensor& p : group.params) {
+    MINIDL_CHECK(p.defined() && p.requires_grad() && p.is_leaf(), name_,
+                 ": every parameter must be a leaf tensor that requires grad");
+  }
+  std::vector<ParamGroup> all = groups_;
+  all.push_back(group);
+  check_each_tensor_once(all, name_);  // before anything changes
+  groups_.push_back(std::move(group));
+  group_added();
 }
 
 const Tensor* Optimizer::lr_on_device(size_t gi, const Tensor& like) {

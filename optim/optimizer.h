@@ -33,6 +33,10 @@ class Optimizer {
   std::vector<ParamGroup>& param_groups() { return groups_; }
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
   double lr(size_t group = 0) const { return *groups_.at(group).lr; }
+  /// Adds parameters to train from now on (a layer unfrozen mid-run), as PyTorch's add_param_group:
+  /// a group without lr takes the optimizer's; a tensor already in a group is an error.
+  ///   optimizer.add_param_group({head->parameters(), 1e-3});
+  void add_param_group(ParamGroup group);
   /// Copies learning rates changed since the last step to the device scalars that CUDA kernels read
   /// (one fill each). step() does it itself; a captured step (cuda::GraphedStep) needs it before
   /// each replay, since replaying runs no host code.
@@ -54,6 +58,8 @@ class Optimizer {
 
  protected:
   Optimizer(std::vector<ParamGroup> groups, double default_lr, const char* name);
+  /// Makes room for the state of a group just appended to groups_ (by add_param_group).
+  virtual void group_added() {}
   /// Calls fn(group_index, param_index, param, grad) for every parameter that has a gradient.
   template <class Fn>
   void for_each_gradient(Fn&& fn) {
@@ -86,6 +92,7 @@ class Optimizer {
 
   std::vector<ParamGroup> groups_;
   const char* name_;
+  double default_lr_;
 
  private:
   struct DeviceLr {

@@ -25,6 +25,7 @@ class SGD : public Optimizer {
   const SGDOptions& options() const { return options_; }
 
  protected:
+  void group_added() override { momentum_.emplace_back(groups_.back().params.size()); }
   std::vector<StateField> state_fields() const override;
   std::vector<Tensor> param_state(size_t gi, size_t i) const override;
   void set_param_state(size_t gi, size_t i, std::vector<Tensor> values) override;

@@ -306,7 +306,7 @@ TEST_F(DataFiles, MnistNormalizesAndFindsItsFolder) {
     }
     std::vector<int64_t> y = test_set.targets().to_vector<int64_t>();
     for (size_t i = 0; i < y.size(); ++i) EXPECT_EQ(y[i], labels_[i]);
-    Example e = test_set.get(2);
+    Example<> e = test_set.get(2);
     EXPECT_EQ(e.data.shape(), (Shape{1, 3, 4}));
     EXPECT_EQ(e.target.item<int64_t>(), labels_[2]);
     EXPECT_FLOAT_EQ(e.data.contiguous().to_vector<float>()[0], x[2 * 12]);
@@ -396,7 +396,7 @@ std::vector<int64_t> flat(const std::vector<std::vector<int64_t>>& batches) {
 struct Squares : Dataset {
   explicit Squares(int64_t n, int64_t throw_at = -1) : n(n), throw_at(throw_at) {}
   int64_t size() const override { return n; }
-  Example get(int64_t i) const override {
+  Example<> get(int64_t i) const override {
     if (i == throw_at) throw std::runtime_error("broken example " + std::to_string(i));
     return {full({1, 2}, static_cast<double>(i)), full({}, static_cast<double>(i * i), kInt64)};
   }
@@ -527,7 +527,7 @@ TEST(DataLoader, ExceptionsInTheWorkerReachTheLoop) {
   // Examples that cannot be stacked.
   struct Ragged : Dataset {
     int64_t size() const override { return 4; }
-    Example get(int64_t i) const override { return {zeros({i == 2 ? 3 : 2}), zeros({}, kInt64)}; }
+    Example<> get(int64_t i) const override { return {zeros({i == 2 ? 3 : 2}), zeros({}, kInt64)}; }
   };
   expect_error([] { DataLoader l(Ragged(), DataLoaderOptions(4)); for (Batch& b : l) (void)b; },
                {"cannot stack", "example 2", "[3]", "[2]"});

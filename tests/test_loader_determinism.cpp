@@ -26,7 +26,7 @@ class NoisyBlobs : public data::Dataset {
  public:
   explicit NoisyBlobs(int64_t noise_draws = 1) : noise_draws_(noise_draws) {}
   int64_t size() const override { return 48; }
-  data::Example get(int64_t index) const override {
+  data::Example<> get(int64_t index) const override {
     const int64_t label = index % kClasses;
     Tensor x = full({kFeatures}, static_cast<double>(label));
     for (int64_t k = 0; k < noise_draws_; ++k) x = x + randn({kFeatures}) * 0.3;
@@ -113,7 +113,7 @@ class RecordingNoise : public data::Dataset {
     uint64_t initial_seed = 0;
   };
   int64_t size() const override { return 10; }
-  data::Example get(int64_t index) const override {
+  data::Example<> get(int64_t index) const override {
     Tensor noise = randn({3});
     calls.push_back({noise.to_vector<float>(), data::worker_info(), initial_seed()});
     return {noise, full({}, static_cast<double>(index), kInt64)};

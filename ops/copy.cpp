@@ -5,6 +5,7 @@
 
 #include "core/autograd.h"
 #include "ops/kernels.h"
+#include "ops/view.h"
 
 namespace minidl {
 
@@ -30,35 +31,36 @@ Tensor copy_to(const Tensor& x, DType dtype, Device device) {
     Device from_device = x.device();
     autograd::record("to", out, {x}, [from_dtype, from_device](const Tensor& g, const std::vector<bool>&) {
       return std::vector<Tensor>{copy_to(g, from_dtype, from_device)};
-    });
+    }, true);
   }
   return out;
 }
 
 }  // namespace
 
-Tensor Tensor::to(Device device) const {
-  return device == this->device() ? *this : copy_to(*this, dtype(), device);
+Tensor to(const Tensor& x, Device device, DType dtype) {
+  return device == x.device() && dtype == x.dtype() ? x : copy_to(x, dtype, device);
 }
 
-Tensor Tensor::to(DType dtype) const { return dtype == this->dtype() ? *this : copy_to(*this, dtype, device()); }
+Tensor contiguous(const Tensor& x) { return x.is_contiguous() ? x : copy_to(x, x.dtype(), x.device()); }
 
-Tensor Tensor::contiguous() const { return is_contiguous() ? *this : copy_to(*this, dtype(), device()); }
+Tensor clone(const Tensor& x) { return copy_to(x, x.dtype(), x.device()); }
 
-Tensor Tensor::clone() const { return copy_to(*this, dtype(), device()); }
-
-void copy_(Tensor& dst, const Tensor& src) {
-  MINIDL_CHECK(dst.shape() == src.shape(), "copy_: destination shape ", dst.shape(), " differs from source shape ",
-               src.shape());
+Tensor& copy_(Tensor& dst, const Tensor& src) {
+  MINIDL_CHECK(broadcasts_to(src.shape(), dst.shape()), "copy_: source shape ", src.shape(),
+               " does not broadcast to the destination shape ", dst.shape());
+  NoGradGuard no_grad;  // a write, not part of any graph
   Tensor staged = src.device() == dst.device() ? src : src.to(dst.device());
-  kernels_for(dst.device()).copy(staged, dst);
+  kernels_for(dst.device()).copy(src.shape() == dst.shape() ? staged : expand(staged, dst.shape()), dst);
   dst.bump_version();
+  return dst;
 }
 
 Tensor index_select(const Tensor& src, int64_t dim, const Tensor& index) {
   check_same_device("index_select", {src, index});
   MINIDL_CHECK(src.dim() >= 1, "index_select: expected a tensor with at least one dimension, got a scalar");
-  MINIDL_CHECK(index.dtype() == kInt64 && index.dim() <= 1, "index_select: expected a 1-D int64 index, got ",
+  MINIDL_CHECK((index.dtype() == kInt64 || index.dtype() == kInt32) && index.dim() <= 1,
+               "index_select: expected a 1-D int64 or int32 index, got ",
                index.dtype(), " of shape ", index.shape());
   dim = wrap_dim(dim, src.dim(), "index_select");
   Shape shape = src.shape();
@@ -67,7 +69,7 @@ Tensor index_select(const Tensor& src, int64_t dim, const Tensor& index) {
   Tensor flat_index, source;
   {
     NoGradGuard no_grad;  // plumbing: the tape gets one entry for the whole op
-    flat_index = index.reshape({index.numel()}).contiguous();
+    flat_index = index.reshape({index.numel()}).to(kInt64).contiguous();  // the kernels read int64
     source = src.contiguous();
   }
   kernels_for(src.device()).index_select(source, dim, flat_index, out);

@@ -72,7 +72,8 @@ Tensor reduce_kernel(ReduceOp op, const Tensor& x, const std::vector<int64_t>& d
 }
 
 Tensor sum_impl(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
-  if (x.dtype() == kBool) return sum_impl(x.to(kInt64), std::move(dims), keepdim);  // counts, as PyTorch's
+  // bool and the narrow integers sum as int64 (counts, pixel totals), as PyTorch's do.
+  if (is_integral(x.dtype(), true) && x.dtype() != kInt64) return sum_impl(x.to(kInt64), std::move(dims), keepdim);
   MINIDL_CHECK(x.dtype() != kInt64 || !x.requires_grad(), "sum: int64 tensors cannot require grad");
   Shape in_shape = x.shape();
   Tensor out;
@@ -111,7 +112,8 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 Tensor mean(const Tensor& x) { return mean(x, all_dims(x.dim()), false); }
 
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  MINIDL_CHECK(is_floating(x.dtype()), "mean: expected a floating tensor, got ", x.dtype());
+  MINIDL_CHECK(is_floating(x.dtype()), "mean(): could not infer output dtype. Input dtype must be either a floating "
+               "point or complex dtype. Got: ", x.dtype(), " (convert with .to(kFloat32) first)");
   std::vector<int64_t> d = dims.empty() ? all_dims(x.dim()) : normalize_dims(dims, x.dim(), "mean");
   int64_t count = 1;
   for (int64_t i : d) count *= x.shape()[i];

@@ -1,7 +1,9 @@
 #pragma once
-// Everything a model author needs: `#include "minidl.h"`.
+// Everything a model author needs, as libtorch's <torch/torch.h>: `#include "minidl.h"`.
 #include "core/anomaly_mode.h"
 #include "core/autograd.h"
+#include "core/autograd_function.h"
+#include "core/cuda.h"
 #include "core/deterministic.h"
 #include "core/dlpack.h"
 #include "core/random.h"
@@ -10,3 +12,6 @@
 #include "core/threads.h"
 #include "core/type_promotion.h"
 #include "ops/ops.h"
+#include "nn/nn.h"
+#include "optim/optim.h"
+#include "data/data.h"

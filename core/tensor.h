@@ -7,17 +7,27 @@
 #include <memory>
 #include <optional>
 #include <ostream>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
 #include "core/device.h"
 #include "core/dtype.h"
+#include "core/scalar.h"
 #include "core/shape.h"
 #include "core/storage.h"
+#include "core/tensor_accessor.h"
+#include "core/tensor_options.h"
 
 namespace minidl {
 
 class Tensor;
+namespace autograd {
+class Node;
+}
+namespace indexing {
+class TensorIndex;  // core/tensor_index.h
+}
 
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
@@ -37,6 +47,8 @@ struct TensorImpl {
   bool wrapped_number = false;
   // Called once per backward after this leaf's gradient is fully accumulated (most leaves have none).
   std::shared_ptr<std::vector<std::function<void(Tensor&)>>> post_accumulate_grad_hooks;
+  // A leaf's gradient hooks (Tensor::register_hook; a non-leaf's live on its tape entry).
+  std::shared_ptr<std::vector<std::function<Tensor(const Tensor&)>>> grad_hooks;
 
   ~TensorImpl();
 };
@@ -70,7 +82,7 @@ class Tensor {
   DType dtype() const { return impl().dtype; }
   Device device() const { return impl().storage->device(); }
   bool is_contiguous() const;
-  size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(dtype()); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * minidl::element_size(dtype()); }
 
   /// Pointer to the first element (device memory for CUDA tensors). Checks that T matches the dtype.
   template <class T>
@@ -86,7 +98,7 @@ class Tensor {
   // Autograd.
   bool requires_grad() const { return impl().requires_grad; }
   /// Marks a leaf as wanting a gradient.   `Tensor w = randn({3, 3}).requires_grad_();`
-  Tensor& requires_grad_(bool requires_grad = true);
+  Tensor& requires_grad_(bool requires_grad = true) const;
   /// The accumulated gradient of a leaf; undefined until a backward reaches it.
   Tensor grad() const { return Tensor(impl().grad); }
   void set_grad(const Tensor& grad);
@@ -106,18 +118,82 @@ class Tensor {
   /// Counts one in-place write; every in-place op calls it after writing (ops/, optim/).
   void bump_version() const { impl().storage->bump_version(); }
   /// Walks the tape back from this tensor. Without `gradient`, the tensor must hold one element.
-  /// The tape entries walked are released unless `retain_graph`.
-  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  /// The tape entries walked are released unless `retain_graph` (default: create_graph); with
+  /// `create_graph` the gradients keep their history (core/autograd.h).   `loss.backward();`
+  void backward(const Tensor& gradient = Tensor(), std::optional<bool> retain_graph = std::nullopt,
+                bool create_graph = false) const;
+  /// The backward node of the op that made this tensor; nullptr for a leaf.   `y.grad_fn()->name()`
+  std::shared_ptr<autograd::Node> grad_fn() const;
+  /// Keeps this non-leaf's gradient in .grad after backward (a leaf's is always kept).
+  void retain_grad() const;
+  /// True for a non-leaf after retain_grad().
+  bool retains_grad() const;
+  /// Calls `hook(grad)` with this tensor's gradient in every backward that computes it, before it is
+  /// used; a hook returning a Tensor replaces the gradient, one returning void only looks. Returns a
+  /// handle for remove_hook().   `unsigned h = x.register_hook([](Tensor g) { return g * 2; });`
+  template <class F>
+  unsigned register_hook(F&& hook) const {
+    if constexpr (std::is_void_v<std::invoke_result_t<F&, Tensor>>) {
+      return _register_hook([h = std::forward<F>(hook)](const Tensor& g) mutable {
+        h(g);
+        return Tensor();
+      });
+    } else {
+      return _register_hook(std::function<Tensor(const Tensor&)>(std::forward<F>(hook)));
+    }
+  }
+  unsigned _register_hook(std::function<Tensor(const Tensor&)> hook) const;
+  void remove_hook(unsigned handle) const;
   /// Same data, no history, no gradient.
   Tensor detach() const;
 
-  // Layout and device changes; each is a differentiable op defined in ops/.
+  // ---- libtorch's Tensor methods: one-line forwards to the free functions of ops/
+  // (ops/tensor_methods.cpp), which hold the semantics and document them. ----
+
+  // Metadata.
+  const Shape& sizes() const { return shape(); }
+  int64_t stride(int64_t d) const;
+  int64_t ndimension() const { return dim(); }
+  /// Bytes per element.   zeros({2}, kFloat64).element_size() == 8
+  int64_t element_size() const { return static_cast<int64_t>(minidl::element_size(dtype())); }
+  DType scalar_type() const { return dtype(); }
+  /// dtype, device and requires_grad of this tensor, for making others like it.   zeros({3}, x.options())
+  TensorOptions options() const;
+  bool is_floating_point() const { return is_floating(dtype()); }
+  bool is_cuda() const { return device().is_cuda(); }
+  bool is_cpu() const { return device().is_cpu(); }
+  /// The value of a one-element tensor as a Scalar (float64, int64 or bool); a host sync on CUDA.
+  ///   double loss_value = loss.item().toDouble();  std::cout << loss.item();
+  Scalar item() const;
+  template <class T>
+  T* data_ptr() const { return data<T>(); }
+  void* data_ptr() const { return raw_data(); }
+  /// Element access to a CPU tensor of dtype T and N dims.   auto a = x.accessor<float, 2>(); a[0][1] = 2;
+  template <class T, size_t N>
+  TensorAccessor<T, N> accessor() const&;
+  template <class T, size_t N>
+  TensorAccessor<T, N> accessor() && = delete;  // the accessor would outlive the temporary's memory
+
+  // Layout and device changes.
   Tensor to(Device device) const;
+  Tensor to(DeviceType type) const { return to(Device(type)); }
   Tensor to(DType dtype) const;
+  Tensor to(Device device, DType dtype) const;
+  /// To the options' device and dtype (those set); requires_grad is not an option of to().
+  Tensor to(const TensorOptions& options) const;
+  /// To other's device and dtype.
+  Tensor to(const Tensor& other) const;
+  /// To the GPU (cuda:0 unless `index`); an error saying why where no GPU is usable.
+  Tensor cuda(int index = 0) const;
+  Tensor cpu() const;
   Tensor contiguous() const;
   Tensor clone() const;
-  Tensor view(const Shape& shape) const;
-  Tensor reshape(const Shape& shape) const;
+
+  // Views and reshapes.
+  Tensor view(IntArrayRef size) const;
+  Tensor view_as(const Tensor& other) const;
+  Tensor reshape(IntArrayRef shape) const;
+  Tensor reshape_as(const Tensor& other) const;
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   Tensor squeeze(int64_t dim) const;
   /// Removes every dimension of size 1.
@@ -126,13 +202,112 @@ class Tensor {
   /// The view of every `step`-th element of [start, end) along `dim` (ops/slice.h).
   Tensor slice(int64_t dim = 0, std::optional<int64_t> start = std::nullopt, std::optional<int64_t> end = std::nullopt,
                int64_t step = 1) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  /// The view at `index` along `dim`, without that dim.   x.select(1, 0) is x[:, 0]
+  Tensor select(int64_t dim, int64_t index) const;
+  /// select(0, index): x[2] is row 2.
+  Tensor operator[](int64_t index) const { return select(0, index); }
+  std::vector<Tensor> unbind(int64_t dim = 0) const;
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
   Tensor transpose(int64_t dim0, int64_t dim1) const;
-  Tensor permute(const std::vector<int64_t>& dims) const;
+  Tensor permute(IntArrayRef dims) const;
   Tensor t() const { return transpose(0, 1); }
+  Tensor expand(IntArrayRef size) const;
+  Tensor expand_as(const Tensor& other) const;
+
+  // Reductions.
   Tensor sum() const;
+  Tensor sum(IntArrayRef dim, bool keepdim = false) const;
   Tensor mean() const;
+  Tensor mean(IntArrayRef dim, bool keepdim = false) const;
+  Tensor var(IntArrayRef dim, bool unbiased = true, bool keepdim = false) const;
+  /// (values, indices) of the maximum along `dim`.   auto [v, i] = x.max(1);
+  std::tuple<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;
+  std::tuple<Tensor, Tensor> min(int64_t dim, bool keepdim = false) const;
+  Tensor argmax(int64_t dim, bool keepdim = false) const;
+  Tensor argmin(int64_t dim, bool keepdim = false) const;
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+
+  // Products.
+  Tensor matmul(const Tensor& other) const;
+  Tensor mm(const Tensor& mat2) const;
+  Tensor bmm(const Tensor& mat2) const;
+
+  // Arithmetic.
+  Tensor add(const Tensor& other, const Scalar& alpha = 1) const;
+  Tensor add(const Scalar& other, const Scalar& alpha = 1) const;
+  Tensor sub(const Tensor& other, const Scalar& alpha = 1) const;
+  Tensor sub(const Scalar& other, const Scalar& alpha = 1) const;
+  Tensor mul(const Tensor& other) const;
+  Tensor mul(const Scalar& other) const;
+  Tensor div(const Tensor& other) const;
+  Tensor div(const Scalar& other) const;
+  Tensor floor_divide(const Tensor& other) const;
+  Tensor floor_divide(const Scalar& other) const;
+  Tensor remainder(const Tensor& other) const;
+  Tensor remainder(const Scalar& other) const;
+  Tensor pow(const Tensor& exponent) const;
+  Tensor pow(const Scalar& exponent) const;
+  Tensor neg() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor abs() const;
+  Tensor relu() const;
+  Tensor sigmoid() const;
+  Tensor tanh() const;
+
+  // Comparisons and selection.
+  Tensor eq(const Tensor& other) const;
+  Tensor eq(const Scalar& other) const;
+  Tensor ne(const Tensor& other) const;
+  Tensor ne(const Scalar& other) const;
+  Tensor lt(const Tensor& other) const;
+  Tensor lt(const Scalar& other) const;
+  Tensor le(const Tensor& other) const;
+  Tensor le(const Scalar& other) const;
+  Tensor gt(const Tensor& other) const;
+  Tensor gt(const Scalar& other) const;
+  Tensor ge(const Tensor& other) const;
+  Tensor ge(const Scalar& other) const;
+  /// This tensor where `condition` holds, else `other`: where(condition, *this, other).
+  Tensor where(const Tensor& condition, const Tensor& other) const;
+  Tensor where(const Tensor& condition, const Scalar& other) const;
+  Tensor masked_fill(const Tensor& mask, const Scalar& value) const;
+  Tensor masked_fill(const Tensor& mask, const Tensor& value) const;
+  Tensor clamp(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt) const;
+  Tensor clamp_min(const Scalar& min) const;
+  Tensor clamp_max(const Scalar& max) const;
+  Tensor index_select(int64_t dim, const Tensor& index) const;
+  /// x[...] with torch::indexing's types (core/tensor_index.h; semantics in ops/indexing.h).
+  ///   x.index({Slice(), 0});  x.index({mask});  x.index_put_({Slice(), idx}, 0.0);
+  Tensor index(std::initializer_list<indexing::TensorIndex> indices) const;
+  Tensor index(const std::vector<indexing::TensorIndex>& indices) const;
+  Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, const Tensor& value) const;
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& value) const;
+  Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, const Scalar& value) const;
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Scalar& value) const;
+
+  // In place, through any view (strided destinations); each bumps the version counter. The handle
+  // is const (as libtorch's): the data changes, not which tensor this is.
+  Tensor& add_(const Tensor& other, const Scalar& alpha = 1) const;
+  Tensor& add_(const Scalar& other, const Scalar& alpha = 1) const;
+  Tensor& sub_(const Tensor& other, const Scalar& alpha = 1) const;
+  Tensor& sub_(const Scalar& other, const Scalar& alpha = 1) const;
+  Tensor& mul_(const Tensor& other) const;
+  Tensor& mul_(const Scalar& other) const;
+  Tensor& div_(const Tensor& other) const;
+  Tensor& div_(const Scalar& other) const;
+  Tensor& fill_(const Scalar& value) const;
   /// Sets every element to 0 in place (any layout); not recorded (ops/elementwise.h).
-  Tensor& zero_();
+  Tensor& zero_() const;
+  /// Writes src (broadcast to this shape, converted to this dtype and device) into this tensor.
+  Tensor& copy_(const Tensor& src, bool non_blocking = false) const;
+  Tensor& uniform_(double from = 0, double to = 1) const;
+  Tensor& normal_(double mean = 0, double std = 1) const;
+  Tensor& bernoulli_(double p = 0.5) const;
 
   TensorImpl& impl() const;
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
@@ -187,6 +362,17 @@ std::vector<T> Tensor::to_vector() const {
     copy_bytes(out.data(), Device::cpu(), c.raw_data(), c.device(), c.nbytes());
     return out;
   }
+}
+
+template <class T, size_t N>
+TensorAccessor<T, N> Tensor::accessor() const& {
+  MINIDL_CHECK(device().is_cpu(), "accessor<", dtype_name(dtype_of<T>()), ", ", N, ">(): expected a CPU tensor, got one on ",
+               device(), "; use .cpu() first");
+  MINIDL_CHECK(dtype() == dtype_of<T>(), "accessor<", dtype_name(dtype_of<T>()), ", ", N,
+               ">(): expected a tensor of dtype ", dtype_name(dtype_of<T>()), ", got ", dtype());
+  MINIDL_CHECK(dim() == static_cast<int64_t>(N), "accessor<", dtype_name(dtype_of<T>()), ", ", N, ">(): expected a ",
+               N, "-d tensor, got ", dim(), "-d of shape ", shape());
+  return TensorAccessor<T, N>(data<T>(), shape().data(), strides().data());
 }
 
 template <class T>

@@ -82,7 +82,8 @@ void check_inplace_allowed(const char* name, const Tensor& a) {
 
 // a = a op b in place, b broadcast to a's shape. Not recorded, so a must not need a gradient. The
 // result type must fit a's dtype (PyTorch refuses int64 += 0.5 rather than truncating); b is then
-// converted to a's dtype.
+// converted to a's dtype. A strided destination (a view) is computed into a buffer and copied into
+// exactly its elements, since kernels write contiguous outputs.
 Tensor& binary_inplace(BinaryOp op, const char* name, Tensor& a, const Tensor& b) {
   check_inplace_allowed(name, a);
   check_same_device(name, {a, b});
@@ -90,20 +91,50 @@ Tensor& binary_inplace(BinaryOp op, const char* name, Tensor& a, const Tensor& b
   MINIDL_CHECK(dtype != kBool, name, ": bool tensors take no arithmetic; convert with .to(kFloat32) first");
   if (op == BinaryOp::Div && !is_floating(dtype)) dtype = kDefaultFloat;  // true division
   check_inplace_cast(name, dtype, a.dtype());
-  MINIDL_CHECK(a.is_contiguous(), name, ": expected a contiguous destination, got shape ", a.shape(), " strides ",
-               a.strides());
   MINIDL_CHECK(broadcast_shapes(a.shape(), b.shape(), name) == a.shape(), name, ": shape ", b.shape(),
                " does not broadcast to the destination's shape ", a.shape());
   NoGradGuard no_grad;
-  kernels_for(a.device()).binary(op, a, expand(b.to(a.dtype()), a.shape()), a);
+  const Tensor source = expand(b.to(a.dtype()), a.shape());
+  if (a.is_contiguous()) {
+    kernels_for(a.device()).binary(op, a, source, a);
+  } else {
+    Tensor buffer = Tensor::empty(a.shape(), a.dtype(), a.device());
+    kernels_for(a.device()).binary(op, a, source, buffer);
+    kernels_for(a.device()).copy(buffer, a);
+  }
   a.bump_version();
   return a;
 }
 
-Tensor& add_(Tensor& a, const Tensor& b) { return binary_inplace(BinaryOp::Add, "add_", a, b); }
+namespace {
+
+// other * alpha for the alpha forms of add and sub; libtorch refuses a floating alpha for integral
+// tensors rather than promote them.
+Tensor scaled(const char* name, const Tensor& other, const Scalar& alpha) {
+  if (!alpha.is_floating_point() && alpha.to<int64_t>() == 1) return other;
+  MINIDL_CHECK(is_floating(other.dtype()) || !alpha.is_floating_point(), name,
+               ": for integral input tensors, argument alpha must not be a floating point number (got ", alpha, ")");
+  return mul(other, scalar_operand(alpha, other));
+}
+
+}  // namespace
+
+Tensor& add_(Tensor& a, const Tensor& b, const Scalar& alpha) {
+  return binary_inplace(BinaryOp::Add, "add_", a, scaled("add_", b, alpha));
+}
+Tensor& sub_(Tensor& a, const Tensor& b, const Scalar& alpha) {
+  return binary_inplace(BinaryOp::Sub, "sub_", a, scaled("sub_", b, alpha));
+}
 Tensor& mul_(Tensor& a, const Tensor& b) { return binary_inplace(BinaryOp::Mul, "mul_", a, b); }
-Tensor& sub_(Tensor& a, const Tensor& b) { return binary_inplace(BinaryOp::Sub, "sub_", a, b); }
 Tensor& div_(Tensor& a, const Tensor& b) { return binary_inplace(BinaryOp::Div, "div_", a, b); }
+Tensor& add_(Tensor& a, const Scalar& b, const Scalar& alpha) {
+  return add_(a, scalar_operand(b, a), alpha);
+}
+Tensor& sub_(Tensor& a, const Scalar& b, const Scalar& alpha) {
+  return sub_(a, scalar_operand(b, a), alpha);
+}
+Tensor& mul_(Tensor& a, const Scalar& b) { return mul_(a, scalar_operand(b, a)); }
+Tensor& div_(Tensor& a, const Scalar& b) { return div_(a, scalar_operand(b, a)); }
 
 Tensor& zero_(Tensor& t) {
   check_inplace_allowed("zero_", t);
@@ -117,7 +148,6 @@ Tensor& zero_(Tensor& t) {
   return t;
 }
 
-Tensor& Tensor::zero_() { return minidl::zero_(*this); }
 
 Tensor add(const Tensor& a_in, const Tensor& b_in) {
   auto [a, b] = arithmetic_operands("add", a_in, b_in);
@@ -125,7 +155,7 @@ Tensor add(const Tensor& a_in, const Tensor& b_in) {
   if (autograd::needs_recording({a, b})) {
     autograd::record("add", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g, const std::vector<bool>& needs) {
       return std::vector<Tensor>{needs[0] ? sum_to_shape(g, sa) : Tensor(), needs[1] ? sum_to_shape(g, sb) : Tensor()};
-    });
+    }, true);
   }
   return out;
 }
@@ -136,7 +166,7 @@ Tensor sub(const Tensor& a_in, const Tensor& b_in) {
   if (autograd::needs_recording({a, b})) {
     autograd::record("sub", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g, const std::vector<bool>& needs) {
       return std::vector<Tensor>{needs[0] ? sum_to_shape(g, sa) : Tensor(), needs[1] ? sum_to_shape(neg(g), sb) : Tensor()};
-    });
+    }, true);
   }
   return out;
 }
@@ -145,14 +175,15 @@ Tensor mul(const Tensor& a_in, const Tensor& b_in) {
   auto [a, b] = arithmetic_operands("mul", a_in, b_in);
   Tensor out = binary_forward(BinaryOp::Mul, "mul", a, b);
   if (autograd::needs_recording({a, b})) {
-    // Save an operand only when the other one's gradient needs it.
-    Tensor saved_a = b.requires_grad() ? a.detach() : Tensor();
-    Tensor saved_b = a.requires_grad() ? b.detach() : Tensor();
+    // Save an operand only when the other one's gradient needs it; as given, so that a create_graph
+    // backward differentiates through it.
+    Tensor saved_a = b.requires_grad() ? a : Tensor();
+    Tensor saved_b = a.requires_grad() ? b : Tensor();
     autograd::record("mul", out, {a, b}, {saved_a, saved_b}, [saved_a, saved_b, sa = a.shape(), sb = b.shape()](
                                              const Tensor& g, const std::vector<bool>& needs) {
       return std::vector<Tensor>{needs[0] ? sum_to_shape(mul(g, saved_b), sa) : Tensor(),
                                  needs[1] ? sum_to_shape(mul(g, saved_a), sb) : Tensor()};
-    });
+    }, true);
   }
   return out;
 }
@@ -164,14 +195,14 @@ Tensor div(const Tensor& a_in, const Tensor& b_in) {
   auto [a, b] = cast_operands("div", a_in, b_in, dtype);
   Tensor out = binary_forward(BinaryOp::Div, "div", a, b);
   if (autograd::needs_recording({a, b})) {
-    Tensor saved_b = b.detach();
+    Tensor saved_b = b;
     Tensor saved_out = b.requires_grad() ? out.detach() : Tensor();
     autograd::record("div", out, {a, b}, {saved_b, saved_out}, [saved_b, saved_out, sa = a.shape(), sb = b.shape()](
                                              const Tensor& g, const std::vector<bool>& needs) {
       Tensor ga = div(g, saved_b);  // d(a/b)/da = 1/b; d(a/b)/db = -(a/b)/b
       return std::vector<Tensor>{needs[0] ? sum_to_shape(ga, sa) : Tensor(),
-                                 needs[1] ? sum_to_shape(neg(mul(ga, saved_out)), sb) : Tensor()};
-    });
+                                 needs[1] ? sum_to_shape(neg(mul(ga, autograd::saved_output(saved_out))), sb) : Tensor()};
+    }, true);
   }
   return out;
 }
@@ -180,13 +211,13 @@ Tensor pow(const Tensor& a_in, const Tensor& b_in) {
   auto [a, b] = arithmetic_operands("pow", a_in, b_in);
   Tensor out = binary_forward(BinaryOp::Pow, "pow", a, b);
   if (autograd::needs_recording({a, b})) {
-    autograd::record("pow", out, {a, b}, {a, b, out}, [sa_t = a.detach(), sb_t = b.detach(), so = out.detach()](
+    autograd::record("pow", out, {a, b}, {a, b, out}, [sa_t = a, sb_t = b, so = out.detach()](
                                              const Tensor& g, const std::vector<bool>& needs) {
       Tensor ga, gb;
       if (needs[0]) ga = sum_to_shape(mul(g, mul(sb_t, pow(sa_t, sub(sb_t, scalar_like(1, sb_t))))), sa_t.shape());
-      if (needs[1]) gb = sum_to_shape(mul(g, mul(so, log(sa_t))), sb_t.shape());
+      if (needs[1]) gb = sum_to_shape(mul(g, mul(autograd::saved_output(so), log(sa_t))), sb_t.shape());
       return std::vector<Tensor>{ga, gb};
-    });
+    }, true);
   }
   return out;
 }
@@ -239,7 +270,8 @@ Tensor remainder(const Tensor& a_in, const Tensor& b_in) {
 Tensor neg(const Tensor& x) {
   Tensor out = unary_forward(UnaryOp::Neg, "neg", x);
   if (autograd::needs_recording({x})) {
-    autograd::record("neg", out, {x}, [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{neg(g)}; });
+    autograd::record("neg", out, {x}, [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{neg(g)}; },
+                     true);
   }
   return out;
 }
@@ -249,8 +281,8 @@ Tensor exp(const Tensor& x_in) {
   Tensor out = unary_forward(UnaryOp::Exp, "exp", x);
   if (autograd::needs_recording({x})) {
     autograd::record("exp", out, {x}, {out}, [y = out.detach()](const Tensor& g, const std::vector<bool>&) {
-      return std::vector<Tensor>{mul(g, y)};
-    });
+      return std::vector<Tensor>{mul(g, autograd::saved_output(y))};
+    }, true);
   }
   return out;
 }
@@ -259,9 +291,9 @@ Tensor log(const Tensor& x_in) {
   Tensor x = floating(x_in);
   Tensor out = unary_forward(UnaryOp::Log, "log", x);
   if (autograd::needs_recording({x})) {
-    autograd::record("log", out, {x}, {x}, [xs = x.detach()](const Tensor& g, const std::vector<bool>&) {
+    autograd::record("log", out, {x}, {x}, [xs = x](const Tensor& g, const std::vector<bool>&) {
       return std::vector<Tensor>{div(g, xs)};
-    });
+    }, true);
   }
   return out;
 }
@@ -271,8 +303,8 @@ Tensor sqrt(const Tensor& x_in) {
   Tensor out = unary_forward(UnaryOp::Sqrt, "sqrt", x);
   if (autograd::needs_recording({x})) {
     autograd::record("sqrt", out, {x}, {out}, [y = out.detach()](const Tensor& g, const std::vector<bool>&) {
-      return std::vector<Tensor>{div(g, mul(y, scalar_like(2, y)))};
-    });
+      return std::vector<Tensor>{div(g, mul(autograd::saved_output(y), scalar_like(2, y)))};
+    }, true);
   }
   return out;
 }
@@ -283,8 +315,10 @@ Tensor relu(const Tensor& x) {
     // The output is as good as the input for the mask (out > 0 exactly where x > 0), and it is the
     // tensor the next layer keeps alive anyway.
     autograd::record("relu", out, {x}, {out}, [y = out.detach()](const Tensor& g, const std::vector<bool>&) {
+      // Under create_graph the mask multiplies the recorded gradient (relu'' is 0: y needs no history).
+      if (grad_mode_enabled()) return std::vector<Tensor>{mul(g, gt(y, 0).to(g.dtype()))};
       return std::vector<Tensor>{binary_backward_op(BinaryOp::ReluBackward, g, y)};
-    });
+    }, true);
   }
   return out;
 }
@@ -294,8 +328,12 @@ Tensor sigmoid(const Tensor& x_in) {
   Tensor out = unary_forward(UnaryOp::Sigmoid, "sigmoid", x);
   if (autograd::needs_recording({x})) {
     autograd::record("sigmoid", out, {x}, {out}, [y = out.detach()](const Tensor& g, const std::vector<bool>&) {
+      if (grad_mode_enabled()) {  // create_graph: g * y * (1 - y) from recorded ops
+        Tensor yh = autograd::saved_output(y);
+        return std::vector<Tensor>{mul(g, mul(yh, sub(scalar_like(1, yh), yh)))};
+      }
       return std::vector<Tensor>{binary_backward_op(BinaryOp::SigmoidBackward, g, y)};
-    });
+    }, true);
   }
   return out;
 }
@@ -305,8 +343,12 @@ Tensor tanh(const Tensor& x_in) {
   Tensor out = unary_forward(UnaryOp::Tanh, "tanh", x);
   if (autograd::needs_recording({x})) {
     autograd::record("tanh", out, {x}, {out}, [y = out.detach()](const Tensor& g, const std::vector<bool>&) {
+      if (grad_mode_enabled()) {  // create_graph: g * (1 - y^2) from recorded ops
+        Tensor yh = autograd::saved_output(y);
+        return std::vector<Tensor>{mul(g, sub(scalar_like(1, yh), mul(yh, yh)))};
+      }
       return std::vector<Tensor>{binary_backward_op(BinaryOp::TanhBackward, g, y)};
-    });
+    }, true);
   }
   return out;
 }

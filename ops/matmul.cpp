@@ -11,8 +11,11 @@
 #include "ops/matmul.h"
 
 #include "core/autograd.h"
+#include "ops/compare.h"
 #include "ops/creation.h"
+#include "ops/elementwise.h"
 #include "ops/kernels.h"
+#include "ops/reduce.h"
 #include "ops/view.h"
 
 namespace minidl {
@@ -107,6 +110,26 @@ void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   }
 }
 
+// matmul's gradients from recorded ops, for a create_graph backward: g @ b^T and a^T @ g, summed over
+// the batch for a 2-D operand shared by a batched other.
+std::vector<Tensor> matmul_backward_recorded(const Tensor& g, const Tensor& a, const Tensor& b, const Shape& sa,
+                                             const Shape& sb, const std::vector<bool>& needs) {
+  Tensor ga, gb;
+  if (needs[0]) {
+    ga = matmul(g, transpose(b, -2, -1));
+    if (sa.size() == 2 && ga.dim() == 3) ga = sum(ga, {0});
+  }
+  if (needs[1]) {
+    if (sb.size() == 2 && g.dim() == 3) {
+      const int64_t k = a.size(-1), n = g.size(-1);
+      gb = matmul(transpose(reshape(a, {a.numel() / k, k}), 0, 1), reshape(g, {g.numel() / n, n}));
+    } else {
+      gb = matmul(transpose(a, -2, -1), g);
+    }
+  }
+  return {ga, gb};
+}
+
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
@@ -126,8 +149,11 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     // Each operand is saved only for the other's gradient.
     Operand saved_a = b.requires_grad() ? oa : Operand{};
     Operand saved_b = a.requires_grad() ? ob : Operand{};
-    autograd::record("matmul", out, {a, b}, {saved_a.data, saved_b.data}, [saved_a, saved_b, sa = a.shape(), sb = b.shape()](
+    // As given too, for a create_graph backward: it multiplies with recorded ops.
+    Tensor a_given = b.requires_grad() ? a : Tensor(), b_given = a.requires_grad() ? b : Tensor();
+    autograd::record("matmul", out, {a, b}, {saved_a.data, saved_b.data}, [saved_a, saved_b, a_given, b_given, sa = a.shape(), sb = b.shape()](
                                                 const Tensor& g, const std::vector<bool>& needs) {
+      if (grad_mode_enabled()) return matmul_backward_recorded(g, a_given, b_given, sa, sb, needs);
       const Operand og = as_operand(g);
       Tensor ga, gb;
       if (needs[0]) {
@@ -141,7 +167,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
         else product(saved_a.transposed(), og, gb);
       }
       return std::vector<Tensor>{ga, gb};
-    });
+    }, true);
   }
   return out;
 }
@@ -198,9 +224,18 @@ Tensor linear_op(const char* name, const Tensor& x, const Tensor& weight, const 
     Operand saved_w = x.requires_grad() ? ow : Operand{};
     // ReLU's gradient needs only where its output is positive: the output is saved detached.
     Tensor saved_out = relu ? out2.detach() : Tensor();
+    // As given too, for a create_graph backward: it composes mm and sum.
+    Tensor x_given = weight.requires_grad() ? x : Tensor(), w_given = x.requires_grad() ? weight : Tensor();
     autograd::record(name, out, {x, weight, bias}, {saved_x.data, saved_w.data, saved_out},
-                     [saved_x, saved_w, saved_out, x_shape = x.shape(), rows, in,
+                     [saved_x, saved_w, saved_out, x_given, w_given, x_shape = x.shape(), rows, in,
                                                     out_features](const Tensor& g, const std::vector<bool>& needs) {
+      if (grad_mode_enabled()) {
+        Tensor g2 = reshape(g, {rows, out_features});
+        if (saved_out.defined()) g2 = mul(g2, gt(saved_out, 0).to(g2.dtype()));  // relu'' is 0: a plain mask
+        return std::vector<Tensor>{needs[0] ? reshape(matmul(g2, w_given), x_shape) : Tensor(),
+                                   needs[1] ? matmul(transpose(g2, 0, 1), reshape(x_given, {rows, in})) : Tensor(),
+                                   needs[2] ? sum(g2, {0}) : Tensor()};
+      }
       Kernels& kg = kernels_for(g.device());
       Tensor g2 = g.dim() == 2 ? g : reshape(g, {rows, out_features});
       Tensor gx, gw, gb;
@@ -217,7 +252,7 @@ Tensor linear_op(const char* name, const Tensor& x, const Tensor& weight, const 
       linear_backward_products(kg, as_operand(g2), saved_x, saved_w, needs[0] ? &gx : nullptr,
                                needs[1] ? &gw : nullptr, bias_left ? &gb : nullptr);
       return std::vector<Tensor>{gx, gw, gb};
-    });
+    }, true);
   }
   return out;
 }

@@ -73,10 +73,6 @@ Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start, std::op
   return out;
 }
 
-Tensor Tensor::slice(int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step) const {
-  return minidl::slice(*this, dim, start, end, step);
-}
-
 Tensor cat(const std::vector<Tensor>& inputs, int64_t dim) {
   MINIDL_CHECK(!inputs.empty(), "cat: expected at least one tensor");
   for (size_t i = 0; i < inputs.size(); ++i) MINIDL_CHECK(inputs[i].defined(), "cat: tensor ", i, " is undefined");
@@ -119,7 +115,7 @@ Tensor cat(const std::vector<Tensor>& inputs, int64_t dim) {
       for (size_t i = 0; i < needs.size(); ++i)
         if (needs[i]) grads[i] = window(g, dim, starts[i], lengths[i]);
       return grads;
-    });
+    }, true);
   }
   return out;
 }

@@ -6,7 +6,9 @@
 #include "ops/softmax.h"
 
 #include "core/autograd.h"
+#include "ops/elementwise.h"
 #include "ops/kernels.h"
+#include "ops/reduce.h"
 
 namespace minidl {
 
@@ -43,12 +45,18 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (geo.outer > 0) kernels_for(x.device()).softmax(src, geo.outer, geo.n, geo.inner, log, out);
   if (autograd::needs_recording({x})) {
-    autograd::record(name, out, {x}, {out}, [y = out.detach(), geo, log](const Tensor& g, const std::vector<bool>&) {
+    autograd::record(name, out, {x}, {out}, [y = out.detach(), geo, log, d = wrap_dim(dim, x.dim(), name)](
+                                                 const Tensor& g, const std::vector<bool>&) {
+      if (grad_mode_enabled()) {  // create_graph: the same formulas from recorded ops
+        Tensor yh = autograd::saved_output(y);
+        if (log) return std::vector<Tensor>{sub(g, mul(exp(yh), sum(g, {d}, true)))};
+        return std::vector<Tensor>{mul(yh, sub(g, sum(mul(g, yh), {d}, true)))};
+      }
       Tensor grad_in = Tensor::empty(y.shape(), y.dtype(), y.device());
       if (geo.outer > 0)
         kernels_for(y.device()).softmax_backward(g.contiguous(), y, geo.outer, geo.n, geo.inner, log, grad_in);
       return std::vector<Tensor>{grad_in};
-    });
+    }, true);
   }
   return out;
 }

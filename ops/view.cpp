@@ -74,7 +74,7 @@ Tensor make_view_op(const char* name, const Tensor& x, Shape shape, Strides stri
     Shape in_shape = x.shape();
     autograd::record(name, out, {x}, [in_shape](const Tensor& g, const std::vector<bool>&) {
       return std::vector<Tensor>{reshape(g, in_shape)};
-    });
+    }, true);
   }
   return out;
 }
@@ -161,7 +161,7 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
     for (size_t i = 0; i < wrapped.size(); ++i) inverse[wrapped[i]] = static_cast<int64_t>(i);
     autograd::record("permute", out, {x}, [inverse](const Tensor& g, const std::vector<bool>&) {
       return std::vector<Tensor>{permute(g, inverse)};
-    });
+    }, true);
   }
   return out;
 }
@@ -188,18 +188,9 @@ Tensor expand(const Tensor& x, const Shape& shape) {
     Shape in_shape = x.shape();
     autograd::record("expand", out, {x}, [in_shape](const Tensor& g, const std::vector<bool>&) {
       return std::vector<Tensor>{sum_to_shape(g, in_shape)};
-    });
+    }, true);
   }
   return out;
 }
-
-Tensor Tensor::view(const Shape& shape) const { return minidl::view(*this, shape); }
-Tensor Tensor::reshape(const Shape& shape) const { return minidl::reshape(*this, shape); }
-Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const { return minidl::flatten(*this, start_dim, end_dim); }
-Tensor Tensor::squeeze(int64_t dim) const { return minidl::squeeze(*this, dim); }
-Tensor Tensor::squeeze() const { return minidl::squeeze(*this); }
-Tensor Tensor::unsqueeze(int64_t dim) const { return minidl::unsqueeze(*this, dim); }
-Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const { return minidl::transpose(*this, dim0, dim1); }
-Tensor Tensor::permute(const std::vector<int64_t>& dims) const { return minidl::permute(*this, dims); }
 
 }  // namespace minidl

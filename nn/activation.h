@@ -78,4 +78,110 @@ class SiLUImpl : public Module {
 };
 MINIDL_MODULE(SiLU);
 
+struct SoftplusOptions {
+  MINIDL_ARG(double, beta) = 1.0;
+  MINIDL_ARG(double, threshold) = 20.0;
+};
+
+/// log(1 + exp(beta * x)) / beta, linear above threshold.   nn::Softplus(nn::SoftplusOptions().beta(2))
+class SoftplusImpl : public Module {
+ public:
+  explicit SoftplusImpl(const SoftplusOptions& options = {}) : options(options) {}
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  SoftplusOptions options;
+};
+MINIDL_MODULE(Softplus);
+
+struct ELUOptions {
+  MINIDL_ARG(double, alpha) = 1.0;
+};
+
+/// x where x > 0, else alpha * (exp(x) - 1).   nn::ELU(nn::ELUOptions().alpha(0.5))
+class ELUImpl : public Module {
+ public:
+  explicit ELUImpl(const ELUOptions& options = {}) : options(options) {}
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  ELUOptions options;
+};
+MINIDL_MODULE(ELU);
+
+/// Scaled ELU with the self-normalizing constants.   nn::SELU()
+class SELUImpl : public Module {
+ public:
+  Tensor forward(const Tensor& input) override;
+};
+MINIDL_MODULE(SELU);
+
+/// x * tanh(softplus(x)).   nn::Mish()
+class MishImpl : public Module {
+ public:
+  Tensor forward(const Tensor& input) override;
+};
+MINIDL_MODULE(Mish);
+
+struct HardtanhOptions {
+  MINIDL_ARG(double, min_val) = -1.0;
+  MINIDL_ARG(double, max_val) = 1.0;
+};
+
+/// clamp(x, min_val, max_val).   nn::Hardtanh(nn::HardtanhOptions().min_val(-2).max_val(2))
+class HardtanhImpl : public Module {
+ public:
+  explicit HardtanhImpl(const HardtanhOptions& options = {});
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  HardtanhOptions options;
+};
+MINIDL_MODULE(Hardtanh);
+
+/// min(max(x, 0), 6).   nn::ReLU6()
+class ReLU6Impl : public Module {
+ public:
+  Tensor forward(const Tensor& input) override;
+};
+MINIDL_MODULE(ReLU6);
+
+struct PReLUOptions {
+  MINIDL_ARG(int64_t, num_parameters) = 1;  // 1 (one shared slope) or the input's channels
+  MINIDL_ARG(double, init) = 0.25;
+};
+
+/// x where x > 0, else weight * x, with a learned slope per channel (or one shared).
+///   nn::PReLU(nn::PReLUOptions().num_parameters(64))
+class PReLUImpl : public Module {
+ public:
+  explicit PReLUImpl(const PReLUOptions& options = {});
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  void reset_parameters();
+  PReLUOptions options;
+  Tensor weight;  // [num_parameters]
+};
+MINIDL_MODULE(PReLU);
+
+/// log(sigmoid(x)), computed stably.   nn::LogSigmoid()
+class LogSigmoidImpl : public Module {
+ public:
+  Tensor forward(const Tensor& input) override;
+};
+MINIDL_MODULE(LogSigmoid);
+
 }  // namespace minidl::nn
+
+namespace minidl::nn::functional {
+
+// The functional forms with libtorch's option structs; the plain forms (softplus(x, beta, threshold)
+// and the others) are in nn/functional.h.
+using SoftplusFuncOptions = SoftplusOptions;
+using ELUFuncOptions = ELUOptions;
+using HardtanhFuncOptions = HardtanhOptions;
+/// F::softplus(x, F::SoftplusFuncOptions().beta(2))
+Tensor softplus(const Tensor& input, const SoftplusFuncOptions& options);
+/// F::elu(x, F::ELUFuncOptions().alpha(0.5))
+Tensor elu(const Tensor& input, const ELUFuncOptions& options);
+/// F::hardtanh(x, F::HardtanhFuncOptions().min_val(0).max_val(6))
+Tensor hardtanh(const Tensor& input, const HardtanhFuncOptions& options);
+
+}  // namespace minidl::nn::functional

@@ -38,6 +38,19 @@ DropoutImpl::DropoutImpl(const DropoutOptions& options) : options(options) {
 
 Tensor DropoutImpl::forward(const Tensor& input) { return dropout(input, options.p(), is_training()); }
 
+Dropout2dImpl::Dropout2dImpl(const Dropout2dOptions& options) : options(options) {
+  MINIDL_CHECK(options.p() >= 0 && options.p() <= 1, "Dropout2d: expected a probability in [0, 1], got ",
+               options.p());
+}
+
+Tensor Dropout2dImpl::forward(const Tensor& input) { return dropout2d(input, options.p(), is_training()); }
+
+std::string Dropout2dImpl::extra_repr() const {
+  std::ostringstream os;
+  os << "p=" << options.p();
+  return os.str();
+}
+
 Tensor MaxPool2dImpl::forward(const Tensor& input) {
   return max_pool2d(input, options.kernel_size(), options.stride(), options.padding(), options.dilation(),
                     options.ceil_mode());

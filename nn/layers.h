@@ -1,5 +1,5 @@
 #pragma once
-// Parameter-free layers: ReLU, Flatten, Dropout, MaxPool2d.
+// Parameter-free layers: ReLU, Flatten, Dropout, Dropout2d, Identity, MaxPool2d.
 #include <optional>
 
 #include "nn/module.h"
@@ -47,6 +47,32 @@ class DropoutImpl : public Module {
   DropoutOptions options;
 };
 MINIDL_MODULE(Dropout);
+
+/// libtorch's name: Dropout2d takes DropoutOptions.
+using Dropout2dOptions = DropoutOptions;
+
+/// Zeroes whole channels of [N, C, H, W] (or [C, H, W]) with probability p while training, scaling
+/// the rest; identity in eval().   nn::Dropout2d(0.2)
+class Dropout2dImpl : public Module {
+ public:
+  explicit Dropout2dImpl(const Dropout2dOptions& options = {});
+  Tensor forward(const Tensor& input) override;
+  std::string name() const override { return "Dropout2d"; }
+  std::string extra_repr() const override;
+  Dropout2dOptions options;
+};
+MINIDL_MODULE(Dropout2d);
+
+/// Returns its input: a placeholder layer (any constructor arguments are ignored, as PyTorch's).
+///   nn::Identity()
+class IdentityImpl : public Module {
+ public:
+  template <class... Args>
+  explicit IdentityImpl(const Args&...) {}
+  Tensor forward(const Tensor& input) override { return input; }
+  std::string name() const override { return "Identity"; }
+};
+MINIDL_MODULE(Identity);
 
 struct MaxPool2dOptions {
   MaxPool2dOptions(Size2 kernel_size) : kernel_size_(kernel_size) {}  // NOLINT: implicit, as in PyTorch

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/math_functions.h"
 #include "ops/cpu/strided.h"
 
 namespace minidl {
@@ -62,6 +63,7 @@ T apply_unary(UnaryOp op, T x, T scalar) {
     case UnaryOp::Silu:
       if constexpr (std::is_floating_point_v<T>) return x / (T(1) + std::exp(-x));
       break;
+    default: return cpu::math_unary(op, x, scalar);
   }
   return x;
 }
@@ -119,6 +121,7 @@ T apply_binary(BinaryOp op, T a, T b, T scalar) {
     case BinaryOp::SiluBackward:
       if constexpr (std::is_floating_point_v<T>) return a * silu_grad(b);
       break;
+    default: return cpu::math_binary(op, a, b, scalar);
   }
   return a;
 }
@@ -138,8 +141,7 @@ void unary_contiguous(UnaryOp op, const T* x, T* out, int64_t n, T scalar) {
     case UnaryOp::Tanh: o = in.tanh(); return;
     case UnaryOp::LeakyRelu: o = (in > T(0)).select(in, in * scalar); return;
     case UnaryOp::Silu: o = in / (T(1) + (-in).exp()); return;
-    case UnaryOp::Gelu:
-    case UnaryOp::GeluTanh:
+    default:
       for (int64_t i = 0; i < n; ++i) out[i] = apply_unary(op, x[i], scalar);
       return;
   }
@@ -205,7 +207,8 @@ void CpuKernels::unary(UnaryOp op, const Tensor& x, Tensor& out, double scalar) 
   dispatch_all(x.dtype(), "unary", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_integral_v<T>) {
-      MINIDL_CHECK(op == UnaryOp::Neg, "unary op needs a floating tensor, got int64");
+      MINIDL_CHECK(op == UnaryOp::Neg || op == UnaryOp::Sign || op == UnaryOp::BitwiseNot,
+                   "unary op needs a floating tensor, got ", x.dtype());
     }
     const T* in = x.data<T>();
     T* o = out.data<T>();
@@ -215,7 +218,7 @@ void CpuKernels::unary(UnaryOp op, const Tensor& x, Tensor& out, double scalar) 
           unary_contiguous(op, in + begin, o + begin, n, static_cast<T>(scalar));
         });
       } else {
-        for (int64_t i = 0, n = x.numel(); i < n; ++i) o[i] = -in[i];
+        for (int64_t i = 0, n = x.numel(); i < n; ++i) o[i] = apply_unary(op, in[i], T(0));
       }
       return;
     }

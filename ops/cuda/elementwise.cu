@@ -2,6 +2,7 @@
 // strided kernel that decodes each output index into operand offsets (broadcast axes have stride 0).
 // The op is a runtime switch, uniform across the grid, so one kernel per dtype serves every op.
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/math_functions.cuh"
 
 namespace minidl {
 
@@ -40,7 +41,7 @@ __device__ __forceinline__ T d_silu_grad(T x) {
 template <class T>
 __device__ __forceinline__ T apply_unary(UnaryOp op, T x, T scalar) {
   if constexpr (std::is_integral_v<T>) {
-    return -x;  // the only unary op on int64 (checked on the host)
+    return cuda_math::math_unary(op, x, scalar);  // Neg, Sign, BitwiseNot (checked on the host)
   } else {
     switch (op) {
       case UnaryOp::Neg: return -x;
@@ -54,6 +55,7 @@ __device__ __forceinline__ T apply_unary(UnaryOp op, T x, T scalar) {
       case UnaryOp::Gelu: return T(0.5) * x * (T(1) + d_erf(x * T(kSqrtHalf)));
       case UnaryOp::GeluTanh: return d_gelu_tanh(x);
       case UnaryOp::Silu: return x / (T(1) + d_exp(-x));
+      default: return cuda_math::math_unary(op, x, scalar);
     }
     return x;
   }
@@ -116,6 +118,7 @@ __device__ __forceinline__ T apply_binary(BinaryOp op, T a, T b, T scalar) {
     case BinaryOp::SiluBackward:
       if constexpr (std::is_floating_point_v<T>) return a * d_silu_grad(b);
       break;
+    default: return cuda_math::math_binary(op, a, b, scalar);
   }
   return a;
 }
@@ -163,7 +166,8 @@ void CudaKernels::unary(UnaryOp op, const Tensor& x, Tensor& out, double scalar_
   dispatch_all(x.dtype(), "unary", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_integral_v<T>) {
-      MINIDL_CHECK(op == UnaryOp::Neg, "unary op needs a floating tensor, got int64");
+      MINIDL_CHECK(op == UnaryOp::Neg || op == UnaryOp::Sign || op == UnaryOp::BitwiseNot,
+                   "unary op needs a floating tensor, got ", x.dtype());
     }
     const T* in = ptr<const T>(x);
     T* o = ptr<T>(out);

@@ -1,0 +1,30 @@
+#pragma once
+// Activations beyond relu / gelu / silu / leaky_relu (ops/elementwise.h) and log_sigmoid
+// (ops/loss.h), with libtorch's names and defaults. Each takes a floating tensor.
+#include "core/tensor.h"
+
+namespace minidl {
+
+/// log(1 + exp(beta * x)) / beta, and x itself where beta * x > threshold (for stability).
+///   softplus(x), softplus(x, 2.0, 10.0)
+Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
+/// x where x > 0, else alpha * (exp(x) - 1).   elu(x), elu(x, 0.5)
+Tensor elu(const Tensor& x, double alpha = 1.0);
+/// scale * elu(x, alpha) with alpha = 1.6732632423543772 and scale = 1.0507009873554805.
+Tensor selu(const Tensor& x);
+/// x * tanh(softplus(x)).
+Tensor mish(const Tensor& x);
+/// clamp(x, min_val, max_val); the gradient is 1 strictly inside (min_val, max_val) and 0 elsewhere,
+/// as PyTorch's. min_val <= max_val.   hardtanh(x), hardtanh(x, 0.0, 6.0)
+Tensor hardtanh(const Tensor& x, double min_val = -1.0, double max_val = 1.0);
+/// hardtanh(x, 0, 6).
+Tensor relu6(const Tensor& x);
+/// relu6(x + 3) / 6.
+Tensor hardsigmoid(const Tensor& x);
+/// x * relu6(x + 3) / 6.
+Tensor hardswish(const Tensor& x);
+/// x where x > 0, else weight * x, weight [1] (shared) or [C] (one per channel along dim 1 of x).
+/// Gradients reach x and weight.   prelu(x, full({1}, 0.25))
+Tensor prelu(const Tensor& x, const Tensor& weight);
+
+}  // namespace minidl

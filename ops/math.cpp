@@ -1,0 +1,212 @@
+// Elementwise math: one UnaryOp / BinaryOp kernel forward, and a backward written with the ops
+// themselves (so it is differentiable again). Rounding and sign have a zero gradient, as PyTorch's.
+#include "ops/math.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/autograd.h"
+#include "core/type_promotion.h"
+#include "ops/compare.h"
+#include "ops/creation.h"
+#include "ops/elementwise.h"
+#include "ops/logical.h"
+#include "ops/pointwise.h"
+#include "ops/reduce.h"
+
+namespace minidl {
+
+namespace {
+
+enum class Saves { Input, Output };
+using UnaryGrad = Tensor (*)(const Tensor& grad, const Tensor& saved);
+
+// A transcendental function: integral and bool x computed in float32; the backward reads the input
+// or the output, whichever its formula needs.
+Tensor transcendental(UnaryOp op, const char* name, const Tensor& x_in, Saves saves, UnaryGrad grad) {
+  MINIDL_CHECK(x_in.defined(), name, ": expected a defined tensor");
+  Tensor x = pointwise::floating(x_in);
+  Tensor out = pointwise::unary(op, x);
+  if (autograd::needs_recording({x})) {
+    // The input as given and the output detached (autograd::saved_output), so that a create_graph
+    // backward differentiates through the formula.
+    Tensor saved = saves == Saves::Input ? x : out.detach();
+    autograd::record(name, out, {x}, {saved}, [saved, saves, grad](const Tensor& g, const std::vector<bool>&) {
+      return std::vector<Tensor>{grad(g, saves == Saves::Input ? saved : autograd::saved_output(saved))};
+    }, true);
+  }
+  return out;
+}
+
+// floor, ceil, trunc, round, sign: integers are already whole (a copy comes back); the gradient is
+// zero wherever it exists.
+Tensor rounding(UnaryOp op, const char* name, const Tensor& x, double scalar = 0) {
+  MINIDL_CHECK(x.defined(), name, ": expected a defined tensor");
+  MINIDL_CHECK(x.dtype() != kBool || op == UnaryOp::Sign, name, ": expected a floating or integral tensor, got bool");
+  if (x.dtype() == kBool || (!is_floating(x.dtype()) && op != UnaryOp::Sign)) return x.clone();
+  Tensor out = pointwise::unary(op, x, scalar);
+  if (autograd::needs_recording({x})) {
+    autograd::record(name, out, {x}, [](const Tensor& g, const std::vector<bool>&) {
+      return std::vector<Tensor>{zeros_like(g)};
+    }, true);
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor sin(const Tensor& x) {
+  return transcendental(UnaryOp::Sin, "sin", x, Saves::Input, [](const Tensor& g, const Tensor& xs) { return g * cos(xs); });
+}
+Tensor cos(const Tensor& x) {
+  return transcendental(UnaryOp::Cos, "cos", x, Saves::Input, [](const Tensor& g, const Tensor& xs) { return -(g * sin(xs)); });
+}
+Tensor tan(const Tensor& x) {  // d tan = 1 + tan^2
+  return transcendental(UnaryOp::Tan, "tan", x, Saves::Output, [](const Tensor& g, const Tensor& y) { return g * (y * y + 1); });
+}
+Tensor asin(const Tensor& x) {
+  return transcendental(UnaryOp::Asin, "asin", x, Saves::Input,
+                        [](const Tensor& g, const Tensor& xs) { return g * rsqrt(1 - xs * xs); });
+}
+Tensor acos(const Tensor& x) {
+  return transcendental(UnaryOp::Acos, "acos", x, Saves::Input,
+                        [](const Tensor& g, const Tensor& xs) { return -(g * rsqrt(1 - xs * xs)); });
+}
+Tensor atan(const Tensor& x) {
+  return transcendental(UnaryOp::Atan, "atan", x, Saves::Input, [](const Tensor& g, const Tensor& xs) { return g / (xs * xs + 1); });
+}
+Tensor sinh(const Tensor& x) {
+  return transcendental(UnaryOp::Sinh, "sinh", x, Saves::Input, [](const Tensor& g, const Tensor& xs) { return g * cosh(xs); });
+}
+Tensor cosh(const Tensor& x) {
+  return transcendental(UnaryOp::Cosh, "cosh", x, Saves::Input, [](const Tensor& g, const Tensor& xs) { return g * sinh(xs); });
+}
+Tensor rsqrt(const Tensor& x) {  // d x^-1/2 = -1/2 y^3
+  return transcendental(UnaryOp::Rsqrt, "rsqrt", x, Saves::Output,
+                        [](const Tensor& g, const Tensor& y) { return g * (y * y * y) * -0.5; });
+}
+Tensor reciprocal(const Tensor& x) {  // d 1/x = -y^2
+  return transcendental(UnaryOp::Reciprocal, "reciprocal", x, Saves::Output,
+                        [](const Tensor& g, const Tensor& y) { return -(g * (y * y)); });
+}
+Tensor log1p(const Tensor& x) {
+  return transcendental(UnaryOp::Log1p, "log1p", x, Saves::Input, [](const Tensor& g, const Tensor& xs) { return g / (xs + 1); });
+}
+Tensor expm1(const Tensor& x) {
+  return transcendental(UnaryOp::Expm1, "expm1", x, Saves::Output, [](const Tensor& g, const Tensor& y) { return g * (y + 1); });
+}
+Tensor log2(const Tensor& x) {
+  return transcendental(UnaryOp::Log2, "log2", x, Saves::Input,
+                        [](const Tensor& g, const Tensor& xs) { return g / (xs * M_LN2); });
+}
+Tensor log10(const Tensor& x) {
+  return transcendental(UnaryOp::Log10, "log10", x, Saves::Input,
+                        [](const Tensor& g, const Tensor& xs) { return g / (xs * M_LN10); });
+}
+Tensor erf(const Tensor& x) {  // d erf = 2/sqrt(pi) exp(-x^2)
+  return transcendental(UnaryOp::Erf, "erf", x, Saves::Input,
+                        [](const Tensor& g, const Tensor& xs) { return g * exp(-(xs * xs)) * M_2_SQRTPI; });
+}
+
+Tensor floor(const Tensor& x) { return rounding(UnaryOp::Floor, "floor", x); }
+Tensor ceil(const Tensor& x) { return rounding(UnaryOp::Ceil, "ceil", x); }
+Tensor trunc(const Tensor& x) { return rounding(UnaryOp::Trunc, "trunc", x); }
+Tensor round(const Tensor& x) { return rounding(UnaryOp::Round, "round", x); }
+Tensor round(const Tensor& x, int64_t decimals) {
+  return rounding(UnaryOp::Round, "round", x, static_cast<double>(decimals));
+}
+Tensor sign(const Tensor& x) { return rounding(UnaryOp::Sign, "sign", x); }
+
+Tensor atan2(const Tensor& a_in, const Tensor& b_in) {
+  auto [a, b] = pointwise::promoted("atan2", a_in, b_in, /*to_float=*/true);
+  Tensor out = pointwise::binary(BinaryOp::Atan2, "atan2", a, b);
+  if (autograd::needs_recording({a, b})) {
+    Tensor sa = a, sb = b;
+    autograd::record("atan2", out, {a, b}, {sa, sb}, [sa, sb](const Tensor& g, const std::vector<bool>& needs) {
+      Tensor scaled = g / (sa * sa + sb * sb);  // d atan2(a, b) = (b da - a db) / (a^2 + b^2)
+      return std::vector<Tensor>{needs[0] ? sum_to_shape(scaled * sb, sa.shape()) : Tensor(),
+                                 needs[1] ? sum_to_shape(-(scaled * sa), sb.shape()) : Tensor()};
+    }, true);
+  }
+  return out;
+}
+
+namespace {
+
+// maximum (is_max) or minimum: the winner takes the gradient, ties split it in halves, and where a
+// NaN decides both get it, as PyTorch's.
+Tensor extremum(bool is_max, const Tensor& a_in, const Tensor& b_in) {
+  const char* name = is_max ? "maximum" : "minimum";
+  auto [a, b] = pointwise::promoted(name, a_in, b_in);
+  if (a.dtype() == kBool) return is_max ? logical_or(a, b) : logical_and(a, b);
+  Tensor out = pointwise::binary(is_max ? BinaryOp::Maximum : BinaryOp::Minimum, name, a, b);
+  if (autograd::needs_recording({a, b})) {
+    Tensor sa = a, sb = b;
+    autograd::record(name, out, {a, b}, {sa, sb}, [sa, sb, is_max](const Tensor& g, const std::vector<bool>& needs) {
+      Tensor shared = where(eq(sa, sb), g * 0.5, g);
+      Tensor ga, gb;
+      if (needs[0]) ga = sum_to_shape(masked_fill(shared, is_max ? lt(sa, sb) : gt(sa, sb), 0.0), sa.shape());
+      if (needs[1]) gb = sum_to_shape(masked_fill(shared, is_max ? gt(sa, sb) : lt(sa, sb), 0.0), sb.shape());
+      return std::vector<Tensor>{ga, gb};
+    }, true);
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor maximum(const Tensor& a, const Tensor& b) { return extremum(true, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(false, a, b); }
+
+Tensor fmod(const Tensor& a_in, const Tensor& b_in) {
+  auto [a, b] = pointwise::promoted("fmod", a_in, b_in);
+  MINIDL_CHECK(a.dtype() != kBool, "fmod: expected floating or integral tensors, got bool");
+  pointwise::check_integral_divisor("fmod", b);
+  Tensor out = pointwise::binary(BinaryOp::Fmod, "fmod", a, b);
+  if (autograd::needs_recording({a, b})) {
+    Tensor sa = a, sb = b;
+    autograd::record("fmod", out, {a, b}, {sa, sb}, [sa, sb](const Tensor& g, const std::vector<bool>& needs) {
+      Tensor ga, gb;  // fmod(a, b) = a - trunc(a / b) * b
+      if (needs[0]) ga = sum_to_shape(g, sa.shape());
+      if (needs[1]) gb = sum_to_shape(-(g * trunc(sa / sb)), sb.shape());
+      return std::vector<Tensor>{ga, gb};
+    }, true);
+  }
+  return out;
+}
+
+Tensor fmod(const Tensor& a, const Scalar& b) { return fmod(a, scalar_operand(b, a)); }
+
+Tensor isnan(const Tensor& x) {
+  MINIDL_CHECK(x.defined(), "isnan: expected a defined tensor");
+  if (!is_floating(x.dtype())) return zeros(x.shape(), kBool, x.device());
+  return ne(x, x);  // NaN alone differs from itself
+}
+
+Tensor isinf(const Tensor& x) {
+  MINIDL_CHECK(x.defined(), "isinf: expected a defined tensor");
+  if (!is_floating(x.dtype())) return zeros(x.shape(), kBool, x.device());
+  const double inf = std::numeric_limits<double>::infinity();
+  return logical_or(eq(x, inf), eq(x, -inf));
+}
+
+Tensor isfinite(const Tensor& x) {
+  MINIDL_CHECK(x.defined(), "isfinite: expected a defined tensor");
+  if (!is_floating(x.dtype())) return ones(x.shape(), kBool, x.device());
+  NoGradGuard no_grad;
+  return eq(sub(x, x), 0);  // x - x is 0 for finite x and NaN for infinities and NaN
+}
+
+Tensor nan_to_num(const Tensor& x, std::optional<double> nan, std::optional<double> posinf,
+                  std::optional<double> neginf) {
+  MINIDL_CHECK(x.defined(), "nan_to_num: expected a defined tensor");
+  if (!is_floating(x.dtype())) return x.clone();
+  const double largest =
+      x.dtype() == kFloat32 ? double(std::numeric_limits<float>::max()) : std::numeric_limits<double>::max();
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor out = where(eq(x, inf), Scalar(posinf.value_or(largest)), x);
+  out = where(eq(x, -inf), Scalar(neginf.value_or(-largest)), out);
+  return where(ne(x, x), Scalar(nan.value_or(0.0)), out);
+}
+
+}  // namespace minidl

@@ -1,0 +1,76 @@
+#pragma once
+// Elementwise math beyond arithmetic: trigonometric, rounding, logarithmic and special functions,
+// atan2, maximum / minimum, fmod, and the floating-point class tests. libtorch's names, arguments
+// and results; the gradient of each differentiable op is built from these ops themselves, so it
+// can be differentiated again.
+#include <cstdint>
+#include <optional>
+
+#include "core/scalar.h"
+#include "core/tensor.h"
+
+namespace minidl {
+
+// The transcendental functions of an integral or bool tensor compute in the default float dtype
+// (float32), as PyTorch's: sin(arange(3)) is float32.
+/// sin(x).   Tensor y = sin(x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor tan(const Tensor& x);
+/// asin, acos: NaN outside [-1, 1].
+Tensor asin(const Tensor& x);
+Tensor acos(const Tensor& x);
+Tensor atan(const Tensor& x);
+Tensor sinh(const Tensor& x);
+Tensor cosh(const Tensor& x);
+/// 1 / sqrt(x).   rsqrt(var + eps)
+Tensor rsqrt(const Tensor& x);
+/// 1 / x.
+Tensor reciprocal(const Tensor& x);
+/// log(1 + x), accurate for small x.   log1p(x)
+Tensor log1p(const Tensor& x);
+/// exp(x) - 1, accurate for small x.
+Tensor expm1(const Tensor& x);
+Tensor log2(const Tensor& x);
+Tensor log10(const Tensor& x);
+/// The error function, 2/sqrt(pi) * integral of exp(-t^2) from 0 to x.
+Tensor erf(const Tensor& x);
+
+// Rounding: an integral tensor comes back unchanged (a copy) and a bool tensor is refused; the
+// gradient is zero everywhere, as PyTorch's.
+Tensor floor(const Tensor& x);
+Tensor ceil(const Tensor& x);
+/// Toward zero.
+Tensor trunc(const Tensor& x);
+/// To the nearest integer, halves to even: round(2.5) == 2, round(-0.5) == -0.0, round(1.5) == 2.
+Tensor round(const Tensor& x);
+/// To `decimals` decimal places (negative: to tens, hundreds, ...), halves to even, as
+/// torch.round(x, decimals=d).   round(x, 2)
+Tensor round(const Tensor& x, int64_t decimals);
+/// -1, 0 or 1 in x's dtype (0 for NaN and -0.0); integral x too, bool x unchanged. Zero gradient.
+Tensor sign(const Tensor& x);
+
+/// atan2(a, b): the angle of the point (b, a), in (-pi, pi]; operands broadcast and promote as add.
+Tensor atan2(const Tensor& a, const Tensor& b);
+/// The larger of a and b elementwise, NaN where either is NaN; the gradient goes to the larger, half
+/// to each where they are equal, as PyTorch's.   maximum(x, zeros_like(x))
+Tensor maximum(const Tensor& a, const Tensor& b);
+/// The smaller of a and b, as maximum.
+Tensor minimum(const Tensor& a, const Tensor& b);
+/// C's fmod: a - trunc(a / b) * b, with a's sign (fmod(-7, 2) == -1, where remainder gives 1);
+/// integral operands stay integral and an integral division by zero is an error. The gradient is
+/// 1 for a and -trunc(a / b) for b.
+Tensor fmod(const Tensor& a, const Tensor& b);
+Tensor fmod(const Tensor& a, const Scalar& b);
+
+/// Bool tensors: where x is NaN; +-infinity; neither. Integral and bool x: all false (isfinite: true).
+Tensor isnan(const Tensor& x);
+Tensor isinf(const Tensor& x);
+Tensor isfinite(const Tensor& x);
+/// x with NaN replaced by `nan` (0 by default), +inf by `posinf` and -inf by `neginf` (by default the
+/// largest and lowest finite values of x's dtype). The gradient passes where x is finite, 0 elsewhere.
+/// Integral x comes back unchanged.   nan_to_num(x, 0.0, 1e4, -1e4)
+Tensor nan_to_num(const Tensor& x, std::optional<double> nan = std::nullopt,
+                  std::optional<double> posinf = std::nullopt, std::optional<double> neginf = std::nullopt);
+
+}  // namespace minidl

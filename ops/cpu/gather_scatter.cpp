@@ -1,0 +1,111 @@
+// Gather and scatter along a dim over an index of any strides, and nonzero. Gather is parallel
+// over rows; scatter runs in index order on one thread, so repeated destinations end as they would
+// in a loop (the last write wins, sums add in order) and every run gives the same bits.
+#include <vector>
+
+#include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/strided.h"
+
+namespace minidl {
+
+namespace {
+
+// src's strides with the one along `dim` zeroed: the offset of q without its dim part.
+Strides without_dim(const Strides& strides, int64_t dim) {
+  Strides s = strides;
+  s[static_cast<size_t>(dim)] = 0;
+  return s;
+}
+
+void check_index(int64_t value, int64_t limit, const char* what) {
+  MINIDL_CHECK(value >= 0 && value < limit, what, ": index ", value, " is out of bounds (expected 0 <= index < ",
+               limit, ")");
+}
+
+}  // namespace
+
+void CpuKernels::gather(const Tensor& src, int64_t dim, const Tensor& index, Tensor& out) {
+  if (out.numel() == 0) return;
+  const Strides src_rest = without_dim(src.strides(), dim);
+  const Strides out_strides = contiguous_strides(out.shape());
+  const int64_t step = src.strides()[static_cast<size_t>(dim)], rows = src.size(dim);
+  const int64_t* idx = index.data<int64_t>();
+  dispatch_with_bool(src.dtype(), "gather", [&](auto tag) {
+    using T = decltype(tag);
+    const T* s = src.data<T>();
+    T* o = out.data<T>();
+    cpu::for_each_row<3>(index.shape(), {&index.strides(), &src_rest, &out_strides}, [&](auto off, int64_t n, auto inc) {
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t q = idx[off[0] + i * inc[0]];
+        check_index(q, rows, "gather");
+        o[off[2] + i * inc[2]] = s[off[1] + i * inc[1] + q * step];
+      }
+    });
+  });
+}
+
+void CpuKernels::scatter(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst, bool accumulate) {
+  const int64_t n = index.numel();
+  if (n == 0) return;
+  const Shape& shape = index.shape();
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  const Strides dst_rest = without_dim(dst.strides(), dim);
+  const int64_t step = dst.strides()[static_cast<size_t>(dim)], rows = dst.size(dim);
+  const int64_t* idx = index.data<int64_t>();
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    const T* s = src.data<T>();
+    T* d = dst.data<T>();
+    // An odometer over index's shape, keeping the three offsets as it goes.
+    std::vector<int64_t> at(static_cast<size_t>(rank), 0);
+    int64_t oi = 0, os = 0, od = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t q = idx[oi];
+      check_index(q, rows, accumulate ? "scatter_add" : "scatter");
+      T& to = d[od + q * step];
+      if constexpr (std::is_same_v<T, bool>) {
+        to = s[os];
+      } else {
+        to = accumulate ? static_cast<T>(to + s[os]) : s[os];
+      }
+      for (int64_t k = rank - 1; k >= 0; --k) {
+        const auto ks = static_cast<size_t>(k);
+        oi += index.strides()[ks];
+        os += src.strides()[ks];
+        od += dst_rest[ks];
+        if (++at[ks] < shape[ks]) break;
+        oi -= shape[ks] * index.strides()[ks];
+        os -= shape[ks] * src.strides()[ks];
+        od -= shape[ks] * dst_rest[ks];
+        at[ks] = 0;
+      }
+    }
+  };
+  if (accumulate) dispatch_all(dst.dtype(), "scatter_add", run);
+  else dispatch_with_bool(dst.dtype(), "scatter", run);
+}
+
+Tensor CpuKernels::nonzero(const Tensor& x) {
+  const int64_t n = x.numel(), rank = x.dim();
+  std::vector<int64_t> flat;
+  dispatch_with_bool(x.dtype(), "nonzero", [&](auto tag) {
+    using T = decltype(tag);
+    const T* v = x.data<T>();
+    for (int64_t i = 0; i < n; ++i)
+      if (v[i] != T(0)) flat.push_back(i);
+  });
+  const auto count = static_cast<int64_t>(flat.size());
+  Tensor out = Tensor::empty({count, rank}, kInt64, x.device());
+  int64_t* o = out.data<int64_t>();
+  for (int64_t r = 0; r < count; ++r) {
+    int64_t rem = flat[static_cast<size_t>(r)];
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      const int64_t size = x.shape()[static_cast<size_t>(d)];
+      o[r * rank + d] = rem % size;
+      rem /= size;
+    }
+  }
+  return out;
+}
+
+}  // namespace minidl

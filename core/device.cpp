@@ -9,7 +9,7 @@ namespace minidl {
 Device::Device(std::string_view spec) {
   if (spec == "cpu") return;
   if (spec.substr(0, 4) == "cuda") {
-    type = DeviceType::CUDA;
+    type_ = DeviceType::CUDA;
     if (spec.size() == 4) return;
     std::string_view number = spec.substr(spec[4] == ':' ? 5 : spec.size());
     auto [end, err] = std::from_chars(number.data(), number.data() + number.size(), index);

@@ -40,6 +40,18 @@ class Scalar {
     return is_floating_point() ? static_cast<T>(d_) : static_cast<T>(i_);
   }
 
+  // libtorch's accessors.   double lr = x.item().toDouble();  int64_t n = x.sum().item().toLong();
+  double toDouble() const { return to_double(); }
+  float toFloat() const { return to<float>(); }
+  int64_t toLong() const { return to<int64_t>(); }
+  int toInt() const { return to<int>(); }
+  bool toBool() const { return is_floating_point() ? d_ != 0 : i_ != 0; }
+  bool isFloatingPoint() const { return is_floating_point(); }
+  /// True for an integer; also for a bool when `includeBool`.
+  bool isIntegral(bool includeBool) const { return is_integral() || (includeBool && is_boolean()); }
+  bool isBoolean() const { return is_boolean(); }
+  DType type() const { return dtype_; }
+
  private:
   DType dtype_;
   union {

@@ -1,7 +1,9 @@
 #pragma once
 // Shapes, strides and the rules that relate them (row-major strides, broadcasting, dim wrapping).
 #include <cstdint>
+#include <initializer_list>
 #include <ostream>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -21,6 +23,33 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 bool broadcasts_to(const Shape& from, const Shape& to);
 /// Turns a possibly negative dim into 0..rank-1, with a clear error naming `op` when out of range.
 int64_t wrap_dim(int64_t dim, int64_t rank, const char* op);
+
+/// A list of sizes or dims as libtorch's IntArrayRef takes it: a braced list, a Shape, or ONE
+/// integer (a 1-element list). It owns its values and converts to `const Shape&`.
+///   zeros({2, 3});  zeros(5);  zeros(x.sizes());  x.sum(1);  x.sum({0, 1});
+class IntArrayRef {
+ public:
+  IntArrayRef() = default;
+  IntArrayRef(int64_t value) : values_{value} {}  // NOLINT: implicit on purpose, as x.sum(1)
+  IntArrayRef(std::initializer_list<int64_t> values) : values_(values) {}
+  IntArrayRef(const Shape& values) : values_(values) {}  // NOLINT
+  IntArrayRef(Shape&& values) : values_(std::move(values)) {}  // NOLINT
+
+  operator const Shape&() const { return values_; }  // NOLINT
+  const Shape& vec() const { return values_; }
+  size_t size() const { return values_.size(); }
+  bool empty() const { return values_.empty(); }
+  const int64_t* data() const { return values_.data(); }
+  int64_t operator[](size_t i) const { return values_[i]; }
+  Shape::const_iterator begin() const { return values_.begin(); }
+  Shape::const_iterator end() const { return values_.end(); }
+  friend bool operator==(const IntArrayRef& a, const IntArrayRef& b) { return a.values_ == b.values_; }
+
+ private:
+  Shape values_;
+};
+
+inline std::ostream& operator<<(std::ostream& os, const IntArrayRef& a) { return os << a.vec(); }
 
 
 }  // namespace minidl

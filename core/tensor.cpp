@@ -14,10 +14,10 @@ TensorImpl::~TensorImpl() {
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t s : shape) MINIDL_CHECK(s >= 0, "empty: negative dimension in shape ", shape);
   const int64_t numel = shape_numel(shape);
-  MINIDL_CHECK(numel <= std::numeric_limits<int64_t>::max() / static_cast<int64_t>(element_size(dtype)), "empty: shape ",
+  MINIDL_CHECK(numel <= std::numeric_limits<int64_t>::max() / static_cast<int64_t>(minidl::element_size(dtype)), "empty: shape ",
                shape, " of ", dtype, " needs more bytes than an int64 can count");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(static_cast<size_t>(numel) * element_size(dtype), device);
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(numel) * minidl::element_size(dtype), device);
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
@@ -58,17 +58,17 @@ bool Tensor::is_contiguous() const {
 }
 
 void* Tensor::raw_data() const {
-  return static_cast<char*>(impl().storage->data()) + impl().offset * static_cast<int64_t>(element_size(dtype()));
+  return static_cast<char*>(impl().storage->data()) + impl().offset * static_cast<int64_t>(minidl::element_size(dtype()));
 }
 
-Tensor& Tensor::requires_grad_(bool requires_grad) {
+Tensor& Tensor::requires_grad_(bool requires_grad) const {
   MINIDL_CHECK(is_leaf(), "requires_grad_: only leaf tensors can change requires_grad; use detach() first");
   MINIDL_CHECK(!requires_grad || is_floating(dtype()), "requires_grad_: only floating tensors can require grad, got ",
                dtype());
   MINIDL_CHECK(!requires_grad || !is_inference(), "requires_grad_: this is an inference tensor (made under "
                                                   "InferenceMode); clone() it outside InferenceMode first");
   impl().requires_grad = requires_grad;
-  return *this;
+  return const_cast<Tensor&>(*this);  // the handle is unchanged; only its impl's flag moved
 }
 
 void Tensor::set_grad(const Tensor& grad) {

@@ -4,9 +4,18 @@
 
 namespace minidl {
 
-/// Writes `src` into `dst` in place (same shape; dtype and device may differ). Not recorded on the
-/// tape: for loading weights and optimizer state.   copy_(param, loaded);
-void copy_(Tensor& dst, const Tensor& src);
+/// Writes `src` into `dst` in place: src broadcast to dst's shape, converted to its dtype and moved
+/// to its device; dst may be any view (strided). Not recorded on the tape: for loading weights and
+/// optimizer state. Bumps dst's version counter.   copy_(param, loaded);  x.select(1, 0).copy_(y)
+Tensor& copy_(Tensor& dst, const Tensor& src);
+
+/// x in `dtype` on `device`: x itself when both match, else a copy (differentiable; a conversion
+/// to an integral dtype ends the graph). Tensor::to forwards here.   to(x, Device::cuda(), kFloat64)
+Tensor to(const Tensor& x, Device device, DType dtype);
+/// x itself when contiguous, else a contiguous copy.
+Tensor contiguous(const Tensor& x);
+/// A copy with its own memory, in the graph (its gradient passes through).
+Tensor clone(const Tensor& x);
 
 /// The slices of `src` along `dim` picked by the 1-D int64 `index` (repeats allowed), as
 /// torch.index_select; the gradient adds back into the picked slices, accumulating over repeats.

@@ -13,17 +13,23 @@ namespace minidl {
 // counts as a wrapped number: int64 * 2 stays int64, int64 * 2.5 is float32, float32 * 2.5 float32.
 
 Tensor add(const Tensor& a, const Tensor& b);
-/// a += b in place (b broadcast to a's shape; a contiguous); not recorded, so a must not need a
-/// gradient while grad mode is on (as in PyTorch, changing a leaf that requires grad in place is an
-/// error; under NoGradGuard it is allowed). The result type of a and b must fit a's dtype, as
-/// torch.can_cast says: int64 += 0.5 is an error, not a truncation.   add_(param.grad(), g);
-Tensor& add_(Tensor& a, const Tensor& b);
-/// a -= b in place, under the same rules as add_.
-Tensor& sub_(Tensor& a, const Tensor& b);
+/// a += alpha * b in place, b broadcast to a's shape; a may be any view (a strided destination is
+/// written through). Not recorded, so a must not need a gradient while grad mode is on (as in
+/// PyTorch, changing a leaf that requires grad in place is an error; under NoGradGuard it is
+/// allowed). The result type of a and b must fit a's dtype, as torch.can_cast says: int64 += 0.5
+/// is an error, not a truncation. Bumps a's version counter.   add_(param.grad(), g);  add_(x, y, -lr)
+Tensor& add_(Tensor& a, const Tensor& b, const Scalar& alpha = 1);
+/// a += alpha * b for a C++ number b.   add_(x, 1)
+Tensor& add_(Tensor& a, const Scalar& b, const Scalar& alpha = 1);
+/// a -= alpha * b in place, under the same rules as add_.
+Tensor& sub_(Tensor& a, const Tensor& b, const Scalar& alpha = 1);
+Tensor& sub_(Tensor& a, const Scalar& b, const Scalar& alpha = 1);
 /// a *= b in place, under the same rules as add_.   mul_(param.grad(), scale);
 Tensor& mul_(Tensor& a, const Tensor& b);
+Tensor& mul_(Tensor& a, const Scalar& b);
 /// a /= b in place (true division: a must be floating), under the same rules as add_.
 Tensor& div_(Tensor& a, const Tensor& b);
+Tensor& div_(Tensor& a, const Scalar& b);
 /// Sets every element to 0 in place, any layout (a view zeroes its part of the base), under the
 /// same rules as add_.   zero_(param.grad());  param.grad().zero_();
 Tensor& zero_(Tensor& t);

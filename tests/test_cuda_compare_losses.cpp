@@ -28,7 +28,7 @@ void expect_gradcheck(const char* what, const Fn& f, std::vector<Tensor> inputs)
 Tensor on(const Tensor& t, const Tensor& like) { return t.device() == like.device() ? t : t.to(like.device()); }
 
 // Integers in [0, n) on the CPU, drawn from the seeded generator.
-Tensor randint(const Shape& shape, int64_t n) {
+Tensor random_ints(const Shape& shape, int64_t n) {
   std::vector<double> u = rand(shape, kFloat64).to_vector<double>();
   std::vector<int64_t> v(u.size());
   for (size_t i = 0; i < u.size(); ++i) v[i] = std::min<int64_t>(n - 1, static_cast<int64_t>(u[i] * n));
@@ -98,7 +98,7 @@ TEST(CudaCompare, EveryOpAndDtypeMatchesCpu) {
   const Case cases[] = {{{64, 129}, {64, 129}}, {{64, 129}, {129}}, {{7, 1, 5}, {1, 6, 5}}, {{}, {3, 4}}};
   for (DType dtype : {kFloat32, kFloat64, kInt64, kBool}) {
     for (const Case& c : cases) {
-      Tensor a = randint(c.a, 3).to(dtype), b = randint(c.b, 3).to(dtype);  // ties occur
+      Tensor a = random_ints(c.a, 3).to(dtype), b = random_ints(c.b, 3).to(dtype);  // ties occur
       for (const auto& [name, op] : ops) {
         SCOPED_TRACE(std::string(name) + " " + dtype_name(dtype) + " " + shape_str(c.a) + " vs " + shape_str(c.b));
         Tensor out = op(a.to(gpu()), b.to(gpu()));
@@ -121,11 +121,11 @@ TEST(CudaCompare, EveryOpAndDtypeMatchesCpu) {
 TEST(CudaWhere, MatchesCpuAndGradcheck) {
   MINIDL_REQUIRE_CUDA();
   MINIDL_FRESH_SEED();
-  Tensor cond = randint({5, 1, 6}, 2).to(kBool);
+  Tensor cond = random_ints({5, 1, 6}, 2).to(kBool);
   expect_cpu_cuda_agree("where broadcast", [&](auto& in) { return where(on(cond, in[0]), in[0], in[1]); },
                         {randn({4, 1}), randn({5, 4, 6})});
   expect_cpu_cuda_agree("where int64 values", [](auto& in) { return where(in[0], in[1], in[2]); },
-                        {randint({40}, 2).to(kBool), randint({40}, 100), randint({1}, 100)});
+                        {random_ints({40}, 2).to(kBool), random_ints({40}, 100), random_ints({1}, 100)});
   expect_cpu_cuda_agree("masked_fill", [](auto& in) { return masked_fill(in[0], in[0] > 0.3, -1e9); }, {randn({8, 9})});
   expect_cpu_cuda_agree("clamp", [](auto& in) { return clamp(in[0], -0.5, 0.7); }, {randn({200})});
   Tensor c = cond.to(gpu());
@@ -146,7 +146,7 @@ TEST(CudaIndexSelect, ForwardAndAtomicBackwardMatchCpu) {
   // Many repeats of few rows: the atomics of the backward meet on every element.
   for (int64_t dim : {0, 1, 2}) {
     SCOPED_TRACE("dim " + std::to_string(dim));
-    Tensor index = randint({300}, 5);
+    Tensor index = random_ints({300}, 5);
     expect_cpu_cuda_agree("index_select", [&](auto& in) { return index_select(in[0], dim, in[1]); },
                           {narrow(randn({5, 6, 7}), dim, 0, 5), index}, 1e-3);
   }
@@ -159,13 +159,13 @@ TEST(CudaIndexSelect, ForwardAndAtomicBackwardMatchCpu) {
                    {leaf({4, 3})});
   // Whole slices along dim 0 (the batch gather): 16-, 8-, 4- and 1-byte units, out of range too.
   for (const Shape& shape : {Shape{50, 32}, Shape{50, 18}, Shape{50, 33}}) {
-    Tensor rows_index = randint({70}, 50);
+    Tensor rows_index = random_ints({70}, 50);
     expect_cpu_cuda_agree("index_select rows", [&](auto& in) { return index_select(in[0], 0, in[1]); },
                           {randn(shape), rows_index}, 1e-6);
   }
   // int64 labels (8-byte slices) and bool rows of 3 bytes, against the CPU.
-  Tensor labels = randint({50}, 10), flags = gt(randn({50, 3}), zeros({50, 3}));
-  Tensor picks = randint({70}, 50);
+  Tensor labels = random_ints({50}, 10), flags = gt(randn({50, 3}), zeros({50, 3}));
+  Tensor picks = random_ints({70}, 50);
   EXPECT_EQ(index_select(labels.to(gpu()), 0, picks.to(gpu())).to_vector<int64_t>(),
             index_select(labels, 0, picks).to_vector<int64_t>());
   EXPECT_TRUE(all_equal(index_select(flags.to(gpu()), 0, picks.to(gpu())), index_select(flags, 0, picks)));
@@ -217,7 +217,7 @@ TEST(CudaLosses, MatchCpuInFloat32) {
   MINIDL_REQUIRE_CUDA();
   MINIDL_FRESH_SEED();
   const int64_t n = 37, c = 11;
-  Tensor t = randint({n}, c);
+  Tensor t = random_ints({n}, c);
   std::vector<int64_t> tv = t.to_vector<int64_t>();
   for (int64_t i = 0; i < n; i += 4) tv[i] = -100;  // ignored rows
   Tensor ti = Tensor::from_vector(tv);
@@ -225,33 +225,33 @@ TEST(CudaLosses, MatchCpuInFloat32) {
   expect_cpu_cuda_agree("cross_entropy (fused)", [&](auto& in) { return cross_entropy(in[0], on(ti, in[0])); },
                         {randn({n, c}) * 3.0});
   expect_cpu_cuda_agree("cross_entropy (fused, ignore_index 3)",
-                        [&](auto& in) { return cross_entropy(in[0], on(t, in[0]), Reduction::Mean, 3); }, {randn({n, c})});
+                        [&](auto& in) { return cross_entropy(in[0], on(t, in[0]), {}, Reduction::Mean, 3); }, {randn({n, c})});
   for (Reduction r : {Reduction::Mean, Reduction::Sum, Reduction::None}) {
     expect_cpu_cuda_agree("cross_entropy smoothing, weight",
-                          [&](auto& in) { return cross_entropy(in[0], on(ti, in[0]), r, -100, 0.1, on(w, in[0])); },
+                          [&](auto& in) { return cross_entropy(in[0], on(ti, in[0]), on(w, in[0]), r, -100, 0.1); },
                           {randn({n, c})});
     expect_cpu_cuda_agree("nll_loss weight",
-                          [&](auto& in) { return nll_loss(log_softmax(in[0], 1), on(ti, in[0]), r, -100, on(w, in[0])); },
+                          [&](auto& in) { return nll_loss(log_softmax(in[0], 1), on(ti, in[0]), on(w, in[0]), r, -100); },
                           {randn({n, c})});
     expect_cpu_cuda_agree("l1_loss", [r](auto& in) { return l1_loss(in[0], in[1], r); }, {randn({5, 7}), randn({5, 7})});
     expect_cpu_cuda_agree("bce with logits",
-                          [r](auto& in) { return binary_cross_entropy_with_logits(in[0], in[1], r, in[2], in[3]); },
+                          [r](auto& in) { return binary_cross_entropy_with_logits(in[0], in[1], in[3], in[2], r); },
                           {randn({6, 4}) * 4.0, rand({6, 4}), uniform({4}, 0.5, 3), uniform({6, 1}, 0.5, 2)});
   }
   expect_cpu_cuda_agree("bce large logits",
-                        [](auto& in) { return binary_cross_entropy_with_logits(in[0], in[1], Reduction::None); },
+                        [](auto& in) { return binary_cross_entropy_with_logits(in[0], in[1], {}, {}, Reduction::None); },
                         {Tensor::from_vector<float>({1000, -1000, 1000, -1000, 0, 88}), Tensor::from_vector<float>({1, 0, 0, 1, 1, 0})});
   expect_cpu_cuda_agree("log_sigmoid", [](auto& in) { return log_sigmoid(in[0]); }, {randn({1000}) * 30.0});
   // A training batch in one block (up to 1024 rows), and one past it (per-row kernel, then the mean).
   for (int64_t rows : {1024, 1500}) {
-    Tensor tt = randint({rows}, 10);
+    Tensor tt = random_ints({rows}, 10);
     expect_cpu_cuda_agree((rows == 1024 ? "cross_entropy, 1024 rows" : "cross_entropy, 1500 rows"),
                           [&](auto& in) { return cross_entropy(in[0], on(tt, in[0])); }, {randn({rows, 10}) * 3.0});
   }
   // From 1 to 64 classes, with ignored rows among them: the one-block kernel up to 8192 logits
   // (1, 3 and 17 classes here), the per-row kernel and the mean past it.
   for (int64_t classes : {1, 3, 17, 32, 50, 64}) {
-    std::vector<int64_t> targets = randint({300}, classes).to_vector<int64_t>();
+    std::vector<int64_t> targets = random_ints({300}, classes).to_vector<int64_t>();
     for (size_t i = 0; i < targets.size(); i += 7) targets[i] = -100;
     Tensor tc = Tensor::from_vector(targets);
     const std::string what = "cross_entropy, " + std::to_string(classes) + " classes";
@@ -259,7 +259,7 @@ TEST(CudaLosses, MatchCpuInFloat32) {
                           [&](auto& in) { return cross_entropy(in[0], on(tc, in[0])); }, {randn({300, classes}) * 3.0});
   }
   // Wide rows (the block-per-row softmax) and a batch past one block of the mean.
-  Tensor tw = randint({600}, 1500);
+  Tensor tw = random_ints({600}, 1500);
   expect_cpu_cuda_agree("cross_entropy wide", [&](auto& in) { return cross_entropy(in[0], on(tw, in[0])); },
                         {randn({600, 1500})}, 1e-3);
 }
@@ -270,18 +270,18 @@ TEST(CudaLosses, GradcheckFloat64) {
   Tensor t = Tensor::from_vector<int64_t>({2, -100, 0, 4}).to(gpu());
   Tensor w = uniform({5}, 0.5, 2, kFloat64).to(gpu());
   expect_gradcheck("cross_entropy fused, ignore_index", [&](auto& in) { return cross_entropy(in[0], t); }, {leaf({4, 5})});
-  expect_gradcheck("cross_entropy sum", [&](auto& in) { return cross_entropy(in[0], t, Reduction::Sum); }, {leaf({4, 5})});
-  expect_gradcheck("cross_entropy none", [&](auto& in) { return cross_entropy(in[0], t, Reduction::None); }, {leaf({4, 5})});
+  expect_gradcheck("cross_entropy sum", [&](auto& in) { return cross_entropy(in[0], t, {}, Reduction::Sum); }, {leaf({4, 5})});
+  expect_gradcheck("cross_entropy none", [&](auto& in) { return cross_entropy(in[0], t, {}, Reduction::None); }, {leaf({4, 5})});
   expect_gradcheck("cross_entropy smoothing",
-                   [&](auto& in) { return cross_entropy(in[0], t, Reduction::Mean, -100, 0.1); }, {leaf({4, 5})});
+                   [&](auto& in) { return cross_entropy(in[0], t, {}, Reduction::Mean, -100, 0.1); }, {leaf({4, 5})});
   expect_gradcheck("cross_entropy weight, smoothing",
-                   [&](auto& in) { return cross_entropy(in[0], t, Reduction::Mean, -100, 0.2, w); }, {leaf({4, 5})});
+                   [&](auto& in) { return cross_entropy(in[0], t, w, Reduction::Mean, -100, 0.2); }, {leaf({4, 5})});
   for (Reduction r : {Reduction::Mean, Reduction::Sum, Reduction::None}) {
-    expect_gradcheck("nll_loss weight", [&](auto& in) { return nll_loss(in[0], t, r, -100, w); }, {leaf({4, 5})});
+    expect_gradcheck("nll_loss weight", [&](auto& in) { return nll_loss(in[0], t, w, r, -100); }, {leaf({4, 5})});
     expect_gradcheck("l1_loss", [r](auto& in) { return l1_loss(in[0], in[1], r); }, {leaf({3, 4}), leaf({3, 4})});
   }
   expect_gradcheck("bce with logits, pos_weight, weight",
-                   [](auto& in) { return binary_cross_entropy_with_logits(in[0], in[1], Reduction::Mean, in[2], in[3]); },
+                   [](auto& in) { return binary_cross_entropy_with_logits(in[0], in[1], in[3], in[2], Reduction::Mean); },
                    {leaf({3, 4}), rand({3, 4}, kFloat64).to(gpu()).requires_grad_(),
                     uniform({4}, 0.5, 2, kFloat64).to(gpu()).requires_grad_(),
                     uniform({3, 1}, 0.5, 2, kFloat64).to(gpu()).requires_grad_()});
@@ -320,7 +320,7 @@ TEST(CudaLosses, IgnoredTargetsRaiseNothingAndBadOnesStillDo) {
   const float first = cross_entropy(narrow(logits, 0, 0, 1), narrow(ignored, 0, 0, 1)).item<float>();
   const float third = cross_entropy(narrow(logits, 0, 2, 1), narrow(ignored, 0, 2, 1)).item<float>();
   EXPECT_NEAR(both, (first + third) / 2, 1e-5);
-  EXPECT_NO_THROW(nll_loss(log_softmax(logits, 1), ignored, Reduction::Sum).item<float>());
+  EXPECT_NO_THROW(nll_loss(log_softmax(logits, 1), ignored, {}, Reduction::Sum).item<float>());
   EXPECT_TRUE(std::isnan(cross_entropy(logits, full({4}, -100, kInt64, gpu())).item<float>()));
   for (const char* op : {"cross_entropy", "nll_loss"}) {
     SCOPED_TRACE(op);

@@ -29,7 +29,7 @@ Tensor rnd(const Shape& shape, DType dtype = kFloat32) { return randn(shape, dty
 Tensor positive(const Shape& shape, DType dtype) { return uniform(shape, 0.1, 3.0, dtype); }
 
 // Random int64 in [0, n).
-Tensor randint(const Shape& shape, int64_t n) {
+Tensor random_ints(const Shape& shape, int64_t n) {
   std::vector<double> u = rand(shape, kFloat64).to_vector<double>();
   std::vector<int64_t> v(u.size());
   for (size_t i = 0; i < u.size(); ++i) v[i] = std::min<int64_t>(n - 1, static_cast<int64_t>(u[i] * n));
@@ -46,7 +46,7 @@ TEST(CudaKernels, CopyAnyStridesAndDtypes) {
   for (DType from : {kFloat32, kFloat64, kInt64}) {
     for (DType to : {kFloat32, kFloat64, kInt64}) {
       SCOPED_TRACE(std::string(dtype_name(from)) + " -> " + dtype_name(to));
-      Tensor base = from == kInt64 ? randint({3, 4, 5}, 1000) : rnd({3, 4, 5}, from);
+      Tensor base = from == kInt64 ? random_ints({3, 4, 5}, 1000) : rnd({3, 4, 5}, from);
       Tensor src_cpu = base.permute({2, 0, 1});  // non-contiguous
       Tensor src_gpu = base.to(gpu()).permute({2, 0, 1});
       Tensor out_cpu = empty_on(src_cpu.shape(), to, Device::cpu());
@@ -57,7 +57,7 @@ TEST(CudaKernels, CopyAnyStridesAndDtypes) {
       // Strided destination too: write into a transposed view.
       Tensor dst_cpu = zeros({5, 3, 4}, to).transpose(0, 2);
       Tensor dst_gpu = zeros({5, 3, 4}, to, gpu()).transpose(0, 2);
-      Tensor s2_cpu = from == kInt64 ? randint({4, 3, 5}, 1000) : rnd({4, 3, 5}, from);
+      Tensor s2_cpu = from == kInt64 ? random_ints({4, 3, 5}, 1000) : rnd({4, 3, 5}, from);
       ASSERT_EQ(s2_cpu.shape(), dst_cpu.shape());
       Tensor s2_gpu = s2_cpu.to(gpu());
       cpu_k().copy(s2_cpu, dst_cpu);
@@ -108,8 +108,8 @@ TEST(CudaKernels, FillAndIndexSelect) {
     }
   }
   for (DType dt : {kFloat32, kFloat64, kInt64}) {
-    Tensor src = dt == kInt64 ? randint({50, 4, 3}, 100) : rnd({50, 4, 3}, dt);
-    Tensor index = randint({64}, 50);
+    Tensor src = dt == kInt64 ? random_ints({50, 4, 3}, 100) : rnd({50, 4, 3}, dt);
+    Tensor index = random_ints({64}, 50);
     Tensor a = empty_on({64, 4, 3}, dt, Device::cpu()), b = empty_on({64, 4, 3}, dt, gpu());
     cpu_k().index_select(src, 0, index, a);
     gpu_k().index_select(src.to(gpu()), 0, index.to(gpu()), b);
@@ -138,7 +138,7 @@ TEST(CudaKernels, UnaryOps) {
     }
   }
   // int64: Neg only; in place (out is x).
-  Tensor i = randint({100}, 50);
+  Tensor i = random_ints({100}, 50);
   Tensor ig = i.to(gpu());
   gpu_k().unary(UnaryOp::Neg, ig, ig);
   Tensor ic = i.clone();
@@ -161,7 +161,7 @@ TEST(CudaKernels, BinaryOpsWithBroadcasting) {
         SCOPED_TRACE(std::string(dtype_name(dt)) + " op " + std::to_string(static_cast<int>(op)));
         Tensor a = op == BinaryOp::Pow ? positive(c.a, dt) : rnd(c.a, dt);
         Tensor b = op == BinaryOp::Div ? positive(c.b, dt) : rnd(c.b, dt);
-        if (op == BinaryOp::Eq) b = randint(c.b, 3).to(dt), a = randint(c.a, 3).to(dt);
+        if (op == BinaryOp::Eq) b = random_ints(c.b, 3).to(dt), a = random_ints(c.a, 3).to(dt);
         Shape shape = broadcast_shapes(a.shape(), b.shape(), "test");
         Tensor out_c = empty_on(shape, dt, Device::cpu()), out_g = empty_on(shape, dt, gpu());
         cpu_k().binary(op, expand(a, shape), expand(b, shape), out_c);
@@ -177,7 +177,7 @@ TEST(CudaKernels, BinaryOpsWithBroadcasting) {
   gpu_k().binary(BinaryOp::Mul, ag, b.to(gpu()).t(), ag);
   EXPECT_TRUE(all_close(ag, ac, 1e-6, 1e-6));
   // int64 Eq.
-  Tensor x = randint({1000}, 4), y = randint({1000}, 4);
+  Tensor x = random_ints({1000}, 4), y = random_ints({1000}, 4);
   Tensor eq_c = empty_on({1000}, kInt64, Device::cpu()), eq_g = empty_on({1000}, kInt64, gpu());
   cpu_k().binary(BinaryOp::Eq, x, y, eq_c);
   gpu_k().binary(BinaryOp::Eq, x.to(gpu()), y.to(gpu()), eq_g);
@@ -199,7 +199,7 @@ TEST(CudaKernels, ReduceSumAndMax) {
     for (const Case& c : cases) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " [" + std::to_string(c.outer) + ", " + std::to_string(c.n) + ", " +
                    std::to_string(c.inner) + "]");
-      Tensor x = dt == kInt64 ? randint({c.outer, c.n, c.inner}, 1000) : rnd({c.outer, c.n, c.inner}, dt);
+      Tensor x = dt == kInt64 ? random_ints({c.outer, c.n, c.inner}, 1000) : rnd({c.outer, c.n, c.inner}, dt);
       Tensor xg = x.to(gpu());
       for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max}) {
         Tensor oc = empty_on({c.outer, c.inner}, dt, Device::cpu()), og = empty_on({c.outer, c.inner}, dt, gpu());
@@ -319,7 +319,7 @@ TEST(CudaKernels, LossesForwardBackward) {
     for (const Case& cs : cases) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " N " + std::to_string(cs.n) + " C " + std::to_string(cs.c));
       Tensor logits = rnd({cs.n, cs.c}, dt) * 3.0;
-      Tensor target = randint({cs.n}, cs.c);
+      Tensor target = random_ints({cs.n}, cs.c);
       // Fused cross-entropy, with and without its gradient.
       const int64_t ignore = -100;
       Tensor lc = empty_on({}, dt, Device::cpu()), lg = empty_on({}, dt, gpu()), lg2 = empty_on({}, dt, gpu());

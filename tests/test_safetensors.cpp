@@ -103,7 +103,7 @@ TEST_F(Safetensors, ReadsAFileLaidOutAsPyTorchWritesIt) {
 }
 
 TEST_F(Safetensors, WritesNonContiguousViews) {
-  Tensor base = arange(6).reshape({2, 3});
+  Tensor base = arange(6.0).reshape({2, 3});
   safetensors::save(path("v.safetensors"), {{"t", base.t()}});
   Tensor back = safetensors::load(path("v.safetensors")).tensors.at("t");
   EXPECT_EQ(back.shape(), (Shape{3, 2}));

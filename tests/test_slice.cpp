@@ -28,14 +28,14 @@ TEST(Slice, NarrowIsAViewOfTheWindow) {
 }
 
 TEST(Slice, CatAndStackJoin) {
-  Tensor a = arange(6, kFloat32).view({2, 3}), b = full({2, 1}, -1);
+  Tensor a = arange(6, kFloat32).view({2, 3}), b = full({2, 1}, -1.0);
   EXPECT_EQ(cat({a, b}, 1).to_vector<float>(), (std::vector<float>{0, 1, 2, -1, 3, 4, 5, -1}));
   EXPECT_EQ(cat({a, a}, 0).shape(), (Shape{4, 3}));
   Tensor s = stack({a, a * 2.0}, 1);  // [2, 2, 3]
   EXPECT_EQ(s.shape(), (Shape{2, 2, 3}));
   EXPECT_EQ(s.to_vector<float>(), (std::vector<float>{0, 1, 2, 0, 2, 4, 3, 4, 5, 6, 8, 10}));
   try {
-    cat({a, full({3, 3}, 0)}, 1);
+    cat({a, full({3, 3}, 0.0)}, 1);
     FAIL() << "shapes that differ outside dim must throw";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("tensor 1 has shape [3, 3]"), std::string::npos) << e.what();

@@ -39,7 +39,7 @@ TEST(Tensor, RandomIsSeeded) {
 }
 
 TEST(Tensor, ViewsShareStorage) {
-  Tensor x = arange(24).reshape({2, 3, 4});
+  Tensor x = arange(24.0).reshape({2, 3, 4});
   Tensor t = x.transpose(0, 2);
   EXPECT_EQ(t.shape(), (Shape{4, 3, 2}));
   EXPECT_FALSE(t.is_contiguous());

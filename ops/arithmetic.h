@@ -1,0 +1,21 @@
+#pragma once
+// libtorch's other forms of the arithmetic ops: a scalar operand, and the alpha of add and sub.
+// Each is the tensor op of ops/elementwise.h on a wrapped scalar (type promotion as x + 2.5).
+#include "core/scalar.h"
+#include "core/tensor.h"
+
+namespace minidl {
+
+/// a + alpha * b.   add(x, y, 0.5)
+Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha);
+/// a + alpha * b for a number b.   add(x, 1)  // x + 1
+Tensor add(const Tensor& a, const Scalar& b, const Scalar& alpha = 1);
+/// a - alpha * b.
+Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha);
+Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha = 1);
+Tensor mul(const Tensor& a, const Scalar& b);
+Tensor div(const Tensor& a, const Scalar& b);
+Tensor floor_divide(const Tensor& a, const Scalar& b);
+Tensor remainder(const Tensor& a, const Scalar& b);
+
+}  // namespace minidl

@@ -1,0 +1,148 @@
+// Random factories and in-place random fills. Every draw comes from the calling thread's default
+// generator (core/random.h) through the uniform and normal kernels (cuRAND Philox on CUDA), so
+// manual_seed repeats them; the integer and Bernoulli draws are built from those two.
+#include <algorithm>
+#include <numeric>
+
+#include "core/autograd.h"
+#include "ops/compare.h"
+#include "ops/copy.h"
+#include "ops/creation.h"
+#include "ops/elementwise.h"
+#include "ops/kernels.h"
+
+namespace minidl {
+
+namespace {
+
+Tensor with_options(Tensor t, const TensorOptions& options) {
+  if (options.requires_grad()) t.requires_grad_();
+  return t;
+}
+
+// Runs `draw` on t directly when the kernel can write it (contiguous), else on a contiguous
+// buffer that is then copied into the view's elements.
+template <class Draw>
+Tensor& fill_random_(Tensor& t, const char* name, Draw draw) {
+  MINIDL_CHECK(!(grad_mode_enabled() && t.requires_grad() && t.is_leaf()), name,
+               ": a leaf Variable that requires grad is being used in an in-place operation; do it under "
+               "NoGradGuard (as torch.no_grad())");
+  if (t.is_contiguous()) {
+    draw(t);
+  } else {
+    Tensor buffer = Tensor::empty(t.shape(), t.dtype(), t.device());
+    draw(buffer);
+    kernels_for(t.device()).copy(buffer, t);
+  }
+  t.bump_version();
+  return t;
+}
+
+}  // namespace
+
+Tensor uniform(const Shape& shape, double low, double high, DType dtype, Device device) {
+  MINIDL_CHECK(low < high, "uniform: expected low < high, got [", low, ", ", high, ")");
+  Tensor t = Tensor::empty(shape, dtype, device);
+  kernels_for(device).uniform(t, low, high);
+  return t;
+}
+
+Tensor rand(IntArrayRef size, DType dtype, Device device) { return uniform(size, 0, 1, dtype, device); }
+
+Tensor randn(IntArrayRef size, DType dtype, Device device) {
+  Tensor t = Tensor::empty(size, dtype, device);
+  kernels_for(device).normal(t, 0, 1);
+  return t;
+}
+
+Tensor rand(IntArrayRef size, TensorOptions options) {
+  return with_options(rand(size, options.dtype(), options.device()), options);
+}
+Tensor randn(IntArrayRef size, TensorOptions options) {
+  return with_options(randn(size, options.dtype(), options.device()), options);
+}
+
+Tensor randint(int64_t high, IntArrayRef size, TensorOptions options) { return randint(0, high, size, options); }
+
+Tensor randint(int64_t low, int64_t high, IntArrayRef size, TensorOptions options) {
+  MINIDL_CHECK(low < high, "randint: expected low < high, got low = ", low, " and high = ", high);
+  // floor(u * (high - low)) for u uniform on [0, 1) in float64 is uniform on the integers below
+  // high - low (exact for ranges up to 2^52); the conversion to int64 truncates, which for these
+  // non-negative values is the floor.
+  Tensor t;
+  {
+    NoGradGuard no_grad;
+    Tensor u = uniform(size, 0, static_cast<double>(high - low), kFloat64, options.device());
+    t = u.to(kInt64);
+    if (low != 0) add_(t, low);
+    t = t.to(options.dtype_or(kInt64));
+  }
+  return with_options(t, options);
+}
+
+Tensor randperm(int64_t n, TensorOptions options) {
+  MINIDL_CHECK(n >= 0, "randperm: expected a non-negative n, got ", n);
+  // Sorting n uniform keys gives every order with equal probability; the keys come from the
+  // default generator, so manual_seed repeats the permutation on any device.
+  const std::vector<double> keys = uniform({n}, 0, 1, kFloat64).to_vector<double>();
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return keys[a] < keys[b]; });
+  Tensor t = Tensor::from_vector(order).to(options.dtype_or(kInt64)).to(options.device());
+  return with_options(t, options);
+}
+
+Tensor normal(double mean, double std, IntArrayRef size, TensorOptions options) {
+  MINIDL_CHECK(std >= 0, "normal: expected std >= 0, got ", std);
+  Tensor t = Tensor::empty(size, options.dtype(), options.device());
+  kernels_for(t.device()).normal(t, mean, std);
+  return with_options(t, options);
+}
+
+Tensor bernoulli(const Tensor& p) {
+  MINIDL_CHECK(is_floating(p.dtype()), "bernoulli: expected a floating tensor of probabilities, got ", p.dtype());
+  NoGradGuard no_grad;  // a draw: no gradient, as in PyTorch
+  return lt(uniform(p.shape(), 0, 1, p.dtype(), p.device()), p).to(p.dtype());
+}
+
+Tensor bernoulli(const Tensor& x, double p) {
+  MINIDL_CHECK(p >= 0 && p <= 1, "bernoulli: expected 0 <= p <= 1, got ", p);
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  return bernoulli_(out, p);
+}
+
+Tensor& uniform_(Tensor& t, double from, double to) {
+  MINIDL_CHECK(from <= to, "uniform_: expected from <= to, got from = ", from, " and to = ", to);
+  return fill_random_(t, "uniform_", [&](Tensor& dst) {
+    if (from == to) {
+      kernels_for(dst.device()).fill(dst, from);
+    } else {
+      kernels_for(dst.device()).uniform(dst, from, to);
+    }
+  });
+}
+
+Tensor& normal_(Tensor& t, double mean, double std) {
+  MINIDL_CHECK(std >= 0, "normal_: expected std >= 0, got ", std);
+  return fill_random_(t, "normal_", [&](Tensor& dst) { kernels_for(dst.device()).normal(dst, mean, std); });
+}
+
+Tensor& bernoulli_(Tensor& t, double p) {
+  MINIDL_CHECK(p >= 0 && p <= 1, "bernoulli_: expected 0 <= p <= 1, got ", p);
+  return fill_random_(t, "bernoulli_", [&](Tensor& dst) {
+    NoGradGuard no_grad;
+    Tensor draw = lt(uniform(dst.shape(), 0, 1, kFloat64, dst.device()), p);
+    kernels_for(dst.device()).copy(draw, dst);
+  });
+}
+
+Tensor rand_like(const Tensor& t, TensorOptions options) {
+  return rand(t.shape(), options.dtype(options.dtype_or(t.dtype()))
+                             .device(options.has_device() ? options.device() : t.device()));
+}
+Tensor randn_like(const Tensor& t, TensorOptions options) {
+  return randn(t.shape(), options.dtype(options.dtype_or(t.dtype()))
+                              .device(options.has_device() ? options.device() : t.device()));
+}
+
+}  // namespace minidl

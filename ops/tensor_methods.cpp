@@ -1,0 +1,175 @@
+// Tensor's libtorch-style methods: each forwards to the free function of ops/ that holds its
+// semantics, so x.sum(1) and sum(x, {1}) are one code path.
+#include "core/cuda.h"
+#include "core/tensor.h"
+#include "ops/arithmetic.h"
+#include "ops/compare.h"
+#include "ops/copy.h"
+#include "ops/creation.h"
+#include "ops/elementwise.h"
+#include "ops/matmul.h"
+#include "ops/mm.h"
+#include "ops/reduce.h"
+#include "ops/select.h"
+#include "ops/slice.h"
+#include "ops/softmax.h"
+#include "ops/view.h"
+
+namespace minidl {
+
+namespace {
+
+// In-place methods are const on the handle (as libtorch's); the free functions take Tensor&.
+Tensor& self(const Tensor& t) { return const_cast<Tensor&>(t); }
+
+std::tuple<Tensor, Tensor> as_tuple(MaxResult r) { return {std::move(r.values), std::move(r.indices)}; }
+
+}  // namespace
+
+// ---- metadata ----
+int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
+TensorOptions Tensor::options() const {
+  return TensorOptions().dtype(dtype()).device(device()).requires_grad(requires_grad());
+}
+Scalar Tensor::item() const {
+  if (dtype() == kBool) return Scalar(item<bool>());
+  if (is_floating(dtype())) return Scalar(item<double>());
+  return Scalar(item<int64_t>());
+}
+
+// ---- layout and device ----
+Tensor Tensor::to(Device device) const { return minidl::to(*this, device, dtype()); }
+Tensor Tensor::to(DType dtype) const { return minidl::to(*this, device(), dtype); }
+Tensor Tensor::to(Device device, DType dtype) const { return minidl::to(*this, device, dtype); }
+Tensor Tensor::to(const TensorOptions& options) const {
+  return minidl::to(*this, options.has_device() ? options.device() : device(), options.dtype_or(dtype()));
+}
+Tensor Tensor::to(const Tensor& other) const { return minidl::to(*this, other.device(), other.dtype()); }
+Tensor Tensor::cuda(int index) const { return minidl::to(*this, Device::cuda(index), dtype()); }
+Tensor Tensor::cpu() const { return minidl::to(*this, Device::cpu(), dtype()); }
+Tensor Tensor::contiguous() const { return minidl::contiguous(*this); }
+Tensor Tensor::clone() const { return minidl::clone(*this); }
+
+// ---- views ----
+Tensor Tensor::view(IntArrayRef size) const { return minidl::view(*this, size); }
+Tensor Tensor::view_as(const Tensor& other) const { return minidl::view(*this, other.shape()); }
+Tensor Tensor::reshape(IntArrayRef shape) const { return minidl::reshape(*this, shape); }
+Tensor Tensor::reshape_as(const Tensor& other) const { return minidl::reshape(*this, other.shape()); }
+Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const { return minidl::flatten(*this, start_dim, end_dim); }
+Tensor Tensor::squeeze(int64_t dim) const { return minidl::squeeze(*this, dim); }
+Tensor Tensor::squeeze() const { return minidl::squeeze(*this); }
+Tensor Tensor::unsqueeze(int64_t dim) const { return minidl::unsqueeze(*this, dim); }
+Tensor Tensor::slice(int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step) const {
+  return minidl::slice(*this, dim, start, end, step);
+}
+Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const {
+  return minidl::narrow(*this, dim, start, length);
+}
+Tensor Tensor::select(int64_t dim, int64_t index) const { return minidl::select(*this, dim, index); }
+std::vector<Tensor> Tensor::unbind(int64_t dim) const { return minidl::unbind(*this, dim); }
+std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim) const {
+  return minidl::split(*this, split_size, dim);
+}
+std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t dim) const { return minidl::chunk(*this, chunks, dim); }
+Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const { return minidl::transpose(*this, dim0, dim1); }
+Tensor Tensor::permute(IntArrayRef dims) const { return minidl::permute(*this, dims); }
+Tensor Tensor::expand(IntArrayRef size) const { return minidl::expand(*this, size); }
+Tensor Tensor::expand_as(const Tensor& other) const { return minidl::expand(*this, other.shape()); }
+
+// ---- reductions (sum() and mean() are defined beside their ops in ops/reduce.cpp) ----
+Tensor Tensor::sum(IntArrayRef dim, bool keepdim) const { return minidl::sum(*this, dim, keepdim); }
+Tensor Tensor::mean(IntArrayRef dim, bool keepdim) const { return minidl::mean(*this, dim, keepdim); }
+Tensor Tensor::var(IntArrayRef dim, bool unbiased, bool keepdim) const {
+  return minidl::var(*this, dim, unbiased, keepdim);
+}
+std::tuple<Tensor, Tensor> Tensor::max(int64_t dim, bool keepdim) const {
+  return as_tuple(minidl::max(*this, dim, keepdim));
+}
+std::tuple<Tensor, Tensor> Tensor::min(int64_t dim, bool keepdim) const {
+  return as_tuple(minidl::min(*this, dim, keepdim));
+}
+Tensor Tensor::argmax(int64_t dim, bool keepdim) const { return minidl::argmax(*this, dim, keepdim); }
+Tensor Tensor::argmin(int64_t dim, bool keepdim) const { return minidl::argmin(*this, dim, keepdim); }
+Tensor Tensor::softmax(int64_t dim) const { return minidl::softmax(*this, dim); }
+Tensor Tensor::log_softmax(int64_t dim) const { return minidl::log_softmax(*this, dim); }
+
+// ---- products ----
+Tensor Tensor::matmul(const Tensor& other) const { return minidl::matmul(*this, other); }
+Tensor Tensor::mm(const Tensor& mat2) const { return minidl::mm(*this, mat2); }
+Tensor Tensor::bmm(const Tensor& mat2) const { return minidl::bmm(*this, mat2); }
+
+// ---- arithmetic ----
+Tensor Tensor::add(const Tensor& other, const Scalar& alpha) const { return minidl::add(*this, other, alpha); }
+Tensor Tensor::add(const Scalar& other, const Scalar& alpha) const { return minidl::add(*this, other, alpha); }
+Tensor Tensor::sub(const Tensor& other, const Scalar& alpha) const { return minidl::sub(*this, other, alpha); }
+Tensor Tensor::sub(const Scalar& other, const Scalar& alpha) const { return minidl::sub(*this, other, alpha); }
+Tensor Tensor::mul(const Tensor& other) const { return minidl::mul(*this, other); }
+Tensor Tensor::mul(const Scalar& other) const { return minidl::mul(*this, other); }
+Tensor Tensor::div(const Tensor& other) const { return minidl::div(*this, other); }
+Tensor Tensor::div(const Scalar& other) const { return minidl::div(*this, other); }
+Tensor Tensor::floor_divide(const Tensor& other) const { return minidl::floor_divide(*this, other); }
+Tensor Tensor::floor_divide(const Scalar& other) const { return minidl::floor_divide(*this, other); }
+Tensor Tensor::remainder(const Tensor& other) const { return minidl::remainder(*this, other); }
+Tensor Tensor::remainder(const Scalar& other) const { return minidl::remainder(*this, other); }
+Tensor Tensor::pow(const Tensor& exponent) const { return minidl::pow(*this, exponent); }
+Tensor Tensor::pow(const Scalar& exponent) const { return minidl::pow(*this, exponent); }
+Tensor Tensor::neg() const { return minidl::neg(*this); }
+Tensor Tensor::exp() const { return minidl::exp(*this); }
+Tensor Tensor::log() const { return minidl::log(*this); }
+Tensor Tensor::sqrt() const { return minidl::sqrt(*this); }
+Tensor Tensor::abs() const { return minidl::abs(*this); }
+Tensor Tensor::relu() const { return minidl::relu(*this); }
+Tensor Tensor::sigmoid() const { return minidl::sigmoid(*this); }
+Tensor Tensor::tanh() const { return minidl::tanh(*this); }
+
+// ---- comparisons and selection ----
+Tensor Tensor::eq(const Tensor& other) const { return minidl::eq(*this, other); }
+Tensor Tensor::eq(const Scalar& other) const { return minidl::eq(*this, other); }
+Tensor Tensor::ne(const Tensor& other) const { return minidl::ne(*this, other); }
+Tensor Tensor::ne(const Scalar& other) const { return minidl::ne(*this, other); }
+Tensor Tensor::lt(const Tensor& other) const { return minidl::lt(*this, other); }
+Tensor Tensor::lt(const Scalar& other) const { return minidl::lt(*this, other); }
+Tensor Tensor::le(const Tensor& other) const { return minidl::le(*this, other); }
+Tensor Tensor::le(const Scalar& other) const { return minidl::le(*this, other); }
+Tensor Tensor::gt(const Tensor& other) const { return minidl::gt(*this, other); }
+Tensor Tensor::gt(const Scalar& other) const { return minidl::gt(*this, other); }
+Tensor Tensor::ge(const Tensor& other) const { return minidl::ge(*this, other); }
+Tensor Tensor::ge(const Scalar& other) const { return minidl::ge(*this, other); }
+Tensor Tensor::where(const Tensor& condition, const Tensor& other) const {
+  return minidl::where(condition, *this, other);
+}
+Tensor Tensor::where(const Tensor& condition, const Scalar& other) const {
+  return minidl::where(condition, *this, other);
+}
+Tensor Tensor::masked_fill(const Tensor& mask, const Scalar& value) const {
+  return minidl::masked_fill(*this, mask, value.to_double());
+}
+Tensor Tensor::masked_fill(const Tensor& mask, const Tensor& value) const {
+  return minidl::masked_fill(*this, mask, value);
+}
+Tensor Tensor::clamp(std::optional<Scalar> min, std::optional<Scalar> max) const {
+  return minidl::clamp(*this, min, max);
+}
+Tensor Tensor::clamp_min(const Scalar& min) const { return minidl::clamp(*this, min, std::nullopt); }
+Tensor Tensor::clamp_max(const Scalar& max) const { return minidl::clamp(*this, std::nullopt, max); }
+Tensor Tensor::index_select(int64_t dim, const Tensor& index) const {
+  return minidl::index_select(*this, dim, index);
+}
+
+// ---- in place ----
+Tensor& Tensor::add_(const Tensor& other, const Scalar& alpha) const { return minidl::add_(self(*this), other, alpha); }
+Tensor& Tensor::add_(const Scalar& other, const Scalar& alpha) const { return minidl::add_(self(*this), other, alpha); }
+Tensor& Tensor::sub_(const Tensor& other, const Scalar& alpha) const { return minidl::sub_(self(*this), other, alpha); }
+Tensor& Tensor::sub_(const Scalar& other, const Scalar& alpha) const { return minidl::sub_(self(*this), other, alpha); }
+Tensor& Tensor::mul_(const Tensor& other) const { return minidl::mul_(self(*this), other); }
+Tensor& Tensor::mul_(const Scalar& other) const { return minidl::mul_(self(*this), other); }
+Tensor& Tensor::div_(const Tensor& other) const { return minidl::div_(self(*this), other); }
+Tensor& Tensor::div_(const Scalar& other) const { return minidl::div_(self(*this), other); }
+Tensor& Tensor::fill_(const Scalar& value) const { return minidl::fill_(self(*this), value); }
+Tensor& Tensor::zero_() const { return minidl::zero_(self(*this)); }
+Tensor& Tensor::copy_(const Tensor& src, bool /*non_blocking*/) const { return minidl::copy_(self(*this), src); }
+Tensor& Tensor::uniform_(double from, double to) const { return minidl::uniform_(self(*this), from, to); }
+Tensor& Tensor::normal_(double mean, double std) const { return minidl::normal_(self(*this), mean, std); }
+Tensor& Tensor::bernoulli_(double p) const { return minidl::bernoulli_(self(*this), p); }
+
+}  // namespace minidl

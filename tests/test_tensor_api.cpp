@@ -1,0 +1,298 @@
+// libtorch's Tensor methods, each checked against the value libtorch gives (worked out by hand).
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <tuple>
+
+#include "core/cuda.h"
+#include "minidl.h"
+#include "test_util.h"
+
+namespace minidl {
+namespace {
+
+using testing::expect_error;
+using F = std::vector<float>;
+using L = std::vector<int64_t>;
+
+// [[0, 1, 2], [3, 4, 5]] as float32.
+Tensor m23() { return tensor({{0., 1., 2.}, {3., 4., 5.}}); }
+
+TEST(TensorApi, Metadata) {
+  Tensor x = m23();
+  EXPECT_EQ(x.sizes(), (Shape{2, 3}));
+  EXPECT_EQ(x.size(-1), 3);
+  EXPECT_EQ(x.strides(), (Shape{3, 1}));
+  EXPECT_EQ(x.stride(0), 3);
+  EXPECT_EQ(x.t().stride(0), 1);
+  EXPECT_EQ(x.numel(), 6);
+  EXPECT_EQ(x.dim(), 2);
+  EXPECT_EQ(x.ndimension(), 2);
+  EXPECT_EQ(x.element_size(), 4);
+  EXPECT_EQ(x.to(kFloat64).element_size(), 8);
+  EXPECT_EQ(x.scalar_type(), kFloat32);
+  EXPECT_EQ(x.dtype(), kFloat32);
+  EXPECT_TRUE(x.is_floating_point());
+  EXPECT_FALSE(tensor({1, 2}).is_floating_point());
+  EXPECT_TRUE(x.is_cpu());
+  EXPECT_FALSE(x.is_cuda());
+  EXPECT_EQ(x.device(), Device(kCPU));
+  TensorOptions o = x.options();
+  EXPECT_EQ(o.dtype(), kFloat32);
+  EXPECT_EQ(o.device(), Device::cpu());
+  EXPECT_FALSE(o.requires_grad());
+  EXPECT_EQ(zeros({1}, x.options()).dtype(), kFloat32);
+}
+
+TEST(TensorApi, ItemAndDataAccess) {
+  EXPECT_DOUBLE_EQ(tensor(2.5).item().toDouble(), 2.5);
+  EXPECT_TRUE(tensor(2.5).item().isFloatingPoint());
+  EXPECT_EQ(tensor({7}).item().toLong(), 7);
+  EXPECT_TRUE(tensor({7}).item().isIntegral(false));
+  EXPECT_TRUE(tensor(true).item().toBool());
+  EXPECT_EQ(tensor(3.0).item<float>(), 3.0f);
+  std::ostringstream printed;
+  printed << tensor({5}).item() << " " << tensor(0.5).item();
+  EXPECT_EQ(printed.str(), "5 0.5");
+  expect_error([] { (void)m23().item(); }, {"item()", "one element", "[2, 3]"});
+
+  Tensor x = m23();
+  EXPECT_EQ(x.data_ptr<float>()[4], 4.0f);
+  EXPECT_EQ(x.data_ptr(), static_cast<void*>(x.data_ptr<float>()));
+  auto a = x.accessor<float, 2>();
+  EXPECT_EQ(a.size(0), 2);
+  EXPECT_EQ(a[1][2], 5.0f);
+  a[0][1] = 10;
+  EXPECT_EQ(x.to_vector<float>(), (F{0, 10, 2, 3, 4, 5}));
+  Tensor t = x.t();  // strided: a[i][j] follows the strides
+  auto at = t.accessor<float, 2>();
+  EXPECT_EQ(at[2][1], 5.0f);
+  expect_error([&] { (void)x.accessor<double, 2>(); }, {"accessor<float64, 2>", "dtype float64", "got float32"});
+  expect_error([&] { (void)x.accessor<float, 3>(); }, {"accessor<float32, 3>", "3-d tensor", "got 2-d"});
+}
+
+TEST(TensorApi, ScalarAccessors) {
+  Scalar d = 2.75, i = int64_t{-3}, b = true;
+  EXPECT_EQ(d.toFloat(), 2.75f);
+  EXPECT_EQ(d.toInt(), 2);
+  EXPECT_EQ(i.toLong(), -3);
+  EXPECT_EQ(i.toDouble(), -3.0);
+  EXPECT_TRUE(b.toBool());
+  EXPECT_TRUE(b.isIntegral(true));
+  EXPECT_FALSE(b.isIntegral(false));
+  EXPECT_FALSE(d.isIntegral(true));
+}
+
+TEST(TensorApi, Reductions) {
+  Tensor x = m23();
+  EXPECT_EQ(x.sum().item<float>(), 15);
+  EXPECT_EQ(x.sum(1).to_vector<float>(), (F{3, 12}));
+  EXPECT_EQ(x.sum({0, 1}).item<float>(), 15);
+  EXPECT_EQ(x.sum(0, /*keepdim=*/true).sizes(), (Shape{1, 3}));
+  EXPECT_EQ(x.mean().item<float>(), 2.5f);
+  EXPECT_EQ(x.mean(1).to_vector<float>(), (F{1, 4}));
+  EXPECT_EQ(x.mean({1}, true).sizes(), (Shape{2, 1}));
+  // torch.tensor([[0., 1, 2], [3, 4, 5]]).var(1) -> [1., 1.]; unbiased=False -> 2/3
+  EXPECT_EQ(x.var(1).to_vector<float>(), (F{1, 1}));
+  EXPECT_NEAR(x.var(1, false).to_vector<float>()[0], 2.0 / 3.0, 1e-6);
+
+  Tensor y = tensor({{1., 5., 2.}, {7., 0., 7.}});
+  auto [v, i] = y.max(1);
+  EXPECT_EQ(v.to_vector<float>(), (F{5, 7}));
+  EXPECT_EQ(i.to_vector<int64_t>(), (L{1, 0}));  // the first of ties
+  Tensor mv, mi;
+  std::tie(mv, mi) = y.min(1, /*keepdim=*/true);
+  EXPECT_EQ(mv.sizes(), (Shape{2, 1}));
+  EXPECT_EQ(mv.to_vector<float>(), (F{1, 0}));
+  EXPECT_EQ(std::get<1>(y.min(1)).to_vector<int64_t>(), (L{0, 1}));
+  EXPECT_EQ(y.argmax(1).to_vector<int64_t>(), (L{1, 0}));
+  EXPECT_EQ(y.argmax(0, true).sizes(), (Shape{1, 3}));
+  EXPECT_EQ(y.argmin(0).to_vector<int64_t>(), (L{0, 1, 0}));
+
+  // softmax([0, ln 3]) = [0.25, 0.75]
+  Tensor s = tensor({0.0, std::log(3.0)}, kFloat64);
+  EXPECT_NEAR(s.softmax(0).to_vector<double>()[1], 0.75, 1e-12);
+  EXPECT_NEAR(s.log_softmax(-1).to_vector<double>()[0], std::log(0.25), 1e-12);
+}
+
+TEST(TensorApi, Products) {
+  Tensor a = m23(), b = tensor({{1.}, {1.}, {2.}});  // [2, 3] @ [3, 1]
+  EXPECT_EQ(a.matmul(b).to_vector<float>(), (F{5, 17}));
+  EXPECT_EQ(a.mm(b).to_vector<float>(), (F{5, 17}));
+  Tensor batch = a.unsqueeze(0).expand({2, 2, 3});
+  EXPECT_EQ(batch.bmm(b.unsqueeze(0).expand({2, 3, 1})).sizes(), (Shape{2, 2, 1}));
+  expect_error([&] { (void)a.mm(b.unsqueeze(0)); }, {"mm", "2-D", "3-d"});
+  expect_error([&] { (void)a.mm(a); }, {"mm", "cannot be multiplied", "2x3 and 2x3"});
+  expect_error([&] { (void)a.bmm(b); }, {"bmm", "3-D"});
+}
+
+TEST(TensorApi, Arithmetic) {
+  Tensor x = tensor({1., 2.}), y = tensor({3., 5.});
+  EXPECT_EQ(x.add(y).to_vector<float>(), (F{4, 7}));
+  EXPECT_EQ(x.add(y, 2).to_vector<float>(), (F{7, 12}));  // torch.add(x, y, alpha=2)
+  EXPECT_EQ(x.add(1).to_vector<float>(), (F{2, 3}));
+  EXPECT_EQ(x.sub(y).to_vector<float>(), (F{-2, -3}));
+  EXPECT_EQ(x.sub(y, 0.5).to_vector<float>(), (F{-0.5f, -0.5f}));
+  EXPECT_EQ(x.sub(1).to_vector<float>(), (F{0, 1}));
+  EXPECT_EQ(x.mul(y).to_vector<float>(), (F{3, 10}));
+  EXPECT_EQ(x.mul(3).to_vector<float>(), (F{3, 6}));
+  EXPECT_EQ(y.div(x).to_vector<float>(), (F{3, 2.5f}));
+  EXPECT_EQ(y.div(2).to_vector<float>(), (F{1.5f, 2.5f}));
+  Tensor n = tensor({-7, 7});
+  EXPECT_EQ(n.floor_divide(2).to_vector<int64_t>(), (L{-4, 3}));
+  EXPECT_EQ(n.floor_divide(tensor({2, -2})).to_vector<int64_t>(), (L{-4, -4}));
+  EXPECT_EQ(n.remainder(2).to_vector<int64_t>(), (L{1, 1}));
+  EXPECT_EQ(n.remainder(tensor({-2, -2})).to_vector<int64_t>(), (L{-1, -1}));
+  EXPECT_EQ(n.add(1).dtype(), kInt64);
+  EXPECT_EQ(n.add(0.5).dtype(), kFloat32);  // int64 + 0.5 promotes to the default float
+  expect_error([&] { (void)n.add(n, 0.5); }, {"add", "alpha must not be a floating point"});
+  EXPECT_EQ(x.pow(2).to_vector<float>(), (F{1, 4}));
+  EXPECT_EQ(x.pow(y).to_vector<float>(), (F{1, 32}));
+  EXPECT_EQ(x.neg().to_vector<float>(), (F{-1, -2}));
+  EXPECT_NEAR(x.exp().to_vector<float>()[1], std::exp(2.0), 1e-5);
+  EXPECT_NEAR(y.log().to_vector<float>()[0], std::log(3.0), 1e-6);
+  EXPECT_EQ(tensor({4., 9.}).sqrt().to_vector<float>(), (F{2, 3}));
+  EXPECT_EQ(tensor({-1.5, 2.}).abs().to_vector<float>(), (F{1.5f, 2}));
+  EXPECT_EQ(tensor({-1.5, 2.}).relu().to_vector<float>(), (F{0, 2}));
+  EXPECT_EQ(tensor({0.}).sigmoid().item<float>(), 0.5f);
+  EXPECT_EQ(tensor({0.}).tanh().item<float>(), 0.0f);
+}
+
+TEST(TensorApi, Comparisons) {
+  Tensor x = tensor({1, 2, 3}), y = tensor({3, 2, 1});
+  using B = std::vector<bool>;
+  EXPECT_EQ(x.eq(y).to_vector<bool>(), (B{false, true, false}));
+  EXPECT_EQ(x.eq(2).to_vector<bool>(), (B{false, true, false}));
+  EXPECT_EQ(x.ne(y).to_vector<bool>(), (B{true, false, true}));
+  EXPECT_EQ(x.ne(2).to_vector<bool>(), (B{true, false, true}));
+  EXPECT_EQ(x.lt(y).to_vector<bool>(), (B{true, false, false}));
+  EXPECT_EQ(x.lt(2).to_vector<bool>(), (B{true, false, false}));
+  EXPECT_EQ(x.le(y).to_vector<bool>(), (B{true, true, false}));
+  EXPECT_EQ(x.le(2).to_vector<bool>(), (B{true, true, false}));
+  EXPECT_EQ(x.gt(y).to_vector<bool>(), (B{false, false, true}));
+  EXPECT_EQ(x.gt(2.5).to_vector<bool>(), (B{false, false, true}));
+  EXPECT_EQ(x.ge(y).to_vector<bool>(), (B{false, true, true}));
+  EXPECT_EQ(x.ge(2).to_vector<bool>(), (B{false, true, true}));
+  Tensor mask = tensor({true, false, true});
+  EXPECT_EQ(x.where(mask, y).to_vector<int64_t>(), (L{1, 2, 3}));
+  EXPECT_EQ(x.where(mask, 0).to_vector<int64_t>(), (L{1, 0, 3}));
+  Tensor f = tensor({1., 2., 3.});
+  EXPECT_EQ(f.masked_fill(mask, -1).to_vector<float>(), (F{-1, 2, -1}));
+  EXPECT_EQ(f.masked_fill(mask, tensor(9.)).to_vector<float>(), (F{9, 2, 9}));
+  EXPECT_EQ(f.clamp(1.5, 2.5).to_vector<float>(), (F{1.5f, 2, 2.5f}));
+  EXPECT_EQ(f.clamp_min(2).to_vector<float>(), (F{2, 2, 3}));
+  EXPECT_EQ(f.clamp_max(2).to_vector<float>(), (F{1, 2, 2}));
+  EXPECT_EQ(f.index_select(0, tensor({2, 0})).to_vector<float>(), (F{3, 1}));
+}
+
+TEST(TensorApi, ViewsAndShapes) {
+  Tensor x = m23();
+  EXPECT_EQ(x.view({3, 2}).sizes(), (Shape{3, 2}));
+  EXPECT_EQ(x.view(-1).sizes(), (Shape{6}));
+  EXPECT_EQ(x.reshape(6).sizes(), (Shape{6}));
+  EXPECT_EQ(x.t().reshape({-1}).to_vector<float>(), (F{0, 3, 1, 4, 2, 5}));
+  Tensor other = zeros({3, 2});
+  EXPECT_EQ(x.view_as(other).sizes(), (Shape{3, 2}));
+  EXPECT_EQ(x.t().reshape_as(zeros({6})).to_vector<float>(), (F{0, 3, 1, 4, 2, 5}));
+  EXPECT_EQ(x.permute({1, 0}).to_vector<float>(), (F{0, 3, 1, 4, 2, 5}));
+  EXPECT_EQ(x.transpose(0, 1).sizes(), (Shape{3, 2}));
+  EXPECT_FALSE(x.t().is_contiguous());
+  EXPECT_TRUE(x.t().contiguous().is_contiguous());
+  EXPECT_EQ(x.unsqueeze(1).sizes(), (Shape{2, 1, 3}));
+  EXPECT_EQ(x.unsqueeze(1).squeeze(1).sizes(), (Shape{2, 3}));
+  EXPECT_EQ(x.view({1, 2, 1, 3}).squeeze().sizes(), (Shape{2, 3}));
+  EXPECT_EQ(x.flatten().sizes(), (Shape{6}));
+  EXPECT_EQ(tensor({1., 2.}).expand({3, 2}).sum(0).to_vector<float>(), (F{3, 6}));
+  EXPECT_EQ(tensor({{1.}, {2.}}).expand_as(x).to_vector<float>(), (F{1, 1, 1, 2, 2, 2}));
+
+  EXPECT_EQ(x.select(1, 2).to_vector<float>(), (F{2, 5}));
+  EXPECT_EQ(x.select(0, -1).to_vector<float>(), (F{3, 4, 5}));
+  EXPECT_EQ(x[1].to_vector<float>(), (F{3, 4, 5}));
+  EXPECT_EQ(x[1][2].item<float>(), 5.0f);
+  expect_error([&] { (void)x.select(1, 3); }, {"select", "index 3 out of range", "[2, 3]", "dimension 1"});
+  EXPECT_EQ(x.narrow(1, 1, 2).to_vector<float>(), (F{1, 2, 4, 5}));
+  EXPECT_EQ(x.slice(1, 0, 3, 2).to_vector<float>(), (F{0, 2, 3, 5}));
+  std::vector<Tensor> cols = x.unbind(1);
+  ASSERT_EQ(cols.size(), 3u);
+  EXPECT_EQ(cols[1].to_vector<float>(), (F{1, 4}));
+  std::vector<Tensor> parts = x.split(2, 1);
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(parts[1].to_vector<float>(), (F{2, 5}));
+  std::vector<Tensor> chunks = x.chunk(2, 0);
+  EXPECT_EQ(chunks[1].to_vector<float>(), (F{3, 4, 5}));
+}
+
+TEST(TensorApi, ConversionsAndCopies) {
+  Tensor x = m23();
+  EXPECT_EQ(x.to(kInt64).dtype(), kInt64);
+  EXPECT_TRUE(x.to(kFloat32).is_same(x));  // no copy when nothing changes
+  EXPECT_TRUE(x.to(Device::cpu()).is_same(x));
+  EXPECT_TRUE(x.to(kCPU).is_same(x));
+  EXPECT_EQ(x.to(Device::cpu(), kFloat64).dtype(), kFloat64);
+  EXPECT_EQ(x.to(TensorOptions().dtype(kInt64)).dtype(), kInt64);
+  EXPECT_EQ(x.to(tensor({1})).dtype(), kInt64);
+  EXPECT_TRUE(x.cpu().is_same(x));
+  Tensor c = x.clone();
+  EXPECT_FALSE(c.is_same(x));
+  c.fill_(1);
+  EXPECT_EQ(x.sum().item<float>(), 15);  // the clone has its own memory
+  Tensor d = x.detach();
+  EXPECT_EQ(d.data_ptr(), x.data_ptr());
+  if (!cuda::is_available()) {
+    expect_error([&] { (void)x.cuda(); }, {"CUDA"});
+  }
+}
+
+TEST(TensorApi, InPlace) {
+  Tensor x = tensor({1., 2.});
+  x.add_(tensor({1., 1.}));
+  EXPECT_EQ(x.to_vector<float>(), (F{2, 3}));
+  x.add_(tensor({1., 1.}), /*alpha=*/-2);
+  EXPECT_EQ(x.to_vector<float>(), (F{0, 1}));
+  x.add_(1);
+  x.sub_(tensor({0.5, 0.5}));
+  x.sub_(0.5);
+  EXPECT_EQ(x.to_vector<float>(), (F{0, 1}));
+  x.add_(1).mul_(tensor({2., 3.}));
+  EXPECT_EQ(x.to_vector<float>(), (F{2, 6}));
+  x.mul_(0.5);
+  x.div_(tensor({1., 3.}));
+  EXPECT_EQ(x.to_vector<float>(), (F{1, 1}));
+  x.div_(4);
+  EXPECT_EQ(x.to_vector<float>(), (F{0.25f, 0.25f}));
+  x.fill_(7);
+  EXPECT_EQ(x.to_vector<float>(), (F{7, 7}));
+  x.zero_();
+  EXPECT_EQ(x.to_vector<float>(), (F{0, 0}));
+  x.copy_(tensor({5, 6}));  // converted to x's dtype
+  EXPECT_EQ(x.to_vector<float>(), (F{5, 6}));
+  Tensor n = tensor({1, 2});
+  expect_error([&] { n.add_(0.5); }, {"add_"});
+  expect_error([&] { x.copy_(zeros({3})); }, {"copy_", "[3]", "[2]"});
+  Tensor r = zeros({1000});
+  r.uniform_(-1, 1);
+  EXPECT_GE(std::get<0>(r.min(0)).item<float>(), -1.0f);
+  EXPECT_LT(std::get<0>(r.max(0)).item<float>(), 1.0f);
+  r.normal_(3, 0.5);
+  EXPECT_NEAR(r.mean().item<float>(), 3.0, 0.1);
+  r.bernoulli_(0.25);
+  EXPECT_NEAR(r.mean().item<float>(), 0.25, 0.06);
+  EXPECT_EQ(r.eq(0).sum().item<int64_t>() + r.eq(1).sum().item<int64_t>(), 1000);
+}
+
+TEST(TensorApi, RequiresGrad) {
+  Tensor w = zeros({2}).requires_grad_();
+  EXPECT_TRUE(w.requires_grad());
+  EXPECT_TRUE(w.options().requires_grad());
+  expect_error([&] { w.add_(1); }, {"add_", "leaf"});
+  expect_error([&] { w.uniform_(); }, {"uniform_", "leaf"});
+  {
+    NoGradGuard no_grad;
+    w.add_(1);
+  }
+  EXPECT_EQ(w.to_vector<float>(), (F{1, 1}));
+  EXPECT_FALSE(w.detach().requires_grad());
+}
+
+}  // namespace
+}  // namespace minidl

@@ -18,14 +18,14 @@ CrossEntropyLossImpl::CrossEntropyLossImpl(const CrossEntropyLossOptions& option
     : options(options), weight(buffer_of(*this, "weight", options.weight())) {}
 
 Tensor CrossEntropyLossImpl::forward(const Tensor& logits, const Tensor& target) {
-  return cross_entropy(logits, target, options.reduction(), options.ignore_index(), options.label_smoothing(), weight);
+  return cross_entropy(logits, target, weight, options.reduction(), options.ignore_index(), options.label_smoothing());
 }
 
 NLLLossImpl::NLLLossImpl(const NLLLossOptions& options)
     : options(options), weight(buffer_of(*this, "weight", options.weight())) {}
 
 Tensor NLLLossImpl::forward(const Tensor& log_probs, const Tensor& target) {
-  return nll_loss(log_probs, target, options.reduction(), options.ignore_index(), weight);
+  return nll_loss(log_probs, target, weight, options.reduction(), options.ignore_index());
 }
 
 Tensor MSELossImpl::forward(const Tensor& input, const Tensor& target) { return mse_loss(input, target, reduction); }
@@ -40,7 +40,26 @@ BCEWithLogitsLossImpl::BCEWithLogitsLossImpl(const BCEWithLogitsLossOptions& opt
       pos_weight(buffer_of(*this, "pos_weight", options.pos_weight())) {}
 
 Tensor BCEWithLogitsLossImpl::forward(const Tensor& input, const Tensor& target) {
-  return binary_cross_entropy_with_logits(input, target, options.reduction(), pos_weight, weight);
+  return binary_cross_entropy_with_logits(input, target, weight, pos_weight, options.reduction());
+}
+
+BCELossImpl::BCELossImpl(const BCELossOptions& options)
+    : options(options), weight(buffer_of(*this, "weight", options.weight())) {}
+
+Tensor BCELossImpl::forward(const Tensor& input, const Tensor& target) {
+  return binary_cross_entropy(input, target, weight, options.reduction());
+}
+
+Tensor KLDivLossImpl::forward(const Tensor& input, const Tensor& target) {
+  return kl_div(input, target, options.reduction(), options.log_target());
+}
+
+Tensor SmoothL1LossImpl::forward(const Tensor& input, const Tensor& target) {
+  return smooth_l1_loss(input, target, options.reduction(), options.beta());
+}
+
+Tensor HuberLossImpl::forward(const Tensor& input, const Tensor& target) {
+  return huber_loss(input, target, options.reduction(), options.delta());
 }
 
 }  // namespace minidl::nn

@@ -14,8 +14,8 @@ struct CrossEntropyLossOptions {
   MINIDL_ARG(double, label_smoothing) = 0.0;
 };
 
-/// Cross-entropy of logits [N, C] against int64 class indices [N]; by default the mean over the
-/// batch, through one fused kernel.
+/// Cross-entropy of logits [N, C] against int64 class indices [N] (or [N, C, d1, ...] against
+/// [N, d1, ...]); by default the mean over the batch, through one fused kernel.
 ///   nn::CrossEntropyLoss criterion;  Tensor loss = criterion(logits, target);
 ///   nn::CrossEntropyLoss smoothed(nn::CrossEntropyLossOptions().label_smoothing(0.1).ignore_index(0));
 class CrossEntropyLossImpl : public Module {
@@ -34,7 +34,8 @@ struct NLLLossOptions {
   MINIDL_ARG(Reduction, reduction) = Reduction::Mean;
 };
 
-/// Negative log-likelihood of int64 class indices [N] under log-probabilities [N, C].
+/// Negative log-likelihood of int64 class indices [N] under log-probabilities [N, C] (or
+/// [N, d1, ...] under [N, C, d1, ...]).
 ///   nn::NLLLoss criterion;  criterion(log_softmax(logits, 1), target)
 class NLLLossImpl : public Module {
  public:
@@ -88,5 +89,68 @@ class BCEWithLogitsLossImpl : public Module {
   Tensor weight, pos_weight;  // the registered buffers (undefined when not given)
 };
 MINIDL_MODULE(BCEWithLogitsLoss);
+
+struct BCELossOptions {
+  MINIDL_ARG(Tensor, weight);  // broadcast to the input: each element's loss is scaled by it
+  MINIDL_ARG(Reduction, reduction) = Reduction::Mean;
+};
+
+/// Binary cross-entropy on probabilities in [0, 1] (each log clamped to >= -100, as PyTorch).
+///   nn::BCELoss criterion;  criterion(sigmoid(logits), labels)
+class BCELossImpl : public Module {
+ public:
+  explicit BCELossImpl(const BCELossOptions& options = {});
+  Tensor forward(const Tensor& input, const Tensor& target);
+  std::string name() const override { return "BCELoss"; }
+  BCELossOptions options;
+  Tensor weight;  // the registered buffer (undefined when not given)
+};
+MINIDL_MODULE(BCELoss);
+
+struct KLDivLossOptions {
+  MINIDL_ARG(Reduction, reduction) = Reduction::Mean;  // BatchMean for the KL divergence per sample
+  MINIDL_ARG(bool, log_target) = false;                // the target is given as log-probabilities
+};
+
+/// KL divergence of log-probabilities from a target distribution.
+///   nn::KLDivLoss criterion(nn::KLDivLossOptions().reduction(Reduction::BatchMean));
+class KLDivLossImpl : public Module {
+ public:
+  explicit KLDivLossImpl(const KLDivLossOptions& options = {}) : options(options) {}
+  Tensor forward(const Tensor& input, const Tensor& target);
+  std::string name() const override { return "KLDivLoss"; }
+  KLDivLossOptions options;
+};
+MINIDL_MODULE(KLDivLoss);
+
+struct SmoothL1LossOptions {
+  MINIDL_ARG(Reduction, reduction) = Reduction::Mean;
+  MINIDL_ARG(double, beta) = 1.0;  // where the quadratic part ends; 0 is the L1 loss
+};
+
+/// Quadratic below beta, linear above.   nn::SmoothL1Loss criterion(nn::SmoothL1LossOptions().beta(0.5));
+class SmoothL1LossImpl : public Module {
+ public:
+  explicit SmoothL1LossImpl(const SmoothL1LossOptions& options = {}) : options(options) {}
+  Tensor forward(const Tensor& input, const Tensor& target);
+  std::string name() const override { return "SmoothL1Loss"; }
+  SmoothL1LossOptions options;
+};
+MINIDL_MODULE(SmoothL1Loss);
+
+struct HuberLossOptions {
+  MINIDL_ARG(Reduction, reduction) = Reduction::Mean;
+  MINIDL_ARG(double, delta) = 1.0;  // > 0
+};
+
+/// Quadratic below delta, linear (slope delta) above.   nn::HuberLoss criterion(nn::HuberLossOptions().delta(2.0));
+class HuberLossImpl : public Module {
+ public:
+  explicit HuberLossImpl(const HuberLossOptions& options = {}) : options(options) {}
+  Tensor forward(const Tensor& input, const Tensor& target);
+  std::string name() const override { return "HuberLoss"; }
+  HuberLossOptions options;
+};
+MINIDL_MODULE(HuberLoss);
 
 }  // namespace minidl::nn

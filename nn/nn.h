@@ -3,6 +3,7 @@
 #include "nn/activation.h"
 #include "nn/clip_grad.h"
 #include "nn/containers.h"
+#include "nn/conv1d.h"
 #include "nn/conv2d.h"
 #include "nn/conv_transpose2d.h"
 #include "nn/functional.h"

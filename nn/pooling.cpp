@@ -2,7 +2,9 @@
 
 #include <sstream>
 
+#include "ops/adaptive_max_pool2d.h"
 #include "ops/avg_pool2d.h"
+#include "ops/conv1d.h"
 
 namespace minidl::nn {
 
@@ -68,5 +70,46 @@ std::string UpsampleImpl::extra_repr() const {
 }
 
 Tensor UpsampleImpl::forward(const Tensor& input) { return interpolate(input, interpolate_options(options)); }
+
+AdaptiveMaxPool2dImpl::AdaptiveMaxPool2dImpl(const AdaptiveMaxPool2dOptions& options) : options(options) {
+  MINIDL_CHECK(options.output_size().h > 0 && options.output_size().w > 0,
+               "AdaptiveMaxPool2d: expected a positive output size, got ", options.output_size().h, "x",
+               options.output_size().w);
+}
+
+std::string AdaptiveMaxPool2dImpl::extra_repr() const { return "output_size=" + repr(options.output_size()); }
+
+Tensor AdaptiveMaxPool2dImpl::forward(const Tensor& input) { return std::get<0>(forward_with_indices(input)); }
+
+std::tuple<Tensor, Tensor> AdaptiveMaxPool2dImpl::forward_with_indices(const Tensor& input) {
+  return adaptive_max_pool2d(input, options.output_size());
+}
+
+std::string MaxPool1dImpl::extra_repr() const {
+  std::ostringstream os;
+  os << "kernel_size=" << options.kernel_size() << ", stride=" << options.stride().value_or(options.kernel_size())
+     << ", padding=" << options.padding() << ", dilation=" << options.dilation()
+     << ", ceil_mode=" << (options.ceil_mode() ? "true" : "false");
+  return os.str();
+}
+
+Tensor MaxPool1dImpl::forward(const Tensor& input) {
+  return max_pool1d(input, options.kernel_size(), options.stride(), options.padding(), options.dilation(),
+                    options.ceil_mode());
+}
+
+std::string AvgPool1dImpl::extra_repr() const {
+  std::ostringstream os;
+  os << "kernel_size=" << options.kernel_size() << ", stride=" << options.stride().value_or(options.kernel_size())
+     << ", padding=" << options.padding();
+  if (options.ceil_mode()) os << ", ceil_mode=true";
+  if (!options.count_include_pad()) os << ", count_include_pad=false";
+  return os.str();
+}
+
+Tensor AvgPool1dImpl::forward(const Tensor& input) {
+  return avg_pool1d(input, options.kernel_size(), options.stride(), options.padding(), options.ceil_mode(),
+                    options.count_include_pad());
+}
 
 }  // namespace minidl::nn

@@ -1,8 +1,9 @@
 #pragma once
-// Average pooling and resizing layers: AvgPool2d, AdaptiveAvgPool2d, Upsample (MaxPool2d is in
-// nn/layers.h).
+// Pooling and resizing layers: AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, MaxPool1d,
+// AvgPool1d, Upsample (MaxPool2d is in nn/layers.h).
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include "nn/module.h"
 #include "nn/options.h"
@@ -66,5 +67,68 @@ class UpsampleImpl : public Module {
   UpsampleOptions options;
 };
 MINIDL_MODULE(Upsample);
+
+struct AdaptiveMaxPool2dOptions {
+  AdaptiveMaxPool2dOptions(Size2 output_size) : output_size_(output_size) {}  // NOLINT: implicit, as in PyTorch
+  MINIDL_ARG(Size2, output_size);
+};
+
+/// Max over the windows that turn [N, C, H, W] (or [C, H, W]) into [N, C, out_h, out_w].
+///   nn::AdaptiveMaxPool2d pool(nn::AdaptiveMaxPool2dOptions({7, 7}));
+///   auto [values, indices] = pool->forward_with_indices(x);
+class AdaptiveMaxPool2dImpl : public Module {
+ public:
+  explicit AdaptiveMaxPool2dImpl(Size2 output_size) : AdaptiveMaxPool2dImpl(AdaptiveMaxPool2dOptions(output_size)) {}
+  explicit AdaptiveMaxPool2dImpl(const AdaptiveMaxPool2dOptions& options);
+  Tensor forward(const Tensor& input) override;
+  /// The values and their int64 indices (flat h * W + w in each plane), as adaptive_max_pool2d.
+  std::tuple<Tensor, Tensor> forward_with_indices(const Tensor& input);
+  std::string name() const override { return "AdaptiveMaxPool2d"; }
+  std::string extra_repr() const override;
+  AdaptiveMaxPool2dOptions options;
+};
+MINIDL_MODULE(AdaptiveMaxPool2d);
+
+struct MaxPool1dOptions {
+  MaxPool1dOptions(int64_t kernel_size) : kernel_size_(kernel_size) {}  // NOLINT: implicit, as in PyTorch
+  MINIDL_ARG(int64_t, kernel_size);
+  MINIDL_ARG(std::optional<int64_t>, stride);  // defaults to kernel_size
+  MINIDL_ARG(int64_t, padding) = 0;
+  MINIDL_ARG(int64_t, dilation) = 1;
+  MINIDL_ARG(bool, ceil_mode) = false;
+};
+
+/// Max over windows of [N, C, L] (or [C, L]).   nn::MaxPool1d(nn::MaxPool1dOptions(3).stride(2))
+class MaxPool1dImpl : public Module {
+ public:
+  explicit MaxPool1dImpl(int64_t kernel_size) : options(kernel_size) {}
+  explicit MaxPool1dImpl(const MaxPool1dOptions& options) : options(options) {}
+  Tensor forward(const Tensor& input) override;
+  std::string name() const override { return "MaxPool1d"; }
+  std::string extra_repr() const override;
+  MaxPool1dOptions options;
+};
+MINIDL_MODULE(MaxPool1d);
+
+struct AvgPool1dOptions {
+  AvgPool1dOptions(int64_t kernel_size) : kernel_size_(kernel_size) {}  // NOLINT: implicit, as in PyTorch
+  MINIDL_ARG(int64_t, kernel_size);
+  MINIDL_ARG(std::optional<int64_t>, stride);  // defaults to kernel_size
+  MINIDL_ARG(int64_t, padding) = 0;
+  MINIDL_ARG(bool, ceil_mode) = false;
+  MINIDL_ARG(bool, count_include_pad) = true;
+};
+
+/// Mean over windows of [N, C, L] (or [C, L]).   nn::AvgPool1d(nn::AvgPool1dOptions(3).stride(1).padding(1))
+class AvgPool1dImpl : public Module {
+ public:
+  explicit AvgPool1dImpl(int64_t kernel_size) : options(kernel_size) {}
+  explicit AvgPool1dImpl(const AvgPool1dOptions& options) : options(options) {}
+  Tensor forward(const Tensor& input) override;
+  std::string name() const override { return "AvgPool1d"; }
+  std::string extra_repr() const override;
+  AvgPool1dOptions options;
+};
+MINIDL_MODULE(AvgPool1d);
 
 }  // namespace minidl::nn

@@ -1,6 +1,9 @@
 // Losses. Shapes:
-//   nll_loss:      log_probs [N, C], target int64 [N], weight [C] (optional) -> 0-d, or [N] with None
-//   cross_entropy: logits    [N, C], target int64 [N], weight [C] (optional) -> 0-d, or [N] with None
+//   nll_loss:      input [N, C] (log-probabilities), target int64 [N], weight [C] (optional) -> 0-d,
+//                  or [N] with None; also input [N, C, d1, ...] with target [N, d1, ...] (the class dim
+//                  is moved last and the rest flattened, so the [N, C] kernels serve: the mean over
+//                  every element is the same either way), and input [C] with a 0-d target
+//   cross_entropy: input [N, C] (logits), as nll_loss
 //   mse_loss, l1_loss, binary_cross_entropy_with_logits: input, target of one shape -> 0-d, or that
 //     shape with None (pos_weight and weight broadcast to it)
 // nll_loss has its own kernels: per-row losses plus the total weight of the rows not ignored (the
@@ -22,12 +25,14 @@
 #include "ops/kernels.h"
 #include "ops/reduce.h"
 #include "ops/softmax.h"
+#include "ops/view.h"
 
 namespace minidl {
 
 namespace {
 
 void check_inputs(const char* op, const char* input_name, const Tensor& input, const Tensor& target) {
+  MINIDL_CHECK(input.defined() && target.defined(), op, ": input and target must be defined");
   check_same_device(op, {input, target});
   MINIDL_CHECK(input.dim() == 2, op, ": expected ", input_name, " of shape [N, C], got shape ", input.shape());
   MINIDL_CHECK(is_floating(input.dtype()), op, ": expected floating ", input_name, ", got ", input.dtype());
@@ -36,6 +41,34 @@ void check_inputs(const char* op, const char* input_name, const Tensor& input, c
   MINIDL_CHECK(target.dim() == 1 && target.size(0) == input.size(0), op, ": expected a target of shape [",
                input.size(0), "] for ", input_name, " of shape ", input.shape(), ", got target of shape ",
                target.shape());
+}
+
+void check_not_batchmean(const char* op, Reduction reduction) {
+  MINIDL_CHECK(reduction != Reduction::BatchMean, op,
+               ": Reduction::BatchMean is kl_div's alone; expected Mean, Sum or None");
+}
+
+// [C] with a 0-d target, or [N, C, d1, ...] with [N, d1, ...], as [rows, C] with [rows]: the class
+// dim moved last (a copy) and the others flattened.
+struct ClassRows {
+  Tensor input, target;
+};
+ClassRows class_rows(const char* op, const char* input_name, const Tensor& input, const Tensor& target) {
+  MINIDL_CHECK(input.defined() && target.defined(), op, ": input and target must be defined");
+  MINIDL_CHECK(input.dim() >= 1, op, ": expected ", input_name, " of shape [N, C] or [N, C, d1, ...], got a 0-d tensor");
+  MINIDL_CHECK(target.dtype() == kInt64, op, ": expected an int64 target of class indices, got ", target.dtype(),
+               " of shape ", target.shape());
+  if (input.dim() == 2) return {input, target};
+  Shape expected = input.shape();
+  expected.erase(expected.begin() + (input.dim() == 1 ? 0 : 1));
+  MINIDL_CHECK(target.shape() == expected, op, ": expected a target of shape ", expected, " for ", input_name,
+               " of shape ", input.shape(), " (", input.dim() == 1 ? "[C] takes a 0-d target" : "[N, C, d1, ...] takes [N, d1, ...]",
+               "), got target of shape ", target.shape());
+  if (input.dim() == 1) return {unsqueeze(input, 0), reshape(target, {1})};
+  std::vector<int64_t> class_last{0};
+  for (int64_t d = 2; d < input.dim(); ++d) class_last.push_back(d);
+  class_last.push_back(1);
+  return {reshape(permute(input, class_last), {-1, input.size(1)}), reshape(target, {-1})};
 }
 
 void check_class_weight(const char* op, const Tensor& weight, const Tensor& input) {
@@ -60,6 +93,8 @@ Tensor reduce(const Tensor& loss, Reduction reduction) {
   switch (reduction) {
     case Reduction::Sum: return sum(loss);
     case Reduction::None: return loss;
+    // kl_div's; the others refuse it before computing.
+    case Reduction::BatchMean: return div(sum(loss), scalar_like(static_cast<double>(loss.dim() ? loss.size(0) : 1), loss));
     default: return mean(loss);
   }
 }
@@ -123,18 +158,31 @@ Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, int64_t i
 
 }  // namespace
 
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index,
-                const Tensor& weight) {
-  check_inputs("nll_loss", "log_probs", log_probs, target);
-  check_class_weight("nll_loss", weight, log_probs);
+Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight, Reduction reduction,
+                int64_t ignore_index) {
+  check_not_batchmean("nll_loss", reduction);
+  if (input.dim() != 2) {
+    ClassRows flat = class_rows("nll_loss", "input", input, target);
+    Tensor loss = nll_loss(flat.input, flat.target, weight, reduction, ignore_index);
+    return reduction == Reduction::None ? reshape(loss, target.shape()) : loss;
+  }
+  check_inputs("nll_loss", "input", input, target);
+  check_class_weight("nll_loss", weight, input);
   Tensor total_weight;
-  Tensor rows = nll_rows(log_probs, target, weight, ignore_index, total_weight);
+  Tensor rows = nll_rows(input, target, weight, ignore_index, total_weight);
   return reduce_rows(rows, total_weight, reduction);
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
-                     double label_smoothing, const Tensor& weight) {
-  check_inputs("cross_entropy", "logits", logits, target);
+Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight, Reduction reduction,
+                     int64_t ignore_index, double label_smoothing) {
+  check_not_batchmean("cross_entropy", reduction);
+  if (input.dim() != 2) {
+    ClassRows flat = class_rows("cross_entropy", "input", input, target);
+    Tensor loss = cross_entropy(flat.input, flat.target, weight, reduction, ignore_index, label_smoothing);
+    return reduction == Reduction::None ? reshape(loss, target.shape()) : loss;
+  }
+  const Tensor& logits = input;
+  check_inputs("cross_entropy", "input", logits, target);
   check_class_weight("cross_entropy", weight, logits);
   MINIDL_CHECK(label_smoothing >= 0 && label_smoothing <= 1,
                "cross_entropy: expected label_smoothing in [0, 1], got ", label_smoothing);
@@ -153,6 +201,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  check_not_batchmean("mse_loss", reduction);
   check_same_shape("mse_loss", input, target);
   // Composed: d/dinput = 2 (input - target) comes from the ops' own backwards.
   Tensor diff = sub(input, target);
@@ -160,6 +209,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
 }
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  check_not_batchmean("l1_loss", reduction);
   check_same_shape("l1_loss", input, target);
   // Composed: abs's gradient is sign(input - target), 0 where they are equal, as PyTorch's.
   return reduce(abs(sub(input, target)), reduction);
@@ -184,9 +234,10 @@ Tensor log_sigmoid(const Tensor& x) {
   return out;
 }
 
-Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, Reduction reduction,
-                                        const Tensor& pos_weight, const Tensor& weight) {
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const Tensor& weight,
+                                        const Tensor& pos_weight, Reduction reduction) {
   const char* op = "binary_cross_entropy_with_logits";
+  check_not_batchmean(op, reduction);
   check_same_shape(op, input, target);
   for (const Tensor* w : {&pos_weight, &weight}) {
     if (!w->defined()) continue;
@@ -205,6 +256,79 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
   Tensor loss = sub(mul(sub(scalar_like(1, target), target), input), log_sig);
   if (weight.defined()) loss = mul(loss, weight);
   return reduce(loss, reduction);
+}
+
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight, Reduction reduction) {
+  const char* op = "binary_cross_entropy";
+  check_not_batchmean(op, reduction);
+  check_same_shape(op, input, target);
+  if (weight.defined()) {
+    check_same_device(op, {input, weight});
+    MINIDL_CHECK(weight.dtype() == input.dtype(), op, ": expected weight of the input's dtype ", input.dtype(), ", got ",
+                 weight.dtype());
+    MINIDL_CHECK(broadcasts_to(weight.shape(), input.shape()), op, ": weight of shape ", weight.shape(),
+                 " does not broadcast to the input's shape ", input.shape());
+  }
+  // PyTorch clamps each log to >= -100, so a probability of exactly 0 or 1 gives a finite loss. A
+  // composition would send 0 * inf = NaN back through the clamped log at such a point, so the
+  // elementwise loss is one recorded op with PyTorch's gradients: w (x - t) / max(x (1 - x), 1e-12)
+  // for the input, w (log(1 - x) - log(x)) (clamped logs) for the target. weight gets none, as in PyTorch.
+  auto clamped_logs = [](const Tensor& x) {
+    return std::pair{clamp(log(x), Scalar(-100.0)), clamp(log(sub(scalar_like(1, x), x)), Scalar(-100.0))};
+  };
+  Tensor loss;
+  Tensor x, t, w;
+  {
+    NoGradGuard no_grad;
+    x = input.detach();
+    t = target.detach();
+    if (weight.defined()) w = weight.detach();
+    auto [log_x, log_1mx] = clamped_logs(x);
+    loss = neg(add(mul(t, log_x), mul(sub(scalar_like(1, t), t), log_1mx)));
+    if (w.defined()) loss = mul(loss, w);
+  }
+  if (autograd::needs_recording({input, target})) {
+    autograd::record("binary_cross_entropy", loss, {input, target}, {x, t, w},
+                     [x, t, w, clamped_logs](const Tensor& g, const std::vector<bool>& needs) {
+                       NoGradGuard no_grad;
+                       Tensor gw = w.defined() ? mul(g, w) : g;
+                       Tensor grad_x, grad_t;
+                       if (needs[0])
+                         grad_x = div(mul(gw, sub(x, t)),
+                                      clamp(mul(x, sub(scalar_like(1, x), x)), Scalar(1e-12)));
+                       if (needs[1]) {
+                         auto [log_x, log_1mx] = clamped_logs(x);
+                         grad_t = mul(gw, sub(log_1mx, log_x));
+                       }
+                       return std::vector<Tensor>{grad_x, grad_t};
+                     });
+  }
+  return reduce(loss, reduction);
+}
+
+Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction, bool log_target) {
+  check_same_shape("kl_div", input, target);
+  // Composed, with xlogy's convention 0 * log(0) = 0: log reads 1 where the target is 0.
+  Tensor pointwise = log_target ? mul(exp(target), sub(target, input))
+                                : mul(target, sub(log(where(eq(target, 0.0), Scalar(1.0), target)), input));
+  return reduce(pointwise, reduction);
+}
+
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction, double beta) {
+  check_not_batchmean("smooth_l1_loss", reduction);
+  check_same_shape("smooth_l1_loss", input, target);
+  MINIDL_CHECK(beta >= 0, "smooth_l1_loss: expected beta >= 0, got ", beta);
+  if (beta == 0) return l1_loss(input, target, reduction);  // the quadratic part is empty, as PyTorch
+  Tensor d = sub(input, target), ad = abs(d);
+  return reduce(where(lt(ad, Scalar(beta)), mul(d, d) * (0.5 / beta), ad - 0.5 * beta), reduction);
+}
+
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction, double delta) {
+  check_not_batchmean("huber_loss", reduction);
+  check_same_shape("huber_loss", input, target);
+  MINIDL_CHECK(delta > 0, "huber_loss: expected delta > 0, got ", delta);
+  Tensor d = sub(input, target), ad = abs(d);
+  return reduce(where(lt(ad, Scalar(delta)), mul(d, d) * 0.5, (ad - 0.5 * delta) * delta), reduction);
 }
 
 }  // namespace minidl

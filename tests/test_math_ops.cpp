@@ -98,6 +98,8 @@ TEST(MathOps, IntegerInputs) {
 
 TEST(MathOps, TranscendentalSpecialValues) {
   expect_same(rsqrt(f64({4, 0, -0.0, -1, kInf})), {0.5, kInf, -kInf, kNaN, 0}, "rsqrt");
+  expect_same(sqrt(f64({4, kInf, kInf, kInf, kInf, kInf, kInf, kInf, kInf, -0.0})),
+              {2, kInf, kInf, kInf, kInf, kInf, kInf, kInf, kInf, -0.0}, "sqrt (vectorized)");
   expect_same(reciprocal(f64({4, 0, -0.0, kInf, -kInf})), {0.25, kInf, -kInf, 0, -0.0}, "reciprocal");
   expect_same(log1p(f64({0, -1, -2, kInf})), {0, -kInf, kNaN, kInf}, "log1p");
   EXPECT_DOUBLE_EQ(log1p(f64({1e-12})).item<double>(), 9.999999999995e-13);  // 1e-12 - 1e-24/2

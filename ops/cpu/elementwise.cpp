@@ -135,7 +135,14 @@ void unary_contiguous(UnaryOp op, const T* x, T* out, int64_t n, T scalar) {
     case UnaryOp::Neg: o = -in; return;
     case UnaryOp::Exp: o = in.exp(); return;
     case UnaryOp::Log: o = in.log(); return;
-    case UnaryOp::Sqrt: o = in.sqrt(); return;
+    case UnaryOp::Sqrt:
+      // Eigen's packet sqrt for double (-march=native) turns +inf into NaN; std::sqrt does not.
+      if constexpr (std::is_same_v<T, double>) {
+        for (int64_t i = 0; i < n; ++i) out[i] = std::sqrt(x[i]);
+      } else {
+        o = in.sqrt();
+      }
+      return;
     case UnaryOp::Relu: o = (in < T(0)).select(T(0), in); return;  // NaN passes, as in PyTorch
     case UnaryOp::Sigmoid: o = T(1) / (T(1) + (-in).exp()); return;
     case UnaryOp::Tanh: o = in.tanh(); return;

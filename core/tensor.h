@@ -290,6 +290,74 @@ class Tensor {
   Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, const Scalar& value) const;
   Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Scalar& value) const;
 
+  // Math (ops/math.h, ops/logical.h).
+  Tensor sin() const;
+  Tensor cos() const;
+  Tensor tan() const;
+  Tensor floor() const;
+  Tensor ceil() const;
+  Tensor round() const;
+  Tensor round(int64_t decimals) const;
+  Tensor trunc() const;
+  Tensor sign() const;
+  Tensor rsqrt() const;
+  Tensor reciprocal() const;
+  Tensor log1p() const;
+  Tensor expm1() const;
+  Tensor log2() const;
+  Tensor log10() const;
+  Tensor erf() const;
+  Tensor maximum(const Tensor& other) const;
+  Tensor minimum(const Tensor& other) const;
+  Tensor fmod(const Tensor& other) const;
+  Tensor fmod(const Scalar& other) const;
+  Tensor atan2(const Tensor& other) const;
+  Tensor logical_and(const Tensor& other) const;
+  Tensor logical_or(const Tensor& other) const;
+  Tensor logical_xor(const Tensor& other) const;
+  Tensor logical_not() const;
+  Tensor isnan() const;
+  Tensor isinf() const;
+  Tensor isfinite() const;
+  Tensor nan_to_num(std::optional<double> nan = std::nullopt, std::optional<double> posinf = std::nullopt,
+                    std::optional<double> neginf = std::nullopt) const;
+
+  // More reductions, scans and sorting (ops/reduce.h, ops/scan.h, ops/sort.h).
+  /// The largest (smallest) element, a 0-d tensor.
+  Tensor max() const;
+  Tensor min() const;
+  Tensor prod() const;
+  Tensor prod(int64_t dim, bool keepdim = false) const;
+  Tensor any() const;
+  Tensor any(int64_t dim, bool keepdim = false) const;
+  Tensor all() const;
+  Tensor all(int64_t dim, bool keepdim = false) const;
+  Tensor var() const;
+  Tensor std() const;
+  Tensor std(IntArrayRef dim, bool unbiased = true, bool keepdim = false) const;
+  Tensor norm(const Scalar& p = 2) const;
+  Tensor norm(const Scalar& p, IntArrayRef dim, bool keepdim = false) const;
+  Tensor logsumexp(IntArrayRef dim, bool keepdim = false) const;
+  Tensor cumsum(int64_t dim) const;
+  Tensor cumprod(int64_t dim) const;
+  std::tuple<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false) const;
+  Tensor argsort(int64_t dim = -1, bool descending = false) const;
+  std::tuple<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) const;
+
+  // Gathers and scatters (ops/gather_scatter.h, ops/indexing.h) and rearrangements (ops/rearrange.h).
+  Tensor gather(int64_t dim, const Tensor& index) const;
+  Tensor scatter(int64_t dim, const Tensor& index, const Tensor& src) const;
+  Tensor scatter(int64_t dim, const Tensor& index, const Scalar& value) const;
+  Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;
+  Tensor index_add(int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha = 1) const;
+  Tensor masked_select(const Tensor& mask) const;
+  Tensor nonzero() const;
+  Tensor repeat(IntArrayRef repeats) const;
+  Tensor flip(IntArrayRef dims) const;
+  Tensor roll(IntArrayRef shifts, IntArrayRef dims = {}) const;
+  Tensor tril(int64_t diagonal = 0) const;
+  Tensor triu(int64_t diagonal = 0) const;
+
   // In place, through any view (strided destinations); each bumps the version counter. The handle
   // is const (as libtorch's): the data changes, not which tensor this is.
   Tensor& add_(const Tensor& other, const Scalar& alpha = 1) const;

@@ -7,12 +7,19 @@
 #include "ops/copy.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
+#include "ops/gather_scatter.h"
+#include "ops/indexing.h"
+#include "ops/logical.h"
+#include "ops/math.h"
 #include "ops/matmul.h"
 #include "ops/mm.h"
+#include "ops/rearrange.h"
 #include "ops/reduce.h"
+#include "ops/scan.h"
 #include "ops/select.h"
 #include "ops/slice.h"
 #include "ops/softmax.h"
+#include "ops/sort.h"
 #include "ops/view.h"
 
 namespace minidl {
@@ -171,5 +178,89 @@ Tensor& Tensor::copy_(const Tensor& src, bool /*non_blocking*/) const { return m
 Tensor& Tensor::uniform_(double from, double to) const { return minidl::uniform_(self(*this), from, to); }
 Tensor& Tensor::normal_(double mean, double std) const { return minidl::normal_(self(*this), mean, std); }
 Tensor& Tensor::bernoulli_(double p) const { return minidl::bernoulli_(self(*this), p); }
+
+// ---- math ----
+Tensor Tensor::sin() const { return minidl::sin(*this); }
+Tensor Tensor::cos() const { return minidl::cos(*this); }
+Tensor Tensor::tan() const { return minidl::tan(*this); }
+Tensor Tensor::floor() const { return minidl::floor(*this); }
+Tensor Tensor::ceil() const { return minidl::ceil(*this); }
+Tensor Tensor::round() const { return minidl::round(*this); }
+Tensor Tensor::round(int64_t decimals) const { return minidl::round(*this, decimals); }
+Tensor Tensor::trunc() const { return minidl::trunc(*this); }
+Tensor Tensor::sign() const { return minidl::sign(*this); }
+Tensor Tensor::rsqrt() const { return minidl::rsqrt(*this); }
+Tensor Tensor::reciprocal() const { return minidl::reciprocal(*this); }
+Tensor Tensor::log1p() const { return minidl::log1p(*this); }
+Tensor Tensor::expm1() const { return minidl::expm1(*this); }
+Tensor Tensor::log2() const { return minidl::log2(*this); }
+Tensor Tensor::log10() const { return minidl::log10(*this); }
+Tensor Tensor::erf() const { return minidl::erf(*this); }
+Tensor Tensor::maximum(const Tensor& other) const { return minidl::maximum(*this, other); }
+Tensor Tensor::minimum(const Tensor& other) const { return minidl::minimum(*this, other); }
+Tensor Tensor::fmod(const Tensor& other) const { return minidl::fmod(*this, other); }
+Tensor Tensor::fmod(const Scalar& other) const { return minidl::fmod(*this, other); }
+Tensor Tensor::atan2(const Tensor& other) const { return minidl::atan2(*this, other); }
+Tensor Tensor::logical_and(const Tensor& other) const { return minidl::logical_and(*this, other); }
+Tensor Tensor::logical_or(const Tensor& other) const { return minidl::logical_or(*this, other); }
+Tensor Tensor::logical_xor(const Tensor& other) const { return minidl::logical_xor(*this, other); }
+Tensor Tensor::logical_not() const { return minidl::logical_not(*this); }
+Tensor Tensor::isnan() const { return minidl::isnan(*this); }
+Tensor Tensor::isinf() const { return minidl::isinf(*this); }
+Tensor Tensor::isfinite() const { return minidl::isfinite(*this); }
+Tensor Tensor::nan_to_num(std::optional<double> nan, std::optional<double> posinf, std::optional<double> neginf) const {
+  return minidl::nan_to_num(*this, nan, posinf, neginf);
+}
+
+// ---- more reductions, scans, sorting ----
+Tensor Tensor::max() const { return minidl::max(*this); }
+Tensor Tensor::min() const { return minidl::min(*this); }
+Tensor Tensor::prod() const { return minidl::prod(*this); }
+Tensor Tensor::prod(int64_t dim, bool keepdim) const { return minidl::prod(*this, dim, keepdim); }
+Tensor Tensor::any() const { return minidl::any(*this); }
+Tensor Tensor::any(int64_t dim, bool keepdim) const { return minidl::any(*this, dim, keepdim); }
+Tensor Tensor::all() const { return minidl::all(*this); }
+Tensor Tensor::all(int64_t dim, bool keepdim) const { return minidl::all(*this, dim, keepdim); }
+Tensor Tensor::var() const { return minidl::var(*this); }
+Tensor Tensor::std() const { return minidl::std(*this); }
+Tensor Tensor::std(IntArrayRef dim, bool unbiased, bool keepdim) const {
+  return minidl::std(*this, dim.vec(), unbiased, keepdim);
+}
+Tensor Tensor::norm(const Scalar& p) const { return minidl::norm(*this, p); }
+Tensor Tensor::norm(const Scalar& p, IntArrayRef dim, bool keepdim) const {
+  return minidl::norm(*this, p, dim.vec(), keepdim);
+}
+Tensor Tensor::logsumexp(IntArrayRef dim, bool keepdim) const { return minidl::logsumexp(*this, dim.vec(), keepdim); }
+Tensor Tensor::cumsum(int64_t dim) const { return minidl::cumsum(*this, dim); }
+Tensor Tensor::cumprod(int64_t dim) const { return minidl::cumprod(*this, dim); }
+std::tuple<Tensor, Tensor> Tensor::sort(int64_t dim, bool descending) const {
+  return minidl::sort(*this, dim, descending);
+}
+Tensor Tensor::argsort(int64_t dim, bool descending) const { return minidl::argsort(*this, dim, descending); }
+std::tuple<Tensor, Tensor> Tensor::topk(int64_t k, int64_t dim, bool largest, bool sorted) const {
+  return minidl::topk(*this, k, dim, largest, sorted);
+}
+
+// ---- gathers, scatters, rearrangements ----
+Tensor Tensor::gather(int64_t dim, const Tensor& index) const { return minidl::gather(*this, dim, index); }
+Tensor Tensor::scatter(int64_t dim, const Tensor& index, const Tensor& src) const {
+  return minidl::scatter(*this, dim, index, src);
+}
+Tensor Tensor::scatter(int64_t dim, const Tensor& index, const Scalar& value) const {
+  return minidl::scatter(*this, dim, index, value);
+}
+Tensor Tensor::scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const {
+  return minidl::scatter_add(*this, dim, index, src);
+}
+Tensor Tensor::index_add(int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha) const {
+  return minidl::index_add(*this, dim, index, source, alpha);
+}
+Tensor Tensor::masked_select(const Tensor& mask) const { return minidl::masked_select(*this, mask); }
+Tensor Tensor::nonzero() const { return minidl::nonzero(*this); }
+Tensor Tensor::repeat(IntArrayRef repeats) const { return minidl::repeat(*this, repeats.vec()); }
+Tensor Tensor::flip(IntArrayRef dims) const { return minidl::flip(*this, dims.vec()); }
+Tensor Tensor::roll(IntArrayRef shifts, IntArrayRef dims) const { return minidl::roll(*this, shifts.vec(), dims.vec()); }
+Tensor Tensor::tril(int64_t diagonal) const { return minidl::tril(*this, diagonal); }
+Tensor Tensor::triu(int64_t diagonal) const { return minidl::triu(*this, diagonal); }
 
 }  // namespace minidl

@@ -1,6 +1,7 @@
 // libtorch's Tensor methods, each checked against the value libtorch gives (worked out by hand).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <sstream>
 #include <tuple>
 
@@ -292,6 +293,88 @@ TEST(TensorApi, RequiresGrad) {
   }
   EXPECT_EQ(w.to_vector<float>(), (F{1, 1}));
   EXPECT_FALSE(w.detach().requires_grad());
+}
+
+TEST(TensorApi, MathMethods) {
+  Tensor x = tensor({-1.5, 0.5, 2.5});
+  EXPECT_EQ(x.floor().to_vector<float>(), (F{-2, 0, 2}));
+  EXPECT_EQ(x.ceil().to_vector<float>(), (F{-1, 1, 3}));
+  EXPECT_EQ(x.round().to_vector<float>(), (F{-2, 0, 2}));  // half to even
+  EXPECT_EQ(tensor({1.26}).round(1).item<float>(), 1.3f);
+  EXPECT_EQ(x.trunc().to_vector<float>(), (F{-1, 0, 2}));
+  EXPECT_EQ(x.sign().to_vector<float>(), (F{-1, 1, 1}));
+  EXPECT_EQ(tensor({0.}).sin().item<float>(), 0.0f);
+  EXPECT_EQ(tensor({0.}).cos().item<float>(), 1.0f);
+  EXPECT_EQ(tensor({0.}).tan().item<float>(), 0.0f);
+  EXPECT_EQ(tensor({4.}).rsqrt().item<float>(), 0.5f);
+  EXPECT_EQ(tensor({4.}).reciprocal().item<float>(), 0.25f);
+  EXPECT_EQ(tensor({0.}).log1p().item<float>(), 0.0f);
+  EXPECT_EQ(tensor({0.}).expm1().item<float>(), 0.0f);
+  EXPECT_EQ(tensor({8.}).log2().item<float>(), 3.0f);
+  EXPECT_EQ(tensor({100.}).log10().item<float>(), 2.0f);
+  EXPECT_EQ(tensor({0.}).erf().item<float>(), 0.0f);
+  Tensor y = tensor({1., 1., 1.});
+  EXPECT_EQ(x.maximum(y).to_vector<float>(), (F{1, 1, 2.5f}));
+  EXPECT_EQ(x.minimum(y).to_vector<float>(), (F{-1.5f, 0.5f, 1}));
+  EXPECT_EQ(x.fmod(2).to_vector<float>(), (F{-1.5f, 0.5f, 0.5f}));  // C's sign rule
+  EXPECT_EQ(x.fmod(tensor({2., 2., 2.})).to_vector<float>(), (F{-1.5f, 0.5f, 0.5f}));
+  EXPECT_NEAR(tensor({1.}).atan2(tensor({1.})).item<float>(), M_PI / 4, 1e-6);
+  Tensor a = tensor({true, true, false}), b = tensor({true, false, false});
+  using B = std::vector<bool>;
+  EXPECT_EQ(a.logical_and(b).to_vector<bool>(), (B{true, false, false}));
+  EXPECT_EQ(a.logical_or(b).to_vector<bool>(), (B{true, true, false}));
+  EXPECT_EQ(a.logical_xor(b).to_vector<bool>(), (B{false, true, false}));
+  EXPECT_EQ(a.logical_not().to_vector<bool>(), (B{false, false, true}));
+  Tensor odd = tensor({1.0, std::nan(""), INFINITY});
+  EXPECT_EQ(odd.isnan().to_vector<bool>(), (B{false, true, false}));
+  EXPECT_EQ(odd.isinf().to_vector<bool>(), (B{false, false, true}));
+  EXPECT_EQ(odd.isfinite().to_vector<bool>(), (B{true, false, false}));
+  EXPECT_EQ(odd.nan_to_num(0.0, 9.0).to_vector<float>(), (F{1, 0, 9}));
+}
+
+TEST(TensorApi, MoreReductionMethods) {
+  Tensor x = tensor({{1., 5., 2.}, {7., 0., 3.}});
+  EXPECT_EQ(x.max().item<float>(), 7.0f);
+  EXPECT_EQ(x.min().item<float>(), 0.0f);
+  EXPECT_EQ(x.prod().item<float>(), 0.0f);
+  EXPECT_EQ(x.prod(1).to_vector<float>(), (F{10, 0}));
+  EXPECT_TRUE(x.any().item<bool>());
+  EXPECT_FALSE(x.all().item<bool>());
+  EXPECT_EQ(x.all(1).to_vector<bool>(), (std::vector<bool>{true, false}));
+  EXPECT_EQ(x.any(0, true).sizes(), (Shape{1, 3}));
+  Tensor v = tensor({1., 2., 3., 4.});
+  EXPECT_NEAR(v.var().item<float>(), 5.0 / 3.0, 1e-6);  // torch.tensor([1., 2, 3, 4]).var()
+  EXPECT_NEAR(v.std().item<float>(), std::sqrt(5.0 / 3.0), 1e-6);
+  EXPECT_NEAR(x.std(1).to_vector<float>()[0], std::sqrt(13.0 / 3.0), 1e-5);  // var of [1, 5, 2] is 13/3
+  EXPECT_EQ(tensor({3., 4.}).norm().item<float>(), 5.0f);
+  EXPECT_EQ(tensor({{3., -4.}}).norm(1, {1}).to_vector<float>(), (F{7}));
+  EXPECT_NEAR(tensor({0., 0.}).logsumexp(0).item<float>(), std::log(2.0), 1e-6);
+  EXPECT_EQ(v.cumsum(0).to_vector<float>(), (F{1, 3, 6, 10}));
+  EXPECT_EQ(v.cumprod(0).to_vector<float>(), (F{1, 2, 6, 24}));
+  auto [sorted, order] = x.sort(1, /*descending=*/true);
+  EXPECT_EQ(sorted.to_vector<float>(), (F{5, 2, 1, 7, 3, 0}));
+  EXPECT_EQ(order.to_vector<int64_t>(), (L{1, 2, 0, 0, 2, 1}));
+  EXPECT_EQ(x.argsort(1).to_vector<int64_t>(), (L{0, 2, 1, 1, 2, 0}));
+  auto [top, where] = x.topk(1);
+  EXPECT_EQ(top.to_vector<float>(), (F{5, 7}));
+  EXPECT_EQ(where.to_vector<int64_t>(), (L{1, 0}));
+}
+
+TEST(TensorApi, GatherScatterAndRearrangeMethods) {
+  Tensor x = tensor({{1., 2.}, {3., 4.}});
+  Tensor idx = tensor({{1, 0}, {0, 0}});
+  EXPECT_EQ(x.gather(1, idx).to_vector<float>(), (F{2, 1, 3, 3}));
+  EXPECT_EQ(zeros({2, 2}).scatter(1, tensor({{1}, {0}}), tensor({{5.}, {6.}})).to_vector<float>(), (F{0, 5, 6, 0}));
+  EXPECT_EQ(zeros({2, 2}).scatter(1, tensor({{1}, {0}}), 9).to_vector<float>(), (F{0, 9, 9, 0}));
+  EXPECT_EQ(zeros({1, 2}).scatter_add(1, tensor({{1, 1}}), tensor({{2., 3.}})).to_vector<float>(), (F{0, 5}));
+  EXPECT_EQ(zeros({3}).index_add(0, tensor({2, 2}), tensor({1., 2.}), 2).to_vector<float>(), (F{0, 0, 6}));
+  EXPECT_EQ(x.masked_select(x.gt(2)).to_vector<float>(), (F{3, 4}));
+  EXPECT_EQ(tensor({0, 3, 0, 5}).nonzero().to_vector<int64_t>(), (L{1, 3}));
+  EXPECT_EQ(tensor({1., 2.}).repeat({2}).to_vector<float>(), (F{1, 2, 1, 2}));
+  EXPECT_EQ(x.flip(0).to_vector<float>(), (F{3, 4, 1, 2}));
+  EXPECT_EQ(tensor({1., 2., 3.}).roll(1).to_vector<float>(), (F{3, 1, 2}));
+  EXPECT_EQ(x.tril().to_vector<float>(), (F{1, 0, 3, 4}));
+  EXPECT_EQ(x.triu(1).to_vector<float>(), (F{0, 2, 0, 0}));
 }
 
 }  // namespace

@@ -36,5 +36,9 @@ std::string concat(const Args&... args) {
     if (!(cond)) ::minidl::detail::throw_error(__FILE__, __LINE__, ::minidl::detail::concat(__VA_ARGS__)); \
   } while (0)
 
+/// Throws minidl::Error quoting the condition when it is false, as libtorch's AT_ASSERT.
+///   MINIDL_ASSERT(!std::isnan(loss.item<float>()));
+#define MINIDL_ASSERT(cond) MINIDL_CHECK(cond, "assertion failed: ", #cond)
+
 /// Throws minidl::Error with the streamed message.
 #define MINIDL_FAIL(...) ::minidl::detail::throw_error(__FILE__, __LINE__, ::minidl::detail::concat(__VA_ARGS__))

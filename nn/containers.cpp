@@ -14,6 +14,24 @@ std::shared_ptr<Module> ModuleListImpl::operator[](size_t index) const {
   return modules_[index];
 }
 
+void ModuleListImpl::clone_modules_into(ModuleListImpl& copy, const std::optional<Device>& device) const {
+  for (const auto& m : modules_) copy.push_back(m->clone(device));
+  copy.train(is_training());
+}
+
+std::shared_ptr<Module> ModuleListImpl::clone(const std::optional<Device>& device) const {
+  auto copy = std::make_shared<ModuleListImpl>();
+  clone_modules_into(*copy, device);
+  return copy;
+}
+
+std::shared_ptr<Module> ModuleDictImpl::clone(const std::optional<Device>& device) const {
+  auto copy = std::make_shared<ModuleDictImpl>();
+  for (const auto& [name, m] : named_children()) copy->insert(name, m->clone(device));
+  copy->train(is_training());
+  return copy;
+}
+
 void ModuleDictImpl::insert(const std::string& key, std::shared_ptr<Module> module) { add_child(key, std::move(module)); }
 
 bool ModuleDictImpl::contains(const std::string& key) const {

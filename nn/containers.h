@@ -29,10 +29,16 @@ class ModuleListImpl : public Module {
     push_back(std::static_pointer_cast<Module>(holder.ptr()));
   }
   std::string name() const override { return "ModuleList"; }
+  /// A list of clones of the modules.
+  std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override;
   size_t size() const { return modules_.size(); }
   std::shared_ptr<Module> operator[](size_t index) const;
   auto begin() const { return modules_.begin(); }
   auto end() const { return modules_.end(); }
+
+ protected:
+  /// The clones of the modules, in order, added to `copy`.
+  void clone_modules_into(ModuleListImpl& copy, const std::optional<Device>& device) const;
 
  private:
   std::vector<std::shared_ptr<Module>> modules_;
@@ -48,6 +54,7 @@ class ModuleDictImpl : public Module {
     insert(key, std::static_pointer_cast<Module>(holder.ptr()));
   }
   std::string name() const override { return "ModuleDict"; }
+  std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override;
   size_t size() const { return named_children().size(); }
   bool contains(const std::string& key) const;
   std::vector<std::string> keys() const;

@@ -23,6 +23,7 @@ class Conv2dImpl : public Module {
   Conv2dImpl(int64_t in_channels, int64_t out_channels, Size2 kernel_size)
       : Conv2dImpl(Conv2dOptions(in_channels, out_channels, kernel_size)) {}
   explicit Conv2dImpl(const Conv2dOptions& options);
+  MINIDL_CLONE_FROM_OPTIONS(Conv2dImpl)
   Tensor forward(const Tensor& input) override;
   /// relu(forward(input)) as one op (ops/conv2d_relu.h): what nn::Sequential runs for a Conv2d
   /// followed by a ReLU.

@@ -28,6 +28,7 @@ class ConvTranspose2dImpl : public Module {
   ConvTranspose2dImpl(int64_t in_channels, int64_t out_channels, Size2 kernel_size)
       : ConvTranspose2dImpl(ConvTranspose2dOptions(in_channels, out_channels, kernel_size)) {}
   explicit ConvTranspose2dImpl(const ConvTranspose2dOptions& options);
+  MINIDL_CLONE_FROM_OPTIONS(ConvTranspose2dImpl)
   Tensor forward(const Tensor& input) override;
   /// Picks output_padding so that the output is `output_size` (height, width), as PyTorch's
   /// forward(input, output_size); the size must be reachable, i.e. within stride - 1 of the smallest.

@@ -73,8 +73,9 @@ namespace {
 // The inverse of erf on (-1, 1) by Newton's method from a closed-form first guess; |error| < 1e-12
 // after three steps, far below what a float32 weight keeps.
 double erfinv(double y) {
-  const double w = -std::log((1 - y) * (1 + y));
-  double x = std::copysign(std::sqrt(std::sqrt(std::pow(4.3307 + w / 2, 2) - w / 0.147) - (4.3307 + w / 2)), y);
+  const double w = -std::log((1 - y) * (1 + y));  // Winitzki's approximation, a = 0.147
+  const double t = 2 / (M_PI * 0.147) - w / 2;
+  double x = std::copysign(std::sqrt(std::sqrt(t * t + w / 0.147) - t), y);
   for (int i = 0; i < 3; ++i) x -= (std::erf(x) - y) / (2 / std::sqrt(M_PI) * std::exp(-x * x));
   return x;
 }

@@ -17,6 +17,7 @@ class LinearImpl : public Module {
  public:
   LinearImpl(int64_t in_features, int64_t out_features) : LinearImpl(LinearOptions(in_features, out_features)) {}
   explicit LinearImpl(const LinearOptions& options);
+  MINIDL_CLONE_FROM_OPTIONS(LinearImpl)
   Tensor forward(const Tensor& input) override;
   /// relu(forward(input)) as one op (ops/matmul.h, linear_relu): what nn::Sequential runs for a
   /// Linear followed by a ReLU.

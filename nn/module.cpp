@@ -138,6 +138,31 @@ void Module::apply(const std::function<void(const std::string&, Module&)>& fn) {
   for (auto& [name, m] : named_modules()) fn(name, *m);
 }
 
+std::shared_ptr<Module> Module::clone(const std::optional<Device>&) const {
+  MINIDL_FAIL(name(), " cannot be cloned: derive it from nn::Cloneable<", name(),
+              "> and make its parameters and layers in reset(), as libtorch asks");
+}
+
+void Module::clear_registrations() {
+  parameters_.clear();
+  buffers_.clear();
+  children_.clear();
+  hooks_.reset();
+}
+
+void Module::copy_state_into(Module& copy, const std::optional<Device>& device) const {
+  NoGradGuard no_grad;
+  const std::vector<Tensor> own = parameters();
+  copy.to(device ? *device : own.empty() ? Device::cpu() : own.front().device());
+  // Names first: a layer whose state differs from its options' (a weight replaced by hand) is an error, not a mix.
+  copy.load_state_dict(state_dict());
+  auto mine = named_parameters(true, false);
+  for (auto& [name, p] : copy.named_parameters(true, false)) {
+    if (const Tensor* original = mine.find(name)) p.requires_grad_(original->requires_grad());
+  }
+  copy.train(is_training());
+}
+
 Module::Hooks& Module::hooks() {
   if (!hooks_) hooks_ = std::make_shared<Hooks>();
   return *hooks_;

@@ -133,6 +133,12 @@ class Module {
   /// the output from them, the forward hooks may replace it.
   Tensor run_with_hooks(std::vector<Tensor> inputs, const std::function<Tensor(const std::vector<Tensor>&)>& run);
 
+  /// A deep copy, as libtorch's clone(): new parameters and buffers with the same values and
+  /// requires_grad (on `device` when given, else where they are), the same training mode; hooks are
+  /// not copied. Every layer can be cloned; a model of your own derives from nn::Cloneable<Self> and
+  /// makes its layers in reset(), as libtorch asks.   auto target = std::dynamic_pointer_cast<Net>(net->clone());
+  virtual std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const;
+
   /// Training mode on (default) or off, recursively; layers like Dropout read it.
   virtual void train(bool on = true);
   void eval() { train(false); }
@@ -155,6 +161,12 @@ class Module {
 
  protected:
   void add_child(const std::string& name, std::shared_ptr<Module> module);
+  /// Forgets every registered parameter, buffer, child and hook: the first step of a clone, before
+  /// reset() registers fresh ones.
+  void clear_registrations();
+  /// The last step of a clone: `copy` (the same names, fresh tensors) gets this module's values,
+  /// requires_grad flags and training mode, on `device` when given, else on this module's device.
+  void copy_state_into(Module& copy, const std::optional<Device>& device) const;
 
  private:
   template <class Fn>
@@ -177,6 +189,43 @@ class Module {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
 };
+
+/// The base of a module that clone() can copy, as libtorch's: the derived class makes its
+/// parameters, buffers and layers in reset() (its constructor calls reset()), so a clone is a copy
+/// of the object whose reset() makes fresh ones, then filled with this module's values.
+///   struct Net : nn::Cloneable<Net> {
+///     Net() { reset(); }
+///     void reset() override { fc = register_module("fc", nn::Linear(4, 2)); }
+///     nn::Linear fc{nullptr};
+///   };
+template <class Derived>
+class Cloneable : public Module {
+ public:
+  /// Makes (again) every parameter, buffer and child of the module.
+  virtual void reset() = 0;
+  std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override {
+    auto copy = std::make_shared<Derived>(static_cast<const Derived&>(*this));
+    copy->clear_registrations();
+    copy->reset();
+    copy_state_into(*copy, device);
+    return copy;
+  }
+};
+
+/// clone() for a layer made from its `options`: `MINIDL_CLONE_FROM_OPTIONS(LinearImpl)` in its class.
+#define MINIDL_CLONE_FROM_OPTIONS(Impl)                                                             \
+  std::shared_ptr<::minidl::nn::Module> clone(const std::optional<::minidl::Device>& device = std::nullopt) \
+      const override {                                                                               \
+    auto copy = std::make_shared<Impl>(options);                                                     \
+    copy_state_into(*copy, device);                                                                  \
+    return copy;                                                                                     \
+  }
+/// clone() for a layer without tensors (ReLU, Softmax, ...): a copy of the object is deep.
+#define MINIDL_CLONE_STATELESS(Impl)                                                                 \
+  std::shared_ptr<::minidl::nn::Module> clone(const std::optional<::minidl::Device>& = std::nullopt) \
+      const override {                                                                               \
+    return std::make_shared<Impl>(*this);                                                            \
+  }
 
 /// PyTorch's holder idiom: `nn::Linear` is a shared handle to `nn::LinearImpl`, so modules can be
 /// members by value and still be registered and shared.   nn::Linear fc(784, 10); fc->forward(x); fc(x);

@@ -43,6 +43,7 @@ class BatchNormImplBase : public Module {
 class BatchNorm1dImpl : public BatchNormImplBase {
  public:
   using BatchNormImplBase::BatchNormImplBase;
+  MINIDL_CLONE_FROM_OPTIONS(BatchNorm1dImpl)
 
  protected:
   void check_input_dim(const Tensor& input) const override;
@@ -53,6 +54,7 @@ MINIDL_MODULE(BatchNorm1d);
 class BatchNorm2dImpl : public BatchNormImplBase {
  public:
   using BatchNormImplBase::BatchNormImplBase;
+  MINIDL_CLONE_FROM_OPTIONS(BatchNorm2dImpl)
 
  protected:
   void check_input_dim(const Tensor& input) const override;
@@ -72,6 +74,7 @@ struct LayerNormOptions {
 class LayerNormImpl : public Module {
  public:
   explicit LayerNormImpl(const LayerNormOptions& options);
+  MINIDL_CLONE_FROM_OPTIONS(LayerNormImpl)
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
   /// weight = 1, bias = 0.
@@ -95,6 +98,7 @@ class GroupNormImpl : public Module {
  public:
   GroupNormImpl(int64_t num_groups, int64_t num_channels) : GroupNormImpl(GroupNormOptions(num_groups, num_channels)) {}
   explicit GroupNormImpl(const GroupNormOptions& options);
+  MINIDL_CLONE_FROM_OPTIONS(GroupNormImpl)
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
   /// weight = 1, bias = 0.

@@ -73,4 +73,10 @@ Tensor SequentialImpl::forward(const Tensor& input) {
   return x;
 }
 
+std::shared_ptr<Module> SequentialImpl::clone(const std::optional<Device>& device) const {
+  auto copy = std::make_shared<SequentialImpl>();
+  clone_modules_into(*copy, device);
+  return copy;
+}
+
 }  // namespace minidl::nn

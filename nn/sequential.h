@@ -10,6 +10,7 @@ class SequentialImpl : public ModuleListImpl {
   using ModuleListImpl::ModuleListImpl;
   Tensor forward(const Tensor& input) override;
   std::string name() const override { return "Sequential"; }
+  std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override;
 };
 MINIDL_MODULE(Sequential);
 

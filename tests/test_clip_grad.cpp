@@ -29,7 +29,7 @@ TEST(ClipGrad, NormScalesAllGradientsJointly) {
   EXPECT_DOUBLE_EQ(nn::utils::clip_grad_norm_({c}, 1.0).item<double>(), 0.5);
   EXPECT_DOUBLE_EQ(c.grad().item<double>(), 0.5);
   EXPECT_THROW(nn::utils::clip_grad_norm_({no_grad}, 1.0), Error);
-  EXPECT_THROW(nn::utils::clip_grad_norm_({c}, 1.0, 1.0), Error);
+  EXPECT_THROW(nn::utils::clip_grad_norm_({c}, 1.0, 0.0), Error);  // norm_type must be > 0
 }
 
 TEST(ClipGrad, ValueClampsEachElement) {

@@ -127,7 +127,7 @@ TEST(DataPipeline, NormalizePerChannelAndItsErrors) {
 
 TEST(DataPipeline, RandomCropCutsAWindowOfThePaddedImage) {
   manual_seed(5);
-  Tensor image = arange(1, 17).reshape({1, 4, 4});  // 1..16, no zeros: padding shows as 0
+  Tensor image = arange(1.0, 17.0).reshape({1, 4, 4});  // 1..16, no zeros: padding shows as 0
   transforms::RandomCrop crop(4, 2);
   std::set<std::vector<float>> seen;
   for (int i = 0; i < 30; ++i) {
@@ -147,7 +147,7 @@ TEST(DataPipeline, RandomCropCutsAWindowOfThePaddedImage) {
 }
 
 TEST(DataPipeline, RandomHorizontalFlipMirrorsTheLastDim) {
-  Tensor image = arange(0, 6).reshape({1, 2, 3});
+  Tensor image = arange(0.0, 6.0).reshape({1, 2, 3});
   EXPECT_EQ(transforms::RandomHorizontalFlip(1.0)(image).contiguous().to_vector<float>(),
             (std::vector<float>{2, 1, 0, 5, 4, 3}));
   EXPECT_EQ(transforms::RandomHorizontalFlip(0.0)(image).contiguous().to_vector<float>(),

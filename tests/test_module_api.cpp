@@ -159,3 +159,42 @@ TEST(ModuleApi, ParametersToVectorAndBack) {
   EXPECT_TRUE(net.fc1->weight.requires_grad());
   expect_error([&] { nn::utils::vector_to_parameters(zeros({3}), params); }, {"the vector has 3 elements"});
 }
+
+namespace {
+struct Tower : nn::Cloneable<Tower> {
+  Tower() { reset(); }
+  void reset() override {
+    body = register_module("body", nn::Sequential(nn::Linear(3, 4), nn::BatchNorm1d(4), nn::Linear(4, 2)));
+    scale = register_parameter("scale", ones({2}));
+  }
+  Tensor forward(const Tensor& x) override { return body(x) * scale; }
+  nn::Sequential body{nullptr};
+  Tensor scale;
+};
+}  // namespace
+
+TEST(ModuleApi, CloneIsADeepCopy) {
+  manual_seed(0);
+  auto tower = std::make_shared<Tower>();
+  tower->body[2]->as<nn::Linear>()->bias.requires_grad_(false);
+  tower->eval();
+  auto copy = std::dynamic_pointer_cast<Tower>(tower->clone());
+  ASSERT_NE(copy, nullptr);
+  EXPECT_FALSE(copy->is_training());
+  Tensor x = randn({5, 3});
+  EXPECT_EQ(copy->forward(x).to_vector<float>(), tower->forward(x).to_vector<float>());
+  // Separate tensors: changing the copy leaves the original, and the copy's members are its registered ones.
+  EXPECT_FALSE(copy->scale.is_same(tower->scale));
+  EXPECT_TRUE(copy->named_parameters()["scale"].is_same(copy->scale));
+  {
+    NoGradGuard no_grad;
+    copy->scale.fill_(2);
+  }
+  EXPECT_EQ(tower->scale.to_vector<float>(), (std::vector<float>{1, 1}));
+  EXPECT_FALSE(copy->named_parameters(true, false)["body.2.bias"].requires_grad());
+  EXPECT_TRUE(copy->named_parameters()["body.0.weight"].requires_grad());
+  EXPECT_EQ(copy->named_buffers()["body.1.running_mean"].to_vector<float>(),
+            tower->named_buffers()["body.1.running_mean"].to_vector<float>());
+  // A plain Module subclass says how to become cloneable.
+  expect_error([] { Net().clone(); }, {"Net cannot be cloned", "nn::Cloneable<Net>"});
+}

@@ -159,7 +159,7 @@ TEST(OptimMore, SaveAndLoadModulesOptimizersAndTensors) {
   other_opt.step();
   EXPECT_EQ(other->weight.to_vector<float>(), fc->weight.to_vector<float>());
 
-  Tensor x = arange(0, 6).reshape({2, 3});
+  Tensor x = arange(0.0, 6.0).reshape({2, 3});
   save(x, (dir / "x.safetensors").string());
   Tensor y;
   load(y, (dir / "x.safetensors").string());

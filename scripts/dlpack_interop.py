@@ -5,8 +5,8 @@
 #
 #   python3 scripts/dlpack_interop.py [--build build] [--libs torch,cupy,numpy] [--devices cpu,cuda] [--strict]
 #
-# For each library, device, dtype (float32, float64, int64, bool) and layout (contiguous, the
-# strided view [:, 1::2], the transpose):
+# For each library, device, dtype (float32, float64, int64, int32, int8, uint8, bool) and layout
+# (contiguous, the strided view [:, 1::2], the transpose):
 #   minidl -> lib   the library's from_dlpack takes a minidl tensor (through __dlpack__, as a
 #                   "dltensor" or "dltensor_versioned" capsule, whichever it asks for; PyTorch also
 #                   from a raw "dltensor" capsule): same values, shape and strides, the same data
@@ -157,13 +157,13 @@ class Imported:
 # ---- what each layout holds, in plain Python ----
 ROWS, COLS = 4, 6
 LAYOUTS = {0: "contiguous", 1: "[:, 1::2]", 2: "transpose"}
-DTYPES = ["float32", "float64", "int64", "bool"]
+DTYPES = ["float32", "float64", "int64", "int32", "int8", "uint8", "bool"]
 
 
 def expected(dtype, view, rows=ROWS, cols=COLS):
     """(shape, strides in elements, values row-major) of arange(rows*cols).view(rows, cols) under `view`."""
     n = rows * cols
-    conv = (lambda v: v > (n - 1) / 2) if dtype == "bool" else (int if dtype == "int64" else float)
+    conv = (lambda v: v > (n - 1) / 2) if dtype == "bool" else (float if dtype.startswith("float") else int)
     base = [[conv(i * cols + j) for j in range(cols)] for i in range(rows)]
     if view == 1:
         picked = list(range(1, cols, 2))

@@ -85,11 +85,9 @@ auto guarded(Fn&& fn, decltype(fn()) on_error) -> decltype(fn()) {
 }
 
 DType parse_dtype(const std::string& name) {
-  if (name == "float32") return kFloat32;
-  if (name == "float64") return kFloat64;
-  if (name == "int64") return kInt64;
-  if (name == "bool") return kBool;
-  MINIDL_FAIL("dtype: expected float32, float64, int64 or bool, got '", name, "'");
+  for (DType d : {kFloat32, kFloat64, kInt64, kInt32, kInt8, kUInt8, kBool})
+    if (name == dtype_name(d)) return d;
+  MINIDL_FAIL("dtype: expected float32, float64, int64, int32, int8, uint8 or bool, got '", name, "'");
 }
 
 Tensor& handle(void* h) {

@@ -101,8 +101,10 @@ std::pair<Tensor, bool> RNNImplBase::prepare(const char* op, const Tensor& input
   const Shape expected = unbatched ? Shape{states, o.hidden_size} : Shape{states, x.size(batch_dim), o.hidden_size};
   for (const auto& [name, h] : hx) {
     if (!h->defined()) continue;
-    MINIDL_CHECK(h->shape() == expected, op, ": expected ", name, " of shape ", expected, " (num_layers * directions",
-                 unbatched ? ", hidden_size] for unbatched input" : ", batch, hidden_size]", "), got ", h->shape());
+    MINIDL_CHECK(h->shape() == expected, op, ": expected ", name, " of shape ", expected, " (",
+                 unbatched ? "[num_layers * directions, hidden_size] for unbatched input"
+                           : "[num_layers * directions, batch, hidden_size]",
+                 "), got ", h->shape());
     if (unbatched) *h = unsqueeze(*h, 1);
   }
   return {x, unbatched};

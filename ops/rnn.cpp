@@ -108,7 +108,7 @@ void check_tensor_shape(const char* op, const char* what, const Tensor& t, const
 
 // Checks everything the op takes and returns the hidden size.
 int64_t check_network(const char* op, Network& net, const Tensor& input, const std::vector<Tensor>& hx,
-                      const std::vector<Tensor>& params) {
+                      const std::vector<Tensor>& params, bool batch_first) {
   MINIDL_CHECK(net.num_layers >= 1, op, ": expected num_layers >= 1, got ", net.num_layers);
   MINIDL_CHECK(net.dropout >= 0 && net.dropout <= 1, op, ": expected dropout in [0, 1], got ", net.dropout);
   MINIDL_CHECK(input.defined(), op, ": input is undefined");
@@ -141,7 +141,7 @@ int64_t check_network(const char* op, Network& net, const Tensor& input, const s
         }
     }
   }
-  const int64_t batch = input.size(1);
+  const int64_t batch = input.size(batch_first ? 0 : 1);
   MINIDL_CHECK(input.size(2) == params[0].size(1), op, ": expected input with ", params[0].size(1),
                " features (input_size), got shape ", input.shape(), " (features last)");
   for (const Tensor& h : hx) {
@@ -264,7 +264,7 @@ std::vector<Tensor> run_network(Cell cell, const Tensor& input, const Tensor& hx
   Network net{cell, has_biases, num_layers, bidirectional ? 2 : 1, p, train};
   std::vector<Tensor> states{hx};
   if (cell == Cell::Lstm) states.push_back(cx);
-  check_network(op, net, input, states, params);
+  check_network(op, net, input, states, params, batch_first);
   const Tensor x = batch_first ? transpose(input, 0, 1) : input;
   std::vector<Tensor> out = cudnn_path(op, net, x, hx, cx, params);
   if (out.empty()) out = composed(net, x, hx, cx, params);

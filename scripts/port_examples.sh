@@ -43,7 +43,7 @@ target_link_libraries($1 PRIVATE minidl::minidl)
 target_include_directories($1 PRIVATE "$repo/tests/support")  # argparse, for dcgan
 CMAKE
   cmake -S "$dst" -B "$dst/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
-  cmake --build "$dst/build" >/dev/null
+  cmake --build "$dst/build" >"$dst/build.log" 2>&1 || { cat "$dst/build.log" >&2; exit 1; }
   echo "port_examples: $1 builds"
 }
 

@@ -26,6 +26,8 @@ class Argument {
     return *this;
   }
 
+  const std::string& help_text() const { return help_; }
+
  private:
   friend class ArgumentParser;
   std::string help_;
@@ -53,7 +55,7 @@ class ArgumentParser {
   }
   friend std::ostream& operator<<(std::ostream& os, const ArgumentParser& parser) {
     os << "Usage: " << parser.name_ << '\n';
-    for (const auto& [flag, arg] : parser.arguments_) os << "  " << flag << "  " << arg.help_ << '\n';
+    for (const auto& [flag, arg] : parser.arguments_) os << "  " << flag << "  " << arg.help_text() << '\n';
     return os;
   }
 

@@ -14,11 +14,12 @@
 namespace minidl::cuda {
 
 /// An elementwise kernel compiled at run time. The parameter lists name C types (float, double,
-/// int64_t or long long, bool) and names; the body assigns the outputs from the inputs, one element
-/// at a time, and may also use `i` (the element's row-major index in the output) and `n` (the
-/// number of elements). Inputs are CUDA tensors of one device whose dtypes match the declared types
-/// exactly (float32, float64, int64, bool); they broadcast together as in NumPy (a 0-d tensor is a
-/// scalar), may be strided views, and the outputs are new contiguous tensors of the broadcast shape.
+/// int64_t or long long, int32_t, int8_t, uint8_t, bool) and names; the body assigns the outputs
+/// from the inputs, one element at a time, and may also use `i` (the element's row-major index in
+/// the output) and `n` (the number of elements). Inputs are CUDA tensors of one device whose dtypes
+/// match the declared types exactly (float32, float64, int64, int32, int8, uint8, bool); they
+/// broadcast together as in NumPy (a 0-d tensor is a scalar), may be strided views, and the outputs
+/// are new contiguous tensors of the broadcast shape.
 ///   cuda::ElementwiseKernel fma1("float x, float y", "float z", "z = x * y + 1", "fma1");
 ///   Tensor z = fma1({x, y});
 /// Given backward statements, one per floating input, the kernel is differentiable: `g<input>` is

@@ -38,12 +38,15 @@ std::vector<std::string> split_words(const std::string& entry) {
   return words;
 }
 
-constexpr const char* kTypesHelp = "float, double, int64_t (or long long) or bool";
+constexpr const char* kTypesHelp = "float, double, int64_t (or long long), int32_t, int8_t, uint8_t or bool";
 
 bool parse_type(const std::string& type, DType& dtype) {
   if (type == "float") dtype = kFloat32;
   else if (type == "double") dtype = kFloat64;
   else if (type == "int64_t" || type == "long long" || type == "long long int") dtype = kInt64;
+  else if (type == "int32_t") dtype = kInt32;
+  else if (type == "int8_t") dtype = kInt8;
+  else if (type == "uint8_t") dtype = kUInt8;
   else if (type == "bool") dtype = kBool;
   else return false;
   return true;

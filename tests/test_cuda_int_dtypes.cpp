@@ -1,8 +1,10 @@
 // The integer dtypes int32, int8 and uint8 on CUDA, each kernel against the CPU one on the same
 // random inputs: conversions between every pair of dtypes, fills, arithmetic (wrapping), comparisons,
 // where, reductions, gathers and cat. Skips where no GPU is usable.
+#include <string>
 #include <vector>
 
+#include "ops/elementwise_kernel.h"
 #include "test_cuda_util.h"
 
 using namespace minidl;
@@ -133,4 +135,25 @@ TEST(CudaIntDtypes, IndexSelectAndCatMatchTheCpu) {
     Tensor y = random_of({9, 2, 3}, kUInt8);
     EXPECT_TRUE(all_equal(cat({gx, y.to(gpu())}, 1), cat({x, y}, 1)));
   }
+}
+
+// Run-time kernels declare the narrow integer types too: the source is made on any machine.
+TEST(CudaIntDtypes, ElementwiseKernelDeclaresNarrowIntegers) {
+  cuda::ElementwiseKernel k("uint8_t a, int8_t b, int32_t c", "int32_t z", "z = a + b + c", "narrow");
+  const std::string src = k.source();
+  for (const char* part : {"const unsigned char a", "const signed char b", "const int c", "int& z"})
+    EXPECT_NE(src.find(part), std::string::npos) << part << " not in:\n" << src;
+  EXPECT_FALSE(k.differentiable());
+}
+
+TEST(CudaIntDtypes, ElementwiseKernelOnNarrowIntegersMatchesTheOps) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  cuda::ElementwiseKernel k("uint8_t a, int8_t b", "uint8_t wrapped, int32_t wide",
+                            "wrapped = (uint8_t)(a + b); wide = (int32_t)a + (int32_t)b", "narrow_add");
+  Tensor a = random_of({5, 8}, kUInt8), b = random_of({8}, kInt8);
+  std::vector<Tensor> out = k.call({a.to(gpu()), b.to(gpu())});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_TRUE(all_equal(out[0], add(a, b.to(kUInt8))));  // uint8 arithmetic wraps
+  EXPECT_TRUE(all_equal(out[1], add(a, b)));             // uint8 + int8 -> int32
 }

@@ -24,7 +24,8 @@ Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& 
 /// The same with one value everywhere index points.
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& value);
 /// In place: writes into x (any layout, a view included) and bumps its version. Recorded when x or
-/// src requires grad; a leaf that requires grad is refused, as other in-place ops refuse it.
+/// src requires grad (on x's own history: a tensor that x is a view of does not see the write in its
+/// gradient); a leaf that requires grad is refused, as other in-place ops refuse it.
 Tensor& scatter_(Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor& scatter_(Tensor& x, int64_t dim, const Tensor& index, const Scalar& value);
 /// As scatter, but repeated targets add up: x[index[i][j][k]][j][k] += src[i][j][k] (dim 0).

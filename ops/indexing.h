@@ -31,7 +31,8 @@ Tensor index(const Tensor& x, const std::vector<indexing::TensorIndex>& indices)
 /// through views of x too; bumps x's version. Recorded when x or value requires grad (value's
 /// gradient: the output gradient at the written places, summed to value's shape; x's: the output
 /// gradient with those places zeroed); a leaf that requires grad is refused. Repeated indices:
-/// one write wins.
+/// one write wins. The history recorded is x's own: a tensor that x is a view of does not see the
+/// write in its gradient (take the gradient through x, or index_put the base).
 ///   x.index_put_({mask}, 0.0);  x.index_put_({Slice(), idx}, values);
 Tensor& index_put_(Tensor& x, std::initializer_list<indexing::TensorIndex> indices, const Tensor& value);
 Tensor& index_put_(Tensor& x, const std::vector<indexing::TensorIndex>& indices, const Tensor& value);

@@ -152,6 +152,9 @@ TEST(IndexPut, WritesInPlaceThroughViews) {
   x.index_put_({Slice(), 1}, 5.0);
   EXPECT_EQ(x.to_vector<double>(), (std::vector<double>{0, 5, 0, 0, 5, 0}));
   EXPECT_GT(x._version(), version);
+  x.index_put_({Slice(), Slice(None, 1)}, 3);  // an integer Scalar into float64
+  EXPECT_EQ(x.to_vector<double>(), (std::vector<double>{3, 5, 0, 3, 5, 0}));
+  x.index_put_({Slice(), Slice(None, 1)}, 0);
   Tensor row = x.index({0});
   row.index_put_({ints({0, 2})}, 7.0);
   EXPECT_EQ(x.to_vector<double>(), (std::vector<double>{7, 5, 7, 0, 5, 0}));

@@ -62,8 +62,8 @@ ClassRows class_rows(const char* op, const char* input_name, const Tensor& input
   Shape expected = input.shape();
   expected.erase(expected.begin() + (input.dim() == 1 ? 0 : 1));
   MINIDL_CHECK(target.shape() == expected, op, ": expected a target of shape ", expected, " for ", input_name,
-               " of shape ", input.shape(), " (", input.dim() == 1 ? "[C] takes a 0-d target" : "[N, C, d1, ...] takes [N, d1, ...]",
-               "), got target of shape ", target.shape());
+               " of shape ", input.shape(), " (", input_name, " [N, C] takes a target [N], [N, C, d1, ...] takes",
+               " [N, d1, ...] and [C] a 0-d target), got target of shape ", target.shape());
   if (input.dim() == 1) return {unsqueeze(input, 0), reshape(target, {1})};
   std::vector<int64_t> class_last{0};
   for (int64_t d = 2; d < input.dim(); ++d) class_last.push_back(d);

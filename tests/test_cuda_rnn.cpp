@@ -212,8 +212,10 @@ TEST(CudaRnn, SecondBackwardWithRetainedGraphAgrees) {
   m->zero_grad();
   x.set_grad(Tensor());
   loss.backward();
-  EXPECT_TRUE(all_close(x.grad(), first, 0, 0));
-  EXPECT_TRUE(all_close(m->parameters()[0].grad(), w_first, 0, 0));
+  // The same gradients again (the reserve the first backward wrote into was a copy), up to the
+  // order of cuDNN's weight-gradient sums.
+  EXPECT_TRUE(all_close(x.grad(), first, 1e-6, 1e-5));
+  EXPECT_TRUE(all_close(m->parameters()[0].grad(), w_first, 1e-6, 1e-5));
 }
 
 TEST(CudaRnn, DropoutBetweenLayersInTraining) {

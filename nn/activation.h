@@ -10,6 +10,7 @@ namespace minidl::nn {
 /// 1 / (1 + exp(-x)) elementwise.   nn::Sigmoid()
 class SigmoidImpl : public Module {
  public:
+  MINIDL_CLONE_STATELESS(SigmoidImpl)
   Tensor forward(const Tensor& input) override;
 };
 MINIDL_MODULE(Sigmoid);
@@ -17,6 +18,7 @@ MINIDL_MODULE(Sigmoid);
 /// tanh(x) elementwise.   nn::Tanh()
 class TanhImpl : public Module {
  public:
+  MINIDL_CLONE_STATELESS(TanhImpl)
   Tensor forward(const Tensor& input) override;
 };
 MINIDL_MODULE(Tanh);
@@ -24,6 +26,7 @@ MINIDL_MODULE(Tanh);
 /// softmax over `dim`.   nn::Softmax(1)
 class SoftmaxImpl : public Module {
  public:
+  MINIDL_CLONE_STATELESS(SoftmaxImpl)
   explicit SoftmaxImpl(int64_t dim) : dim(dim) {}
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override { return "dim=" + std::to_string(dim); }
@@ -34,6 +37,7 @@ MINIDL_MODULE(Softmax);
 /// log(softmax(x)) over `dim`, computed stably.   nn::LogSoftmax(1)
 class LogSoftmaxImpl : public Module {
  public:
+  MINIDL_CLONE_STATELESS(LogSoftmaxImpl)
   explicit LogSoftmaxImpl(int64_t dim) : dim(dim) {}
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override { return "dim=" + std::to_string(dim); }
@@ -49,6 +53,7 @@ struct LeakyReLUOptions {
 /// x where x > 0, else negative_slope * x.   nn::LeakyReLU(nn::LeakyReLUOptions().negative_slope(0.2))
 class LeakyReLUImpl : public Module {
  public:
+  MINIDL_CLONE_FROM_OPTIONS(LeakyReLUImpl)
   explicit LeakyReLUImpl(const LeakyReLUOptions& options = {}) : options(options) {}
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
@@ -64,6 +69,7 @@ struct GELUOptions {
 ///   nn::GELU(), nn::GELU(nn::GELUOptions().approximate("tanh"))
 class GELUImpl : public Module {
  public:
+  MINIDL_CLONE_FROM_OPTIONS(GELUImpl)
   explicit GELUImpl(const GELUOptions& options = {});
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override { return "approximate='" + options.approximate() + "'"; }
@@ -74,6 +80,7 @@ MINIDL_MODULE(GELU);
 /// x * sigmoid(x).   nn::SiLU()
 class SiLUImpl : public Module {
  public:
+  MINIDL_CLONE_STATELESS(SiLUImpl)
   Tensor forward(const Tensor& input) override;
 };
 MINIDL_MODULE(SiLU);
@@ -86,6 +93,7 @@ struct SoftplusOptions {
 /// log(1 + exp(beta * x)) / beta, linear above threshold.   nn::Softplus(nn::SoftplusOptions().beta(2))
 class SoftplusImpl : public Module {
  public:
+  MINIDL_CLONE_FROM_OPTIONS(SoftplusImpl)
   explicit SoftplusImpl(const SoftplusOptions& options = {}) : options(options) {}
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
@@ -100,6 +108,7 @@ struct ELUOptions {
 /// x where x > 0, else alpha * (exp(x) - 1).   nn::ELU(nn::ELUOptions().alpha(0.5))
 class ELUImpl : public Module {
  public:
+  MINIDL_CLONE_FROM_OPTIONS(ELUImpl)
   explicit ELUImpl(const ELUOptions& options = {}) : options(options) {}
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
@@ -110,6 +119,7 @@ MINIDL_MODULE(ELU);
 /// Scaled ELU with the self-normalizing constants.   nn::SELU()
 class SELUImpl : public Module {
  public:
+  MINIDL_CLONE_STATELESS(SELUImpl)
   Tensor forward(const Tensor& input) override;
 };
 MINIDL_MODULE(SELU);
@@ -117,6 +127,7 @@ MINIDL_MODULE(SELU);
 /// x * tanh(softplus(x)).   nn::Mish()
 class MishImpl : public Module {
  public:
+  MINIDL_CLONE_STATELESS(MishImpl)
   Tensor forward(const Tensor& input) override;
 };
 MINIDL_MODULE(Mish);
@@ -129,6 +140,7 @@ struct HardtanhOptions {
 /// clamp(x, min_val, max_val).   nn::Hardtanh(nn::HardtanhOptions().min_val(-2).max_val(2))
 class HardtanhImpl : public Module {
  public:
+  MINIDL_CLONE_FROM_OPTIONS(HardtanhImpl)
   explicit HardtanhImpl(const HardtanhOptions& options = {});
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
@@ -139,6 +151,7 @@ MINIDL_MODULE(Hardtanh);
 /// min(max(x, 0), 6).   nn::ReLU6()
 class ReLU6Impl : public Module {
  public:
+  MINIDL_CLONE_STATELESS(ReLU6Impl)
   Tensor forward(const Tensor& input) override;
 };
 MINIDL_MODULE(ReLU6);
@@ -152,6 +165,7 @@ struct PReLUOptions {
 ///   nn::PReLU(nn::PReLUOptions().num_parameters(64))
 class PReLUImpl : public Module {
  public:
+  MINIDL_CLONE_FROM_OPTIONS(PReLUImpl)
   explicit PReLUImpl(const PReLUOptions& options = {});
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
@@ -164,6 +178,7 @@ MINIDL_MODULE(PReLU);
 /// log(sigmoid(x)), computed stably.   nn::LogSigmoid()
 class LogSigmoidImpl : public Module {
  public:
+  MINIDL_CLONE_STATELESS(LogSigmoidImpl)
   Tensor forward(const Tensor& input) override;
 };
 MINIDL_MODULE(LogSigmoid);

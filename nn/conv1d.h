@@ -22,6 +22,7 @@ struct Conv1dOptions {
 ///   nn::Conv1d conv(nn::Conv1dOptions(16, 32, 3).padding(1));
 class Conv1dImpl : public Module {
  public:
+  MINIDL_CLONE_FROM_OPTIONS(Conv1dImpl)
   Conv1dImpl(int64_t in_channels, int64_t out_channels, int64_t kernel_size)
       : Conv1dImpl(Conv1dOptions(in_channels, out_channels, kernel_size)) {}
   explicit Conv1dImpl(const Conv1dOptions& options);

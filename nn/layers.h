@@ -10,6 +10,7 @@ namespace minidl::nn {
 /// max(x, 0) elementwise.   nn::ReLU()
 class ReLUImpl : public Module {
  public:
+  MINIDL_CLONE_STATELESS(ReLUImpl)
   Tensor forward(const Tensor& input) override;
   std::string name() const override { return "ReLU"; }
 };
@@ -23,6 +24,7 @@ struct FlattenOptions {
 /// Flattens dims start_dim..end_dim (by default all but the batch).   nn::Flatten()
 class FlattenImpl : public Module {
  public:
+  MINIDL_CLONE_FROM_OPTIONS(FlattenImpl)
   explicit FlattenImpl(const FlattenOptions& options = {}) : options(options) {}
   Tensor forward(const Tensor& input) override;
   std::string name() const override { return "Flatten"; }
@@ -40,6 +42,7 @@ struct DropoutOptions {
 ///   nn::Dropout(0.25)
 class DropoutImpl : public Module {
  public:
+  MINIDL_CLONE_FROM_OPTIONS(DropoutImpl)
   explicit DropoutImpl(const DropoutOptions& options = {});
   Tensor forward(const Tensor& input) override;
   std::string name() const override { return "Dropout"; }
@@ -55,6 +58,7 @@ using Dropout2dOptions = DropoutOptions;
 /// the rest; identity in eval().   nn::Dropout2d(0.2)
 class Dropout2dImpl : public Module {
  public:
+  MINIDL_CLONE_FROM_OPTIONS(Dropout2dImpl)
   explicit Dropout2dImpl(const Dropout2dOptions& options = {});
   Tensor forward(const Tensor& input) override;
   std::string name() const override { return "Dropout2d"; }
@@ -67,6 +71,7 @@ MINIDL_MODULE(Dropout2d);
 ///   nn::Identity()
 class IdentityImpl : public Module {
  public:
+  MINIDL_CLONE_STATELESS(IdentityImpl)
   template <class... Args>
   explicit IdentityImpl(const Args&...) {}
   Tensor forward(const Tensor& input) override { return input; }
@@ -86,6 +91,7 @@ struct MaxPool2dOptions {
 /// Max over windows of [N, C, H, W].   nn::MaxPool2d(2)
 class MaxPool2dImpl : public Module {
  public:
+  MINIDL_CLONE_FROM_OPTIONS(MaxPool2dImpl)
   explicit MaxPool2dImpl(Size2 kernel_size) : options(kernel_size) {}
   explicit MaxPool2dImpl(const MaxPool2dOptions& options) : options(options) {}
   Tensor forward(const Tensor& input) override;

@@ -20,6 +20,7 @@ struct CrossEntropyLossOptions {
 ///   nn::CrossEntropyLoss smoothed(nn::CrossEntropyLossOptions().label_smoothing(0.1).ignore_index(0));
 class CrossEntropyLossImpl : public Module {
  public:
+  MINIDL_CLONE_FROM_OPTIONS(CrossEntropyLossImpl)
   explicit CrossEntropyLossImpl(const CrossEntropyLossOptions& options = {});
   Tensor forward(const Tensor& logits, const Tensor& target);
   std::string name() const override { return "CrossEntropyLoss"; }
@@ -39,6 +40,7 @@ struct NLLLossOptions {
 ///   nn::NLLLoss criterion;  criterion(log_softmax(logits, 1), target)
 class NLLLossImpl : public Module {
  public:
+  MINIDL_CLONE_FROM_OPTIONS(NLLLossImpl)
   explicit NLLLossImpl(const NLLLossOptions& options = {});
   Tensor forward(const Tensor& log_probs, const Tensor& target);
   std::string name() const override { return "NLLLoss"; }
@@ -50,6 +52,7 @@ MINIDL_MODULE(NLLLoss);
 /// Mean (or summed, or per-element) squared error.   nn::MSELoss criterion;  criterion(output, target)
 class MSELossImpl : public Module {
  public:
+  MINIDL_CLONE_STATELESS(MSELossImpl)
   explicit MSELossImpl(Reduction reduction = Reduction::Mean) : reduction(reduction) {}
   Tensor forward(const Tensor& input, const Tensor& target);
   std::string name() const override { return "MSELoss"; }
@@ -65,6 +68,7 @@ struct L1LossOptions {
 /// Mean (or summed, or per-element) absolute error.   nn::L1Loss criterion;  criterion(output, target)
 class L1LossImpl : public Module {
  public:
+  MINIDL_CLONE_FROM_OPTIONS(L1LossImpl)
   explicit L1LossImpl(const L1LossOptions& options = {}) : options(options) {}
   Tensor forward(const Tensor& input, const Tensor& target);
   std::string name() const override { return "L1Loss"; }
@@ -82,6 +86,7 @@ struct BCEWithLogitsLossOptions {
 ///   nn::BCEWithLogitsLoss criterion(nn::BCEWithLogitsLossOptions().pos_weight(full({3}, 2.0)));
 class BCEWithLogitsLossImpl : public Module {
  public:
+  MINIDL_CLONE_FROM_OPTIONS(BCEWithLogitsLossImpl)
   explicit BCEWithLogitsLossImpl(const BCEWithLogitsLossOptions& options = {});
   Tensor forward(const Tensor& input, const Tensor& target);
   std::string name() const override { return "BCEWithLogitsLoss"; }
@@ -99,6 +104,7 @@ struct BCELossOptions {
 ///   nn::BCELoss criterion;  criterion(sigmoid(logits), labels)
 class BCELossImpl : public Module {
  public:
+  MINIDL_CLONE_FROM_OPTIONS(BCELossImpl)
   explicit BCELossImpl(const BCELossOptions& options = {});
   Tensor forward(const Tensor& input, const Tensor& target);
   std::string name() const override { return "BCELoss"; }
@@ -116,6 +122,7 @@ struct KLDivLossOptions {
 ///   nn::KLDivLoss criterion(nn::KLDivLossOptions().reduction(Reduction::BatchMean));
 class KLDivLossImpl : public Module {
  public:
+  MINIDL_CLONE_FROM_OPTIONS(KLDivLossImpl)
   explicit KLDivLossImpl(const KLDivLossOptions& options = {}) : options(options) {}
   Tensor forward(const Tensor& input, const Tensor& target);
   std::string name() const override { return "KLDivLoss"; }
@@ -131,6 +138,7 @@ struct SmoothL1LossOptions {
 /// Quadratic below beta, linear above.   nn::SmoothL1Loss criterion(nn::SmoothL1LossOptions().beta(0.5));
 class SmoothL1LossImpl : public Module {
  public:
+  MINIDL_CLONE_FROM_OPTIONS(SmoothL1LossImpl)
   explicit SmoothL1LossImpl(const SmoothL1LossOptions& options = {}) : options(options) {}
   Tensor forward(const Tensor& input, const Tensor& target);
   std::string name() const override { return "SmoothL1Loss"; }
@@ -146,6 +154,7 @@ struct HuberLossOptions {
 /// Quadratic below delta, linear (slope delta) above.   nn::HuberLoss criterion(nn::HuberLossOptions().delta(2.0));
 class HuberLossImpl : public Module {
  public:
+  MINIDL_CLONE_FROM_OPTIONS(HuberLossImpl)
   explicit HuberLossImpl(const HuberLossOptions& options = {}) : options(options) {}
   Tensor forward(const Tensor& input, const Tensor& target);
   std::string name() const override { return "HuberLoss"; }

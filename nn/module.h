@@ -224,7 +224,9 @@ class Cloneable : public Module {
 #define MINIDL_CLONE_STATELESS(Impl)                                                                 \
   std::shared_ptr<::minidl::nn::Module> clone(const std::optional<::minidl::Device>& = std::nullopt) \
       const override {                                                                               \
-    return std::make_shared<Impl>(*this);                                                            \
+    auto copy = std::make_shared<Impl>(*this);                                                       \
+    copy->clear_registrations(); /* the hooks */                                                     \
+    return copy;                                                                                     \
   }
 
 /// PyTorch's holder idiom: `nn::Linear` is a shared handle to `nn::LinearImpl`, so modules can be

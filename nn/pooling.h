@@ -23,6 +23,7 @@ struct AvgPool2dOptions {
 /// Mean over windows of [N, C, H, W].   nn::AvgPool2d(nn::AvgPool2dOptions(3).stride(2).padding(1))
 class AvgPool2dImpl : public Module {
  public:
+  MINIDL_CLONE_FROM_OPTIONS(AvgPool2dImpl)
   explicit AvgPool2dImpl(Size2 kernel_size) : options(kernel_size) {}
   explicit AvgPool2dImpl(const AvgPool2dOptions& options) : options(options) {}
   Tensor forward(const Tensor& input) override;
@@ -41,6 +42,7 @@ struct AdaptiveAvgPool2dOptions {
 ///   nn::AdaptiveAvgPool2d(1)  // global average pooling
 class AdaptiveAvgPool2dImpl : public Module {
  public:
+  MINIDL_CLONE_FROM_OPTIONS(AdaptiveAvgPool2dImpl)
   explicit AdaptiveAvgPool2dImpl(Size2 output_size) : AdaptiveAvgPool2dImpl(AdaptiveAvgPool2dOptions(output_size)) {}
   explicit AdaptiveAvgPool2dImpl(const AdaptiveAvgPool2dOptions& options);
   Tensor forward(const Tensor& input) override;
@@ -60,6 +62,7 @@ struct UpsampleOptions {
 ///   nn::Upsample(nn::UpsampleOptions().scale_factor(2))
 class UpsampleImpl : public Module {
  public:
+  MINIDL_CLONE_FROM_OPTIONS(UpsampleImpl)
   explicit UpsampleImpl(const UpsampleOptions& options);
   Tensor forward(const Tensor& input) override;
   std::string name() const override { return "Upsample"; }
@@ -78,6 +81,7 @@ struct AdaptiveMaxPool2dOptions {
 ///   auto [values, indices] = pool->forward_with_indices(x);
 class AdaptiveMaxPool2dImpl : public Module {
  public:
+  MINIDL_CLONE_FROM_OPTIONS(AdaptiveMaxPool2dImpl)
   explicit AdaptiveMaxPool2dImpl(Size2 output_size) : AdaptiveMaxPool2dImpl(AdaptiveMaxPool2dOptions(output_size)) {}
   explicit AdaptiveMaxPool2dImpl(const AdaptiveMaxPool2dOptions& options);
   Tensor forward(const Tensor& input) override;
@@ -101,6 +105,7 @@ struct MaxPool1dOptions {
 /// Max over windows of [N, C, L] (or [C, L]).   nn::MaxPool1d(nn::MaxPool1dOptions(3).stride(2))
 class MaxPool1dImpl : public Module {
  public:
+  MINIDL_CLONE_FROM_OPTIONS(MaxPool1dImpl)
   explicit MaxPool1dImpl(int64_t kernel_size) : options(kernel_size) {}
   explicit MaxPool1dImpl(const MaxPool1dOptions& options) : options(options) {}
   Tensor forward(const Tensor& input) override;
@@ -122,6 +127,7 @@ struct AvgPool1dOptions {
 /// Mean over windows of [N, C, L] (or [C, L]).   nn::AvgPool1d(nn::AvgPool1dOptions(3).stride(1).padding(1))
 class AvgPool1dImpl : public Module {
  public:
+  MINIDL_CLONE_FROM_OPTIONS(AvgPool1dImpl)
   explicit AvgPool1dImpl(int64_t kernel_size) : options(kernel_size) {}
   explicit AvgPool1dImpl(const AvgPool1dOptions& options) : options(options) {}
   Tensor forward(const Tensor& input) override;

@@ -107,6 +107,7 @@ class RNNImplBase : public Module {
 ///   nn::RNN rnn(nn::RNNOptions(10, 20).num_layers(2));  auto [out, h_n] = rnn(x);  // x [L, N, 10]
 class RNNImpl : public detail::RNNImplBase {
  public:
+  MINIDL_CLONE_FROM_OPTIONS(RNNImpl)
   RNNImpl(int64_t input_size, int64_t hidden_size) : RNNImpl(RNNOptions(input_size, hidden_size)) {}
   explicit RNNImpl(const RNNOptions& options);
   /// (output [L, N, D*H], h_n [num_layers*D, N, H]); hx defaults to zeros. Input [L, N, I]
@@ -123,6 +124,7 @@ MINIDL_MODULE(RNN);
 ///   auto [h_n, c_n] = state;
 class LSTMImpl : public detail::RNNImplBase {
  public:
+  MINIDL_CLONE_FROM_OPTIONS(LSTMImpl)
   LSTMImpl(int64_t input_size, int64_t hidden_size) : LSTMImpl(LSTMOptions(input_size, hidden_size)) {}
   explicit LSTMImpl(const LSTMOptions& options);
   /// (output, (h_n, c_n)); hx_opt = (h_0, c_0) defaults to zeros. Shapes as RNN's.
@@ -138,6 +140,7 @@ MINIDL_MODULE(LSTM);
 ///   nn::GRU gru(nn::GRUOptions(10, 20).bidirectional(true));  auto [out, h_n] = gru(x, h0);
 class GRUImpl : public detail::RNNImplBase {
  public:
+  MINIDL_CLONE_FROM_OPTIONS(GRUImpl)
   GRUImpl(int64_t input_size, int64_t hidden_size) : GRUImpl(GRUOptions(input_size, hidden_size)) {}
   explicit GRUImpl(const GRUOptions& options);
   /// (output, h_n); hx defaults to zeros. Shapes as RNN's.
@@ -200,6 +203,7 @@ class RNNCellImplBase : public Module {
 /// One step of an Elman RNN.   nn::RNNCell cell(10, 20);  Tensor h = cell(x, h);  // x [N, 10]
 class RNNCellImpl : public detail::RNNCellImplBase {
  public:
+  MINIDL_CLONE_FROM_OPTIONS(RNNCellImpl)
   RNNCellImpl(int64_t input_size, int64_t hidden_size) : RNNCellImpl(RNNCellOptions(input_size, hidden_size)) {}
   explicit RNNCellImpl(const RNNCellOptions& options);
   /// h' [N, H] (or [H] for unbatched input); hx defaults to zeros.
@@ -213,6 +217,7 @@ MINIDL_MODULE(RNNCell);
 /// One LSTM step.   nn::LSTMCell cell(10, 20);  auto [h, c] = cell(x, std::make_tuple(h, c));
 class LSTMCellImpl : public detail::RNNCellImplBase {
  public:
+  MINIDL_CLONE_FROM_OPTIONS(LSTMCellImpl)
   LSTMCellImpl(int64_t input_size, int64_t hidden_size) : LSTMCellImpl(LSTMCellOptions(input_size, hidden_size)) {}
   explicit LSTMCellImpl(const LSTMCellOptions& options);
   /// (h', c'); hx_opt = (h, c) defaults to zeros.
@@ -226,6 +231,7 @@ MINIDL_MODULE(LSTMCell);
 /// One GRU step.   nn::GRUCell cell(10, 20);  Tensor h = cell(x, h);
 class GRUCellImpl : public detail::RNNCellImplBase {
  public:
+  MINIDL_CLONE_FROM_OPTIONS(GRUCellImpl)
   GRUCellImpl(int64_t input_size, int64_t hidden_size) : GRUCellImpl(GRUCellOptions(input_size, hidden_size)) {}
   explicit GRUCellImpl(const GRUCellOptions& options);
   /// h'; hx defaults to zeros.

@@ -56,8 +56,10 @@ fi
 
 for name in ${RUN-regression autograd mnist dcgan}; do
   echo "== $name"
+  start=$SECONDS
   case "$name" in
     dcgan) (cd "$work/dcgan" && build/dcgan --epochs "${DCGAN_EPOCHS:-1}" | tee "$work/dcgan.log") ;;
     *) (cd "$work/$name" && "build/$name" | tee "$work/$name.log") ;;
   esac
+  echo "port_examples: $name ran in $((SECONDS - start)) s" | tee -a "$work/$name.log"
 done

@@ -338,6 +338,11 @@ class Tensor {
   Tensor norm(const Scalar& p = 2) const;
   Tensor norm(const Scalar& p, IntArrayRef dim, bool keepdim = false) const;
   Tensor logsumexp(IntArrayRef dim, bool keepdim = false) const;
+  /// Every element within atol + rtol * |other| (a host bool: a sync on CUDA).
+  bool allclose(const Tensor& other, double rtol = 1e-05, double atol = 1e-08, bool equal_nan = false) const;
+  Tensor isclose(const Tensor& other, double rtol = 1e-05, double atol = 1e-08, bool equal_nan = false) const;
+  /// Same shape and the same values (a host bool).
+  bool equal(const Tensor& other) const;
   Tensor cumsum(int64_t dim) const;
   Tensor cumprod(int64_t dim) const;
   std::tuple<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false) const;

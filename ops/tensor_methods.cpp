@@ -231,6 +231,13 @@ Tensor Tensor::norm(const Scalar& p, IntArrayRef dim, bool keepdim) const {
   return minidl::norm(*this, p, dim.vec(), keepdim);
 }
 Tensor Tensor::logsumexp(IntArrayRef dim, bool keepdim) const { return minidl::logsumexp(*this, dim.vec(), keepdim); }
+bool Tensor::allclose(const Tensor& other, double rtol, double atol, bool equal_nan) const {
+  return minidl::allclose(*this, other, rtol, atol, equal_nan);
+}
+Tensor Tensor::isclose(const Tensor& other, double rtol, double atol, bool equal_nan) const {
+  return minidl::isclose(*this, other, rtol, atol, equal_nan);
+}
+bool Tensor::equal(const Tensor& other) const { return minidl::equal(*this, other); }
 Tensor Tensor::cumsum(int64_t dim) const { return minidl::cumsum(*this, dim); }
 Tensor Tensor::cumprod(int64_t dim) const { return minidl::cumprod(*this, dim); }
 std::tuple<Tensor, Tensor> Tensor::sort(int64_t dim, bool descending) const {

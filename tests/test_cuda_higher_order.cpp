@@ -37,8 +37,9 @@ TEST(CudaHigherOrder, PenaltyMatchesCpu) {
   manual_seed(11);
   Tensor x = randn({5, 4}), w1 = randn({6, 4}), b1 = randn({6}), w2 = randn({1, 6});
   auto run = [&](Device device) {
-    Tensor xd = x.to(device).requires_grad_(), w1d = w1.to(device).requires_grad_();
-    Tensor b1d = b1.to(device).requires_grad_(), w2d = w2.to(device).requires_grad_();
+    // detach(): to(cpu) of a CPU tensor is that tensor, and the leaves of one run must not be the other's.
+    Tensor xd = x.to(device).detach().requires_grad_(), w1d = w1.to(device).detach().requires_grad_();
+    Tensor b1d = b1.to(device).detach().requires_grad_(), w2d = w2.to(device).detach().requires_grad_();
     Tensor critic = linear(tanh(linear(xd, w1d, b1d)), w2d);
     Tensor g = autograd::grad({critic}, {xd}, {ones_like(critic)}, true, true)[0];
     mean(pow(sub(norm(g, 2, {1}), 1.0), 2)).backward();

@@ -184,7 +184,8 @@ TEST(CudaRnn, GradcheckFloat64) {
         },
         in);
     EXPECT_TRUE(r) << r.message;
-    std::vector<Tensor> gin{randn({3, 2, 2}, kFloat64, gpu()), randn({1, 2, 3}, kFloat64, gpu()),
+    // batch_first: input [N = 3, L = 2, I = 2], so h_0 is [layers, N, H] = [1, 3, 3].
+    std::vector<Tensor> gin{randn({3, 2, 2}, kFloat64, gpu()), randn({1, 3, 3}, kFloat64, gpu()),
                             randn({9, 2}, kFloat64, gpu()), randn({9, 3}, kFloat64, gpu()), randn({9}, kFloat64, gpu()),
                             randn({9}, kFloat64, gpu())};
     for (Tensor& t : gin) t.requires_grad_();

@@ -358,6 +358,11 @@ TEST(TensorApi, MoreReductionMethods) {
   auto [top, where] = x.topk(1);
   EXPECT_EQ(top.to_vector<float>(), (F{5, 7}));
   EXPECT_EQ(where.to_vector<int64_t>(), (L{1, 0}));
+  EXPECT_TRUE(v.allclose(v + 1e-7));
+  EXPECT_FALSE(v.allclose(v + 1e-3));
+  EXPECT_EQ(v.isclose(tensor({1., 2.1, 3., 4.})).to_vector<bool>(), (std::vector<bool>{true, false, true, true}));
+  EXPECT_TRUE(v.equal(tensor({1., 2., 3., 4.})));
+  EXPECT_FALSE(v.equal(tensor({1., 2., 3.})));
 }
 
 TEST(TensorApi, GatherScatterAndRearrangeMethods) {

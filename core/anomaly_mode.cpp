@@ -1,4 +1,4 @@
-// Anomaly mode's switch and its checks. Like core/autograd.cpp, this part of the engine calls a few
+// Anomaly mode's switch and its checks. Like core/autograd_gradients.cpp, this part of the engine calls a few
 // ops (sub, sum, to) to look at values on any device.
 #include "core/anomaly_mode.h"
 

@@ -18,7 +18,7 @@ class Tensor;
 namespace detail {
 extern std::atomic<bool> anomaly_mode;
 
-// The checks the autograd engine (core/autograd.cpp) runs while anomaly mode is on.
+// The checks the autograd engine (core/autograd_engine.cpp) runs while anomaly mode is on.
 /// Throws if the floating `output` of the op `name` holds a NaN or an infinity.
 void check_forward(const char* name, const Tensor& output, const std::vector<Tensor>& inputs);
 /// "name([2, 3] float32, none) -> [2, 3] float32": kept on the tape entry for a backward error.

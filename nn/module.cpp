@@ -152,7 +152,8 @@ void Module::clear_registrations() {
 
 void Module::copy_state_into(Module& copy, const std::optional<Device>& device) const {
   NoGradGuard no_grad;
-  const std::vector<Tensor> own = parameters();
+  std::vector<Tensor> own = parameters();
+  if (own.empty()) own = buffers();
   copy.to(device ? *device : own.empty() ? Device::cpu() : own.front().device());
   // Names first: a layer whose state differs from its options' (a weight replaced by hand) is an error, not a mix.
   copy.load_state_dict(state_dict());

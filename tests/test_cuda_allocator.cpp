@@ -78,7 +78,7 @@ TEST(CudaAllocator, TrainingLoopReachesSteadyState) {
   constexpr int kWarmup = 10, kSettle = 20, kSteady = 20, kIterations = kWarmup + kSettle + kSteady;
   {
     // The engine keeps the implied seed of a 0-d loss on each device for every later backward
-    // (core/autograd.cpp). Made here, before the baseline, it is not taken for a leak: alone in its
+    // (core/autograd_gradients.cpp). Made here, before the baseline, it is not taken for a leak: alone in its
     // process, as ctest runs it, this test would otherwise make it inside the loop.
     Tensor w = zeros({}, kFloat32, gpu()).requires_grad_();
     (w * 2).backward();

@@ -9,7 +9,7 @@
 //   to compute-stream work while the side stream still reads them;
 // - a block it writes joins first if it is freed before (the allocator asks side_stream_writes);
 // - the autograd engine joins before it reads or changes a gradient made there, before hooks, and
-//   at the end of every backward (core/autograd.cpp), so user code never sees unjoined work.
+//   at the end of every backward (core/autograd_engine.cpp), so user code never sees unjoined work.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>

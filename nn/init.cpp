@@ -1,6 +1,7 @@
 #include "nn/init.h"
 
-#include <Eigen/Dense>
+#include <Eigen/Core>
+#include <Eigen/QR>
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -96,18 +97,20 @@ void orthogonal_(Tensor& t, double gain) {
   const int64_t rows = t.size(0), cols = t.numel() / rows;
   const bool wide = rows < cols;
   const int64_t m = wide ? cols : rows, n = wide ? rows : cols;  // QR of a tall m x n matrix
-  std::vector<double> draw = randn({m, n}, kFloat64).to_vector<double>();
-  Eigen::Map<Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> a(draw.data(), m, n);
-  Eigen::HouseholderQR<Eigen::MatrixXd> qr(a);
+  using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  Tensor draw = randn({m, n}, kFloat64);
+  Eigen::HouseholderQR<Eigen::MatrixXd> qr(Eigen::Map<const RowMajor>(draw.data<double>(), m, n));
   Eigen::MatrixXd q = qr.householderQ() * Eigen::MatrixXd::Identity(m, n);
-  const Eigen::MatrixXd r = qr.matrixQR().topRows(n).triangularView<Eigen::Upper>();
-  // Signs of r's diagonal on q's columns make the distribution uniform (Haar), as PyTorch does.
-  for (int64_t j = 0; j < n; ++j) q.col(j) *= r(j, j) < 0 ? -1.0 : 1.0;
-  Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> out =
-      wide ? Eigen::MatrixXd(q.transpose()) : q;
-  std::vector<double> values(out.data(), out.data() + out.size());
-  for (double& v : values) v *= gain;
-  assign(t, Tensor::from_vector(values, t.shape()).to(t.dtype()));
+  // Signs of R's diagonal on Q's columns make the distribution uniform (Haar), as PyTorch does.
+  for (int64_t j = 0; j < n; ++j) q.col(j) *= qr.matrixQR()(j, j) < 0 ? -gain : gain;
+  Tensor out = Tensor::empty({rows, cols}, kFloat64);
+  Eigen::Map<RowMajor> values(out.data<double>(), rows, cols);
+  if (wide) {
+    values = q.transpose();
+  } else {
+    values = q;
+  }
+  assign(t, out.reshape(t.shape()).to(t.dtype()));
 }
 
 void constant_(Tensor& t, double value) { assign(t, full(t.shape(), value, t.dtype(), t.device())); }

@@ -331,7 +331,7 @@ TEST(CudaLosses, IgnoredTargetsRaiseNothingAndBadOnesStillDo) {
       ADD_FAILURE() << "a target out of range went unreported";
     } catch (const Error& e) {
       // The op, the sample and its target, and the range, from the kernel that found it.
-      for (const std::string part : {std::string(op) + " on cuda:0", std::string("target 10 of sample 2"),
+      for (const std::string& part : {std::string(op) + " on cuda:0", std::string("target 10 of sample 2"),
                                      std::string("expected 0 <= target < 10 classes")})
         EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
     }

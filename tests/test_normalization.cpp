@@ -26,11 +26,6 @@ namespace {
 Tensor leaf(const Shape& shape) { return randn(shape, kFloat64).requires_grad_(); }
 Tensor positive_leaf(const Shape& shape) { return uniform(shape, 0.5, 2.0, kFloat64).requires_grad_(); }
 
-std::string str(const nn::Module& m) {
-  std::ostringstream os;
-  os << m;
-  return os.str();
-}
 
 void expect_near_all(const std::vector<double>& got, const std::vector<double>& want, double tol,
                      const std::string& what) {
@@ -473,7 +468,7 @@ TEST(NormalizationModules, ModulesMatchFunctional) {
 }
 
 TEST(NormalizationModules, Printing) {
-  EXPECT_EQ(str(*nn::BatchNorm2d(16)), "BatchNorm2d(16, eps=1e-05, momentum=0.1, affine=true, track_running_stats=true)");
+  EXPECT_EQ(minidl::str(*nn::BatchNorm2d(16)), "BatchNorm2d(16, eps=1e-05, momentum=0.1, affine=true, track_running_stats=true)");
   EXPECT_EQ(str(*nn::BatchNorm1d(nn::BatchNormOptions(8).momentum(std::nullopt).affine(false))),
             "BatchNorm1d(8, eps=1e-05, momentum=None, affine=false, track_running_stats=true)");
   EXPECT_EQ(str(*nn::LayerNorm(Shape{10})), "LayerNorm([10], eps=1e-05, elementwise_affine=true)");

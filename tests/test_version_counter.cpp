@@ -109,7 +109,7 @@ TEST(VersionCounter, UnchangedSavedTensorsBackwardAsBefore) {
 TEST(AutogradRecord, ACustomBackwardWithAWrongShapeIsRefused) {
   Tensor x = randn({3}).requires_grad_();
   Tensor out = x.detach() * 2;
-  autograd::record("bad_double", out, {x}, [](const Tensor& g, const std::vector<bool>&) {
+  autograd::record("bad_double", out, {x}, [](const Tensor&, const std::vector<bool>&) {
     return std::vector<Tensor>{ones({2, 3})};  // the input has shape [3]
   });
   expect_error([&] { out.sum().backward(); }, {"'bad_double'", "shape [2, 3]", "input 0", "[3]"});

@@ -67,7 +67,8 @@ __device__ __forceinline__ T d_floor_divide(T a, T b) {
   if constexpr (std::is_integral_v<T>) {
     if (b == 0) return T(0);  // refused on the host; no trap on the GPU
     const T q = a / b;
-    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+    if constexpr (std::is_unsigned_v<T>) return q;  // no signs to differ
+    else return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
   } else {
     if (b == T(0)) return a / b;
     T mod = fmod(a, b);
@@ -83,7 +84,8 @@ __device__ __forceinline__ T d_remainder(T a, T b) {
   if constexpr (std::is_integral_v<T>) {
     if (b == 0) return T(0);
     const T r = a % b;
-    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+    if constexpr (std::is_unsigned_v<T>) return r;
+    else return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
   } else {
     const T r = fmod(a, b);
     return (r != T(0) && ((r < T(0)) != (b < T(0)))) ? r + b : r;

@@ -46,7 +46,11 @@ __device__ __forceinline__ double m_pow(double a, double b) { return ::pow(a, b)
 
 template <class T>
 __device__ __forceinline__ T m_sign(T x) {
-  return static_cast<T>(T(0) < x) - static_cast<T>(x < T(0));  // 0 for NaN and both zeros
+  if constexpr (std::is_unsigned_v<T>) {
+    return static_cast<T>(x != T(0));
+  } else {
+    return static_cast<T>(T(0) < x) - static_cast<T>(x < T(0));  // 0 for NaN and both zeros
+  }
 }
 
 template <class T>

@@ -54,7 +54,7 @@ class TensorOptions {
   bool requires_grad_ = false;
 };
 
-/// libtorch's torch::dtype / torch::device / torch::requires_grad.   ones({2}, dtype(kFloat64).requires_grad())
+/// libtorch's torch::dtype / torch::device / torch::requires_grad.   ones({2}, dtype(kFloat64).requires_grad(true))
 inline TensorOptions dtype(DType dtype) { return TensorOptions().dtype(dtype); }
 template <class T>
 TensorOptions dtype() {

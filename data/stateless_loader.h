@@ -5,8 +5,11 @@
 // gives the same batches whatever the timing.
 //   auto loader = make_data_loader<samplers::SequentialSampler>(std::move(train), 64);
 //   for (Example<>& batch : *loader) { ... batch.data, batch.target ... }
+#include <algorithm>
 #include <condition_variable>
+#include <cstddef>
 #include <exception>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>

@@ -35,32 +35,6 @@ Tensor random_ints(const Shape& shape, int64_t n) {
   return Tensor::from_vector(v, shape);
 }
 
-// Runs f on CPU inputs and on their GPU copies (as leaves when they are floating) and compares the
-// outputs and, when the output is floating, the gradients of sum(output * seed).
-void expect_cpu_cuda_agree(const char* what, const Fn& f, const std::vector<Tensor>& cpu_inputs, double tol = 1e-4) {
-  SCOPED_TRACE(what);
-  std::vector<Tensor> c, g;
-  for (const Tensor& t : cpu_inputs) {
-    Tensor a = t.clone(), b = t.to(gpu());
-    if (is_floating(t.dtype())) {
-      a.requires_grad_();
-      b.requires_grad_();
-    }
-    c.push_back(a);
-    g.push_back(b);
-  }
-  Tensor out_c = f(c), out_g = f(g);
-  ASSERT_EQ(out_g.device(), gpu());
-  EXPECT_TRUE(all_close(out_g, out_c, tol, tol)) << "forward";
-  if (!is_floating(out_c.dtype()) || !out_c.requires_grad()) return;
-  Tensor seed = randn(out_c.shape(), out_c.dtype());
-  sum(mul(out_c, seed)).backward();
-  sum(mul(out_g, seed.to(gpu()))).backward();
-  for (size_t i = 0; i < c.size(); ++i) {
-    if (!c[i].requires_grad() || !c[i].grad().defined()) continue;
-    EXPECT_TRUE(all_close(g[i].grad(), c[i].grad(), tol, tol)) << "gradient of input " << i;
-  }
-}
 
 }  // namespace
 

@@ -1,6 +1,7 @@
 # The same measurement as apps/bench, in PyTorch, for side-by-side ratios (../shared/BENCHMARK.md):
 # data on the device, each step gathers its batch with index_select, 50 uncounted warm-up steps,
-# timed epochs of 60,000 images (last partial batch included), strict float32 (no TF32).
+# timed epochs of 60,000 images (last partial batch included), strict float32 (no TF32) unless
+# --precision says otherwise.
 #
 # Every mode gives PyTorch its fast settings: cudnn.benchmark = True, the gradients set to None at
 # the start of each step, SGD(fused=True) where the step is not compiled. Every shape that is timed
@@ -23,11 +24,22 @@
 #            prints a fourth line, "pytorch best", with the fastest of them and which one it was
 #            (a mode that fails is reported as failed, with its traceback, and left out).
 #   all      the same as best.
+# --precision, as apps/bench's flag (apps/common/precision.h):
+#   fp32     strict float32: torch.backends.cuda.matmul.allow_tf32 and cudnn.allow_tf32 both False
+#   tf32     both True
+#   bf16     both True, and torch.autocast(device, torch.bfloat16) around the forward and the loss
+#   fp16     both True, float16 autocast there, and torch.amp.GradScaler around backward and the SGD
+#            step. The scaler's step reads found_inf on the host (a sync a graph cannot capture)
+#            unless the optimizer takes it on the device: SGD(fused=True) does (grad_scale and
+#            found_inf go into its kernel, and update() runs on the device), so fp16 keeps the fused
+#            SGD in every mode, compile included, and the whole scaled step is captured.
+# Every timed line names the precision.
 # Each timed line ends with the training loss on the first 10,000 training images before and after
 # (eval mode, not timed), so that every mode can be seen to learn. With --epochs N, N epochs are
 # timed one by one (each reshuffled) and the line gives the median epoch, then all N.
 #
 #   python3 scripts/bench_pytorch.py --model cnn --batch-size 64 --data DIR/mnist [--mode eager|graph|compile|best]
+#       [--precision fp32|tf32|bf16|fp16]
 import argparse, contextlib, statistics, sys, time, traceback
 import torch
 import torch.nn.functional as F
@@ -48,14 +60,26 @@ p.add_argument("--warmup", type=int, default=50, help="uncounted full-batch step
 p.add_argument("--tail-warmup", type=int, default=3, help="uncounted steps at the last partial batch's shape")
 p.add_argument("--seed", type=int, default=1)
 p.add_argument("--profile", action="store_true", help="after the timed epochs, list each kernel's time per step")
+p.add_argument("--precision", choices=["fp32", "tf32", "bf16", "fp16"], default="fp32",
+               help="fp32: strict float32; tf32: TF32 matmuls and convolutions; bf16/fp16: that autocast plus TF32 "
+                    "(fp16 with a GradScaler)")
 a = p.parse_args()
 if a.epochs < 1:
     p.error("--epochs must be at least 1")
-torch.backends.cuda.matmul.allow_tf32 = False
-torch.backends.cudnn.allow_tf32 = False
+tf32 = a.precision != "fp32"
+torch.backends.cuda.matmul.allow_tf32 = tf32
+torch.backends.cudnn.allow_tf32 = tf32
 torch.backends.cudnn.benchmark = True
+autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.precision)
 dev = torch.device(a.device)
 cuda = dev.type == "cuda"
+
+
+def autocast():
+    """torch.autocast on the device in --precision's dtype for bf16 and fp16; nothing otherwise."""
+    if autocast_dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(dev.type, dtype=autocast_dtype)
 images, targets = training_set(a.data, dev)
 n, bs = images.shape[0], a.batch_size
 tail = n % bs  # the last partial batch of every epoch; 0 when bs divides n
@@ -64,15 +88,23 @@ tail = n % bs  # the last partial batch of every epoch; 0 when bs divides n
 def run(mode):
     torch.manual_seed(a.seed)
     model = make_model(a.model).to(dev)
-    opt_args = {"fused": True} if cuda and mode != "compile" else {}
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, **opt_args)
+    # fp16 keeps the fused SGD when compiled too: without it the scaler's step syncs (see the top).
+    fused = cuda and (mode != "compile" or a.precision == "fp16")
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, **({"fused": True} if fused else {}))
+    scaler = torch.amp.GradScaler(dev.type) if a.precision == "fp16" else None
     loss_before = train_loss(model)
 
     def step(ix):
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(images.index_select(0, ix)), targets.index_select(0, ix))
-        loss.backward()
-        opt.step()
+        with autocast():  # the forward and the loss only, as PyTorch's AMP recipe has it
+            loss = F.cross_entropy(model(images.index_select(0, ix)), targets.index_select(0, ix))
+        if scaler is None:
+            loss.backward()
+            opt.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(opt)  # fused SGD: unscales and skips on the device, no host sync
+            scaler.update()
         return loss
 
     fn = step
@@ -153,7 +185,7 @@ def run(mode):
 
 
 def line(r, mode=None, extra=""):
-    out = (f"pytorch {mode or r['mode']}  model {a.model}  batch {bs}  {r['ips']:.0f} img/s  epoch {r['sec']:.3f} s  "
+    out = (f"pytorch {mode or r['mode']}  model {a.model}  batch {bs}  precision {a.precision}  {r['ips']:.0f} img/s  epoch {r['sec']:.3f} s  "
            f"peak device {r['peak']:.0f} MB  loss {r['loss'][0]:.3f} -> {r['loss'][1]:.3f}")
     if len(r["epochs"]) > 1:
         out += f"  median of {len(r['epochs'])} epochs: " + " / ".join(f"{x:.0f}" for x in r["epochs"])
@@ -207,7 +239,7 @@ if mode in ("best", "all"):
             results.append(run(m))
         except Exception:  # said loudly, and the best is then taken over the modes that ran
             traceback.print_exc()
-            print(f"pytorch {m}  model {a.model}  batch {bs}  failed", flush=True)
+            print(f"pytorch {m}  model {a.model}  batch {bs}  precision {a.precision}  failed", flush=True)
     if not results:
         sys.exit(1)
     won = max(results, key=lambda r: r["ips"])

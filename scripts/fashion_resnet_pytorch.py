@@ -1,8 +1,11 @@
 # PyTorch reference for apps/fashion_resnet: the same residual network, initialization, data
 # normalization and training protocol (SGD lr 0.05, momentum 0.9, weight decay 5e-4, cosine schedule
-# over the epochs, batch 128, shuffled each epoch), test accuracy after every epoch.
-#   python3 scripts/fashion_resnet_pytorch.py --data DIR/fashion-mnist [--epochs 10] [--seed 1]
-import argparse, gzip, time
+# over the epochs, batch 128, shuffled each epoch), test accuracy after every epoch. --precision as
+# the app's flag: fp32 strict float32 (TF32 off), tf32 TF32 on, bf16 and fp16 TF32 on and
+# torch.autocast in that dtype around the forward and the loss (the evaluation's forward too, as the
+# app does), fp16 with torch.amp.GradScaler around backward and the step.
+#   python3 scripts/fashion_resnet_pytorch.py --data DIR/fashion-mnist [--epochs 10] [--seed 1] [--precision bf16]
+import argparse, contextlib, gzip, time
 import numpy as np, torch, torch.nn as nn, torch.nn.functional as F
 
 p = argparse.ArgumentParser()
@@ -12,10 +15,19 @@ p.add_argument("--batch-size", type=int, default=128)
 p.add_argument("--lr", type=float, default=0.05)
 p.add_argument("--seed", type=int, default=1)
 p.add_argument("--device", default="cuda")
+p.add_argument("--precision", choices=["fp32", "tf32", "bf16", "fp16"], default="fp32")
 a = p.parse_args()
 torch.manual_seed(a.seed)
-torch.backends.cuda.matmul.allow_tf32 = False
-torch.backends.cudnn.allow_tf32 = False
+torch.backends.cuda.matmul.allow_tf32 = a.precision != "fp32"
+torch.backends.cudnn.allow_tf32 = a.precision != "fp32"
+autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.precision)
+device_type = torch.device(a.device).type
+
+
+def autocast():
+    """torch.autocast in --precision's dtype for bf16 and fp16; nothing for fp32 and tf32."""
+    return contextlib.nullcontext() if autocast_dtype is None else torch.autocast(device_type, dtype=autocast_dtype)
+
 
 def idx(name, offset):
     return np.frombuffer(gzip.open(f"{a.data}/{name}.gz").read(), dtype=np.uint8, offset=offset)
@@ -59,8 +71,9 @@ class ResNet(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(self.stages(self.stem(x)), 1), 1))
 
 model = ResNet().to(a.device)
-print(f"{sum(p.numel() for p in model.parameters())} parameters")
+print(f"{sum(p.numel() for p in model.parameters())} parameters, precision {a.precision}")
 opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9, weight_decay=5e-4)
+scaler = torch.amp.GradScaler(device_type, enabled=a.precision == "fp16")  # a pass-through when disabled
 sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=a.epochs)
 for epoch in range(1, a.epochs + 1):
     model.train()
@@ -69,13 +82,16 @@ for epoch in range(1, a.epochs + 1):
     for i in range(0, len(X), a.batch_size):
         b = perm[i:i + a.batch_size]
         opt.zero_grad(set_to_none=True)
-        F.cross_entropy(model(X[b]), Y[b]).backward()
-        opt.step()
+        with autocast():
+            loss = F.cross_entropy(model(X[b]), Y[b])
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
     if a.device.startswith("cuda"):
         torch.cuda.synchronize()
     seconds = time.time() - t0
     sched.step()
     model.eval()
-    with torch.no_grad():
-        correct = sum((model(Xt[i:i + 1000]).argmax(1) == Yt[i:i + 1000]).sum().item() for i in range(0, len(Xt), 1000))
+    with torch.no_grad(), autocast():
+        correct = sum((model(Xt[i:i + 1000]).float().argmax(1) == Yt[i:i + 1000]).sum().item() for i in range(0, len(Xt), 1000))
     print(f"pytorch epoch {epoch}: test accuracy {100 * correct / len(Xt):.2f}%, epoch time {seconds:.1f} s", flush=True)

@@ -30,6 +30,8 @@ DLDataType dl_dtype(DType dtype) {
     case DType::Int8: return {kDLInt, 8, 1};
     case DType::UInt8: return {kDLUInt, 8, 1};
     case DType::Bool: return {kDLBool, 8, 1};  // one byte per element, as dlpack.h says of bool
+    case DType::BFloat16: return {kDLBfloat, 16, 1};
+    case DType::Float16: return {kDLFloat, 16, 1};
   }
   MINIDL_FAIL("to_dlpack: dtype ", dtype, " has no DLPack code");
 }
@@ -70,7 +72,9 @@ DType minidl_dtype(DLDataType t, const char* what) {
   if (t.code == kDLInt && t.bits == 8) return DType::Int8;
   if (t.code == kDLUInt && t.bits == 8) return DType::UInt8;
   if (t.code == kDLBool && t.bits == 8) return DType::Bool;
-  MINIDL_FAIL(what, ": expected float32, float64, int64, int32, int8, uint8 or bool, got ", dl_dtype_name(t),
+  if (t.code == kDLBfloat && t.bits == 16) return DType::BFloat16;
+  if (t.code == kDLFloat && t.bits == 16) return DType::Float16;
+  MINIDL_FAIL(what, ": expected float32, float64, bfloat16, float16, int64, int32, int8, uint8 or bool, got ", dl_dtype_name(t),
               " (convert it first, e.g. torch: t.to(torch.float32) or t.long())");
 }
 

@@ -5,14 +5,16 @@
 #include <ostream>
 
 #include "core/error.h"
+#include "core/half.h"
 
 namespace minidl {
 
 /// Element type of a tensor. float32 is the default; float64 exists for tight gradient checks;
 /// int64 holds labels and indices; int32 indices from other libraries; uint8 images; int8
-/// quantized values; bool (one byte) holds the results of comparisons and masks.
+/// quantized values; bool (one byte) holds the results of comparisons and masks; bfloat16 and
+/// float16 are the 16-bit floating types of mixed precision (kernels compute them in float32).
 ///   Example: `auto t = zeros({2, 3}, DType::Float64);`
-enum class DType : uint8_t { Float32, Float64, Int64, Bool, Int32, Int8, UInt8 };
+enum class DType : uint8_t { Float32, Float64, Int64, Bool, Int32, Int8, UInt8, BFloat16, Float16 };
 
 inline constexpr DType kFloat32 = DType::Float32;
 inline constexpr DType kFloat64 = DType::Float64;
@@ -21,6 +23,9 @@ inline constexpr DType kInt32 = DType::Int32;
 inline constexpr DType kInt8 = DType::Int8;
 inline constexpr DType kUInt8 = DType::UInt8;
 inline constexpr DType kBool = DType::Bool;
+inline constexpr DType kBFloat16 = DType::BFloat16;
+inline constexpr DType kFloat16 = DType::Float16;
+inline constexpr DType kHalf = DType::Float16;
 // libtorch's short names (torch::kFloat, torch::kLong, torch::kByte, ...).
 inline constexpr DType kFloat = DType::Float32;
 inline constexpr DType kDouble = DType::Float64;
@@ -40,11 +45,17 @@ inline size_t element_size(DType dtype) {
     case DType::Int8: return 1;
     case DType::UInt8: return 1;
     case DType::Bool: return 1;
+    case DType::BFloat16: return 2;
+    case DType::Float16: return 2;
   }
   return 8;
 }
-/// True for float32 and float64.
-inline bool is_floating(DType dtype) { return dtype == DType::Float32 || dtype == DType::Float64; }
+/// True for bfloat16 and float16.
+inline bool is_reduced_floating(DType dtype) { return dtype == DType::BFloat16 || dtype == DType::Float16; }
+/// True for the floating dtypes: float32, float64, bfloat16, float16.
+inline bool is_floating(DType dtype) {
+  return dtype == DType::Float32 || dtype == DType::Float64 || is_reduced_floating(dtype);
+}
 /// True for the integer dtypes (int64, int32, int8, uint8), and for bool when include_bool is set,
 /// as c10::isIntegralType.   is_integral(kUInt8) == true;  is_integral(kBool) == false
 inline bool is_integral(DType dtype, bool include_bool = false) {
@@ -67,6 +78,8 @@ inline const char* dtype_name(DType dtype) {
     case DType::Int8: return "int8";
     case DType::UInt8: return "uint8";
     case DType::Bool: return "bool";
+    case DType::BFloat16: return "bfloat16";
+    case DType::Float16: return "float16";
   }
   return "unknown";
 }
@@ -80,6 +93,8 @@ template <> constexpr DType dtype_of<int32_t>() { return DType::Int32; }
 template <> constexpr DType dtype_of<int8_t>() { return DType::Int8; }
 template <> constexpr DType dtype_of<uint8_t>() { return DType::UInt8; }
 template <> constexpr DType dtype_of<bool>() { return DType::Bool; }
+template <> constexpr DType dtype_of<BFloat16>() { return DType::BFloat16; }
+template <> constexpr DType dtype_of<Half>() { return DType::Float16; }
 
 /// Calls `fn(T{})` with T the C++ type of a floating dtype; `what` names the caller in the error.
 ///   dispatch_floating(x.dtype(), "relu", [&](auto tag) { using T = decltype(tag); ... });
@@ -90,7 +105,20 @@ decltype(auto) dispatch_floating(DType dtype, const char* what, Fn&& fn) {
     case DType::Float64: return fn(double{});
     default: break;
   }
+  if (is_reduced_floating(dtype))
+    MINIDL_FAIL(what, ": has no ", dtype, " kernel; compute it in float32 (.to(kFloat32)) or under autocast");
   MINIDL_FAIL(what, ": expected a floating dtype (float32 or float64), got ", dtype);
+}
+
+/// Like dispatch_floating, with the 16-bit types too: T is BFloat16 or Half for them, which compute
+/// in float32 (`compute_t<T>`) and store 16 bits.
+template <class Fn>
+decltype(auto) dispatch_floating_and_half(DType dtype, const char* what, Fn&& fn) {
+  switch (dtype) {
+    case DType::BFloat16: return fn(BFloat16{});
+    case DType::Float16: return fn(Half{});
+    default: return dispatch_floating(dtype, what, std::forward<Fn>(fn));
+  }
 }
 
 /// Calls `fn(T{})` with T the C++ type of an integer dtype (int64, int32, int8, uint8; not bool).
@@ -117,18 +145,30 @@ decltype(auto) dispatch_all(DType dtype, const char* what, Fn&& fn) {
     case DType::Int32: return fn(int32_t{});
     case DType::Int8: return fn(int8_t{});
     case DType::UInt8: return fn(uint8_t{});
-    case DType::Bool: break;
+    case DType::Bool:
+    case DType::BFloat16:
+    case DType::Float16: break;
   }
   MINIDL_FAIL(what, ": expected an arithmetic dtype (float32, float64, int64, int32, int8 or uint8), got ", dtype,
               " (convert it with .to(kFloat32) first)");
 }
 
-/// Like dispatch_all, but also accepts bool: for the kernels that only move, compare or select
-/// values (copy, fill, gathers, comparisons, where).
+/// dispatch_all with the 16-bit floating types too.
+template <class Fn>
+decltype(auto) dispatch_all_and_half(DType dtype, const char* what, Fn&& fn) {
+  switch (dtype) {
+    case DType::BFloat16: return fn(BFloat16{});
+    case DType::Float16: return fn(Half{});
+    default: return dispatch_all(dtype, what, std::forward<Fn>(fn));
+  }
+}
+
+/// Every dtype, bool and the 16-bit types included: for the kernels that only move, compare or
+/// select values (copy, fill, gathers, comparisons, where).
 template <class Fn>
 decltype(auto) dispatch_with_bool(DType dtype, const char* what, Fn&& fn) {
   if (dtype == DType::Bool) return fn(bool{});
-  return dispatch_all(dtype, what, std::forward<Fn>(fn));
+  return dispatch_all_and_half(dtype, what, std::forward<Fn>(fn));
 }
 
 }  // namespace minidl

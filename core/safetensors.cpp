@@ -45,6 +45,10 @@ const char* dtype_string(DType dtype) {
       return "U8";
     case DType::Bool:
       return "BOOL";
+    case DType::BFloat16:
+      return "BF16";
+    case DType::Float16:
+      return "F16";
   }
   MINIDL_FAIL("safetensors: no format name for dtype ", dtype);
 }

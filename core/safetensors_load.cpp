@@ -34,7 +34,7 @@ struct Entry {
 bool parse_dtype(const std::string& s, DType& out) {
   static const std::pair<const char*, DType> known[] = {
       {"F32", kFloat32}, {"F64", kFloat64}, {"I64", kInt64}, {"I32", kInt32},
-      {"I8", kInt8},     {"U8", kUInt8},    {"BOOL", kBool}};
+      {"I8", kInt8},     {"U8", kUInt8},    {"BOOL", kBool}, {"BF16", kBFloat16}, {"F16", kFloat16}};
   for (auto& [name, dtype] : known) {
     if (s == name) {
       out = dtype;
@@ -46,9 +46,8 @@ bool parse_dtype(const std::string& s, DType& out) {
 
 // The format's other dtypes: valid files, but minidl has no tensors of these types.
 bool is_other_format_dtype(const std::string& s) {
-  static const std::set<std::string> others = {"F16",     "BF16", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3",
-                                               "F6_E3M2", "F4",   "I16",     "U16",     "U32",     "U64",
-                                               "C64"};
+  static const std::set<std::string> others = {"F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2",
+                                               "F4",      "I16",     "U16",     "U32",     "U64",     "C64"};
   return others.count(s) > 0;
 }
 
@@ -155,7 +154,7 @@ Entry parse_entry(const std::string& path, const std::string& name, const json& 
     if (is_other_format_dtype(ds))
       SAFETENSORS_FAIL(path, "tensor \"", name, "\" has dtype ", ds,
                        ", which minidl does not support (F32, F64, I64, I32, I8, U8 or BOOL)");
-    SAFETENSORS_FAIL(path, "tensor \"", name, "\" has unknown dtype \"", ds, "\" (expected F32, F64, I64, I32, I8, U8 or BOOL)");
+    SAFETENSORS_FAIL(path, "tensor \"", name, "\" has unknown dtype \"", ds, "\" (expected F32, F64, BF16, F16, I64, I32, I8, U8 or BOOL)");
   }
 
   const json& shape = j["shape"];

@@ -120,8 +120,9 @@ std::ostream& operator<<(std::ostream& os, const Tensor& tensor) {
   dispatch_with_bool(tensor.dtype(), "print", [&](auto tag) {
     using T = decltype(tag);
     std::vector<T> all = tensor.to_vector<T>();  // a read: a device tensor is copied to the host
-    std::vector<T> shown;
-    for (int64_t pos : positions) shown.push_back(all[static_cast<size_t>(pos)]);
+    using Shown = std::conditional_t<is_16bit_float_v<T>, float, T>;  // printed by their float32 value
+    std::vector<Shown> shown;
+    for (int64_t pos : positions) shown.push_back(static_cast<Shown>(all[static_cast<size_t>(pos)]));
     printed.text = format_all(shown);
   });
   for (const std::string& t : printed.text) printed.width = std::max(printed.width, t.size());

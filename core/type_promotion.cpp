@@ -55,8 +55,11 @@ DType promote_types(DType a, DType b) {
   // uint8 and int8 hold no common range smaller than int16, which minidl lacks: the pair goes to
   // int32, the next integer dtype that holds both (PyTorch gives int16).
   if ((a == kUInt8 && b == kInt8) || (a == kInt8 && b == kUInt8)) return kInt32;
+  // Neither 16-bit floating type holds the other (range against precision): float32 holds both.
+  if (is_reduced_floating(a) && is_reduced_floating(b)) return kFloat32;
   // Every other pair promotes to the larger of the two in bool < uint8, int8 < int32 < int64 <
-  // float32 < float64: the categories order them first, so an int64 with a float32 gives float32.
+  // bfloat16, float16 < float32 < float64: the categories order them first, so an int64 with a
+  // bfloat16 gives bfloat16.
   auto rank = [](DType d) {
     switch (d) {
       case DType::Bool: return 0;
@@ -64,10 +67,12 @@ DType promote_types(DType a, DType b) {
       case DType::Int8: return 1;
       case DType::Int32: return 2;
       case DType::Int64: return 3;
-      case DType::Float32: return 4;
-      case DType::Float64: return 5;
+      case DType::BFloat16: return 4;
+      case DType::Float16: return 4;
+      case DType::Float32: return 5;
+      case DType::Float64: return 6;
     }
-    return 5;
+    return 6;
   };
   return rank(a) >= rank(b) ? a : b;
 }

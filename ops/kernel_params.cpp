@@ -63,6 +63,10 @@ const char* c_type_name(DType dtype) {
     case DType::Int8: return "signed char";
     case DType::UInt8: return "unsigned char";
     case DType::Bool: return "bool";
+    // A user's kernel declares none of these (parse_type refuses them): NVRTC programs would need
+    // cuda_bf16.h / cuda_fp16.h, which the runtime compiler is not given.
+    case DType::BFloat16:
+    case DType::Float16: break;
   }
   return "?";
 }

@@ -69,6 +69,8 @@ ncclDataType_t nccl_type(DType dtype, const char* op, bool reduction) {
     case DType::Int32: return ncclInt32;
     case DType::Int8: return ncclInt8;
     case DType::UInt8: return ncclUint8;
+    case DType::BFloat16: return ncclBfloat16;
+    case DType::Float16: return ncclFloat16;
     case DType::Bool:
       MINIDL_CHECK(!reduction, op, ": bool tensors cannot be reduced; convert them to int64 first");
       return ncclUint8;

@@ -13,7 +13,11 @@ namespace {
 // being undefined.
 template <class D, class S>
 D convert(S value) {
-  if constexpr (std::is_floating_point_v<S> && std::is_integral_v<D> && !std::is_same_v<D, bool> &&
+  if constexpr (is_16bit_float_v<S>) {  // through float32, so that it truncates as a float does
+    return convert<D>(static_cast<float>(value));
+  } else if constexpr (is_16bit_float_v<D>) {
+    return D(static_cast<float>(value));  // as c10's conversions: a double rounds to float first
+  } else if constexpr (std::is_floating_point_v<S> && std::is_integral_v<D> && !std::is_same_v<D, bool> &&
                 !std::is_same_v<D, int64_t>) {
     return static_cast<D>(static_cast<int64_t>(value));
   } else {

@@ -39,6 +39,8 @@ const char* dtype_constant(DType dtype) {
     case DType::Int8: return "kInt8";
     case DType::UInt8: return "kUInt8";
     case DType::Bool: return "kBool";
+    case DType::BFloat16: return "kBFloat16";
+    case DType::Float16: return "kFloat16";
   }
   return "?";
 }

@@ -32,31 +32,33 @@ void CpuKernels::dropout(const Tensor& x, double keep_prob, Tensor& out, Tensor&
   // Keep element i when the top 24 bits of its draw fall below keep_prob * 2^24.
   const uint64_t threshold = static_cast<uint64_t>(keep_prob * double(1 << 24) + 0.5);
   bool* m = mask.data<bool>();
-  dispatch_floating(x.dtype(), "dropout", [&](auto tag) {
+  dispatch_floating_and_half(x.dtype(), "dropout", [&](auto tag) {
     using T = decltype(tag);
+    using C = compute_t<T>;  // 16-bit values scale in float, rounded once
     const T* src = x.data<T>();
     T* dst = out.data<T>();
-    const T scale = static_cast<T>(1.0 / keep_prob);
+    const C scale = static_cast<C>(1.0 / keep_prob);
     const int64_t n = x.numel();
 #pragma omp parallel for schedule(static) if (n > (1 << 16))
     for (int64_t i = 0; i < n; ++i) {
       const bool keep = (splitmix64(seed + static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull) >> 40) < threshold;
       m[i] = keep;
-      dst[i] = keep ? src[i] * scale : T(0);
+      dst[i] = static_cast<T>(keep ? static_cast<C>(src[i]) * scale : C(0));
     }
   });
 }
 
 void CpuKernels::dropout_backward(const Tensor& grad_out, const Tensor& mask, double keep_prob, Tensor& grad_in) {
   const bool* m = mask.data<bool>();
-  dispatch_floating(grad_out.dtype(), "dropout_backward", [&](auto tag) {
+  dispatch_floating_and_half(grad_out.dtype(), "dropout_backward", [&](auto tag) {
     using T = decltype(tag);
+    using C = compute_t<T>;
     const T* g = grad_out.data<T>();
     T* d = grad_in.data<T>();
-    const T scale = static_cast<T>(1.0 / keep_prob);
+    const C scale = static_cast<C>(1.0 / keep_prob);
     const int64_t n = grad_out.numel();
 #pragma omp parallel for schedule(static) if (n > (1 << 16))
-    for (int64_t i = 0; i < n; ++i) d[i] = m[i] ? g[i] * scale : T(0);
+    for (int64_t i = 0; i < n; ++i) d[i] = static_cast<T>(m[i] ? static_cast<C>(g[i]) * scale : C(0));
   });
 }
 

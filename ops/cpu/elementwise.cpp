@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <Eigen/Core>
 #include <cmath>
+#include <vector>
 
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/math_functions.h"
 #include "ops/cpu/strided.h"
+#include "ops/widen_16bit.h"
 
 namespace minidl {
 
@@ -208,9 +210,63 @@ void parallel_chunks(int64_t n, Chunk&& chunk) {
   }
 }
 
+// bfloat16 / float16: each element widened to float, computed by the float formulas, rounded once
+// at the store. Contiguous chunks go through a float buffer so the float Eigen expressions apply.
+template <class T>
+void widen_chunk(const T* in, int64_t n, std::vector<float>& buf) {
+  buf.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) buf[static_cast<size_t>(i)] = static_cast<float>(in[i]);
+}
+
+template <class T>
+void unary_16bit(UnaryOp op, const Tensor& x, Tensor& out, float scalar) {
+  const T* in = x.data<T>();
+  T* o = out.data<T>();
+  if (x.is_contiguous() && out.is_contiguous()) {
+    parallel_chunks(x.numel(), [&](int64_t begin, int64_t n) {
+      std::vector<float> buf;
+      widen_chunk(in + begin, n, buf);
+      unary_contiguous<float>(op, buf.data(), buf.data(), n, scalar);
+      for (int64_t i = 0; i < n; ++i) o[begin + i] = T(buf[static_cast<size_t>(i)]);
+    });
+    return;
+  }
+  cpu::for_each_row<2>(out.shape(), {&out.strides(), &x.strides()}, [&](auto off, int64_t n, auto inc) {
+    for (int64_t i = 0; i < n; ++i)
+      o[off[0] + i * inc[0]] = T(apply_unary<float>(op, static_cast<float>(in[off[1] + i * inc[1]]), scalar));
+  });
+}
+
+template <class T>
+void binary_16bit(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out, float scalar) {
+  const T* x = a.data<T>();
+  const T* y = b.data<T>();
+  T* o = out.data<T>();
+  if (a.is_contiguous() && b.is_contiguous() && out.is_contiguous() && a.numel() == out.numel() &&
+      b.numel() == out.numel()) {
+    parallel_chunks(out.numel(), [&](int64_t begin, int64_t n) {
+      std::vector<float> bx, by;
+      widen_chunk(x + begin, n, bx);
+      widen_chunk(y + begin, n, by);
+      binary_contiguous<float>(op, bx.data(), by.data(), bx.data(), n, scalar);
+      for (int64_t i = 0; i < n; ++i) o[begin + i] = T(bx[static_cast<size_t>(i)]);
+    });
+    return;
+  }
+  cpu::for_each_row<3>(out.shape(), {&out.strides(), &a.strides(), &b.strides()}, [&](auto off, int64_t n, auto inc) {
+    for (int64_t i = 0; i < n; ++i)
+      o[off[0] + i * inc[0]] = T(apply_binary<float>(op, static_cast<float>(x[off[1] + i * inc[1]]),
+                                                     static_cast<float>(y[off[2] + i * inc[2]]), scalar));
+  });
+}
+
 }  // namespace
 
 void CpuKernels::unary(UnaryOp op, const Tensor& x, Tensor& out, double scalar) {
+  if (is_reduced_floating(x.dtype())) {
+    dispatch_16bit(x.dtype(), [&](auto tag) { unary_16bit<decltype(tag)>(op, x, out, static_cast<float>(scalar)); });
+    return;
+  }
   dispatch_all(x.dtype(), "unary", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_integral_v<T>) {
@@ -237,6 +293,11 @@ void CpuKernels::unary(UnaryOp op, const Tensor& x, Tensor& out, double scalar) 
 }
 
 void CpuKernels::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out, double scalar_arg) {
+  if (is_reduced_floating(a.dtype())) {
+    dispatch_16bit(a.dtype(),
+                   [&](auto tag) { binary_16bit<decltype(tag)>(op, a, b, out, static_cast<float>(scalar_arg)); });
+    return;
+  }
   dispatch_all(a.dtype(), "binary", [&](auto tag) {
     using T = decltype(tag);
     const T scalar = static_cast<T>(scalar_arg);

@@ -81,7 +81,7 @@ void CpuKernels::scatter(const Tensor& src, int64_t dim, const Tensor& index, Te
       }
     }
   };
-  if (accumulate) dispatch_all(dst.dtype(), "scatter_add", run);
+  if (accumulate) dispatch_all_and_half(dst.dtype(), "scatter_add", run);
   else dispatch_with_bool(dst.dtype(), "scatter", run);
 }
 

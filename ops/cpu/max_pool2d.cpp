@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/widen_16bit.h"
 
 namespace minidl {
 
@@ -46,6 +47,12 @@ void pool_plane(const T* src, T* dst, int64_t* idx, const ConvGeometry& g) {
 }  // namespace
 
 void CpuKernels::max_pool2d(const Tensor& x, const ConvGeometry& g, Tensor& out, Tensor& indices) {
+  if (is_reduced_floating(x.dtype())) {  // computed in float32 (ops/widen_16bit.h)
+    Widened w(*this);
+    Tensor out32 = w.output(out);
+    max_pool2d(w.input(x), g, out32, indices);
+    return w.finish();
+  }
   const int64_t planes = x.size(0) * g.channels;
   const int64_t plane_in = g.height * g.width, plane_out = g.out_h * g.out_w;
   dispatch_floating(x.dtype(), "max_pool2d", [&](auto tag) {
@@ -60,6 +67,12 @@ void CpuKernels::max_pool2d(const Tensor& x, const ConvGeometry& g, Tensor& out,
 
 void CpuKernels::max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const ConvGeometry& g,
                                      Tensor& grad_in) {
+  if (is_reduced_floating(grad_out.dtype())) {  // computed in float32 (ops/widen_16bit.h)
+    Widened w(*this);
+    Tensor grad32 = w.output(grad_in);
+    max_pool2d_backward(w.input(grad_out), indices, g, grad32);
+    return w.finish();
+  }
   const int64_t planes = grad_in.size(0) * g.channels;
   const int64_t plane_in = g.height * g.width, plane_out = g.out_h * g.out_w;
   dispatch_floating(grad_out.dtype(), "max_pool2d_backward", [&](auto tag) {

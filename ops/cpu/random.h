@@ -32,7 +32,7 @@ void for_each_random(int64_t n, MakeDist&& make_dist, Store&& store) {
 /// Fills `dst` with `make_dist()(engine)` draws.
 template <class MakeDist>
 void fill_random(Tensor& dst, const char* what, MakeDist&& make_dist) {
-  dispatch_floating(dst.dtype(), what, [&](auto tag) {
+  dispatch_floating_and_half(dst.dtype(), what, [&](auto tag) {
     using T = decltype(tag);
     T* d = dst.data<T>();
     for_each_random(dst.numel(), make_dist, [d](int64_t i, auto v) { d[i] = static_cast<T>(v); });

@@ -51,8 +51,8 @@ void sum_rows(const T* in, int64_t outer, int64_t n, T* o) {
 
 template <class T>
 void sum_kernel(const T* in, int64_t outer, int64_t n, int64_t inner, T* o) {
-  // Accumulate float32 sums in double: a sum over 60,000 elements keeps its digits.
-  using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
+  // Accumulate float32 sums in double: a sum over 60,000 elements keeps its digits; 16-bit ones in float.
+  using Acc = std::conditional_t<std::is_same_v<T, float>, double, compute_t<T>>;
   if (inner == 1 && n >= 64) {
     sum_rows<T, Acc>(in, outer, n, o);
     return;
@@ -77,7 +77,7 @@ void sum_kernel(const T* in, int64_t outer, int64_t n, int64_t inner, T* o) {
 // long before its rounding order matters.
 template <class T>
 void prod_kernel(const T* in, int64_t outer, int64_t n, int64_t inner, T* o) {
-  using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
+  using Acc = std::conditional_t<std::is_same_v<T, float>, double, compute_t<T>>;
 #pragma omp parallel for collapse(2) if (outer * n * inner > 32768)
   for (int64_t a = 0; a < outer; ++a) {
     for (int64_t c = 0; c < inner; ++c) {
@@ -114,7 +114,7 @@ void max_kernel(const T* in, int64_t outer, int64_t n, int64_t inner, T* o, int6
 
 void CpuKernels::reduce(ReduceOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor& out,
                         Tensor* argmax) {
-  dispatch_all(x.dtype(), "reduce", [&](auto tag) {
+  dispatch_all_and_half(x.dtype(), "reduce", [&](auto tag) {
     using T = decltype(tag);
     if (op == ReduceOp::Sum) sum_kernel<T>(x.data<T>(), outer, n, inner, out.data<T>());
     else if (op == ReduceOp::Prod) prod_kernel<T>(x.data<T>(), outer, n, inner, out.data<T>());

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/widen_16bit.h"
 
 namespace minidl {
 
@@ -13,7 +14,7 @@ namespace {
 constexpr int64_t kColumns = 256;
 
 template <class T>
-using ScanAcc = std::conditional_t<std::is_same_v<T, float>, double, T>;
+using ScanAcc = std::conditional_t<std::is_same_v<T, float>, double, compute_t<T>>;
 
 template <class T, bool kProd>
 void scan_kernel(const T* in, int64_t outer, int64_t n, int64_t inner, bool reverse, T* out) {
@@ -69,7 +70,7 @@ void cumprod_backward_kernel(const T* x, const T* g, int64_t outer, int64_t n, i
 }  // namespace
 
 void CpuKernels::scan(ScanOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool reverse, Tensor& out) {
-  dispatch_all(x.dtype(), "scan", [&](auto tag) {
+  dispatch_all_and_half(x.dtype(), "scan", [&](auto tag) {
     using T = decltype(tag);
     if (op == ScanOp::Sum) scan_kernel<T, false>(x.data<T>(), outer, n, inner, reverse, out.data<T>());
     else scan_kernel<T, true>(x.data<T>(), outer, n, inner, reverse, out.data<T>());
@@ -78,6 +79,12 @@ void CpuKernels::scan(ScanOp op, const Tensor& x, int64_t outer, int64_t n, int6
 
 void CpuKernels::cumprod_backward(const Tensor& x, const Tensor& grad_out, int64_t outer, int64_t n, int64_t inner,
                                   Tensor& grad_in) {
+  if (is_reduced_floating(x.dtype())) {  // computed in float32 (ops/widen_16bit.h)
+    Widened w(*this);
+    Tensor grad32 = w.output(grad_in);
+    cumprod_backward(w.input(x), w.input(grad_out), outer, n, inner, grad32);
+    return w.finish();
+  }
   dispatch_floating(x.dtype(), "cumprod_backward", [&](auto tag) {
     using T = decltype(tag);
     cumprod_backward_kernel<T>(x.data<T>(), grad_out.data<T>(), outer, n, inner, grad_in.data<T>());

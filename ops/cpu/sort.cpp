@@ -14,7 +14,7 @@ namespace {
 
 template <class T>
 bool is_nan(T v) {
-  if constexpr (std::is_floating_point_v<T>) return v != v;
+  if constexpr (std::is_floating_point_v<T> || is_16bit_float_v<T>) return v != v;
   else return false;
 }
 
@@ -45,7 +45,7 @@ void sort_rows(const T* x, int64_t rows, int64_t n, bool descending, T* values, 
 }  // namespace
 
 void CpuKernels::sort(const Tensor& x, int64_t rows, int64_t n, bool descending, Tensor& values, Tensor& indices) {
-  dispatch_all(x.dtype(), "sort", [&](auto tag) {
+  dispatch_all_and_half(x.dtype(), "sort", [&](auto tag) {
     using T = decltype(tag);
     sort_rows<T>(x.data<T>(), rows, n, descending, values.data<T>(), indices.data<int64_t>());
   });

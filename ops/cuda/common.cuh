@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <type_traits>
 
 #include "core/cuda/check.h"
@@ -49,7 +50,7 @@ __device__ __forceinline__ float d_pow(float a, float b) { return powf(a, b); }
 __device__ __forceinline__ double d_pow(double a, double b) { return pow(a, b); }
 template <class T>
 __device__ __forceinline__ bool d_isnan(T x) {
-  if constexpr (std::is_floating_point_v<T>) return x != x;
+  if constexpr (std::is_floating_point_v<T> || is_16bit_float_v<T>) return x != x;
   else return false;
 }
 template <class T>
@@ -58,9 +59,23 @@ __device__ __forceinline__ T d_infinity() {
   else return __longlong_as_double(0x7ff0000000000000LL);
 }
 
-/// float sums accumulate in double (as the CPU kernels do); double in double.
+/// float sums accumulate in double (as the CPU kernels do); double in double; the 16-bit types in float.
 template <class T>
-using AccT = std::conditional_t<std::is_same_v<T, float>, double, T>;
+using AccT = std::conditional_t<std::is_same_v<T, float>, double, compute_t<T>>;
+
+/// V elements moved by one load or store (VecPack<Half, 8>: 16 bytes): the memory-bound kernels' 16-bit
+/// paths use it so that they move as many bytes per instruction as a float4 would.
+template <class T, int V>
+struct alignas(sizeof(T) * V) VecPack {
+  T v[V];
+};
+
+/// True when every pointer is aligned for a VecPack of `bytes` bytes.
+inline bool aligned_to(int64_t bytes, std::initializer_list<const void*> pointers) {
+  for (const void* p : pointers)
+    if (reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(bytes) != 0) return false;
+  return true;
+}
 
 constexpr int kMaxDims = 8;
 

@@ -125,36 +125,122 @@ __device__ __forceinline__ T apply_binary(BinaryOp op, T a, T b, T scalar) {
   return a;
 }
 
+// Every kernel computes in compute_t<T> (float for the 16-bit types) and rounds once at the store.
 template <class T>
-__global__ void unary_flat(UnaryOp op, const T* x, T* out, int64_t n, T scalar) {
+using C = compute_t<T>;
+
+template <class T>
+__device__ __forceinline__ T unary_one(UnaryOp op, T x, C<T> scalar) {
+  return static_cast<T>(apply_unary<C<T>>(op, static_cast<C<T>>(x), scalar));
+}
+template <class T>
+__device__ __forceinline__ T binary_one(BinaryOp op, T a, T b, C<T> scalar) {
+  return static_cast<T>(apply_binary<C<T>>(op, static_cast<C<T>>(a), static_cast<C<T>>(b), scalar));
+}
+
+template <class T>
+__global__ void unary_flat(UnaryOp op, const T* x, T* out, int64_t n, C<T> scalar) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = apply_unary(op, x[i], scalar);
+    out[i] = unary_one(op, x[i], scalar);
+}
+
+// 16-bit contiguous operands, V elements (16 bytes) per load and store; the caller does the tail.
+template <class T, int V>
+__global__ void unary_flat_vec(UnaryOp op, const T* x, T* out, int64_t packs, C<T> scalar) {
+  const auto* in = reinterpret_cast<const VecPack<T, V>*>(x);
+  auto* o = reinterpret_cast<VecPack<T, V>*>(out);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < packs; i += int64_t(gridDim.x) * blockDim.x) {
+    VecPack<T, V> p = in[i];
+#pragma unroll
+    for (int k = 0; k < V; ++k) p.v[k] = unary_one(op, p.v[k], scalar);
+    o[i] = p;
+  }
 }
 
 template <class T, class Index>
-__global__ void unary_strided(UnaryOp op, const T* x, T* out, Strided<2> m, Index n, T scalar) {
+__global__ void unary_strided(UnaryOp op, const T* x, T* out, Strided<2> m, Index n, C<T> scalar) {
   for (Index i = blockIdx.x * Index(blockDim.x) + threadIdx.x; i < n; i += Index(gridDim.x) * blockDim.x) {
     Index off[2];
     strided_offsets(m, i, off);
-    out[off[0]] = apply_unary(op, x[off[1]], scalar);
+    out[off[0]] = unary_one(op, x[off[1]], scalar);
   }
 }
 
 template <class T>
-__global__ void binary_flat(BinaryOp op, const T* a, const T* b, T* out,
-                            int64_t n, T scalar) {
+__global__ void binary_flat(BinaryOp op, const T* a, const T* b, T* out, int64_t n, C<T> scalar) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = apply_binary(op, a[i], b[i], scalar);
+    out[i] = binary_one(op, a[i], b[i], scalar);
+}
+
+template <class T, int V>
+__global__ void binary_flat_vec(BinaryOp op, const T* a, const T* b, T* out, int64_t packs, C<T> scalar) {
+  const auto* pa = reinterpret_cast<const VecPack<T, V>*>(a);
+  const auto* pb = reinterpret_cast<const VecPack<T, V>*>(b);
+  auto* o = reinterpret_cast<VecPack<T, V>*>(out);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < packs; i += int64_t(gridDim.x) * blockDim.x) {
+    VecPack<T, V> x = pa[i];
+    const VecPack<T, V> y = pb[i];
+#pragma unroll
+    for (int k = 0; k < V; ++k) x.v[k] = binary_one(op, x.v[k], y.v[k], scalar);
+    o[i] = x;
+  }
 }
 
 template <class T, class Index>
-__global__ void binary_strided(BinaryOp op, const T* a, const T* b, T* out, Strided<3> m, Index n, T scalar) {
+__global__ void binary_strided(BinaryOp op, const T* a, const T* b, T* out, Strided<3> m, Index n, C<T> scalar) {
   for (Index i = blockIdx.x * Index(blockDim.x) + threadIdx.x; i < n; i += Index(gridDim.x) * blockDim.x) {
     Index off[3];
     strided_offsets(m, i, off);
-    out[off[0]] = apply_binary(op, a[off[1]], b[off[2]], scalar);
+    out[off[0]] = binary_one(op, a[off[1]], b[off[2]], scalar);
   }
 }
+
+// A broadcast walk (the bias add: a contiguous x plus a bias repeated along rows or channels) for
+// 16-bit operands, V consecutive innermost elements per thread: an operand that steps by 1 along the
+// innermost dim is read as one VecPack, one that steps by 0 (broadcast) as one value. The host checks
+// that the innermost size is a multiple of V and that each stepping operand's packs are aligned.
+template <class T, int V, class Index>
+__global__ void binary_strided_vec(BinaryOp op, const T* a, const T* b, T* out, Strided<3> m, Index packs,
+                                   C<T> scalar) {
+  const bool a_steps = m.stride[1][0] == 1, b_steps = m.stride[2][0] == 1;
+  for (Index p = blockIdx.x * Index(blockDim.x) + threadIdx.x; p < packs; p += Index(gridDim.x) * blockDim.x) {
+    Index off[3];
+    strided_offsets(m, p * Index(V), off);
+    VecPack<T, V> x, y;
+    if (a_steps) {
+      x = *reinterpret_cast<const VecPack<T, V>*>(a + off[1]);
+    } else {
+#pragma unroll
+      for (int k = 0; k < V; ++k) x.v[k] = a[off[1]];
+    }
+    if (b_steps) {
+      y = *reinterpret_cast<const VecPack<T, V>*>(b + off[2]);
+    } else {
+#pragma unroll
+      for (int k = 0; k < V; ++k) y.v[k] = b[off[2]];
+    }
+#pragma unroll
+    for (int k = 0; k < V; ++k) x.v[k] = binary_one(op, x.v[k], y.v[k], scalar);
+    *reinterpret_cast<VecPack<T, V>*>(out + off[0]) = x;
+  }
+}
+
+// Whether binary_strided_vec<V> can run this walk (see there).
+template <class T>
+bool vectorizable(const Strided<3>& m, int V, const T* a, const T* b, const T* out) {
+  if (m.rank == 0 || m.size[0] % V != 0 || m.stride[0][0] != 1) return false;
+  const T* base[3] = {out, a, b};
+  for (int k = 0; k < 3; ++k) {
+    const int64_t step = m.stride[k][0];
+    if (step == 0) continue;
+    if (step != 1 || !aligned_to(int64_t(sizeof(T)) * V, {base[k]})) return false;
+    for (int d = 1; d < m.rank; ++d)
+      if (m.stride[k][d] % V != 0) return false;
+  }
+  return true;
+}
+
+constexpr int kVec16 = 8;  // 16-bit elements per 16-byte VecPack
 
 // `out` may alias `x` or `a` (in-place ops): each thread reads its element before it writes the same
 // element, so the pointers carry no __restrict__ and aliasing stays correct.
@@ -165,7 +251,7 @@ void CudaKernels::unary(UnaryOp op, const Tensor& x, Tensor& out, double scalar_
   const int64_t n = out.numel();
   if (n == 0) return;
   cuda::DeviceGuard guard(device_);
-  dispatch_all(x.dtype(), "unary", [&](auto tag) {
+  dispatch_all_and_half(x.dtype(), "unary", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_integral_v<T>) {
       MINIDL_CHECK(op == UnaryOp::Neg || op == UnaryOp::Sign || op == UnaryOp::BitwiseNot,
@@ -173,9 +259,19 @@ void CudaKernels::unary(UnaryOp op, const Tensor& x, Tensor& out, double scalar_
     }
     const T* in = ptr<const T>(x);
     T* o = ptr<T>(out);
-    const T scalar = static_cast<T>(scalar_arg);
+    const C<T> scalar = static_cast<C<T>>(scalar_arg);
     if (x.is_contiguous() && out.is_contiguous()) {
-      unary_flat<T><<<blocks_for(n), kThreads, 0, stream_>>>(op, in, o, n, scalar);
+      int64_t done = 0;
+      if constexpr (is_16bit_float_v<T>) {
+        if (aligned_to(16, {in, o}) && n >= kVec16) {
+          const int64_t packs = n / kVec16;
+          unary_flat_vec<T, kVec16><<<blocks_for(packs), kThreads, 0, stream_>>>(op, in, o, packs, scalar);
+          CUDA_LAUNCH_CHECK(unary_flat_vec);
+          done = packs * kVec16;
+          if (done == n) return;
+        }
+      }
+      unary_flat<T><<<blocks_for(n - done), kThreads, 0, stream_>>>(op, in + done, o + done, n - done, scalar);
       CUDA_LAUNCH_CHECK(unary_flat);
       return;
     }
@@ -194,18 +290,43 @@ void CudaKernels::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& 
   const int64_t n = out.numel();
   if (n == 0) return;
   cuda::DeviceGuard guard(device_);
-  dispatch_all(a.dtype(), "binary", [&](auto tag) {
+  dispatch_all_and_half(a.dtype(), "binary", [&](auto tag) {
     using T = decltype(tag);
     const T* pa = ptr<const T>(a);
     const T* pb = ptr<const T>(b);
     T* o = ptr<T>(out);
-    const T scalar = static_cast<T>(scalar_arg);
+    const C<T> scalar = static_cast<C<T>>(scalar_arg);
     if (a.is_contiguous() && b.is_contiguous() && out.is_contiguous() && a.numel() == n && b.numel() == n) {
-      binary_flat<T><<<blocks_for(n), kThreads, 0, stream_>>>(op, pa, pb, o, n, scalar);
+      int64_t done = 0;
+      if constexpr (is_16bit_float_v<T>) {
+        if (aligned_to(16, {pa, pb, o}) && n >= kVec16) {
+          const int64_t packs = n / kVec16;
+          binary_flat_vec<T, kVec16><<<blocks_for(packs), kThreads, 0, stream_>>>(op, pa, pb, o, packs, scalar);
+          CUDA_LAUNCH_CHECK(binary_flat_vec);
+          done = packs * kVec16;
+          if (done == n) return;
+        }
+      }
+      binary_flat<T><<<blocks_for(n - done), kThreads, 0, stream_>>>(op, pa + done, pb + done, o + done, n - done,
+                                                                     scalar);
       CUDA_LAUNCH_CHECK(binary_flat);
       return;
     }
     Strided<3> m = make_strided<3>(out.shape(), {&out.strides(), &a.strides(), &b.strides()});
+    if constexpr (is_16bit_float_v<T>) {
+      if (vectorizable(m, kVec16, pa, pb, o)) {
+        const int64_t packs = n / kVec16;
+        if (fits_32bit(m, n)) {
+          binary_strided_vec<T, kVec16, uint32_t><<<blocks_for(packs), kThreads, 0, stream_>>>(
+              op, pa, pb, o, m, static_cast<uint32_t>(packs), scalar);
+        } else {
+          binary_strided_vec<T, kVec16, int64_t><<<blocks_for(packs), kThreads, 0, stream_>>>(op, pa, pb, o, m, packs,
+                                                                                               scalar);
+        }
+        CUDA_LAUNCH_CHECK(binary_strided_vec);
+        return;
+      }
+    }
     if (fits_32bit(m, n)) {
       binary_strided<T, uint32_t><<<blocks_for(n), kThreads, 0, stream_>>>(op, pa, pb, o, m, static_cast<uint32_t>(n),
                                                                            scalar);

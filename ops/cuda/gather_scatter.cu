@@ -70,9 +70,27 @@ __global__ void gather_kernel(const T* src, const int64_t* index, T* out, Scatte
   }
 }
 
+// A 16-bit add as a compare-and-swap on the aligned 32-bit word that holds it (any architecture):
+// the sum is computed in float and rounded once, as the other kernels do.
+template <class T>
+__device__ __forceinline__ void atomic_add_16bit(T* to, float v) {
+  const uintptr_t address = reinterpret_cast<uintptr_t>(to);
+  unsigned* word = reinterpret_cast<unsigned*>(address & ~uintptr_t(3));
+  const unsigned shift = (address & 2) ? 16u : 0u;
+  unsigned old = *word, assumed;
+  do {
+    assumed = old;
+    const T current = T::from_bits(static_cast<uint16_t>(assumed >> shift));
+    const unsigned sum = T(static_cast<float>(current) + v).bits;
+    old = atomicCAS(word, assumed, (assumed & ~(0xffffu << shift)) | (sum << shift));
+  } while (assumed != old);
+}
+
 template <class T>
 __device__ __forceinline__ void atomic_add(T* to, T v) {
-  if constexpr (std::is_same_v<T, int64_t>) {
+  if constexpr (is_16bit_float_v<T>) {
+    atomic_add_16bit(to, static_cast<float>(v));
+  } else if constexpr (std::is_same_v<T, int64_t>) {
     atomicAdd(reinterpret_cast<unsigned long long*>(to), static_cast<unsigned long long>(v));
   } else {
     atomicAdd(to, v);
@@ -81,7 +99,7 @@ __device__ __forceinline__ void atomic_add(T* to, T v) {
 
 template <class T>
 constexpr bool kHasAtomicAdd = std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, int64_t> ||
-                               std::is_same_v<T, int32_t>;
+                               std::is_same_v<T, int32_t> || is_16bit_float_v<T>;
 
 // One thread per position: a plain store (repeats race, one of them wins) or an atomic add.
 template <class T, bool kAdd>
@@ -172,7 +190,7 @@ void CudaKernels::scatter(const Tensor& src, int64_t dim, const Tensor& index, T
     CUDA_LAUNCH_CHECK(scatter_lines_kernel);
   };
   if (accumulate) {
-    dispatch_all(dst.dtype(), "scatter_add", [&](auto tag) { launch(tag, std::true_type{}); });
+    dispatch_all_and_half(dst.dtype(), "scatter_add", [&](auto tag) { launch(tag, std::true_type{}); });
   } else {
     dispatch_with_bool(dst.dtype(), "scatter", [&](auto tag) { launch(tag, std::false_type{}); });
   }

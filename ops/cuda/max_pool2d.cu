@@ -19,7 +19,8 @@ __global__ void max_pool_kernel(const T* x, T* out, int64_t* indices, Geo<I> g, 
     const I oh = p / g.out_w, ow = p - oh * g.out_w;
     const I h0 = oh * g.stride_h - g.pad_h, w0 = ow * g.stride_w - g.pad_w;
     const T* src = x + int64_t(plane) * g.height * g.width;
-    T best = -d_infinity<T>();
+    using C = compute_t<T>;  // float for the 16-bit types
+    C best = -d_infinity<C>();
     I best_i = -1;
     for (I ki = 0; ki < g.kernel_h; ++ki) {
       const I ih = h0 + ki * g.dilation_h;
@@ -27,14 +28,14 @@ __global__ void max_pool_kernel(const T* x, T* out, int64_t* indices, Geo<I> g, 
       for (I kj = 0; kj < g.kernel_w; ++kj) {
         const I iw = w0 + kj * g.dilation_w;
         if (iw < 0 || iw >= g.width) continue;
-        const T v = src[ih * g.width + iw];
+        const C v = static_cast<C>(src[ih * g.width + iw]);
         if (best_i < 0 || v > best || d_isnan(v)) {
           best = v;
           best_i = ih * g.width + iw;
         }
       }
     }
-    out[idx] = best;
+    out[idx] = static_cast<T>(best);
     indices[idx] = best_i;
   }
 }
@@ -48,7 +49,7 @@ __global__ void max_pool_backward_kernel(const T* grad_out, const int64_t* indic
     const I h = self / g.width, w = self - h * g.width;
     const T* go = grad_out + int64_t(plane) * L;
     const int64_t* ix = indices + int64_t(plane) * L;
-    T s = 0;
+    compute_t<T> s = 0;  // float for the 16-bit types, rounded once
     for (I ki = 0; ki < g.kernel_h; ++ki) {
       const I hh = h + g.pad_h - ki * g.dilation_h;
       if (hh < 0 || hh % g.stride_h != 0) continue;
@@ -63,7 +64,7 @@ __global__ void max_pool_backward_kernel(const T* grad_out, const int64_t* indic
         if (ix[o] == self) s += go[o];
       }
     }
-    grad_in[idx] = s;
+    grad_in[idx] = static_cast<T>(s);
   }
 }
 
@@ -102,7 +103,7 @@ void CudaKernels::max_pool2d(const Tensor& x, const ConvGeometry& g, Tensor& out
   const int64_t total = out.numel();
   if (total == 0) return;
   cuda::DeviceGuard guard(device_);
-  dispatch_floating(x.dtype(), "max_pool2d", [&](auto tag) {
+  dispatch_floating_and_half(x.dtype(), "max_pool2d", [&](auto tag) {
     using T = decltype(tag);
     if (x.numel() <= INT32_MAX) {
       max_pool_kernel<T, int32_t><<<blocks_for(total), kThreads, 0, stream_>>>(
@@ -120,7 +121,7 @@ void CudaKernels::max_pool2d_backward(const Tensor& grad_out, const Tensor& indi
   const int64_t total = grad_in.numel();
   if (total == 0) return;
   cuda::DeviceGuard guard(device_);
-  dispatch_floating(grad_out.dtype(), "max_pool2d_backward", [&](auto tag) {
+  dispatch_floating_and_half(grad_out.dtype(), "max_pool2d_backward", [&](auto tag) {
     using T = decltype(tag);
     if (total <= INT32_MAX && tiles_exactly(g)) {
       const int32_t windows = static_cast<int32_t>(grad_out.numel());

@@ -192,7 +192,7 @@ void CudaKernels::reduce(ReduceOp op, const Tensor& x, int64_t outer, int64_t n,
                          Tensor* argmax) {
   if (outer * inner == 0) return;
   cuda::DeviceGuard guard(device_);
-  dispatch_all(x.dtype(), "reduce", [&](auto tag) {
+  dispatch_all_and_half(x.dtype(), "reduce", [&](auto tag) {
     using T = decltype(tag);
     const T* in = ptr<const T>(x);
     T* o = ptr<T>(out);

@@ -8,6 +8,7 @@
 #include <cub/block/block_scan.cuh>
 
 #include "ops/cuda/common.cuh"
+#include "ops/widen_16bit.h"
 
 namespace minidl {
 
@@ -109,6 +110,12 @@ void launch_scan(const T* x, int64_t outer, int64_t n, int64_t inner, bool rever
 
 void CudaKernels::scan(ScanOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool reverse,
                        Tensor& out) {
+  if (is_reduced_floating(x.dtype())) {  // computed in float32 (ops/widen_16bit.h)
+    Widened w(*this);
+    Tensor out32 = w.output(out);
+    scan(op, w.input(x), outer, n, inner, reverse, out32);
+    return w.finish();
+  }
   if (outer * n * inner == 0) return;
   cuda::DeviceGuard guard(device_);
   dispatch_all(x.dtype(), "scan", [&](auto tag) {
@@ -120,6 +127,12 @@ void CudaKernels::scan(ScanOp op, const Tensor& x, int64_t outer, int64_t n, int
 
 void CudaKernels::cumprod_backward(const Tensor& x, const Tensor& grad_out, int64_t outer, int64_t n, int64_t inner,
                                    Tensor& grad_in) {
+  if (is_reduced_floating(x.dtype())) {  // computed in float32 (ops/widen_16bit.h)
+    Widened w(*this);
+    Tensor grad32 = w.output(grad_in);
+    cumprod_backward(w.input(x), w.input(grad_out), outer, n, inner, grad32);
+    return w.finish();
+  }
   if (outer * n * inner == 0) return;
   cuda::DeviceGuard guard(device_);
   dispatch_floating(x.dtype(), "cumprod_backward", [&](auto tag) {

@@ -30,10 +30,11 @@ __device__ __forceinline__ T canonical_key(T v) {
   return v;
 }
 
-template <class T>
-__global__ void prepare_keys(const T* x, int64_t total, int64_t n, T* keys, int64_t* positions) {
+// The keys are of K = compute_t<T>: a 16-bit value sorts as its float, which holds it exactly.
+template <class T, class K = compute_t<T>>
+__global__ void prepare_keys(const T* x, int64_t total, int64_t n, K* keys, int64_t* positions) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    keys[i] = canonical_key(x[i]);
+    keys[i] = canonical_key(static_cast<K>(x[i]));
     positions[i] = i % n;
   }
 }
@@ -75,23 +76,25 @@ void CudaKernels::sort(const Tensor& x, int64_t rows, int64_t n, bool descending
   MINIDL_CHECK(total <= INT_MAX, "sort: at most ", INT_MAX, " elements on CUDA (CUB's item count), got ", total);
   cuda::DeviceGuard guard(device_);
   const Device device = x.device();
-  dispatch_all(x.dtype(), "sort", [&](auto tag) {
+  dispatch_all_and_half(x.dtype(), "sort", [&](auto tag) {
     using T = decltype(tag);
-    Tensor keys_in = Tensor::empty({total}, x.dtype(), device), keys_out = Tensor::empty({total}, x.dtype(), device);
+    using K = compute_t<T>;
+    const DType key_dtype = dtype_of<K>();
+    Tensor keys_in = Tensor::empty({total}, key_dtype, device), keys_out = Tensor::empty({total}, key_dtype, device);
     Tensor pos_in = Tensor::empty({total}, kInt64, device);
     Tensor offsets = Tensor::empty({(rows + 1 + 1) / 2}, kInt64, device);  // rows + 1 ints
-    prepare_keys<T><<<blocks_for(total), kThreads, 0, stream_>>>(ptr<const T>(x), total, n, ptr<T>(keys_in),
+    prepare_keys<T><<<blocks_for(total), kThreads, 0, stream_>>>(ptr<const T>(x), total, n, ptr<K>(keys_in),
                                                                  ptr<int64_t>(pos_in));
     CUDA_LAUNCH_CHECK(prepare_keys);
     int* offs = static_cast<int*>(offsets.raw_data());
     row_offsets<<<blocks_for(rows + 1), kThreads, 0, stream_>>>(rows, n, offs);
     CUDA_LAUNCH_CHECK(row_offsets);
     size_t temp_bytes = 0;
-    CUDA_CHECK(radix_sort<T>(nullptr, temp_bytes, ptr<const T>(keys_in), ptr<T>(keys_out), ptr<const int64_t>(pos_in),
+    CUDA_CHECK(radix_sort<K>(nullptr, temp_bytes, ptr<const K>(keys_in), ptr<K>(keys_out), ptr<const int64_t>(pos_in),
                              ptr<int64_t>(indices), static_cast<int>(total), static_cast<int>(rows), offs, descending,
                              stream_));
     Tensor temp = Tensor::empty({static_cast<int64_t>((temp_bytes + 7) / 8) + 1}, kInt64, device);
-    CUDA_CHECK(radix_sort<T>(temp.raw_data(), temp_bytes, ptr<const T>(keys_in), ptr<T>(keys_out),
+    CUDA_CHECK(radix_sort<K>(temp.raw_data(), temp_bytes, ptr<const K>(keys_in), ptr<K>(keys_out),
                              ptr<const int64_t>(pos_in), ptr<int64_t>(indices), static_cast<int>(total),
                              static_cast<int>(rows), offs, descending, stream_));
     gather_rows<T><<<blocks_for(total), kThreads, 0, stream_>>>(ptr<const T>(x), ptr<const int64_t>(indices), total, n,

@@ -1,0 +1,64 @@
+#pragma once
+// Runs a kernel on bfloat16 / float16 tensors through float32 copies: the 16-bit inputs are widened
+// to float32, the float32 kernel computes, and each 16-bit output is rounded once when copied back.
+// This is what a kernel that computes in compute_t<T> would give, for the kernels that are not hot
+// enough to need their own 16-bit code (losses, norms, the rarer pools, CPU softmax); a kernel that
+// is hot on the GPU (elementwise, sums, max_pool2d, dropout) has a native 16-bit path instead.
+//   if (is_reduced_floating(x.dtype())) {
+//     Widened w(*this);  Tensor out32 = w.output(out);  softmax(w.input(x), ..., out32);  w.finish();
+//   }
+#include <utility>
+#include <vector>
+
+#include "ops/kernels.h"
+
+namespace minidl {
+
+/// Calls fn(BFloat16{}) or fn(Half{}) for a 16-bit dtype: for a kernel's own 16-bit path.
+template <class Fn>
+void dispatch_16bit(DType dtype, Fn&& fn) {
+  if (dtype == DType::BFloat16) fn(BFloat16{});
+  else fn(Half{});
+}
+
+class Widened {
+ public:
+  explicit Widened(Kernels& kernels) : kernels_(kernels) {}
+  Widened(const Widened&) = delete;
+  Widened& operator=(const Widened&) = delete;
+
+  /// A float32 copy of a 16-bit tensor; any other tensor (float32 params, int64 indices) unchanged.
+  Tensor input(const Tensor& t) {
+    if (!t.defined() || !is_reduced_floating(t.dtype())) return t;
+    Tensor wide = Tensor::empty(t.shape(), kFloat32, t.device());
+    kernels_.copy(t, wide);
+    return wide;
+  }
+  /// A float32 stand-in for an output (its values copied, for kernels that accumulate into it); the
+  /// 16-bit tensor receives the stand-in's values, rounded, at finish().
+  Tensor output(Tensor& t) {
+    if (!t.defined() || !is_reduced_floating(t.dtype())) return t;
+    Tensor wide = input(t);
+    pending_.emplace_back(&t, wide);
+    return wide;
+  }
+  /// Copies every stand-in back into its 16-bit output.
+  void finish() {
+    for (auto& [narrow, wide] : pending_) kernels_.copy(wide, *narrow);
+    pending_.clear();
+  }
+
+ private:
+  Kernels& kernels_;
+  std::vector<std::pair<Tensor*, Tensor>> pending_;
+};
+
+/// For optional tensors (Tensor*): the widened tensor, or nullptr.
+struct OptionalWide {
+  Tensor value;
+  Tensor* get() { return value.defined() ? &value : nullptr; }
+};
+inline OptionalWide widen_input(Widened& w, const Tensor* t) { return {t ? w.input(*t) : Tensor()}; }
+inline OptionalWide widen_output(Widened& w, Tensor* t) { return {t ? w.output(*t) : Tensor()}; }
+
+}  // namespace minidl

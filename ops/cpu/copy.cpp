@@ -3,6 +3,7 @@
 
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/strided.h"
+#include "ops/widen_16bit.h"
 
 namespace minidl {
 
@@ -80,6 +81,12 @@ void CpuKernels::index_select(const Tensor& src, int64_t dim, const Tensor& inde
 }
 
 void CpuKernels::index_add(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst) {
+  if (is_reduced_floating(dst.dtype())) {  // accumulated in float32, rounded once (ops/widen_16bit.h)
+    Widened w(*this);
+    Tensor dst32 = w.output(dst);
+    index_add(w.input(src), dim, index, dst32);
+    return w.finish();
+  }
   const IndexGeometry g = index_geometry(dst.shape(), dim, index.numel());
   const int64_t* idx = index.data<int64_t>();
   check_indices(idx, g.k, g.rows);

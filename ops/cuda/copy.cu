@@ -7,6 +7,7 @@
 #include "core/cuda/launch.cuh"
 #include "core/deterministic.h"
 #include "ops/cuda/common.cuh"
+#include "ops/widen_16bit.h"
 
 namespace minidl {
 
@@ -253,6 +254,12 @@ void CudaKernels::index_select(const Tensor& src, int64_t dim, const Tensor& ind
 }
 
 void CudaKernels::index_add(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst) {
+  if (is_reduced_floating(dst.dtype())) {  // accumulated in float32, rounded once (ops/widen_16bit.h)
+    Widened w(*this);
+    Tensor dst32 = w.output(dst);
+    index_add(w.input(src), dim, index, dst32);
+    return w.finish();
+  }
   const IndexGeometry g = index_geometry(dst.shape(), dim, index.numel());
   const int64_t n = g.outer * g.k * g.inner;
   if (n == 0) return;

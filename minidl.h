@@ -1,6 +1,7 @@
 #pragma once
 // Everything a model author needs, as libtorch's <torch/torch.h>: `#include "minidl.h"`.
 #include "core/anomaly_mode.h"
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/autograd_function.h"
 #include "core/cuda.h"

@@ -4,6 +4,7 @@
 // are a cat of one convolution per group along the channels.
 #include "ops/conv1d.h"
 
+#include "ops/autocast_policy.h"
 #include "ops/avg_pool2d.h"
 #include "ops/conv2d.h"
 #include "ops/max_pool2d.h"
@@ -32,6 +33,7 @@ Tensor from_image(const Tensor& y, bool unbatched) {
 
 Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride, int64_t padding,
               int64_t dilation, int64_t groups) {
+  MINIDL_AUTOCAST(conv1d, conv1d, x, weight, bias, stride, padding, dilation, groups);
   auto [image, unbatched] = as_image("conv1d", x);
   MINIDL_CHECK(weight.defined() && weight.dim() == 3, "conv1d: expected weight of shape [O, C / groups, k], got ",
                weight.defined() ? weight.shape() : Shape{});

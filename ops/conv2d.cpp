@@ -16,6 +16,7 @@
 #include "ops/conv2d.h"
 
 #include "core/autograd.h"
+#include "ops/autocast_policy.h"
 #include "ops/backend_setting.h"
 #include "ops/conv2d_core.h"
 #include "ops/kernels.h"
@@ -172,6 +173,7 @@ void conv2d_nobias_backward(const ConvSaved& saved, const Tensor& grad, bool nee
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 stride, Size2 padding,
               Size2 dilation) {
+  MINIDL_AUTOCAST(conv2d, conv2d, x, weight, bias, stride, padding, dilation);
   const ConvGeometry g = conv2d_check("conv2d", x, weight, bias, stride, padding, dilation);
   ConvSaved saved;
   Tensor out = conv2d_nobias(x, weight, g, saved);

@@ -10,6 +10,7 @@
 #include "ops/conv2d_relu.h"
 
 #include "core/autograd.h"
+#include "ops/autocast_policy.h"
 #include "ops/conv2d_core.h"
 #include "ops/kernels.h"
 
@@ -26,6 +27,7 @@ Tensor contiguous_bias(const Tensor& bias) {
 
 Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 stride, Size2 padding,
                    Size2 dilation) {
+  MINIDL_AUTOCAST(conv2d_relu, conv2d_relu, x, weight, bias, stride, padding, dilation);
   const ConvGeometry g = conv2d_check("conv2d_relu", x, weight, bias, stride, padding, dilation);
   ConvSaved saved;
   Tensor y = conv2d_nobias(x, weight, g, saved);
@@ -48,6 +50,7 @@ Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, Si
 
 Tensor conv2d_relu_max_pool2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 stride, Size2 padding,
                               Size2 dilation, int64_t pool) {
+  MINIDL_AUTOCAST(conv2d_relu_max_pool2d, conv2d_relu_max_pool2d, x, weight, bias, stride, padding, dilation, pool);
   const char* op = "conv2d_relu_max_pool2d";
   const ConvGeometry g = conv2d_check(op, x, weight, bias, stride, padding, dilation);
   MINIDL_CHECK(pool >= 1, op, ": expected a positive pool size, got ", pool);

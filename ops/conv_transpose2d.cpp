@@ -22,6 +22,7 @@
 #include "ops/conv_transpose2d.h"
 
 #include "core/autograd.h"
+#include "ops/autocast_policy.h"
 #include "ops/kernels.h"
 #include "ops/slice.h"
 #include "ops/view.h"
@@ -142,6 +143,7 @@ void check_arguments(const Tensor& x, const Tensor& weight, const Tensor& bias, 
 
 Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 stride, Size2 padding,
                         Size2 output_padding, int64_t groups, Size2 dilation) {
+  MINIDL_AUTOCAST(conv_transpose2d, conv_transpose2d, x, weight, bias, stride, padding, output_padding, groups, dilation);
   check_arguments(x, weight, bias, stride, padding, output_padding, groups, dilation);
   const int64_t n = x.size(0), c_in = x.size(1), h = x.size(2), w = x.size(3);
   const int64_t kh = weight.size(2), kw = weight.size(3), c_out = weight.size(1) * groups;

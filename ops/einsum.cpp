@@ -14,6 +14,7 @@
 #include <map>
 #include <set>
 
+#include "ops/autocast_policy.h"
 #include "ops/compare.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
@@ -146,6 +147,7 @@ Operand contract(const Operand& a, const Operand& b, const std::set<int>& keep, 
 }  // namespace
 
 Tensor einsum(const std::string& equation_in, const std::vector<Tensor>& tensors) {
+  MINIDL_AUTOCAST(einsum, einsum, equation_in, tensors);
   std::string equation;
   for (char c : equation_in)
     if (c != ' ') equation.push_back(c);

@@ -4,6 +4,7 @@
 
 #include "core/autograd.h"
 #include "core/type_promotion.h"
+#include "ops/autocast_policy.h"
 #include "ops/compare.h"
 #include "ops/creation.h"
 #include "ops/kernels.h"
@@ -208,6 +209,7 @@ Tensor div(const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor pow(const Tensor& a_in, const Tensor& b_in) {
+  MINIDL_AUTOCAST(pow, pow, a_in, b_in);
   auto [a, b] = arithmetic_operands("pow", a_in, b_in);
   Tensor out = binary_forward(BinaryOp::Pow, "pow", a, b);
   if (autograd::needs_recording({a, b})) {
@@ -223,6 +225,7 @@ Tensor pow(const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor pow(const Tensor& a, const Scalar& exponent) {
+  MINIDL_AUTOCAST(pow, pow, a, exponent);
   // 2 ** -1 has no integral value: PyTorch refuses it rather than truncating to 0.
   MINIDL_CHECK(is_floating(result_type(a, exponent)) || exponent.to_double() >= 0,
                "pow: integers to negative integer powers are not allowed (", a.dtype(), " ** ", exponent,
@@ -277,6 +280,7 @@ Tensor neg(const Tensor& x) {
 }
 
 Tensor exp(const Tensor& x_in) {
+  MINIDL_AUTOCAST(exp, exp, x_in);
   Tensor x = floating(x_in);
   Tensor out = unary_forward(UnaryOp::Exp, "exp", x);
   if (autograd::needs_recording({x})) {
@@ -288,6 +292,7 @@ Tensor exp(const Tensor& x_in) {
 }
 
 Tensor log(const Tensor& x_in) {
+  MINIDL_AUTOCAST(log, log, x_in);
   Tensor x = floating(x_in);
   Tensor out = unary_forward(UnaryOp::Log, "log", x);
   if (autograd::needs_recording({x})) {

@@ -20,6 +20,7 @@
 #include "ops/loss.h"
 
 #include "core/autograd.h"
+#include "ops/autocast_policy.h"
 #include "ops/compare.h"
 #include "ops/elementwise.h"
 #include "ops/kernels.h"
@@ -160,6 +161,7 @@ Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, int64_t i
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight, Reduction reduction,
                 int64_t ignore_index) {
+  MINIDL_AUTOCAST(nll_loss, nll_loss, input, target, weight, reduction, ignore_index);
   check_not_batchmean("nll_loss", reduction);
   if (input.dim() != 2) {
     ClassRows flat = class_rows("nll_loss", "input", input, target);
@@ -175,6 +177,7 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight, Reduction reduction,
                      int64_t ignore_index, double label_smoothing) {
+  MINIDL_AUTOCAST(cross_entropy, cross_entropy, input, target, weight, reduction, ignore_index, label_smoothing);
   check_not_batchmean("cross_entropy", reduction);
   if (input.dim() != 2) {
     ClassRows flat = class_rows("cross_entropy", "input", input, target);
@@ -201,6 +204,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& we
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  MINIDL_AUTOCAST(mse_loss, mse_loss, input, target, reduction);
   check_not_batchmean("mse_loss", reduction);
   check_same_shape("mse_loss", input, target);
   // Composed: d/dinput = 2 (input - target) comes from the ops' own backwards.
@@ -209,6 +213,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
 }
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  MINIDL_AUTOCAST(l1_loss, l1_loss, input, target, reduction);
   check_not_batchmean("l1_loss", reduction);
   check_same_shape("l1_loss", input, target);
   // Composed: abs's gradient is sign(input - target), 0 where they are equal, as PyTorch's.
@@ -236,6 +241,7 @@ Tensor log_sigmoid(const Tensor& x) {
 
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const Tensor& weight,
                                         const Tensor& pos_weight, Reduction reduction) {
+  MINIDL_AUTOCAST(binary_cross_entropy_with_logits, binary_cross_entropy_with_logits, input, target, weight, pos_weight, reduction);
   const char* op = "binary_cross_entropy_with_logits";
   check_not_batchmean(op, reduction);
   check_same_shape(op, input, target);
@@ -259,6 +265,7 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
 }
 
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight, Reduction reduction) {
+  MINIDL_AUTOCAST(binary_cross_entropy, binary_cross_entropy, input, target, weight, reduction);
   const char* op = "binary_cross_entropy";
   check_not_batchmean(op, reduction);
   check_same_shape(op, input, target);
@@ -307,6 +314,7 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Ten
 }
 
 Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction, bool log_target) {
+  MINIDL_AUTOCAST(kl_div, kl_div, input, target, reduction, log_target);
   check_same_shape("kl_div", input, target);
   // Composed, with xlogy's convention 0 * log(0) = 0: log reads 1 where the target is 0.
   Tensor pointwise = log_target ? mul(exp(target), sub(target, input))
@@ -315,6 +323,7 @@ Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction, bo
 }
 
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction, double beta) {
+  MINIDL_AUTOCAST(smooth_l1_loss, smooth_l1_loss, input, target, reduction, beta);
   check_not_batchmean("smooth_l1_loss", reduction);
   check_same_shape("smooth_l1_loss", input, target);
   MINIDL_CHECK(beta >= 0, "smooth_l1_loss: expected beta >= 0, got ", beta);
@@ -324,6 +333,7 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduc
 }
 
 Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction, double delta) {
+  MINIDL_AUTOCAST(huber_loss, huber_loss, input, target, reduction, delta);
   check_not_batchmean("huber_loss", reduction);
   check_same_shape("huber_loss", input, target);
   MINIDL_CHECK(delta > 0, "huber_loss: expected delta > 0, got ", delta);

@@ -11,6 +11,7 @@
 #include "ops/matmul.h"
 
 #include "core/autograd.h"
+#include "ops/autocast_policy.h"
 #include "ops/compare.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
@@ -133,6 +134,7 @@ std::vector<Tensor> matmul_backward_recorded(const Tensor& g, const Tensor& a, c
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  MINIDL_AUTOCAST(matmul, matmul, a, b);
   check_matmul(a, b);
   const bool batched = a.dim() == 3 || b.dim() == 3;
   Shape out_shape{a.size(-2), b.size(-1)};
@@ -260,14 +262,17 @@ Tensor linear_op(const char* name, const Tensor& x, const Tensor& weight, const 
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  MINIDL_AUTOCAST(linear, linear, x, weight, bias);
   return linear_op("linear", x, weight, bias, false);
 }
 
 Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  MINIDL_AUTOCAST(linear_relu, linear_relu, x, weight, bias);
   return linear_op("linear_relu", x, weight, bias, true);
 }
 
 Tensor linear_relu_linear(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2, const Tensor& b2) {
+  MINIDL_AUTOCAST(linear_relu_linear, linear_relu_linear, x, w1, b1, w2, b2);
   check_linear(x, w1, b1);
   check_same_device("linear_relu_linear", {x, w2, b2});
   MINIDL_CHECK(w2.dim() == 2 && w2.size(1) == w1.size(0), "linear_relu_linear: expected a second weight of shape [out, ",

@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "core/autograd.h"
+#include "ops/autocast_policy.h"
 #include "ops/kernels.h"
 #include "ops/view.h"
 
@@ -94,6 +95,17 @@ Tensor grouped_norm(const char* op, const Tensor& x, int64_t n, int64_t c, int64
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
+  // Only x and the affine parameters: the running statistics are updated in place, so never copied.
+  if (autocast::is_active() && (!running_mean.defined() || running_mean.dtype() == kFloat32)) {
+    const autocast::Target target = autocast::plan(autocast::Op::batch_norm, x, weight, bias);
+    if (target.cast)
+      return autocast::call(
+          target,
+          [&](const Tensor& xc, const Tensor& wc, const Tensor& bc) {
+            return batch_norm(xc, running_mean, running_var, wc, bc, training, momentum, eps);
+          },
+          x, weight, bias);
+  }
   check_x("batch_norm", x);
   MINIDL_CHECK(x.dim() >= 2, "batch_norm: expected x of shape [N, C, *] (at least 2-D), got shape ", x.shape(), " (",
                x.dim(), "-D)");
@@ -145,6 +157,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
+  MINIDL_AUTOCAST(layer_norm, layer_norm, x, normalized_shape, weight, bias, eps);
   check_x("layer_norm", x);
   MINIDL_CHECK(!normalized_shape.empty(), "layer_norm: expected a normalized_shape of at least one dim, got []");
   const int64_t k = static_cast<int64_t>(normalized_shape.size()), lead = x.dim() - k;
@@ -165,6 +178,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 }
 
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
+  MINIDL_AUTOCAST(group_norm, group_norm, x, num_groups, weight, bias, eps);
   check_x("group_norm", x);
   MINIDL_CHECK(x.dim() >= 2, "group_norm: expected x of shape [N, C, *] (at least 2-D), got shape ", x.shape(), " (",
                x.dim(), "-D)");

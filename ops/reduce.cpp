@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "core/autograd.h"
+#include "ops/autocast_policy.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/copy.h"
@@ -102,10 +103,14 @@ std::vector<int64_t> all_dims(int64_t rank) {
 
 }  // namespace
 
-Tensor sum(const Tensor& x) { return sum_impl(x, all_dims(x.dim()), false); }
+Tensor sum(const Tensor& x) {
+  MINIDL_AUTOCAST(sum, sum, x);
+  return sum_impl(x, all_dims(x.dim()), false);
+}
 
 // An empty dim list reduces every dim, as torch.sum(x, dim=[]) does: never a silent no-op.
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  MINIDL_AUTOCAST(sum, sum, x, dims, keepdim);
   return sum_impl(x, dims.empty() ? all_dims(x.dim()) : normalize_dims(dims, x.dim(), "sum"), keepdim);
 }
 
@@ -195,6 +200,7 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, boo
 Tensor prod(const Tensor& x) { return reshape(prod(reshape(x, {x.numel()}), 0, false), {}); }
 
 Tensor prod(const Tensor& x_in, int64_t dim, bool keepdim) {
+  MINIDL_AUTOCAST(prod, prod, x_in, dim, keepdim);
   Tensor x = is_floating(x_in.dtype()) || x_in.dtype() == kInt64 ? x_in : x_in.to(kInt64);
   dim = wrap_dim(dim, x.dim(), "prod");
   if (x.dim() == 0) return reshape(prod(reshape(x, {1}), 0, false), {});

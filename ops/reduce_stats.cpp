@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/autograd.h"
+#include "ops/autocast_policy.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
@@ -95,6 +96,7 @@ Tensor std(const Tensor& x, const std::vector<int64_t>& dims, const std::optiona
 Tensor norm(const Tensor& x, const Scalar& p) { return norm(x, p, {}, false); }
 
 Tensor norm(const Tensor& x, const Scalar& p_in, const std::vector<int64_t>& dims_in, bool keepdim) {
+  MINIDL_AUTOCAST(norm, norm, x, p_in, dims_in, keepdim);
   MINIDL_CHECK(is_floating(x.dtype()), "norm: expected a floating tensor, got ", x.dtype(),
                " (convert it first, e.g. x.to(kFloat32))");
   const double p = p_in.to_double();
@@ -132,6 +134,7 @@ Tensor linalg_vector_norm(const Tensor& x, const Scalar& ord, const std::optiona
 }
 
 Tensor logsumexp(const Tensor& x_in, const std::vector<int64_t>& dims_in, bool keepdim) {
+  MINIDL_AUTOCAST(logsumexp, logsumexp, x_in, dims_in, keepdim);
   Tensor x = is_floating(x_in.dtype()) ? x_in : x_in.to(kFloat32);
   const std::vector<int64_t> dims = reduction_dims(dims_in, x.dim(), "logsumexp");
   if (count_over(x.shape(), dims) == 0) return log(sum(exp(x), dims, keepdim));  // log 0 = -inf

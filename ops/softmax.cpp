@@ -6,6 +6,7 @@
 #include "ops/softmax.h"
 
 #include "core/autograd.h"
+#include "ops/autocast_policy.h"
 #include "ops/elementwise.h"
 #include "ops/kernels.h"
 #include "ops/reduce.h"
@@ -63,8 +64,14 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
 
 }  // namespace
 
-Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false); }
+Tensor softmax(const Tensor& x, int64_t dim) {
+  MINIDL_AUTOCAST(softmax, softmax, x, dim);
+  return softmax_impl(x, dim, false);
+}
 
-Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true); }
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  MINIDL_AUTOCAST(log_softmax, log_softmax, x, dim);
+  return softmax_impl(x, dim, true);
+}
 
 }  // namespace minidl

@@ -1,0 +1,429 @@
+// Autocast: the guard's state, the policy table (which op runs in which dtype, on the CPU in bfloat16
+// and on CUDA in bfloat16 and float16), the weight cast cache, and gradients of a small MLP and CNN
+// under autocast against float32. The CUDA cases skip where no GPU is usable; the last one checks
+// autocast inside a captured cuda::GraphedStep against the same steps run eagerly.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/autocast.h"
+#include "minidl.h"
+#include "ops/autocast_policy.h"
+#include "test_cuda_util.h"
+#include "test_util.h"
+
+using namespace minidl;
+using autocast::Op;
+using autocast::Policy;
+
+namespace {
+
+// Rounding tolerance of one result computed in `dtype` against float32, relative to the result's
+// largest magnitude (sums of a few dozen products).
+double tolerance(DType dtype) {
+  if (dtype == kBFloat16) return 3e-2;
+  if (dtype == kFloat16) return 4e-3;
+  return 2e-5;
+}
+
+void expect_close(const Tensor& got, const Tensor& want, double tol, const std::string& what) {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  const std::vector<float> g = got.detach().to(Device::cpu()).to(kFloat32).contiguous().to_vector<float>();
+  const std::vector<float> w = want.detach().to(Device::cpu()).to(kFloat32).contiguous().to_vector<float>();
+  double scale = 1;
+  for (float v : w) scale = std::max(scale, double(std::fabs(v)));
+  double worst = 0;
+  for (size_t i = 0; i < g.size(); ++i) worst = std::max(worst, std::fabs(double(g[i]) - double(w[i])));
+  EXPECT_LE(worst, tol * scale) << what << ": largest difference " << worst << " against a scale of " << scale;
+}
+
+// One row of the test table: the op run on its inputs, and the policy the test expects of it.
+struct Case {
+  const char* name;  // the table's name of the op, which autocast::last_dispatch() reports
+  Policy cuda, cpu;
+  std::function<std::vector<Tensor>()> inputs;  // float32, on the CPU
+  std::function<Tensor(const std::vector<Tensor>&)> run;
+};
+
+Tensor r(IntArrayRef shape) { return randn(shape, kFloat32); }
+Tensor positive(IntArrayRef shape) { return add(abs(randn(shape, kFloat32)), 0.5); }
+Tensor labels(int64_t n, int64_t classes) {
+  std::vector<int64_t> v;
+  for (int64_t i = 0; i < n; ++i) v.push_back((2 * i + 1) % classes);
+  return Tensor::from_vector<int64_t>(v);
+}
+
+const Policy LP = Policy::LowerPrecision, F32 = Policy::Float32, NONE = Policy::None;
+
+std::vector<Case> cases() {
+  return {
+      {"matmul", LP, LP, [] { return std::vector<Tensor>{r({4, 8}), r({8, 5})}; },
+       [](const std::vector<Tensor>& t) { return matmul(t[0], t[1]); }},
+      {"mm", LP, LP, [] { return std::vector<Tensor>{r({4, 8}), r({8, 5})}; },
+       [](const std::vector<Tensor>& t) { return mm(t[0], t[1]); }},
+      {"bmm", LP, LP, [] { return std::vector<Tensor>{r({2, 4, 8}), r({2, 8, 5})}; },
+       [](const std::vector<Tensor>& t) { return bmm(t[0], t[1]); }},
+      {"linear", LP, LP, [] { return std::vector<Tensor>{r({4, 8}), r({5, 8}), r({5})}; },
+       [](const std::vector<Tensor>& t) { return linear(t[0], t[1], t[2]); }},
+      {"linear_relu", LP, LP, [] { return std::vector<Tensor>{r({4, 8}), r({5, 8}), r({5})}; },
+       [](const std::vector<Tensor>& t) { return linear_relu(t[0], t[1], t[2]); }},
+      {"linear_relu_linear", LP, LP,
+       [] { return std::vector<Tensor>{r({4, 8}), r({6, 8}), r({6}), r({3, 6}), r({3})}; },
+       [](const std::vector<Tensor>& t) { return linear_relu_linear(t[0], t[1], t[2], t[3], t[4]); }},
+      {"conv1d", LP, LP, [] { return std::vector<Tensor>{r({2, 3, 10}), r({4, 3, 3}), r({4})}; },
+       [](const std::vector<Tensor>& t) { return conv1d(t[0], t[1], t[2], 1, 1); }},
+      {"conv2d", LP, LP, [] { return std::vector<Tensor>{r({2, 3, 8, 8}), r({4, 3, 3, 3}), r({4})}; },
+       [](const std::vector<Tensor>& t) { return conv2d(t[0], t[1], t[2], 1, 1); }},
+      {"conv2d_relu", LP, LP, [] { return std::vector<Tensor>{r({2, 3, 8, 8}), r({4, 3, 3, 3}), r({4})}; },
+       [](const std::vector<Tensor>& t) { return conv2d_relu(t[0], t[1], t[2], 1, 1); }},
+      {"conv2d_relu_max_pool2d", LP, LP, [] { return std::vector<Tensor>{r({2, 3, 8, 8}), r({4, 3, 3, 3}), r({4})}; },
+       [](const std::vector<Tensor>& t) { return conv2d_relu_max_pool2d(t[0], t[1], t[2], 1, 1, 1, 2); }},
+      {"conv_transpose2d", LP, LP, [] { return std::vector<Tensor>{r({2, 3, 5, 5}), r({3, 4, 3, 3}), r({4})}; },
+       [](const std::vector<Tensor>& t) { return conv_transpose2d(t[0], t[1], t[2], 2, 1); }},
+      {"einsum", LP, LP, [] { return std::vector<Tensor>{r({4, 8}), r({8, 5})}; },
+       [](const std::vector<Tensor>& t) { return einsum("ij,jk->ik", {t[0], t[1]}); }},
+      {"softmax", F32, NONE, [] { return std::vector<Tensor>{r({4, 7})}; },
+       [](const std::vector<Tensor>& t) { return softmax(t[0], 1); }},
+      {"log_softmax", F32, NONE, [] { return std::vector<Tensor>{r({4, 7})}; },
+       [](const std::vector<Tensor>& t) { return log_softmax(t[0], 1); }},
+      {"layer_norm", F32, NONE, [] { return std::vector<Tensor>{r({4, 8}), r({8}), r({8})}; },
+       [](const std::vector<Tensor>& t) { return layer_norm(t[0], {8}, t[1], t[2]); }},
+      {"group_norm", F32, NONE, [] { return std::vector<Tensor>{r({2, 4, 3, 3}), r({4}), r({4})}; },
+       [](const std::vector<Tensor>& t) { return group_norm(t[0], 2, t[1], t[2]); }},
+      {"batch_norm", F32, F32, [] { return std::vector<Tensor>{r({4, 3, 5}), r({3}), r({3})}; },
+       [](const std::vector<Tensor>& t) { return batch_norm(t[0], {}, {}, t[1], t[2], true); }},
+      {"exp", F32, NONE, [] { return std::vector<Tensor>{r({4, 7})}; },
+       [](const std::vector<Tensor>& t) { return exp(t[0]); }},
+      {"log", F32, NONE, [] { return std::vector<Tensor>{positive({4, 7})}; },
+       [](const std::vector<Tensor>& t) { return log(t[0]); }},
+      {"pow", F32, NONE, [] { return std::vector<Tensor>{positive({4, 7}), r({4, 7})}; },
+       [](const std::vector<Tensor>& t) { return pow(t[0], t[1]); }},
+      {"sum", F32, NONE, [] { return std::vector<Tensor>{r({4, 7})}; },
+       [](const std::vector<Tensor>& t) { return sum(t[0], {1}); }},
+      {"prod", F32, F32, [] { return std::vector<Tensor>{positive({4, 5})}; },
+       [](const std::vector<Tensor>& t) { return prod(t[0], 1); }},
+      {"logsumexp", F32, NONE, [] { return std::vector<Tensor>{r({4, 7})}; },
+       [](const std::vector<Tensor>& t) { return logsumexp(t[0], {1}); }},
+      {"norm", F32, NONE, [] { return std::vector<Tensor>{r({4, 7})}; },
+       [](const std::vector<Tensor>& t) { return norm(t[0], 2); }},
+      {"cross_entropy", F32, F32, [] { return std::vector<Tensor>{r({4, 5})}; },
+       [](const std::vector<Tensor>& t) { return cross_entropy(t[0], labels(4, 5).to(t[0].device())); }},
+      {"nll_loss", F32, F32, [] { return std::vector<Tensor>{r({4, 5})}; },
+       [](const std::vector<Tensor>& t) { return nll_loss(t[0], labels(4, 5).to(t[0].device())); }},
+      {"mse_loss", F32, F32, [] { return std::vector<Tensor>{r({4, 5}), r({4, 5})}; },
+       [](const std::vector<Tensor>& t) { return mse_loss(t[0], t[1]); }},
+      {"l1_loss", F32, F32, [] { return std::vector<Tensor>{r({4, 5}), r({4, 5})}; },
+       [](const std::vector<Tensor>& t) { return l1_loss(t[0], t[1]); }},
+      {"smooth_l1_loss", F32, F32, [] { return std::vector<Tensor>{r({4, 5}), r({4, 5})}; },
+       [](const std::vector<Tensor>& t) { return smooth_l1_loss(t[0], t[1]); }},
+      {"huber_loss", F32, F32, [] { return std::vector<Tensor>{r({4, 5}), r({4, 5})}; },
+       [](const std::vector<Tensor>& t) { return huber_loss(t[0], t[1]); }},
+      {"kl_div", F32, F32, [] { return std::vector<Tensor>{r({4, 5}), rand({4, 5}, kFloat32)}; },
+       [](const std::vector<Tensor>& t) { return kl_div(t[0], t[1]); }},
+      {"binary_cross_entropy_with_logits", F32, F32, [] { return std::vector<Tensor>{r({4, 5}), rand({4, 5}, kFloat32)}; },
+       [](const std::vector<Tensor>& t) { return binary_cross_entropy_with_logits(t[0], t[1]); }},
+  };
+}
+
+// Runs every case under AutocastGuard(device, dtype). A lower-precision op gets float32 inputs and
+// must return `dtype`, close to its float32 result; a float32 op gets `dtype` inputs and must return
+// float32 equal to the float32 op on the same (widened) values, which tells that it computed in
+// float32; an op without a policy on the device must return `dtype`.
+void check_policy_table(Device device, DType dtype) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(std::string(c.name) + " on " + (device.is_cuda() ? "cuda" : "cpu") + " in " + dtype_name(dtype));
+    const Policy expected = device.is_cuda() ? c.cuda : c.cpu;
+    manual_seed(5);
+    std::vector<Tensor> in;
+    for (const Tensor& t : c.inputs()) in.push_back(expected == LP ? t.to(device) : t.to(device).to(dtype));
+    std::vector<Tensor> in32;
+    for (const Tensor& t : in) in32.push_back(t.to(kFloat32));
+    const Tensor reference = c.run(in32);
+    const int before = autocast::last_dispatch().count;
+    Tensor out;
+    {
+      AutocastGuard guard(device, dtype);
+      out = c.run(in);
+    }
+    if (expected == LP) {
+      EXPECT_EQ(out.dtype(), dtype);
+      EXPECT_GT(autocast::last_dispatch().count, before);
+      expect_close(out, reference, tolerance(dtype), c.name);
+    } else if (expected == F32) {
+      EXPECT_EQ(out.dtype(), kFloat32);
+      EXPECT_EQ(autocast::last_dispatch().op, c.name);
+      EXPECT_EQ(autocast::last_dispatch().dtype, kFloat32);
+      expect_close(out, reference, 2e-5, c.name);
+    } else {
+      EXPECT_EQ(out.dtype(), dtype);
+      EXPECT_EQ(autocast::last_dispatch().count, before);  // no cast, no dispatch
+      expect_close(out, reference, tolerance(dtype), c.name);
+    }
+  }
+}
+
+}  // namespace
+
+TEST(Autocast, TableFollowsPyTorchAndCoversEveryOp) {
+  const auto& table = autocast::policy_table();
+  ASSERT_EQ(table.size(), static_cast<size_t>(Op::count_));
+  for (size_t i = 0; i < table.size(); ++i) EXPECT_EQ(static_cast<size_t>(table[i].op), i) << table[i].name;
+  // Every op this test runs is in the table with the policy the test expects, and vice versa.
+  std::vector<Case> all = cases();
+  for (const Case& c : all) {
+    auto it = std::find_if(table.begin(), table.end(), [&](const autocast::PolicyRow& row) {
+      return std::string(row.name) == c.name;
+    });
+    ASSERT_NE(it, table.end()) << c.name;
+    EXPECT_EQ(it->cuda, c.cuda) << c.name;
+    EXPECT_EQ(it->cpu, c.cpu) << c.name;
+  }
+  EXPECT_EQ(all.size() + 1, table.size());  // binary_cross_entropy is tested on its own
+  EXPECT_EQ(autocast::policy(Op::binary_cross_entropy, kCUDA), Policy::Banned);
+  EXPECT_EQ(autocast::policy(Op::binary_cross_entropy, kCPU), Policy::Float32);
+  EXPECT_STREQ(autocast::policy_name(Policy::LowerPrecision), "lower_precision");
+}
+
+TEST(Autocast, GuardSetsNestsAndRestoresPerDeviceType) {
+  EXPECT_FALSE(autocast::is_enabled(kCPU));
+  EXPECT_FALSE(autocast::is_enabled(kCUDA));
+  EXPECT_EQ(autocast::dtype(kCUDA), kFloat16);  // PyTorch's defaults
+  EXPECT_EQ(autocast::dtype(kCPU), kBFloat16);
+  {
+    AutocastGuard outer(Device::cpu(), kFloat16);
+    EXPECT_TRUE(autocast::is_enabled(Device::cpu()));
+    EXPECT_FALSE(autocast::is_enabled(kCUDA));
+    EXPECT_EQ(autocast::dtype(kCPU), kFloat16);
+    {
+      AutocastGuard off(Device::cpu(), kBFloat16, false);
+      EXPECT_FALSE(autocast::is_enabled(kCPU));
+      const Tensor a = randn({3, 4}), b = randn({4, 2});
+      EXPECT_EQ(matmul(a, b).dtype(), kFloat32);  // disabled: runs as given
+      {
+        AutocastGuard inner(Device::cpu());  // no dtype: the current one
+        EXPECT_TRUE(autocast::is_enabled(kCPU));
+        EXPECT_EQ(autocast::dtype(kCPU), kBFloat16);
+      }
+      EXPECT_FALSE(autocast::is_enabled(kCPU));
+    }
+    EXPECT_TRUE(autocast::is_enabled(kCPU));
+    EXPECT_EQ(autocast::dtype(kCPU), kFloat16);
+    {
+      AutocastGuard cuda_guard(Device::cuda(), kBFloat16);  // state only: no GPU needed
+      EXPECT_TRUE(autocast::is_enabled(kCUDA));
+      EXPECT_EQ(autocast::dtype(kCUDA), kBFloat16);
+      EXPECT_EQ(autocast::dtype(kCPU), kFloat16);
+    }
+    EXPECT_FALSE(autocast::is_enabled(kCUDA));
+  }
+  EXPECT_FALSE(autocast::is_enabled(kCPU));
+  EXPECT_EQ(autocast::dtype(kCPU), kBFloat16);
+  minidl::testing::expect_error([] { AutocastGuard bad(Device::cpu(), kInt64); }, {"AutocastGuard", "int64"});
+}
+
+TEST(Autocast, GradModeUnchangedAndOnlyFloatTensorsOnTheDeviceAreCast) {
+  AutocastGuard guard(Device::cpu(), kBFloat16);
+  EXPECT_TRUE(grad_mode_enabled());
+  // float64 is never lowered; integers are never cast (the labels of cross_entropy stay int64).
+  const Tensor a = randn({3, 4}, kFloat64), b = randn({4, 2}, kFloat64);
+  EXPECT_EQ(matmul(a, b).dtype(), kFloat64);
+  const Tensor logits = randn({4, 5}).to(kBFloat16);
+  const Tensor loss = cross_entropy(logits, labels(4, 5));
+  EXPECT_EQ(loss.dtype(), kFloat32);
+  // A CUDA guard leaves CPU tensors alone.
+  AutocastGuard cpu_off(Device::cpu(), kBFloat16, false);
+  AutocastGuard cuda_on(Device::cuda(), kFloat16);
+  EXPECT_EQ(matmul(randn({3, 4}), randn({4, 2})).dtype(), kFloat32);
+}
+
+TEST(Autocast, PolicyTableOnCpuInBFloat16) { check_policy_table(Device::cpu(), kBFloat16); }
+
+TEST(Autocast, BinaryCrossEntropyRunsInFloat32OnCpu) {
+  const Tensor p = rand({4, 5}).to(kBFloat16), y = rand({4, 5}).to(kBFloat16);
+  AutocastGuard guard(Device::cpu(), kBFloat16);
+  EXPECT_EQ(binary_cross_entropy(p, y).dtype(), kFloat32);
+}
+
+TEST(Autocast, WeightCastsAreCachedUntilTheOutermostGuardExits) {
+  Tensor w = randn({5, 8}).requires_grad_(true);
+  const Tensor x = randn({4, 8});
+  const Tensor frozen = randn({5, 8});  // requires no grad: never cached
+  {
+    AutocastGuard outer(Device::cpu(), kBFloat16);
+    const Tensor y1 = linear(x, w);
+    EXPECT_EQ(autocast::cache_size(), 1u);
+    {
+      AutocastGuard inner(Device::cpu(), kBFloat16);
+      const Tensor y2 = linear(x, w);  // the same cast serves the second use
+      EXPECT_EQ(autocast::cache_size(), 1u);
+      (void)linear(x, frozen);
+      (void)linear(mul(x, 2.0), w);  // an activation (not a leaf) is cast each time, not cached
+      EXPECT_EQ(autocast::cache_size(), 1u);
+    }
+    EXPECT_EQ(autocast::cache_size(), 1u);  // an inner guard's exit keeps the cache
+    {
+      NoGradGuard no_grad;  // a cast without a backward must not serve a differentiable use later
+      (void)linear(x, w);
+    }
+    // A weight written in place after its cast is cast afresh.
+    {
+      NoGradGuard no_grad;
+      w.mul_(2.0);
+    }
+    const Tensor y3 = linear(x, w);
+    expect_close(y3, linear(x.to(kFloat64), w.detach().to(kFloat64)).to(kFloat32), tolerance(kBFloat16), "recast");
+    sum(add(y1, y3)).backward();
+  }
+  EXPECT_EQ(autocast::cache_size(), 0u);
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_EQ(w.grad().dtype(), kFloat32);  // the master weight's gradient is float32
+  // d/dw of sum(x w^T) twice: 2 * column sums of x, in bfloat16 products.
+  const Tensor expected = mul(sum(x, {0}, true).expand({5, 8}), 2.0);
+  expect_close(w.grad(), expected, tolerance(kBFloat16), "cached weight gradient");
+}
+
+TEST(Autocast, BackwardInsideTheGuardRunsInTheForwardDtypes) {
+  manual_seed(3);
+  Tensor w = randn({5, 8}).requires_grad_(true);
+  const Tensor x = randn({4, 8});
+  AutocastGuard guard(Device::cpu(), kBFloat16);
+  Tensor loss = mse_loss(linear(x, w), zeros({4, 5}));
+  loss.backward();
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_EQ(w.grad().dtype(), kFloat32);
+  AutocastGuard off(Device::cpu(), kBFloat16, false);
+  Tensor w32 = w.detach().clone().requires_grad_(true);
+  mse_loss(linear(x, w32), zeros({4, 5})).backward();
+  expect_close(w.grad(), w32.grad(), tolerance(kBFloat16), "weight gradient");
+}
+
+namespace {
+
+// A small MLP and a small CNN, their float32 master weights as leaves, each loss computed with and
+// without autocast: the gradients must be float32 and agree within the low dtype's rounding.
+struct Params {
+  std::vector<Tensor> list;
+};
+
+Params mlp_params(Device device) {
+  manual_seed(21);
+  Params p;
+  for (auto shape : std::vector<Shape>{{32, 20}, {32}, {10, 32}, {10}})
+    p.list.push_back(mul(randn(shape), 0.2).to(device).requires_grad_(true));
+  return p;
+}
+
+Tensor mlp_loss(const Params& p, const Tensor& x, const Tensor& y) {
+  Tensor h = relu(linear(x, p.list[0], p.list[1]));
+  return cross_entropy(linear(h, p.list[2], p.list[3]), y);
+}
+
+Params cnn_params(Device device) {
+  manual_seed(22);
+  Params p;
+  for (auto shape : std::vector<Shape>{{4, 1, 3, 3}, {4}, {10, 64}, {10}})
+    p.list.push_back(mul(randn(shape), 0.3).to(device).requires_grad_(true));
+  return p;
+}
+
+Tensor cnn_loss(const Params& p, const Tensor& x, const Tensor& y) {
+  Tensor h = max_pool2d(relu(conv2d(x, p.list[0], p.list[1], 1, 1)), 2);  // [N, 4, 4, 4]
+  h = h.reshape({x.size(0), 64});
+  return cross_entropy(linear(h, p.list[2], p.list[3]), y);
+}
+
+void check_gradients(Device device, DType dtype, bool cnn) {
+  SCOPED_TRACE(std::string(cnn ? "CNN" : "MLP") + " in " + dtype_name(dtype));
+  manual_seed(23);
+  const Tensor x = (cnn ? randn({6, 1, 8, 8}) : randn({6, 20})).to(device);
+  const Tensor y = Tensor::from_vector<int64_t>({0, 1, 2, 3, 4, 9}).to(device);
+  Params ref = cnn ? cnn_params(device) : mlp_params(device);
+  Params amp = cnn ? cnn_params(device) : mlp_params(device);
+  Tensor loss32 = cnn ? cnn_loss(ref, x, y) : mlp_loss(ref, x, y);
+  loss32.backward();
+  Tensor loss;
+  {
+    AutocastGuard guard(device, dtype);
+    loss = cnn ? cnn_loss(amp, x, y) : mlp_loss(amp, x, y);
+  }
+  EXPECT_EQ(loss.dtype(), kFloat32);  // cross_entropy runs in float32
+  EXPECT_NEAR(loss.item<float>(), loss32.item<float>(), 3 * tolerance(dtype) * std::fabs(loss32.item<float>()));
+  loss.backward();
+  for (size_t i = 0; i < ref.list.size(); ++i) {
+    ASSERT_TRUE(amp.list[i].grad().defined()) << i;
+    EXPECT_EQ(amp.list[i].dtype(), kFloat32);
+    EXPECT_EQ(amp.list[i].grad().dtype(), kFloat32) << "parameter " << i;
+    expect_close(amp.list[i].grad(), ref.list[i].grad(), 3 * tolerance(dtype), "gradient " + std::to_string(i));
+  }
+}
+
+}  // namespace
+
+TEST(Autocast, MlpGradientsOnCpuMatchFloat32) { check_gradients(Device::cpu(), kBFloat16, false); }
+TEST(Autocast, CnnGradientsOnCpuMatchFloat32) { check_gradients(Device::cpu(), kBFloat16, true); }
+
+// ---- CUDA ----
+
+TEST(AutocastCuda, PolicyTableInBFloat16) {
+  MINIDL_REQUIRE_CUDA();
+  check_policy_table(Device::cuda(), kBFloat16);
+}
+
+TEST(AutocastCuda, PolicyTableInFloat16) {
+  MINIDL_REQUIRE_CUDA();
+  check_policy_table(Device::cuda(), kFloat16);
+}
+
+TEST(AutocastCuda, BinaryCrossEntropyIsRefused) {
+  MINIDL_REQUIRE_CUDA();
+  const Tensor p = rand({4, 5}).cuda(), y = rand({4, 5}).cuda();
+  AutocastGuard guard(Device::cuda(), kFloat16);
+  minidl::testing::expect_error([&] { (void)binary_cross_entropy(p, y); },
+                                {"binary_cross_entropy", "unsafe to autocast", "binary_cross_entropy_with_logits"});
+}
+
+TEST(AutocastCuda, GradientsMatchFloat32) {
+  MINIDL_REQUIRE_CUDA();
+  for (DType dtype : {kBFloat16, kFloat16}) {
+    check_gradients(Device::cuda(), dtype, false);
+    check_gradients(Device::cuda(), dtype, true);
+  }
+}
+
+// The guard taken inside the loss function: capture records the casts (and the cached weight
+// casts, made afresh in each step), so replaying the graph must equal running the steps eagerly.
+TEST(AutocastCuda, InsideGraphedStepEqualsEager) {
+  MINIDL_REQUIRE_CUDA();
+  for (DType dtype : {kBFloat16, kFloat16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Params graphed = mlp_params(Device::cuda()), eager = mlp_params(Device::cuda());
+    auto loss_fn = [dtype](const Params& p) {
+      return [p, dtype](const std::vector<Tensor>& in) {
+        AutocastGuard guard(Device::cuda(), dtype);
+        Tensor h = linear_relu(in[0], p.list[0], p.list[1]);  // a fused epilogue op
+        return cross_entropy(linear(h, p.list[2], p.list[3]), in[1]);
+      };
+    };
+    optim::SGD opt_g(graphed.list, optim::SGDOptions(0.1).momentum(0.9));
+    optim::SGD opt_e(eager.list, optim::SGDOptions(0.1).momentum(0.9));
+    cuda::GraphedStep step_g(loss_fn(graphed), opt_g, cuda::GraphedStepOptions().warmup(2));
+    cuda::GraphedStep step_e(loss_fn(eager), opt_e, cuda::GraphedStepOptions().enabled(false));
+    manual_seed(31);
+    for (int i = 0; i < 6; ++i) {
+      const Tensor x = randn({8, 20}).cuda();
+      const Tensor y = randint(0, 10, {8}, TensorOptions().dtype(kInt64)).cuda();
+      const float lg = step_g(x, y).item<float>(), le = step_e(x, y).item<float>();
+      EXPECT_NEAR(lg, le, 1e-6 * std::max(1.0f, std::fabs(le))) << "step " << i;
+    }
+    EXPECT_TRUE(step_g.graphed()) << step_g.eager_reason();
+    EXPECT_GT(step_g.replays(), 0);
+    for (size_t i = 0; i < graphed.list.size(); ++i) {
+      EXPECT_EQ(graphed.list[i].grad().dtype(), kFloat32);
+      expect_close(graphed.list[i], eager.list[i], 1e-6, "parameter " + std::to_string(i));
+    }
+  }
+}

@@ -99,6 +99,9 @@ struct SgdConfig {
   // CUDA: a 0-d tensor of the parameter's dtype on its device holding lr, read there instead of
   // `lr`, so that a step captured in a CUDA graph follows learning-rate changes. Null: use `lr`.
   const Tensor* lr_on_device = nullptr;
+  // GradScaler: a 0-d float32 tensor on the parameters' device; where it holds a nonzero value the
+  // step changes nothing (parameters and momentum buffers), read on the device, with no host sync.
+  const Tensor* found_inf = nullptr;
 };
 
 struct AdamConfig {
@@ -417,6 +420,18 @@ class Kernels {
                                               const ConvGeometry& /*g*/, Tensor& /*grad_weight*/) {
     return false;
   }
+
+  // ---- mixed precision: GradScaler's device passes (ops/amp.cpp) ----
+  /// Every tensor of `grads` (floating, any mix of dtypes) multiplied by *inv_scale in place, and
+  /// found_inf set to 1 where any value is inf or NaN (never reset to 0): one pass over all of them.
+  /// found_inf and inv_scale are 0-d float32 tensors on the grads' device.
+  virtual void amp_non_finite_check_and_unscale(std::vector<Tensor>& grads, Tensor& found_inf,
+                                                const Tensor& inv_scale) = 0;
+  /// torch._amp_update_scale_: if *found_inf, scale *= backoff and tracker = 0; else tracker += 1,
+  /// and when it reaches growth_interval, scale *= growth and tracker = 0. scale and found_inf are
+  /// 0-d float32, growth_tracker 0-d int32, all on one device.
+  virtual void amp_update_scale(Tensor& scale, Tensor& growth_tracker, const Tensor& found_inf, double growth_factor,
+                                double backoff_factor, int64_t growth_interval) = 0;
 
   // ---- optimizer updates, in place (optim/) ----
   /// One SGD step on `param`; `momentum_buf` is null when momentum == 0.

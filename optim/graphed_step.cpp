@@ -5,6 +5,7 @@
 #include "core/autograd.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
+#include "optim/grad_scaler.h"
 
 namespace minidl::cuda {
 
@@ -27,9 +28,22 @@ Tensor GraphedStep::eager(const std::vector<Tensor>& inputs, Phase phase) {
       for (Tensor& g : graph_grads_) fill_(g, 0);
   }
   Tensor loss = loss_fn_(inputs);
-  loss.backward();
-  if (phase.step) optimizer_.step();
+  backward_and_step(loss, phase);
   return loss;
+}
+
+void GraphedStep::backward_and_step(const Tensor& loss, Phase phase) {
+  optim::GradScaler* scaler = options_.grad_scaler();
+  if (!scaler) {
+    loss.backward();
+    if (phase.step) optimizer_.step();
+    return;
+  }
+  scaler->scale(loss).backward();
+  if (phase.step) {
+    scaler->step(optimizer_);
+    scaler->update();
+  }
 }
 
 void GraphedStep::use_graph_grads() {
@@ -90,6 +104,9 @@ Tensor GraphedStep::operator()(const std::vector<Tensor>& inputs) {
 }
 
 void GraphedStep::capture(const std::vector<Tensor>& inputs, Phase phase) {
+  // A scaler makes its scale on its first scale(): done eagerly, or every replay would reset it.
+  optim::GradScaler* scaler = options_.grad_scaler();
+  if (scaler && scaler->is_enabled() && !scaler->scale_tensor().defined()) return;
   const bool first = graph_grads_.empty();
   if (first) {
     static_inputs_.clear();
@@ -106,12 +123,13 @@ void GraphedStep::capture(const std::vector<Tensor>& inputs, Phase phase) {
     graph->capture_begin();
     for (Tensor& in : static_inputs_) graph->capture_copy(in, in);  // sources set before each replay
     Tensor loss = loss_fn_(static_inputs_);
-    loss.backward();  // the engine keeps the seed it made in the warm-up: no fill in the graph
-    if (phase.step) optimizer_.step();
+    backward_and_step(loss, phase);  // the engine keeps the seed it made in the warm-up: no fill in the graph
     graph->capture_end();
     static_losses_[phase.index()] = loss.detach();
   } catch (const std::exception& e) {
     graph->capture_abort();
+    // Forget the scaler's half-done step (its stages are host state); the scale itself is unchanged.
+    if (scaler && scaler->is_enabled()) scaler->update(scaler->get_scale());
     eager_reason_ = std::string("the step could not be captured as a CUDA graph: ") + e.what();
     std::fprintf(stderr, "minidl: GraphedStep runs every step eagerly: %s\n", eager_reason_.c_str());
     if (first) {

@@ -11,6 +11,10 @@
 #include "core/tensor.h"
 #include "optim/optimizer.h"
 
+namespace minidl::optim {
+class GradScaler;
+}
+
 namespace minidl::cuda {
 
 struct GraphedStepOptions {
@@ -33,14 +37,24 @@ struct GraphedStepOptions {
     accumulation_steps_ = steps;
     return *this;
   }
+  /// Mixed precision with loss scaling: each step runs `scaler->scale(loss).backward()` and, on the
+  /// last call of a cycle, `scaler->step(optimizer); scaler->update();` (all captured in the graph:
+  /// the scaler never syncs with SGD). The step returns the unscaled loss. The scaler must outlive the step.
+  ///   cuda::GraphedStep step(loss_fn, optimizer, cuda::GraphedStepOptions().grad_scaler(&scaler));
+  GraphedStepOptions& grad_scaler(optim::GradScaler* scaler) {
+    grad_scaler_ = scaler;
+    return *this;
+  }
   int warmup() const { return warmup_; }
   bool enabled() const { return enabled_; }
   int accumulation_steps() const { return accumulation_steps_; }
+  optim::GradScaler* grad_scaler() const { return grad_scaler_; }
 
  private:
   int warmup_ = 3;
   bool enabled_ = true;
   int accumulation_steps_ = 1;
+  optim::GradScaler* grad_scaler_ = nullptr;
 };
 
 /// Runs training steps, each `zero_grad(); loss = loss_fn(inputs); loss.backward(); step()` (with
@@ -94,6 +108,8 @@ class GraphedStep {
   bool matches(const std::vector<Tensor>& inputs) const;
   void capture(const std::vector<Tensor>& inputs, Phase phase);
   void use_graph_grads();
+  // backward (of the scaled loss, with a scaler) and, on the last call of a cycle, the update.
+  void backward_and_step(const Tensor& loss, Phase phase);
 
   LossFn loss_fn_;
   optim::Optimizer& optimizer_;

@@ -3,6 +3,7 @@
 #include "optim/adagrad.h"
 #include "optim/adam.h"
 #include "optim/checkpoint.h"
+#include "optim/grad_scaler.h"
 #include "optim/graphed_step.h"
 #include "optim/lr_scheduler.h"
 #include "optim/lr_scheduler_chain.h"

@@ -103,6 +103,13 @@ void Optimizer::sync_device_state() {
   }
 }
 
+// The fallback for optimizers whose kernels do not take the flag: a host sync, visible here.
+void Optimizer::step_if_finite(const Tensor& found_inf) {
+  MINIDL_CHECK(found_inf.defined() && found_inf.numel() == 1, name_,
+               ": step_if_finite expected a one-element found_inf tensor");
+  if (found_inf.to(kFloat32).item<float>() == 0) step();
+}
+
 void Optimizer::zero_grad(bool set_to_none) {
   for (ParamGroup& g : groups_) {
     for (Tensor& p : g.params) {

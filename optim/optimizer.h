@@ -28,6 +28,12 @@ class Optimizer {
   virtual ~Optimizer() = default;
   /// Updates every parameter that has a gradient.
   virtual void step() = 0;
+  /// step(), skipped where the 0-d float32 `found_inf` holds a nonzero value (GradScaler::step calls
+  /// it after an inf or NaN in the gradients). SGD reads the flag in its kernels, on the device, with
+  /// no host sync, so a scaled step can be captured in a CUDA graph; other optimizers read it on the
+  /// host first (a sync) and step only where it is 0.
+  ///   optimizer.step_if_finite(found_inf);
+  virtual void step_if_finite(const Tensor& found_inf);
   /// Clears gradients: set to none (the default, as in PyTorch) or to zeros.
   void zero_grad(bool set_to_none = true);
   std::vector<ParamGroup>& param_groups() { return groups_; }

@@ -35,7 +35,11 @@ void SGD::step() {
       Tensor& b = momentum_[gi][i];
       // The buffer follows the parameter: a model moved after the optimizer was built starts afresh.
       if (!b.defined() || b.device() != p.device() || b.dtype() != p.dtype()) {
-        b = Tensor::empty(p.shape(), p.dtype(), p.device());
+        // Zeros where the step may be skipped on the device: a skipped first step leaves the buffer
+        // as it was, and the next step, no longer first, starts from zero momentum (the same as a first
+        // step without dampening).
+        b = found_inf_ ? zeros(p.shape(), TensorOptions().dtype(p.dtype()).device(p.device()))
+                       : Tensor::empty(p.shape(), p.dtype(), p.device());
         first = true;
       }
     }
@@ -50,8 +54,24 @@ void SGD::step() {
   for (Batch& b : batches) {
     SgdConfig config{*groups_[b.group].lr, options_.momentum(), options_.dampening(), options_.weight_decay(),
                      options_.nesterov(),  b.first,             lr_on_device(b.group, b.params[0])};
+    Tensor found_inf_here;  // the flag on this batch's device
+    if (found_inf_) {
+      found_inf_here = found_inf_->device() == b.device ? *found_inf_ : found_inf_->to(b.device);
+      config.found_inf = &found_inf_here;
+    }
     sgd_update_(b.params, b.grads, b.bufs, config);
   }
+}
+
+void SGD::step_if_finite(const Tensor& found_inf) {
+  MINIDL_CHECK(found_inf.defined() && found_inf.numel() == 1 && found_inf.dtype() == kFloat32,
+               "SGD: step_if_finite expected a one-element float32 found_inf tensor");
+  struct Reset {
+    const Tensor*& slot;
+    ~Reset() { slot = nullptr; }
+  } reset{found_inf_};
+  found_inf_ = &found_inf;
+  step();
 }
 
 // Only a momentum buffer, and only with momentum: plain SGD keeps nothing between steps.

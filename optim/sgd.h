@@ -22,6 +22,8 @@ class SGD : public Optimizer {
   SGD(std::vector<ParamGroup> groups, SGDOptions options);
   SGD(std::vector<Tensor> params, SGDOptions options) : SGD(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options) {}
   void step() override;
+  /// Skips the step on the device where found_inf != 0: parameters and momentum buffers unchanged.
+  void step_if_finite(const Tensor& found_inf) override;
   const SGDOptions& options() const { return options_; }
 
  protected:
@@ -33,6 +35,7 @@ class SGD : public Optimizer {
  private:
   SGDOptions options_;
   std::vector<std::vector<Tensor>> momentum_;  // per group, per parameter; undefined until first used
+  const Tensor* found_inf_ = nullptr;          // set during step_if_finite
 };
 
 }  // namespace minidl::optim

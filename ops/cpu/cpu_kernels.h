@@ -75,6 +75,9 @@ class CpuKernels final : public Kernels {
   void group_norm_backward(const Tensor& grad_out, const Tensor& x, int64_t groups, const Tensor* weight,
                            const Tensor& save_mean, const Tensor& save_invstd, Tensor* grad_x, Tensor* grad_weight,
                            Tensor* grad_bias) override;
+  void amp_non_finite_check_and_unscale(std::vector<Tensor>& grads, Tensor& found_inf, const Tensor& inv_scale) override;
+  void amp_update_scale(Tensor& scale, Tensor& growth_tracker, const Tensor& found_inf, double growth_factor,
+                        double backoff_factor, int64_t growth_interval) override;
   void sgd_step(Tensor& param, const Tensor& grad, Tensor* momentum_buf, const SgdConfig& config) override;
   void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
                  const AdamConfig& config) override;

@@ -7,6 +7,7 @@
 namespace minidl {
 
 void CpuKernels::sgd_step(Tensor& param, const Tensor& grad, Tensor* momentum_buf, const SgdConfig& c) {
+  if (c.found_inf && *c.found_inf->data<float>() != 0) return;  // GradScaler saw an inf or NaN: skip
   dispatch_floating(param.dtype(), "sgd_step", [&](auto tag) {
     using T = decltype(tag);
     T* p = param.data<T>();

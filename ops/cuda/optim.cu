@@ -13,7 +13,8 @@ template <class T>
 struct SgdArgs {
   T lr, wd, momentum, damp;  // damp = 1 - dampening
   bool nesterov, first_step;
-  const T* lr_on_device;  // overrides lr when set
+  const T* lr_on_device;    // overrides lr when set
+  const float* found_inf;  // GradScaler's flag: nonzero skips the step (all of it, momentum included)
 };
 
 // Up to kMaxTensors parameters in one launch: block b works on the parameter whose block range holds b,
@@ -36,6 +37,7 @@ template <class T>
 __global__ void sgd_multi_kernel(SgdList<T> list, SgdArgs<T> c) {
   wait_for_earlier_kernels();
   let_next_kernel_start();
+  if (c.found_inf && *c.found_inf != 0.0f) return;
   if (c.lr_on_device) c.lr = *c.lr_on_device;
   int t = 0;
   while (t + 1 < list.count && blockIdx.x >= list.block_start[t + 1]) ++t;
@@ -107,7 +109,8 @@ void CudaKernels::sgd_step_multi(std::vector<Tensor>& params, const std::vector<
     using T = decltype(tag);
     SgdArgs<T> args{T(c.lr),     T(c.weight_decay), T(c.momentum),
                     T(1 - c.dampening), c.nesterov,   c.first_step,
-                    c.lr_on_device ? ptr<const T>(*c.lr_on_device) : nullptr};
+                    c.lr_on_device ? ptr<const T>(*c.lr_on_device) : nullptr,
+                    c.found_inf ? ptr<const float>(*c.found_inf) : nullptr};
     for (size_t i = 0; i < params.size();) {
       SgdList<T> list{};
       unsigned blocks = 0;

@@ -146,6 +146,11 @@ void sweep(const std::vector<OpCase>& cases, DType dtype, Device device, bool ag
 
 std::vector<Tensor> one(Tensor t) { return {std::move(t)}; }
 
+std::vector<Tensor> max_of(const Tensor& x, int64_t dim) {
+  MaxResult r = max(x, dim);
+  return {r.values, r.indices};
+}
+
 std::vector<OpCase> elementwise_cases() {
   using V = const std::vector<Tensor>&;
   const Shape s{3, 40};  // 120 elements: the 16-byte vectorized CUDA path, no tail
@@ -226,7 +231,15 @@ std::vector<OpCase> reduction_cases() {
       {"sum", {s}, [](V x) { return one(sum(x[0])); }, Domain::Any, true, 2},
       {"sum dim 0", {s}, [](V x) { return one(sum(x[0], {0})); }},
       {"sum dim 1", {s}, [](V x) { return one(sum(x[0], {1})); }},
-      {"sum long row", {{2, 3000}}, [](V x) { return one(sum(x[0], {1})); }, Domain::Any, true, 2},
+      // [6, 64]: on CUDA, the 16-bit rows read 8 elements a load and the columns 2 per thread.
+      {"sum dim 0 even", {{6, 64}}, [](V x) { return one(sum(x[0], {0})); }},
+      {"sum dim 1 even", {{6, 64}}, [](V x) { return one(sum(x[0], {1})); }},
+      {"max dim 0 even", {{6, 64}}, [](V x) { return max_of(x[0], 0); }},
+      {"max dim 1 even", {{6, 64}}, [](V x) { return max_of(x[0], 1); }},
+      // Rows long enough for CUDA to split each into several blocks' partial results.
+      {"sum long rows", {{2, 10000}}, [](V x) { return one(sum(x[0], {1})); }, Domain::Any, true, 2},
+      {"max long rows", {{2, 10000}}, [](V x) { return max_of(x[0], 1); }},
+      {"sum long odd rows", {{2, 9999}}, [](V x) { return one(sum(x[0], {1})); }, Domain::Any, true, 2},
       {"mean", {s}, [](V x) { return one(mean(x[0], {1})); }},
       {"max dim", {s}, [](V x) { auto r = max(x[0], 1); return std::vector<Tensor>{r.values, r.indices}; }},
       {"max dim 0", {s}, [](V x) { auto r = max(x[0], 0); return std::vector<Tensor>{r.values, r.indices}; }},

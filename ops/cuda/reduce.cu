@@ -73,7 +73,21 @@ constexpr int kRowThreads = 256;
 constexpr int kWarpRows = 8;     // rows per block of reduce_rows_warp
 constexpr int64_t kWarpRowMax = 1024;
 
-template <class T, class R>
+// Adds V consecutive elements of x starting at i (a VecPack load when V > 1) into acc.
+template <class T, class R, int V>
+__device__ __forceinline__ void accumulate(typename R::Acc& acc, const R& r, const T* x, int64_t i) {
+  if constexpr (V == 1) {
+    acc = r(acc, R::from(x[i], i));
+  } else {
+    const VecPack<T, V> pack = *reinterpret_cast<const VecPack<T, V>*>(x + i);
+#pragma unroll
+    for (int k = 0; k < V; ++k) acc = r(acc, R::from(pack.v[k], i + k));
+  }
+}
+
+// V > 1 (16-bit rows whose length is a multiple of V, aligned): each thread reads V elements at a
+// time, so a warp moves as many bytes per load as it does for float.
+template <class T, class R, int V>
 __global__ void reduce_rows_warp(const T* x, int64_t rows, int64_t n, T* out, int64_t* idx) {
   using Acc = typename R::Acc;
   using WarpReduce = cub::WarpReduce<Acc>;
@@ -84,14 +98,14 @@ __global__ void reduce_rows_warp(const T* x, int64_t rows, int64_t n, T* out, in
   const T* p = x + row * n;
   R r;
   Acc acc = R::identity();
-  for (int64_t i = lane; i < n; i += 32) acc = r(acc, R::from(p[i], i));
+  for (int64_t i = int64_t(lane) * V; i < n; i += 32 * V) accumulate<T, R, V>(acc, r, p, i);
   acc = WarpReduce(temp[warp]).Reduce(acc, r);
   if (lane == 0) R::store(acc, out, idx, row);
 }
 
 // Block b reduces chunk (b % chunks) of row (b / chunks). With one chunk it writes the result;
-// otherwise the chunk's partial.
-template <class T, class R>
+// otherwise the chunk's partial. With V > 1, n and chunk_len are multiples of V.
+template <class T, class R, int V>
 __global__ void reduce_rows(const T* x, int64_t n, int64_t chunks, int64_t chunk_len, T* out, int64_t* idx,
                             typename R::Acc* partial) {
   using Acc = typename R::Acc;
@@ -102,7 +116,7 @@ __global__ void reduce_rows(const T* x, int64_t n, int64_t chunks, int64_t chunk
   const T* p = x + row * n;
   R r;
   Acc acc = R::identity();
-  for (int64_t i = begin + threadIdx.x; i < end; i += kRowThreads) acc = r(acc, R::from(p[i], i));
+  for (int64_t i = begin + int64_t(threadIdx.x) * V; i < end; i += kRowThreads * V) accumulate<T, R, V>(acc, r, p, i);
   acc = BlockReduce(temp).Reduce(acc, r);
   if (threadIdx.x == 0) {
     if (chunks == 1) R::store(acc, out, idx, row);
@@ -126,43 +140,64 @@ __global__ void reduce_partials(const typename R::Acc* partial, int64_t chunks, 
 
 constexpr int kColTile = 32, kColRows = 8;
 
-template <class T, class R>
+// Each thread reduces V adjacent columns (V > 1: 16-bit columns read as one VecPack per row, inner a
+// multiple of V and x aligned), so a warp reads 32 * V adjacent elements of a row.
+template <class T, class R, int V>
 __global__ void reduce_cols(const T* x, int64_t outer, int64_t n, int64_t inner, T* out, int64_t* idx) {
   using Acc = typename R::Acc;
-  __shared__ Acc tile[kColRows][kColTile];
+  __shared__ Acc tile[kColRows][kColTile * V];
   R r;
-  const int64_t c = blockIdx.x * int64_t(kColTile) + threadIdx.x;
+  const int64_t c = (blockIdx.x * int64_t(kColTile) + threadIdx.x) * V;
   for (int64_t a = blockIdx.y; a < outer; a += gridDim.y) {
-    Acc acc = R::identity();
+    Acc acc[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) acc[k] = R::identity();
     if (c < inner) {
       const T* p = x + a * n * inner + c;
-      for (int64_t i = threadIdx.y; i < n; i += kColRows) acc = r(acc, R::from(p[i * inner], i));
+      for (int64_t i = threadIdx.y; i < n; i += kColRows) {
+        if constexpr (V == 1) {
+          acc[0] = r(acc[0], R::from(p[i * inner], i));
+        } else {
+          const VecPack<T, V> pack = *reinterpret_cast<const VecPack<T, V>*>(p + i * inner);
+#pragma unroll
+          for (int k = 0; k < V; ++k) acc[k] = r(acc[k], R::from(pack.v[k], i));
+        }
+      }
     }
-    tile[threadIdx.y][threadIdx.x] = acc;
+#pragma unroll
+    for (int k = 0; k < V; ++k) tile[threadIdx.y][threadIdx.x * V + k] = acc[k];
     __syncthreads();
     if (threadIdx.y == 0 && c < inner) {
-      for (int j = 1; j < kColRows; ++j) acc = r(acc, tile[j][threadIdx.x]);
-      R::store(acc, out, idx, a * inner + c);
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        for (int j = 1; j < kColRows; ++j) acc[k] = r(acc[k], tile[j][threadIdx.x * V + k]);
+        R::store(acc[k], out, idx, a * inner + c + k);
+      }
     }
     __syncthreads();
   }
 }
 
-template <class T, class R>
+constexpr int kRowVec16 = 8;  // 16-bit elements per row load: 16 bytes
+constexpr int kColVec16 = 2;  // 16-bit columns per thread: a warp reads 128 bytes of a row
+
+// VRows / VCols: elements per load along a row (inner == 1) and columns per thread (inner > 1).
+template <class T, class R, int VRows, int VCols>
 void launch_reduce(const T* x, int64_t outer, int64_t n, int64_t inner, T* out, int64_t* idx, int device,
                    cudaStream_t stream) {
   using Acc = typename R::Acc;
   if (inner > 1) {
     dim3 block(kColTile, kColRows);
-    dim3 grid(static_cast<unsigned>((inner + kColTile - 1) / kColTile),
+    dim3 grid(static_cast<unsigned>((inner + kColTile * VCols - 1) / (kColTile * VCols)),
               static_cast<unsigned>(std::min<int64_t>(outer, 65535)));
-    reduce_cols<T, R><<<grid, block, 0, stream>>>(x, outer, n, inner, out, idx);
+    reduce_cols<T, R, VCols><<<grid, block, 0, stream>>>(x, outer, n, inner, out, idx);
     CUDA_LAUNCH_CHECK(reduce_cols);
     return;
   }
   if (n <= kWarpRowMax) {
-    reduce_rows_warp<T, R><<<static_cast<unsigned>((outer + kWarpRows - 1) / kWarpRows), kWarpRows * 32, 0, stream>>>(
-        x, outer, n, out, idx);
+    reduce_rows_warp<T, R, VRows>
+        <<<static_cast<unsigned>((outer + kWarpRows - 1) / kWarpRows), kWarpRows * 32, 0, stream>>>(x, outer, n, out,
+                                                                                                    idx);
     CUDA_LAUNCH_CHECK(reduce_rows_warp);
     return;
   }
@@ -170,12 +205,12 @@ void launch_reduce(const T* x, int64_t outer, int64_t n, int64_t inner, T* out, 
   constexpr int64_t kMinChunk = kRowThreads * 16;
   int64_t chunks = 1;
   if (outer < 1024 && n > kMinChunk) chunks = std::min((n + kMinChunk - 1) / kMinChunk, std::max<int64_t>(1, 1024 / outer));
-  const int64_t chunk_len = (n + chunks - 1) / chunks;
+  const int64_t chunk_len = ((n + chunks - 1) / chunks + VRows - 1) / VRows * VRows;
   Acc* partial = nullptr;
   Allocator& alloc = allocator_for(Device::cuda(device));
   const size_t partial_bytes = chunks > 1 ? static_cast<size_t>(outer * chunks) * sizeof(Acc) : 0;
   if (partial_bytes) partial = static_cast<Acc*>(alloc.allocate(partial_bytes));
-  reduce_rows<T, R><<<static_cast<unsigned>(outer * chunks), kRowThreads, 0, stream>>>(x, n, chunks, chunk_len, out,
+  reduce_rows<T, R, VRows><<<static_cast<unsigned>(outer * chunks), kRowThreads, 0, stream>>>(x, n, chunks, chunk_len, out,
                                                                                        idx, partial);
   CUDA_LAUNCH_CHECK(reduce_rows);
   if (partial_bytes) {
@@ -196,14 +231,23 @@ void CudaKernels::reduce(ReduceOp op, const Tensor& x, int64_t outer, int64_t n,
     using T = decltype(tag);
     const T* in = ptr<const T>(x);
     T* o = ptr<T>(out);
-    if (op == ReduceOp::Sum) {
-      launch_reduce<T, SumReducer<T>>(in, outer, n, inner, o, nullptr, device_, stream_);
-    } else if (op == ReduceOp::Prod) {
-      launch_reduce<T, ProdReducer<T>>(in, outer, n, inner, o, nullptr, device_, stream_);
-    } else {
-      int64_t* idx = argmax ? ptr<int64_t>(*argmax) : nullptr;
-      launch_reduce<T, MaxReducer<T>>(in, outer, n, inner, o, idx, device_, stream_);
-    }
+    int64_t* idx = op == ReduceOp::Max && argmax ? ptr<int64_t>(*argmax) : nullptr;
+    auto launch = [&](auto reducer) {
+      using R = decltype(reducer);
+      if constexpr (is_16bit_float_v<T>) {
+        // Vector loads where the rows or columns line up with them; else one element at a time.
+        const bool rows_fit = inner == 1 && n % kRowVec16 == 0 && aligned_to(2 * kRowVec16, {in});
+        const bool cols_fit = inner > 1 && inner % kColVec16 == 0 && aligned_to(2 * kColVec16, {in});
+        if (rows_fit || cols_fit) {
+          launch_reduce<T, R, kRowVec16, kColVec16>(in, outer, n, inner, o, idx, device_, stream_);
+          return;
+        }
+      }
+      launch_reduce<T, R, 1, 1>(in, outer, n, inner, o, idx, device_, stream_);
+    };
+    if (op == ReduceOp::Sum) launch(SumReducer<T>{});
+    else if (op == ReduceOp::Prod) launch(ProdReducer<T>{});
+    else launch(MaxReducer<T>{});
   });
 }
 

@@ -79,4 +79,46 @@ void set_conv_workspace_limit(size_t bytes) { g_workspace_limit.store(bytes >= k
 
 void reset_conv_workspace_limit() { g_workspace_limit.store(kLimitUnset); }
 
+namespace {
+
+// Each switch: unset (read MINIDL_ALLOW_TF32 on first use), 0 or 1.
+std::atomic<int> g_tf32_matmul{kUnset}, g_tf32_cudnn{kUnset};
+std::atomic<bool> g_medium{false};  // the precision was set as "medium" (reported back as set)
+
+bool tf32_switch(std::atomic<int>& value) {
+  int v = value.load(std::memory_order_relaxed);
+  if (v != kUnset) return v == 1;
+  int from_env = 0;
+  if (const char* env = std::getenv("MINIDL_ALLOW_TF32"); env && *env) {
+    const std::string s = env;
+    MINIDL_CHECK(s == "0" || s == "1", "MINIDL_ALLOW_TF32: expected 0 or 1, got \"", s, "\"");
+    from_env = s == "1";
+  }
+  int expected = kUnset;
+  value.compare_exchange_strong(expected, from_env);
+  return value.load() == 1;
+}
+
+}  // namespace
+
+void set_allow_tf32_matmul(bool allow) {
+  g_medium.store(false);
+  g_tf32_matmul.store(allow ? 1 : 0);
+}
+bool allow_tf32_matmul() { return tf32_switch(g_tf32_matmul); }
+void set_allow_tf32_cudnn(bool allow) { g_tf32_cudnn.store(allow ? 1 : 0); }
+bool allow_tf32_cudnn() { return tf32_switch(g_tf32_cudnn); }
+
+void set_float32_matmul_precision(const std::string& precision) {
+  MINIDL_CHECK(precision == "highest" || precision == "high" || precision == "medium",
+               "set_float32_matmul_precision: expected \"highest\", \"high\" or \"medium\", got \"", precision, "\"");
+  set_allow_tf32_matmul(precision != "highest");
+  g_medium.store(precision == "medium");
+}
+
+std::string float32_matmul_precision() {
+  if (!allow_tf32_matmul()) return "highest";
+  return g_medium.load() ? "medium" : "high";
+}
+
 }  // namespace minidl

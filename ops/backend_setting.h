@@ -39,4 +39,29 @@ void reset_conv_workspace_limit();
 /// True when this build has the CPU convolutions' oneDNN path (cmake/onednn.cmake).
 bool onednn_available();
 
+// TF32, as PyTorch names its switches. TF32 runs float32 products on tensor cores with 10 bits of
+// mantissa in the inputs (float32 accumulation): several times faster on an A100/H100, results that
+// differ from strict float32 by about 1e-3 relative. Both switches are OFF by default: minidl's float32
+// stays strict, convolutions included (PyTorch's default allows TF32 in cuDNN convolutions,
+// torch.backends.cudnn.allow_tf32 = True, and not in matmul). The environment variable
+// MINIDL_ALLOW_TF32=1 turns both on, =0 keeps both off, until set_* overrides it. They affect only
+// float32 on CUDA: the CPU, float64 and the 16-bit dtypes (always on tensor cores, float32
+// accumulation) ignore them. A GEMM or convolution shape measured under one setting is measured
+// again under the other (the cached choices are keyed by it).
+
+/// torch.backends.cuda.matmul.allow_tf32: float32 GEMMs (matmul, linear, im2col convolutions) on
+/// CUBLAS_COMPUTE_32F_FAST_TF32.   set_allow_tf32_matmul(true);
+void set_allow_tf32_matmul(bool allow);
+bool allow_tf32_matmul();
+/// torch.backends.cudnn.allow_tf32: cuDNN's float32 convolutions may take tensor-op (TF32)
+/// algorithms.   set_allow_tf32_cudnn(true);
+void set_allow_tf32_cudnn(bool allow);
+bool allow_tf32_cudnn();
+/// torch.set_float32_matmul_precision: "highest" (strict float32, allow_tf32_matmul off), "high" or
+/// "medium" (TF32 on). minidl has no bf16x3 path, so "medium" means the same as "high". Any other
+/// string fails, naming the three.   set_float32_matmul_precision("high");
+void set_float32_matmul_precision(const std::string& precision);
+/// "highest" while allow_tf32_matmul() is off, else "high" (or "medium" where set so).
+std::string float32_matmul_precision();
+
 }  // namespace minidl

@@ -131,6 +131,14 @@ std::vector<Tensor> matmul_backward_recorded(const Tensor& g, const Tensor& a, c
   return {ga, gb};
 }
 
+// A linear layer in bfloat16 / float16 on the CPU computes in float32: its operands widened (the
+// widening recorded, so the gradients come back rounded to 16 bits), its output rounded once. The CPU
+// GEMM would widen them anyway (ops/cpu/matmul.cpp), and the bias, ReLU and bias-gradient passes then
+// run in float32 too.
+bool linear_widens(const Tensor& x) { return x.device().is_cpu() && is_reduced_floating(x.dtype()); }
+
+Tensor widened(const Tensor& t) { return t.defined() ? t.to(kFloat32) : t; }
+
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
@@ -203,6 +211,7 @@ void linear_backward_products(Kernels& k, const Operand& og, const Operand& x, c
 // and a backward that masks the gradient and sums the bias gradient in one pass before its GEMMs.
 Tensor linear_op(const char* name, const Tensor& x, const Tensor& weight, const Tensor& bias, bool relu) {
   check_linear(x, weight, bias);
+  if (linear_widens(x)) return linear_op(name, widened(x), widened(weight), widened(bias), relu).to(x.dtype());
   const int64_t in = weight.size(1), out_features = weight.size(0);
   const int64_t rows = in == 0 ? shape_numel(Shape(x.shape().begin(), x.shape().end() - 1)) : x.numel() / in;
   Shape out_shape = x.shape();
@@ -283,6 +292,8 @@ Tensor linear_relu_linear(const Tensor& x, const Tensor& w1, const Tensor& b1, c
     MINIDL_CHECK(b2.dim() == 1 && b2.size(0) == w2.size(0) && b2.dtype() == x.dtype(),
                  "linear_relu_linear: expected a second bias of shape [", w2.size(0), "] and dtype ", x.dtype(),
                  ", got ", b2.shape(), " ", b2.dtype());
+  if (linear_widens(x))
+    return linear_relu_linear(widened(x), widened(w1), widened(b1), widened(w2), widened(b2)).to(x.dtype());
   const int64_t in = w1.size(1), hidden_features = w1.size(0), out_features = w2.size(0);
   const int64_t rows = in == 0 ? shape_numel(Shape(x.shape().begin(), x.shape().end() - 1)) : x.numel() / in;
   Shape out_shape = x.shape();

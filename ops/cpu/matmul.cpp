@@ -130,6 +130,20 @@ void CpuKernels::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans
   const int64_t b_step = b.dim() == 3 ? b_rows * b_cols : 0;
   const int64_t depth = trans_a ? a_rows : a_cols;
   const int threads = get_num_threads();
+  if (is_reduced_floating(c.dtype())) {
+    // bfloat16 / float16: Eigen has no fast 16-bit GEMM, so the operands are widened to float32
+    // buffers, multiplied by the float32 path (float32 accumulation, as PyTorch's CPU kernels), and
+    // the result rounded to 16 bits once.
+    const auto widened = [this](const Tensor& t) {
+      Tensor wide = Tensor::empty(t.shape(), kFloat32, t.device());
+      copy(t, wide);
+      return wide;
+    };
+    Tensor c32 = beta != 0 ? widened(c) : Tensor::empty(c.shape(), kFloat32, c.device());
+    gemm(widened(a), trans_a, widened(b), trans_b, c32, alpha, beta);
+    copy(c32, c);
+    return;
+  }
   dispatch_floating(c.dtype(), "gemm", [&](auto tag) {
     using T = decltype(tag);
     const T* pa = a.data<T>();

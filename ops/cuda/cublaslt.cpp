@@ -6,7 +6,11 @@
 // kept. That happens the second time a shape comes, not the first: a shape that comes once (the
 // last, partial batch of an epoch) is not worth the milliseconds of timing, and a step captured
 // into a CUDA graph has run eagerly at least twice before. The bias and the ReLU of a linear layer
-// go into the GEMM's epilogue. Strict float32 (CUBLAS_COMPUTE_32F: no TF32).
+// go into the GEMM's epilogue. Float32 is strict (CUBLAS_COMPUTE_32F) unless TF32 is allowed
+// (allow_tf32_matmul, ops/backend_setting.h: CUBLAS_COMPUTE_32F_FAST_TF32); bfloat16 and float16
+// products take A, B, D and the bias in their type and accumulate in float32 (CUBLAS_COMPUTE_32F,
+// float alpha and beta), as PyTorch's do. The data type and the compute type are part of the key of
+// a shape's timed choice.
 //
 // A product may be given a limit on its thread blocks (max_blocks): the weight gradient that runs on
 // the side stream beside the rest of a backward (ops/cuda/matmul.cpp, gemm_concurrent). It then
@@ -89,10 +93,23 @@ uint32_t alignment(const void* p) {
   return a;
 }
 
+cudaDataType_t data_type(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return CUDA_R_32F;
+    case DType::BFloat16: return CUDA_R_16BF;
+    case DType::Float16: return CUDA_R_16F;
+    default: MINIDL_FAIL("gemm on cuBLASLt: expected float32, bfloat16 or float16, got ", dtype);
+  }
+}
+
+cublasComputeType_t compute_type(const LtTypes& types) {
+  return types.dtype == DType::Float32 && types.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
+
 // The alignment every matrix of a batch keeps: the first's, and no more than its stride allows.
-uint32_t alignment(const float* p, const LtBatch& batch, int64_t stride) {
+uint32_t alignment(const void* p, const LtBatch& batch, int64_t stride, size_t element) {
   if (batch.count <= 1) return alignment(p);
-  return std::min(alignment(p), alignment(reinterpret_cast<const void*>(stride * sizeof(float))));
+  return std::min(alignment(p), alignment(reinterpret_cast<const void*>(stride * element)));
 }
 
 struct Plan {
@@ -102,6 +119,8 @@ struct Plan {
   size_t chosen = 0;  // index into candidates
   int seen = 0;       // calls outside graph capture so far
   std::string name;   // "m x n x k, ops, epilogue", for the log
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  cudaDataType_t type = CUDA_R_32F;  // of A, B, D and the bias
   bool timed = false;
   int64_t max_blocks = 0;     // 0: no limit
   std::atomic<bool> within_limit = false;  // timed, and the pick keeps to max_blocks
@@ -116,15 +135,18 @@ struct Plan {
   }
 };
 
+// The last two: the data type and the compute type (a TF32 plan is another plan).
 using Key = std::tuple<int, int64_t, int64_t, int64_t, bool, bool, int, uint32_t, uint32_t, uint32_t, int64_t, int64_t,
-                       int64_t, int64_t, int64_t, int64_t, int64_t>;
+                       int64_t, int64_t, int64_t, int64_t, int64_t, int, int>;
 
-Key plan_key(int device, int64_t m, int64_t n, int64_t k, bool trans_a, const float* a, bool trans_b, const float* b,
-             const float* d, LtEpilogue epilogue, int64_t max_blocks, const LtBatch& batch) {
+Key plan_key(int device, int64_t m, int64_t n, int64_t k, bool trans_a, const void* a, bool trans_b, const void* b,
+             const void* d, LtEpilogue epilogue, int64_t max_blocks, const LtBatch& batch, const LtTypes& types) {
+  const size_t e = element_size(types.dtype);
   return {device,         m,          n,          k,           trans_a,        trans_b,
-          static_cast<int>(epilogue), alignment(a, batch, batch.stride_a), alignment(b, batch, batch.stride_b),
-          alignment(d, batch, batch.stride_d), max_blocks,
-          batch.count,    batch.stride_a, batch.stride_b, batch.stride_d, batch.ld_a, batch.ld_b};
+          static_cast<int>(epilogue), alignment(a, batch, batch.stride_a, e), alignment(b, batch, batch.stride_b, e),
+          alignment(d, batch, batch.stride_d, e), max_blocks,
+          batch.count,    batch.stride_a, batch.stride_b, batch.stride_d, batch.ld_a, batch.ld_b,
+          static_cast<int>(types.dtype), static_cast<int>(compute_type(types))};
 }
 
 struct Plans {
@@ -165,28 +187,34 @@ void set_batch(cublasLtMatrixLayout_t layout, int64_t count, int64_t stride) {
 }
 
 void create_plan(Plan& p, cublasLtHandle_t handle, int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b,
-                 LtEpilogue epilogue, uint32_t align_a, uint32_t align_b, uint32_t align_d, const LtBatch& batch) {
+                 LtEpilogue epilogue, uint32_t align_a, uint32_t align_b, uint32_t align_d, const LtBatch& batch,
+                 const LtTypes& types) {
+  const cudaDataType_t type = data_type(types.dtype);
+  p.compute = compute_type(types);
+  p.type = type;
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasLtEpilogue_t ep = epilogue == LtEpilogue::BiasRelu ? CUBLASLT_EPILOGUE_RELU_BIAS
                                 : epilogue == LtEpilogue::Bias   ? CUBLASLT_EPILOGUE_BIAS
                                                                  : CUBLASLT_EPILOGUE_DEFAULT;
-  CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, p.compute, CUDA_R_32F));  // float alpha and beta
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
   if (epilogue != LtEpilogue::None) {
-    const cudaDataType_t bias_type = CUDA_R_32F;
+    const cudaDataType_t bias_type = type;
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
                                                 sizeof bias_type));
   }
   const char* ep_name = epilogue == LtEpilogue::BiasRelu ? " bias+relu" : epilogue == LtEpilogue::Bias ? " bias" : "";
   p.name = std::to_string(m) + " x " + std::to_string(n) + " x " + std::to_string(k) + (trans_a ? " T" : " N") +
-           (trans_b ? "T" : "N") + ep_name + (batch.count > 1 ? ", batch of " + std::to_string(batch.count) : "");
+           (trans_b ? "T" : "N") + ep_name + (batch.count > 1 ? ", batch of " + std::to_string(batch.count) : "") +
+           (types.dtype != DType::Float32 ? std::string(", ") + dtype_name(types.dtype)
+            : p.compute == CUBLAS_COMPUTE_32F_FAST_TF32 ? std::string(", tf32") : std::string());
   const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
   const int64_t ld_a = batch.ld_a ? batch.ld_a : trans_a ? k : m, ld_b = batch.ld_b ? batch.ld_b : trans_b ? n : k;
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, u(trans_a ? k : m), u(trans_a ? m : k), ld_a));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, u(trans_b ? n : k), u(trans_b ? k : n), ld_b));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, u(m), u(n), m));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, type, u(trans_a ? k : m), u(trans_a ? m : k), ld_a));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, type, u(trans_b ? n : k), u(trans_b ? k : n), ld_b));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, type, u(m), u(n), m));
   if (batch.count > 1) {
     set_batch(p.a, batch.count, batch.stride_a);
     set_batch(p.b, batch.count, batch.stride_b);
@@ -243,8 +271,8 @@ void add_all_configurations(cublasLtHandle_t handle, Plan& p) {
   constexpr size_t kMaxCandidates = 400;
   int ids[kMaxIds];
   int id_count = 0;
-  if (cublasLtMatmulAlgoGetIds(handle, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F,
-                               kMaxIds, ids, &id_count) != CUBLAS_STATUS_SUCCESS)
+  if (cublasLtMatmulAlgoGetIds(handle, p.compute, CUDA_R_32F, p.type, p.type, p.type, p.type, kMaxIds, ids,
+                               &id_count) != CUBLAS_STATUS_SUCCESS)
     return;
   const auto accepted = [&](cublasLtMatmulAlgo_t& algo) {
     cublasLtMatmulHeuristicResult_t result{};
@@ -253,10 +281,11 @@ void add_all_configurations(cublasLtHandle_t handle, Plan& p) {
   };
   for (int i = 0; i < id_count && p.candidates.size() < kMaxCandidates; ++i) {
     cublasLtMatmulAlgo_t base{};
-    if (cublasLtMatmulAlgoInit(handle, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F,
-                               ids[i], &base) != CUBLAS_STATUS_SUCCESS)
+    if (cublasLtMatmulAlgoInit(handle, p.compute, CUDA_R_32F, p.type, p.type, p.type, p.type, ids[i], &base) !=
+        CUBLAS_STATUS_SUCCESS)
       continue;
-    if (capability<int32_t>(base, CUBLASLT_ALGO_CAP_FLOATING_POINT_EMULATION_SUPPORT)) continue;  // strict float32 only
+    // No emulated floating point: the compute type asked for, and nothing else.
+    if (capability<int32_t>(base, CUBLASLT_ALGO_CAP_FLOATING_POINT_EMULATION_SUPPORT)) continue;
     std::vector<uint32_t> tiles = capability_list<uint32_t>(base, CUBLASLT_ALGO_CAP_TILE_IDS);
     if (tiles.empty()) tiles.push_back(CUBLASLT_MATMUL_TILE_UNDEFINED);
     const std::vector<uint32_t> stages = capability_list<uint32_t>(base, CUBLASLT_ALGO_CAP_STAGES_IDS);
@@ -297,12 +326,12 @@ cublasStatus_t launch(const LtStream& dev, cudaStream_t stream, const Plan& p, s
 // captured step, without waiting for the host to call cuBLASLt. A first pass times every candidate on one short burst; the
 // five fastest are timed again on longer ones. False when no candidate runs.
 bool choose_by_timing(int device, const LtStream& dev, cudaStream_t stream, Plan& p, const void* a, const void* b,
-                      int64_t m, int64_t n, float alpha, float beta, const LtBatch& batch) {
+                      int64_t m, int64_t n, float alpha, float beta, const LtBatch& batch, size_t element) {
   // From the caching allocator, not cudaMalloc/cudaFree: cudaFree waits for every stream of the
   // device, a data-parallel all-reduce included, which waits for the other ranks.
   Allocator& allocator = allocator_for(Device::cuda(device));
   const int64_t last = batch.count > 1 ? (batch.count - 1) * batch.stride_d : 0;
-  const size_t scratch_bytes = static_cast<size_t>(last + m * n) * sizeof(float);
+  const size_t scratch_bytes = static_cast<size_t>(last + m * n) * element;
   void* scratch = allocator.allocate(scratch_bytes);
   const auto run = [&](size_t c) { CUBLAS_CHECK(launch(dev, stream, p, c, a, b, scratch, alpha, beta)); };
   std::vector<std::pair<float, size_t>> first_pass;  // microseconds, candidate
@@ -362,17 +391,18 @@ int64_t side_stream_blocks(int device) {
 bool gemm_tuning_enabled() { return std::strcmp(tune_setting(), "0") != 0; }
 bool gemm_tuning_verbose() { return std::strcmp(tune_setting(), "verbose") == 0; }
 
-bool lt_keeps_within(int device, int64_t m, int64_t n, int64_t k, bool trans_a, const float* a, bool trans_b,
-                     const float* b, const float* d, int64_t max_blocks) {
+bool lt_keeps_within(int device, int64_t m, int64_t n, int64_t k, bool trans_a, const void* a, bool trans_b,
+                     const void* b, const void* d, int64_t max_blocks, const LtTypes& types) {
   Plans& all = plans();
   std::lock_guard lock(all.mutex);
-  const auto it = all.map.find(plan_key(device, m, n, k, trans_a, a, trans_b, b, d, LtEpilogue::None, max_blocks, {}));
+  const auto it =
+      all.map.find(plan_key(device, m, n, k, trans_a, a, trans_b, b, d, LtEpilogue::None, max_blocks, {}, types));
   return it != all.map.end() && it->second->within_limit && !is_deterministic();
 }
 
-bool lt_matmul(int device, cudaStream_t stream, int64_t m, int64_t n, int64_t k, bool trans_a, const float* a,
-               bool trans_b, const float* b, float* d, float alpha, float beta, LtEpilogue epilogue,
-               const float* bias, int64_t max_blocks, const LtBatch& batch) {
+bool lt_matmul(int device, cudaStream_t stream, int64_t m, int64_t n, int64_t k, bool trans_a, const void* a,
+               bool trans_b, const void* b, void* d, float alpha, float beta, LtEpilogue epilogue, const void* bias,
+               int64_t max_blocks, const LtBatch& batch, const LtTypes& types) {
   if (m <= 0 || n <= 0 || k <= 0 || batch.count <= 0) return false;
   if (bias && alignment(bias) < 16) return false;
   const LtStream dev = lt_stream(device, stream);
@@ -380,12 +410,13 @@ bool lt_matmul(int device, cudaStream_t stream, int64_t m, int64_t n, int64_t k,
   {
     Plans& all = plans();
     std::lock_guard lock(all.mutex);
-    auto& slot = all.map[plan_key(device, m, n, k, trans_a, a, trans_b, b, d, epilogue, max_blocks, batch)];
+    auto& slot = all.map[plan_key(device, m, n, k, trans_a, a, trans_b, b, d, epilogue, max_blocks, batch, types)];
     if (!slot) {
       slot = std::make_unique<Plan>();
       slot->max_blocks = max_blocks;
-      create_plan(*slot, dev.handle, m, n, k, trans_a, trans_b, epilogue, alignment(a, batch, batch.stride_a),
-                  alignment(b, batch, batch.stride_b), alignment(d, batch, batch.stride_d), batch);
+      const size_t e = element_size(types.dtype);
+      create_plan(*slot, dev.handle, m, n, k, trans_a, trans_b, epilogue, alignment(a, batch, batch.stride_a, e),
+                  alignment(b, batch, batch.stride_b, e), alignment(d, batch, batch.stride_d, e), batch, types);
     }
     plan = slot.get();
   }
@@ -401,7 +432,7 @@ bool lt_matmul(int device, cudaStream_t stream, int64_t m, int64_t n, int64_t k,
     CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
     if (capture == cudaStreamCaptureStatusNone && ++p.seen >= 2) {
       add_all_configurations(dev.handle, p);
-      if (!choose_by_timing(device, dev, stream, p, a, b, m, n, alpha, beta, batch)) {
+      if (!choose_by_timing(device, dev, stream, p, a, b, m, n, alpha, beta, batch, element_size(types.dtype))) {
         p.candidates.clear();
         return false;
       }

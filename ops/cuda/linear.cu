@@ -27,17 +27,21 @@ constexpr int kColumns = 32, kRowLanes = 8;
 constexpr int64_t kRowsPerSlice = 64;   // 8 rows per thread: enough loads in flight per block
 constexpr int64_t kMaxSlices = 64;
 
+// Sums of float in double (AccT), of bfloat16 and float16 in float.
+template <class T>
+using BiasSum = std::conditional_t<is_16bit_float_v<T>, float, AccT<T>>;
+
 template <class T>
 __global__ void relu_bias_backward_kernel(const T* __restrict__ grad_out, const T* __restrict__ out,
                                           T* __restrict__ grad_pre, T* __restrict__ grad_bias, int64_t rows,
-                                          int64_t cols, int64_t rows_per_slice, AccT<T>* slice_sums,
+                                          int64_t cols, int64_t rows_per_slice, BiasSum<T>* slice_sums,
                                           unsigned* counters) {
   wait_for_earlier_kernels();
   let_next_kernel_start();
-  __shared__ AccT<T> lane_sums[kRowLanes][kColumns + 1];
+  __shared__ BiasSum<T> lane_sums[kRowLanes][kColumns + 1];
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kColumns + threadIdx.x;
   const int64_t begin = blockIdx.y * rows_per_slice, end = min(rows, begin + rows_per_slice);
-  AccT<T> sum = 0;
+  BiasSum<T> sum = 0;
   if (col < cols) {
     for (int64_t row = begin + threadIdx.y; row < end; row += kRowLanes) {
       const int64_t i = row * cols + col;
@@ -48,7 +52,7 @@ __global__ void relu_bias_backward_kernel(const T* __restrict__ grad_out, const 
   }
   lane_sums[threadIdx.y][threadIdx.x] = sum;
   __syncthreads();
-  AccT<T> slice_sum = 0;
+  BiasSum<T> slice_sum = 0;
   if (threadIdx.y == 0)
     for (int lane = 0; lane < kRowLanes; ++lane) slice_sum += lane_sums[lane][threadIdx.x];
   if (gridDim.y == 1) {
@@ -58,7 +62,7 @@ __global__ void relu_bias_backward_kernel(const T* __restrict__ grad_out, const 
   if (threadIdx.y == 0 && col < cols) slice_sums[blockIdx.y * cols + col] = slice_sum;
   if (!last_block_of_group(counters, blockIdx.x, gridDim.y)) return;
   if (threadIdx.y == 0 && col < cols) {
-    AccT<T> total = 0;
+    BiasSum<T> total = 0;
     for (unsigned s = 0; s < gridDim.y; ++s) total += __ldcg(&slice_sums[s * cols + col]);
     grad_bias[col] = static_cast<T>(total);
   }
@@ -77,10 +81,10 @@ __global__ void __launch_bounds__(kShortColumns* kShortLanes)
                                     T* __restrict__ grad_bias, int rows, int cols) {
   wait_for_earlier_kernels();
   let_next_kernel_start();
-  __shared__ AccT<T> warp_sums[kShortWarps][kShortColumns];
+  __shared__ BiasSum<T> warp_sums[kShortWarps][kShortColumns];
   const int col = static_cast<int>(blockIdx.x) * kShortColumns + static_cast<int>(threadIdx.x);
   const int thread = static_cast<int>(threadIdx.y) * kShortColumns + static_cast<int>(threadIdx.x);
-  AccT<T> sum = 0;
+  BiasSum<T> sum = 0;
   if (col < cols) {
     for (int first = static_cast<int>(threadIdx.y); first < rows; first += kShortUnroll * kShortLanes) {
       T g[kShortUnroll], o[kShortUnroll];
@@ -110,7 +114,7 @@ __global__ void __launch_bounds__(kShortColumns* kShortLanes)
   __syncthreads();
   const int out_col = static_cast<int>(blockIdx.x) * kShortColumns + thread;
   if (thread < kShortColumns && out_col < cols) {
-    AccT<T> total = 0;
+    BiasSum<T> total = 0;
     for (int w = 0; w < kShortWarps; ++w) total += warp_sums[w][thread];
     grad_bias[out_col] = static_cast<T>(total);
   }
@@ -145,7 +149,7 @@ void CudaKernels::relu_bias_backward(const Tensor& grad_out, const Tensor& out, 
   if (cols == 0) return;
   cuda::DeviceGuard guard(device_);
   if (rows <= kShortRows && rows * cols <= std::numeric_limits<int>::max()) {
-    dispatch_floating(grad_pre.dtype(), "relu_bias_backward", [&](auto tag) {
+    dispatch_floating_and_half(grad_pre.dtype(), "relu_bias_backward", [&](auto tag) {
       using T = decltype(tag);
       const auto blocks = static_cast<unsigned>((cols + kShortColumns - 1) / kShortColumns);
       launch_early("relu_bias_backward_short_kernel", relu_bias_backward_short_kernel<T>, blocks,
@@ -158,18 +162,18 @@ void CudaKernels::relu_bias_backward(const Tensor& grad_out, const Tensor& out, 
   int64_t slices = std::clamp<int64_t>((rows + kRowsPerSlice - 1) / kRowsPerSlice, 1, kMaxSlices);
   if (groups > kMaxCounterGroups) slices = 1;
   const int64_t rows_per_slice = std::max<int64_t>(1, (rows + slices - 1) / slices);
-  dispatch_floating(grad_pre.dtype(), "relu_bias_backward", [&](auto tag) {
+  dispatch_floating_and_half(grad_pre.dtype(), "relu_bias_backward", [&](auto tag) {
     using T = decltype(tag);
     Tensor scratch;
     unsigned* counters = nullptr;
     if (slices > 1) {
-      scratch = Tensor::empty({slices, cols}, dtype_of<AccT<T>>(), grad_pre.device());
+      scratch = Tensor::empty({slices, cols}, dtype_of<BiasSum<T>>(), grad_pre.device());
       counters = block_counters(device_, stream_);
     }
     const dim3 grid(static_cast<unsigned>(groups), static_cast<unsigned>(slices));
     launch_early("relu_bias_backward_kernel", relu_bias_backward_kernel<T>, grid, dim3(kColumns, kRowLanes), 0, stream_,
                  ptr<const T>(grad_out), ptr<const T>(out), ptr<T>(grad_pre), ptr<T>(grad_bias), rows, cols,
-                 rows_per_slice, slices > 1 ? ptr<AccT<T>>(scratch) : nullptr, counters);
+                 rows_per_slice, slices > 1 ? ptr<BiasSum<T>>(scratch) : nullptr, counters);
   });
 }
 

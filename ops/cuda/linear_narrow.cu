@@ -228,6 +228,8 @@ bool launch_narrow_linear(cudaStream_t stream, const Tensor& x, const Tensor& w,
                           Tensor& c, const Tensor& parts, const Tensor& x_bias) {
   const int64_t rows = c.size(0), n = c.size(1), k = x.size(1);
   const bool from_slices = parts.defined();
+  // bfloat16 / float16 go to cuBLASLt (tensor cores, float32 accumulation): these kernels are float32's.
+  if (is_reduced_floating(c.dtype())) return false;
   if (n > kNarrowMax || !x.is_contiguous() || !w.is_contiguous() || !c.is_contiguous() ||
       !fits_int(x.numel()) || !fits_int(rows) || (bias.defined() && !bias.is_contiguous()) ||
       (from_slices && (!parts.is_contiguous() || !x_bias.is_contiguous() || !fits_int(parts.size(0)))))
@@ -269,6 +271,7 @@ bool CudaKernels::narrow_linear_from_slices(const Tensor& parts, const Tensor& x
 bool CudaKernels::small_k_gemm(const Tensor& a, const Tensor& b, Tensor& c, double alpha, double beta,
                                const Tensor& mask_by) {
   const int64_t m = c.size(0), n = c.size(1), k = a.size(1);
+  if (is_reduced_floating(c.dtype())) return false;  // cuBLAS's, as in launch_narrow_linear
   if (k > kNarrowMax || !a.is_contiguous() || !b.is_contiguous() || !c.is_contiguous() || !fits_int(m) ||
       !fits_int(n) || (mask_by.defined() && !mask_by.is_contiguous()))
     return false;
@@ -286,6 +289,7 @@ bool CudaKernels::narrow_weight_grad(cudaStream_t stream, const Tensor& a, const
                                      Tensor* row_sums, const Tensor& relu_next_w, Tensor* relu_bias_grad) {
   const int64_t m = c.size(0), n = c.size(1), k = a.size(0);
   const bool through_relu = relu_bias_grad != nullptr;
+  if (is_reduced_floating(c.dtype())) return false;  // cuBLAS's, as in launch_narrow_linear
   if (m == 0 || m > kNarrowMax || n == 0 || k == 0 || !a.is_contiguous() || !b.is_contiguous() ||
       !c.is_contiguous() || !fits_int(a.numel()) || !fits_int(b.numel()) ||
       (through_relu && (!relu_next_w.is_contiguous() || !relu_bias_grad->is_contiguous())))

@@ -7,6 +7,9 @@
 // per shape by timing, with the bias and ReLU of linear layers in the epilogue. The products of a
 // layer with at most 16 outputs, and any 2-D product over k <= 16, run on minidl's own kernels
 // instead (ops/cuda/linear_narrow.cu says why).
+// bfloat16 and float16 products run on cuBLASLt, or cublasGemmEx, with every operand in the 16-bit
+// type and float32 accumulation (CUBLAS_COMPUTE_32F, float alpha and beta); float32 on
+// CUBLAS_COMPUTE_32F_FAST_TF32 where allow_tf32_matmul() (ops/backend_setting.h).
 #include <cublas_v2.h>
 
 #include <cstdio>
@@ -19,6 +22,7 @@
 
 #include "core/cuda/check.h"
 #include "core/deterministic.h"
+#include "ops/backend_setting.h"
 #include "ops/cuda/cublaslt.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/timing.h"
@@ -36,6 +40,39 @@ int to_int(int64_t v, const char* what) {
 // with its bias gradient for a layer with at most 16 outputs (ops/cuda/linear_narrow.cu).
 bool weight_grad_layout(const Kernels::GemmCall& call) {
   return call.trans_a && !call.trans_b && call.a.dim() == 2 && call.b.dim() == 2 && call.c.dim() == 2;
+}
+
+// The element type and compute type of a product with output c, for cuBLASLt.
+cuda::LtTypes lt_types(const Tensor& c) { return {c.dtype(), c.dtype() == kFloat32 && allow_tf32_matmul()}; }
+
+// Whether cuBLASLt takes products of this dtype.
+bool lt_dtype(DType dtype) { return dtype == kFloat32 || is_reduced_floating(dtype); }
+
+cudaDataType_t cuda_data_type(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return CUDA_R_32F;
+    case DType::BFloat16: return CUDA_R_16BF;
+    case DType::Float16: return CUDA_R_16F;
+    default: MINIDL_FAIL("gemm on CUDA: expected float32, bfloat16 or float16, got ", dtype);
+  }
+}
+
+// cublasGemmStridedBatchedEx (one product where batches is 1) in column-major terms, for float32 with
+// TF32 and for the 16-bit types: every matrix in `dtype`, float32 accumulation, float alpha and beta.
+void gemm_ex(cublasHandle_t handle, DType dtype, cublasOperation_t op_a, cublasOperation_t op_b, int m, int n, int k,
+             float alpha, const void* a, int lda, long long stride_a, const void* b, int ldb, long long stride_b,
+             float beta, void* c, int ldc, long long stride_c, int batches) {
+  const cudaDataType_t type = cuda_data_type(dtype);
+  const cublasComputeType_t compute =
+      dtype == kFloat32 && allow_tf32_matmul() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  if (batches == 1) {
+    CUBLAS_CHECK(cublasGemmEx(handle, op_a, op_b, m, n, k, &alpha, a, type, lda, b, type, ldb, &beta, c, type, ldc,
+                              compute, CUBLAS_GEMM_DEFAULT));
+  } else {
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, op_a, op_b, m, n, k, &alpha, a, type, lda, stride_a, b, type, ldb,
+                                            stride_b, &beta, c, type, ldc, stride_c, batches, compute,
+                                            CUBLAS_GEMM_DEFAULT));
+  }
 }
 
 // Work just queued on the side stream, which read `reads` and wrote the non-null `writes`, joins
@@ -76,6 +113,11 @@ void CudaKernels::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool tran
   // Atomics are off by default (cuBLAS then gives the same bits run to run on one GPU model); say so
   // explicitly in deterministic mode, whatever else was set on the shared handle.
   if (is_deterministic()) CUBLAS_CHECK(cublasSetAtomicsMode(handle, CUBLAS_ATOMICS_NOT_ALLOWED));
+  if (is_reduced_floating(c.dtype()) || (c.dtype() == kFloat32 && allow_tf32_matmul())) {
+    gemm_ex(handle, c.dtype(), op_b, op_a, M, N, K, static_cast<float>(alpha), b.raw_data(), ldb, b_step, a.raw_data(),
+            lda, a_step, static_cast<float>(beta), c.raw_data(), ldc, c_step, batches);
+    return;
+  }
   dispatch_floating(c.dtype(), "gemm", [&](auto tag) {
     using T = decltype(tag);
     const T al = static_cast<T>(alpha), be = static_cast<T>(beta);
@@ -109,7 +151,7 @@ struct LtShape {
   int64_t m, n, k;
 };
 bool lt_shape(const Tensor& a, bool trans_a, const Tensor& b, const Tensor& c, LtShape& shape) {
-  if (c.dim() != 2 || a.dim() != 2 || b.dim() != 2 || c.dtype() != kFloat32) return false;
+  if (c.dim() != 2 || a.dim() != 2 || b.dim() != 2 || !lt_dtype(c.dtype())) return false;
   shape = {c.size(1), c.size(0), trans_a ? a.size(0) : a.size(1)};
   return true;
 }
@@ -120,19 +162,17 @@ bool CudaKernels::gemm_lt(cudaStream_t stream, const Tensor& a, bool trans_a, co
                           double alpha, double beta, int64_t max_blocks) {
   LtShape s;
   if (!lt_shape(a, trans_a, b, c, s)) return false;
-  return cuda::lt_matmul(device_, stream, s.m, s.n, s.k, trans_b, static_cast<const float*>(b.raw_data()), trans_a,
-                         static_cast<const float*>(a.raw_data()), static_cast<float*>(c.raw_data()),
+  return cuda::lt_matmul(device_, stream, s.m, s.n, s.k, trans_b, b.raw_data(), trans_a, a.raw_data(), c.raw_data(),
                          static_cast<float>(alpha), static_cast<float>(beta), cuda::LtEpilogue::None, nullptr,
-                         max_blocks);
+                         max_blocks, {}, lt_types(c));
 }
 
 bool CudaKernels::gemm_lt_keeps_within(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
                                        int64_t max_blocks) const {
   LtShape s;
   return lt_shape(a, trans_a, b, c, s) &&
-         cuda::lt_keeps_within(device_, s.m, s.n, s.k, trans_b, static_cast<const float*>(b.raw_data()), trans_a,
-                               static_cast<const float*>(a.raw_data()), static_cast<const float*>(c.raw_data()),
-                               max_blocks);
+         cuda::lt_keeps_within(device_, s.m, s.n, s.k, trans_b, b.raw_data(), trans_a, a.raw_data(), c.raw_data(),
+                               max_blocks, lt_types(c));
 }
 
 void CudaKernels::gemm_row_sums(const GemmCall& call) {
@@ -227,16 +267,12 @@ Tensor CudaKernels::split_k_parts(const Tensor& a, bool trans_a, const Tensor& b
   // its matrix's leading dimension.
   const int64_t a_k_stride = trans_a ? m : 1, b_k_stride = trans_b ? 1 : n;
   const cuda::LtBatch batch{slices, ks * b_k_stride, ks * a_k_stride, m * n, b.size(1), a.size(1)};
-  if (!cuda::lt_matmul(device_, stream_, n, m, ks, trans_b, static_cast<const float*>(b.raw_data()), trans_a,
-                       static_cast<const float*>(a.raw_data()), static_cast<float*>(parts.raw_data()), 1, 0,
-                       cuda::LtEpilogue::None, nullptr, 0, batch)) {
-    const float one = 1, zero = 0;
-    CUBLAS_CHECK(cublasSgemmStridedBatched(
-        cuda::cublas_handle(device_), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-        to_int(n, "N"), to_int(m, "M"), to_int(ks, "K"), &one, static_cast<const float*>(b.raw_data()),
-        to_int(b.size(1), "ldb"), ks * b_k_stride, static_cast<const float*>(a.raw_data()), to_int(a.size(1), "lda"),
-        ks * a_k_stride, &zero, static_cast<float*>(parts.raw_data()), to_int(n, "ldc"), m * n,
-        to_int(slices, "batch")));
+  if (!cuda::lt_matmul(device_, stream_, n, m, ks, trans_b, b.raw_data(), trans_a, a.raw_data(), parts.raw_data(), 1,
+                       0, cuda::LtEpilogue::None, nullptr, 0, batch, lt_types(parts))) {
+    gemm_ex(cuda::cublas_handle(device_), kFloat32, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+            trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, to_int(n, "N"), to_int(m, "M"), to_int(ks, "K"), 1, b.raw_data(),
+            to_int(b.size(1), "ldb"), ks * b_k_stride, a.raw_data(), to_int(a.size(1), "lda"), ks * a_k_stride, 0,
+            parts.raw_data(), to_int(n, "ldc"), m * n, to_int(slices, "batch"));
   }
   return parts;
 }
@@ -273,7 +309,7 @@ int64_t CudaKernels::gemm_bias_slices(const Tensor& a, bool trans_a, const Tenso
   const int64_t tiles = ((m + 31) / 32) * ((n + 31) / 32);
   const int64_t rule = split_k_rule(tiles, k);
   if (tiles > 512 || k < 512 || !cuda::gemm_tuning_enabled() || is_deterministic()) return rule;
-  using Key = std::tuple<int, int64_t, int64_t, int64_t, bool, bool, bool>;
+  using Key = std::tuple<int, int64_t, int64_t, int64_t, bool, bool, bool, bool>;  // the last: TF32
   // The lock covers the map, not the timing: with data-parallel ranks as threads, this device's
   // stream may wait on a collective that another rank reaches only after its own GEMMs.
   static std::mutex mutex;
@@ -281,7 +317,7 @@ int64_t CudaKernels::gemm_bias_slices(const Tensor& a, bool trans_a, const Tenso
   SplitChoice* entry;
   {
     std::lock_guard lock(mutex);
-    entry = &(*choices)[{device_, m, n, k, trans_a, trans_b, relu}];
+    entry = &(*choices)[{device_, m, n, k, trans_a, trans_b, relu, allow_tf32_matmul()}];
     if (entry->slices > 0) return entry->slices;
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
@@ -323,9 +359,10 @@ void CudaKernels::gemm_bias(const Tensor& a, bool trans_a, const Tensor& b, bool
     cuda::DeviceGuard guard(device_);
     if (narrow_linear(a, b, bias, relu, c)) return;
   }
-  if (c.dtype() == kFloat32 && m > 0 && n > 0 && k > 0) {
+  if (lt_dtype(c.dtype()) && m > 0 && n > 0 && k > 0) {
     cuda::DeviceGuard guard(device_);
-    const int64_t slices = gemm_bias_slices(a, trans_a, b, trans_b, bias, relu, c);
+    // The split along k sums float32 slices (sum_slices_bias): float32's only.
+    const int64_t slices = c.dtype() == kFloat32 ? gemm_bias_slices(a, trans_a, b, trans_b, bias, relu, c) : 1;
     if (slices > 1) {
       gemm_bias_split_k(a, trans_a, b, trans_b, bias, relu, c, slices);
       return;
@@ -364,10 +401,9 @@ bool CudaKernels::gemm_bias_lt(const Tensor& a, bool trans_a, const Tensor& b, b
                                bool relu, Tensor& c) {
   const int64_t m = c.size(0), n = c.size(1), k = trans_a ? a.size(0) : a.size(1);
   // Column-major: C^T [n x m] = op(B)^T op(A)^T, the bias along C^T's columns.
-  return cuda::lt_matmul(device_, stream_, n, m, k, trans_b, static_cast<const float*>(b.raw_data()), trans_a,
-                         static_cast<const float*>(a.raw_data()), static_cast<float*>(c.raw_data()), 1, 0,
-                         relu ? cuda::LtEpilogue::BiasRelu : cuda::LtEpilogue::Bias,
-                         static_cast<const float*>(bias.raw_data()));
+  return cuda::lt_matmul(device_, stream_, n, m, k, trans_b, b.raw_data(), trans_a, a.raw_data(), c.raw_data(), 1, 0,
+                         relu ? cuda::LtEpilogue::BiasRelu : cuda::LtEpilogue::Bias, bias.raw_data(), 0, {},
+                         lt_types(c));
 }
 
 }  // namespace minidl

@@ -75,6 +75,14 @@ Tensor weight_grad(const Tensor& g3, const Tensor& cols) {
 
 }  // namespace
 
+bool conv_computes_in_float32(const Tensor& x, int64_t out_channels, const ConvGeometry& g) {
+  if (!is_reduced_floating(x.dtype())) return false;
+  if (x.device().is_cpu() || conv_backend() == ConvBackend::Im2col) return true;
+  return !kernels_for(x.device()).conv2d_cudnn_is_faster(x.dtype(), x.size(0), out_channels, g, x.requires_grad());
+}
+
+Tensor widen_to_float32(const Tensor& t) { return t.defined() ? t.to(kFloat32) : t; }
+
 ConvGeometry conv2d_check(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 stride,
                           Size2 padding, Size2 dilation) {
   check_image(op, "x", x);
@@ -175,6 +183,9 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 s
               Size2 dilation) {
   MINIDL_AUTOCAST(conv2d, conv2d, x, weight, bias, stride, padding, dilation);
   const ConvGeometry g = conv2d_check("conv2d", x, weight, bias, stride, padding, dilation);
+  if (conv_computes_in_float32(x, weight.size(0), g))
+    return conv2d(widen_to_float32(x), widen_to_float32(weight), widen_to_float32(bias), stride, padding, dilation)
+        .to(x.dtype());
   ConvSaved saved;
   Tensor out = conv2d_nobias(x, weight, g, saved);
   if (bias.defined()) {

@@ -18,6 +18,16 @@ struct ConvSaved {
   Tensor w;     // the weight (as [O, K] for im2col), kept when the input needs a gradient
 };
 
+/// Whether a bfloat16 / float16 convolution computes in float32 instead: its operands widened (the
+/// widening recorded, so gradients come back rounded to 16 bits), the float32 convolution run, its
+/// output rounded once. That is the CPU (im2col and oneDNN are float32 paths), the Im2col backend,
+/// and CUDA where cuDNN has no algorithm for the shape (or in deterministic mode); CUDA otherwise runs
+/// cuDNN in 16 bits with float32 accumulation. False for float32 and float64.
+bool conv_computes_in_float32(const Tensor& x, int64_t out_channels, const ConvGeometry& g);
+
+/// t as float32, recorded (its gradient comes back in t's dtype); an undefined t stays undefined.
+Tensor widen_to_float32(const Tensor& t);
+
 /// Checks x [N, C, H, W], weight [O, C, kh, kw] and bias ([O] or undefined) for `op` and returns the
 /// geometry.
 ConvGeometry conv2d_check(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 stride,

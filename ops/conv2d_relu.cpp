@@ -29,6 +29,9 @@ Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, Si
                    Size2 dilation) {
   MINIDL_AUTOCAST(conv2d_relu, conv2d_relu, x, weight, bias, stride, padding, dilation);
   const ConvGeometry g = conv2d_check("conv2d_relu", x, weight, bias, stride, padding, dilation);
+  if (conv_computes_in_float32(x, weight.size(0), g))
+    return conv2d_relu(widen_to_float32(x), widen_to_float32(weight), widen_to_float32(bias), stride, padding, dilation)
+        .to(x.dtype());
   ConvSaved saved;
   Tensor y = conv2d_nobias(x, weight, g, saved);
   const Tensor b = contiguous_bias(bias);
@@ -56,6 +59,10 @@ Tensor conv2d_relu_max_pool2d(const Tensor& x, const Tensor& weight, const Tenso
   MINIDL_CHECK(pool >= 1, op, ": expected a positive pool size, got ", pool);
   MINIDL_CHECK(g.out_h >= pool && g.out_w >= pool, op, ": a ", pool, "x", pool, " pool does not fit the ", g.out_h,
                "x", g.out_w, " output of the convolution");
+  if (conv_computes_in_float32(x, weight.size(0), g))
+    return conv2d_relu_max_pool2d(widen_to_float32(x), widen_to_float32(weight), widen_to_float32(bias), stride,
+                                  padding, dilation, pool)
+        .to(x.dtype());
   ConvSaved saved;
   Tensor pre = conv2d_nobias(x, weight, g, saved);
   const Tensor b = contiguous_bias(bias);

@@ -145,6 +145,13 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bia
                         Size2 output_padding, int64_t groups, Size2 dilation) {
   MINIDL_AUTOCAST(conv_transpose2d, conv_transpose2d, x, weight, bias, stride, padding, output_padding, groups, dilation);
   check_arguments(x, weight, bias, stride, padding, output_padding, groups, dilation);
+  // bfloat16 / float16: built from GEMM and col2im, which would round every partial product to 16
+  // bits, so it computes in float32 on every device and rounds its output once (its gradients too).
+  if (is_reduced_floating(x.dtype())) {
+    const auto wide = [](const Tensor& t) { return t.defined() ? t.to(kFloat32) : t; };
+    return conv_transpose2d(wide(x), wide(weight), wide(bias), stride, padding, output_padding, groups, dilation)
+        .to(x.dtype());
+  }
   const int64_t n = x.size(0), c_in = x.size(1), h = x.size(2), w = x.size(3);
   const int64_t kh = weight.size(2), kw = weight.size(3), c_out = weight.size(1) * groups;
   MINIDL_CHECK(kh > 0 && kw > 0, kOp, ": expected a positive kernel size, got weight of shape ", weight.shape());

@@ -5,7 +5,8 @@
 // The backwards also sum the bias gradient per channel: block (c, s) covers channel c of the images
 // in slice s, leaves its sum in a scratch row, and the last block of the channel adds the slices in
 // order (last_block_of_group), so one launch does it all and the result is deterministic. Sums of
-// float accumulate in double, as the reductions do.
+// float accumulate in double, as the reductions do; bfloat16 and float16 are computed in float and
+// each output rounded once, their sums in float.
 #include "ops/cuda/common.cuh"
 
 namespace minidl {
@@ -17,9 +18,24 @@ using namespace cuda;
 constexpr int kBlock = 256;
 constexpr int64_t kMaxSlices = 64;
 
+// The bias gradient's sums: AccT (double for float, as the reductions); float for bfloat16 and
+// float16, whose elements are read as float (compute_t).
+template <class T>
+using EpilogueSum = std::conditional_t<is_16bit_float_v<T>, float, AccT<T>>;
+
+template <class T>
+__device__ __forceinline__ bool epilogue_isnan(T v) {
+  if constexpr (is_16bit_float_v<T>) {
+    const float f = v;
+    return f != f;
+  } else {
+    return d_isnan(v);
+  }
+}
+
 template <class T>
 __device__ __forceinline__ T relu_of(T v) {
-  return v > T(0) || d_isnan(v) ? v : T(0);  // NaN stays NaN, as relu passes it on
+  return v > T(0) || epilogue_isnan(v) ? v : T(0);  // NaN stays NaN, as relu passes it on
 }
 
 // 16 bytes of T: one vector load or store.
@@ -55,8 +71,8 @@ __global__ void conv_bias_act_scalar_kernel(const T* x, const T* __restrict__ bi
 // Adds the block's `sum` for channel blockIdx.x into grad_bias, through the slices' scratch row when
 // the images are split over several blocks (gridDim.y).
 template <class T>
-__device__ void finish_channel_sum(AccT<T> sum, T* grad_bias, AccT<T>* slice_sums, unsigned* counters) {
-  __shared__ AccT<T> warp_sums[kBlock / 32];
+__device__ void finish_channel_sum(EpilogueSum<T> sum, T* grad_bias, EpilogueSum<T>* slice_sums, unsigned* counters) {
+  __shared__ EpilogueSum<T> warp_sums[kBlock / 32];
   for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffffu, sum, offset);
   if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = sum;
   __syncthreads();
@@ -72,7 +88,7 @@ __device__ void finish_channel_sum(AccT<T> sum, T* grad_bias, AccT<T>* slice_sum
   if (threadIdx.x == 0) slice_sums[blockIdx.y * channels + c] = sum;
   if (!last_block_of_group(counters, c, gridDim.y)) return;
   if (threadIdx.x == 0) {
-    AccT<T> total = 0;
+    EpilogueSum<T> total = 0;
     for (unsigned s = 0; s < gridDim.y; ++s) total += __ldcg(&slice_sums[s * channels + c]);
     grad_bias[c] = static_cast<T>(total);
   }
@@ -84,14 +100,14 @@ __device__ void finish_channel_sum(AccT<T> sum, T* grad_bias, AccT<T>* slice_sum
 template <class T, bool Packed>
 __global__ void conv_bias_relu_backward_kernel(const T* __restrict__ grad_out, const T* __restrict__ y,
                                                T* __restrict__ grad_pre, T* grad_bias, int64_t images,
-                                               int64_t images_per_slice, int area, AccT<T>* slice_sums,
+                                               int64_t images_per_slice, int area, EpilogueSum<T>* slice_sums,
                                                unsigned* counters) {
   constexpr int kStep = Packed ? Pack<T>::kSize : 1;
   const int64_t c = blockIdx.x, channels = gridDim.x;
   const int64_t begin = blockIdx.y * images_per_slice;
   const int count = static_cast<int>(min(images, begin + images_per_slice) - begin);
   const int steps = area / kStep;  // per plane
-  AccT<T> sum = 0;
+  EpilogueSum<T> sum = 0;
   // The slice's planes of channel c as one range, so that every thread has work in every round.
   for (int e = threadIdx.x; e < count * steps; e += kBlock) {
     const int n = e / steps;
@@ -127,7 +143,7 @@ __global__ void bias_relu_max_pool2d_kernel(const T* __restrict__ x, const T* __
     for (int di = 0; di < k; ++di)
       for (int dj = 0; dj < k; ++dj) {
         const T v = s[di * W + dj] + shift;
-        if (v > best || d_isnan(v)) best = v;
+        if (v > best || epilogue_isnan(v)) best = v;
       }
     out[o] = relu_of(best);
   }
@@ -138,13 +154,13 @@ __global__ void bias_relu_max_pool2d_backward_kernel(const T* __restrict__ grad_
                                                      const T* __restrict__ bias, const T* __restrict__ pooled,
                                                      T* __restrict__ grad_pre, T* grad_bias, int64_t images,
                                                      int64_t images_per_slice, int H, int W, int oh, int ow, int k,
-                                                     AccT<T>* slice_sums, unsigned* counters) {
+                                                     EpilogueSum<T>* slice_sums, unsigned* counters) {
   const int64_t c = blockIdx.x, channels = gridDim.x;
   const int64_t begin = blockIdx.y * images_per_slice;
   const int count = static_cast<int>(min(images, begin + images_per_slice) - begin);
   const T shift = bias ? bias[c] : T(0);
   const int pooled_area = oh * ow;
-  AccT<T> sum = 0;
+  EpilogueSum<T> sum = 0;
   // The slice's pooled planes of channel c as one range, so that every thread has work in every
   // round; 32-bit index math within the slice, as above.
   for (int e = threadIdx.x; e < count * pooled_area; e += kBlock) {
@@ -205,7 +221,7 @@ void CudaKernels::conv_bias_act(const Tensor& x, const Tensor* bias, bool relu, 
   if (n == 0) return;
   cuda::DeviceGuard guard(device_);
   const int64_t area = x.size(2) * x.size(3), channels = x.size(1);
-  dispatch_floating(x.dtype(), "conv_bias_act", [&](auto tag) {
+  dispatch_floating_and_half(x.dtype(), "conv_bias_act", [&](auto tag) {
     using T = decltype(tag);
     const T* b = bias ? ptr<const T>(*bias) : nullptr;
     constexpr int kSize = Pack<T>::kSize;
@@ -242,16 +258,16 @@ void CudaKernels::conv_bias_relu_backward(const Tensor& grad_out, const Tensor& 
   cuda::DeviceGuard guard(device_);
   const Slices split = slices_for(images, channels, area);
   const int64_t slices = split.count, per_slice = split.images_per_slice;
-  dispatch_floating(y.dtype(), "conv_bias_relu_backward", [&](auto tag) {
+  dispatch_floating_and_half(y.dtype(), "conv_bias_relu_backward", [&](auto tag) {
     using T = decltype(tag);
     Tensor scratch;
-    if (grad_bias && slices > 1) scratch = Tensor::empty({slices, channels}, dtype_of<AccT<T>>(), y.device());
+    if (grad_bias && slices > 1) scratch = Tensor::empty({slices, channels}, dtype_of<EpilogueSum<T>>(), y.device());
     const dim3 grid(static_cast<unsigned>(channels), static_cast<unsigned>(slices));
     const bool packed = area % Pack<T>::kSize == 0 &&
                         reinterpret_cast<uintptr_t>(grad_out.raw_data()) % alignof(Pack<T>) == 0 &&
                         reinterpret_cast<uintptr_t>(y.raw_data()) % alignof(Pack<T>) == 0 &&
                         reinterpret_cast<uintptr_t>(grad_pre.raw_data()) % alignof(Pack<T>) == 0;
-    AccT<T>* sums = scratch.defined() ? ptr<AccT<T>>(scratch) : nullptr;
+    EpilogueSum<T>* sums = scratch.defined() ? ptr<EpilogueSum<T>>(scratch) : nullptr;
     unsigned* counters = scratch.defined() ? block_counters(device_, stream_) : nullptr;
     T* gb = grad_bias ? ptr<T>(*grad_bias) : nullptr;
     if (packed)
@@ -270,7 +286,7 @@ void CudaKernels::bias_relu_max_pool2d(const Tensor& x, const Tensor* bias, int6
   const int64_t n = out.numel();
   if (n == 0) return;
   cuda::DeviceGuard guard(device_);
-  dispatch_floating(x.dtype(), "bias_relu_max_pool2d", [&](auto tag) {
+  dispatch_floating_and_half(x.dtype(), "bias_relu_max_pool2d", [&](auto tag) {
     using T = decltype(tag);
     bias_relu_max_pool2d_kernel<T><<<blocks_for(n), kBlock, 0, stream_>>>(
         ptr<const T>(x), bias ? ptr<const T>(*bias) : nullptr, ptr<T>(out), n, x.size(1), static_cast<int>(x.size(2)),
@@ -290,16 +306,16 @@ void CudaKernels::bias_relu_max_pool2d_backward(const Tensor& grad_out, const Te
   cuda::DeviceGuard guard(device_);
   const Slices split = slices_for(images, channels, x.size(2) * x.size(3));
   const int64_t slices = split.count, per_slice = split.images_per_slice;
-  dispatch_floating(x.dtype(), "bias_relu_max_pool2d_backward", [&](auto tag) {
+  dispatch_floating_and_half(x.dtype(), "bias_relu_max_pool2d_backward", [&](auto tag) {
     using T = decltype(tag);
     Tensor scratch;
-    if (grad_bias && slices > 1) scratch = Tensor::empty({slices, channels}, dtype_of<AccT<T>>(), x.device());
+    if (grad_bias && slices > 1) scratch = Tensor::empty({slices, channels}, dtype_of<EpilogueSum<T>>(), x.device());
     const dim3 grid(static_cast<unsigned>(channels), static_cast<unsigned>(slices));
     bias_relu_max_pool2d_backward_kernel<T><<<grid, kBlock, 0, stream_>>>(
         ptr<const T>(grad_out), ptr<const T>(x), bias ? ptr<const T>(*bias) : nullptr, ptr<const T>(out),
         ptr<T>(grad_pre), grad_bias ? ptr<T>(*grad_bias) : nullptr, images, per_slice, static_cast<int>(x.size(2)),
         static_cast<int>(x.size(3)), static_cast<int>(out.size(2)), static_cast<int>(out.size(3)),
-        static_cast<int>(k), scratch.defined() ? ptr<AccT<T>>(scratch) : nullptr,
+        static_cast<int>(k), scratch.defined() ? ptr<EpilogueSum<T>>(scratch) : nullptr,
         scratch.defined() ? block_counters(device_, stream_) : nullptr);
     CUDA_LAUNCH_CHECK(bias_relu_max_pool2d_backward_kernel);
   });

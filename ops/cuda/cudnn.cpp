@@ -1,6 +1,8 @@
 // The cuDNN path for conv2d and max_pool2d (ops/backend_setting.h). Each geometry gets its
-// descriptors and algorithms once (cached by shape, ops/cuda/cudnn_plan.h), restricted to FMA math:
-// strict float32, no TF32 tensor cores. Algorithms come from cuDNN's heuristics (the _v7 queries,
+// descriptors and algorithms once (cached by shape, ops/cuda/cudnn_plan.h), restricted to FMA math
+// for float32 and float64: strict float32, no TF32 tensor cores, unless allow_tf32_cudnn()
+// (ops/backend_setting.h) lets float32 take tensor-op math. bfloat16 and float16 convolutions run in
+// tensor-op math with float32 accumulation (the descriptor's compute type), as PyTorch's. Algorithms come from cuDNN's heuristics (the _v7 queries,
 // preferring deterministic ones) until conv_backend() Auto measures the shape
 // (ops/cuda/cudnn_autotune.cpp); in deterministic mode, from the heuristics and deterministic only.
 // A plan holds one set for convolutions run op by op and one for those captured into a CUDA graph,
@@ -70,12 +72,12 @@ namespace {
 // The first deterministic algorithm in the heuristics' order, else (unless `deterministic_only`)
 // the first of any kind; among those within `limit` when there are any.
 template <class Perf>
-const Perf* pick(const Perf* perf, int count, size_t limit, bool deterministic_only = false) {
+const Perf* pick(const Perf* perf, int count, size_t limit, bool tensor_ops, bool deterministic_only = false) {
   const Perf* any = nullptr;
   for (const bool within_limit : {true, false}) {
     for (int i = 0; i < count; ++i) {
       if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
-      if (perf[i].mathType != CUDNN_DEFAULT_MATH && perf[i].mathType != CUDNN_FMA_MATH) continue;
+      if (!usable_math(perf[i].mathType, tensor_ops)) continue;
       if (within_limit && perf[i].memory > limit) continue;
       if (perf[i].determinism == CUDNN_DETERMINISTIC) return &perf[i];
       if (!any && !deterministic_only) any = &perf[i];
@@ -111,8 +113,11 @@ std::map<ConvKey, std::unique_ptr<ConvPlan>>& plans() {
   return *p;
 }
 
+// The dtype's slot also tells float32's TF32 setting: a plan made under one is not used under the other.
+int dtype_slot(DType dtype) { return 2 * static_cast<int>(dtype) + (dtype == DType::Float32 && allow_tf32_cudnn()); }
+
 ConvKey key_of(int device, DType dtype, int64_t batch, int64_t out_channels, const ConvGeometry& g) {
-  return {device,    static_cast<int>(dtype), batch,      g.channels, g.height, g.width, out_channels, g.kernel_h,
+  return {device,    dtype_slot(dtype),       batch,      g.channels, g.height, g.width, out_channels, g.kernel_h,
           g.kernel_w, g.stride_h,              g.stride_w, g.pad_h,    g.pad_w,  g.dilation_h, g.dilation_w};
 }
 
@@ -150,8 +155,10 @@ ConvPlan& conv_plan(int device, cudnnHandle_t handle, DType dtype, int64_t batch
   CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p.conv));
   CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p.conv, as_int(g.pad_h), as_int(g.pad_w), as_int(g.stride_h),
                                               as_int(g.stride_w), as_int(g.dilation_h), as_int(g.dilation_w),
-                                              CUDNN_CROSS_CORRELATION, cudnn_type(dtype)));
-  CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, CUDNN_FMA_MATH));
+                                              CUDNN_CROSS_CORRELATION,
+                                              is_reduced_floating(dtype) ? CUDNN_DATA_FLOAT : cudnn_type(dtype)));
+  p.tensor_ops = is_reduced_floating(dtype) || (dtype == DType::Float32 && allow_tf32_cudnn());
+  CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, p.tensor_ops ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
 
   // The output size cuDNN computes must be ours, or the geometry means something else to it.
   int n = 0, c = 0, h = 0, w = 0;
@@ -161,8 +168,10 @@ ConvPlan& conv_plan(int device, cudnnHandle_t handle, DType dtype, int64_t batch
     p.ok = true;
     for (const ConvMode m : {kOpByOp, kInGraph}) {
       const size_t limit = conv_workspace_limit(m == kInGraph);
-      p.ok = p.ok && use_algorithms(handle, p, pick(found.fwd, found.nf, limit), pick(found.bwd_data, found.nd, limit),
-                                    pick(found.bwd_filter, found.nw, limit), p.mode[m].algorithms);
+      const bool t = p.tensor_ops;
+      p.ok = p.ok && use_algorithms(handle, p, pick(found.fwd, found.nf, limit, t),
+                                    pick(found.bwd_data, found.nd, limit, t), pick(found.bwd_filter, found.nw, limit, t),
+                                    p.mode[m].algorithms);
     }
   }
   slot = std::move(plan);
@@ -175,8 +184,10 @@ const ConvPlan::Deterministic& deterministic_algorithms(cudnnHandle_t handle, Co
   auto d = std::make_unique<ConvPlan::Deterministic>();
   const Heuristics found(handle, p);
   const size_t limit = conv_workspace_limit();
-  d->ok = use_algorithms(handle, p, pick(found.fwd, found.nf, limit, true), pick(found.bwd_data, found.nd, limit, true),
-                         pick(found.bwd_filter, found.nw, limit, true), d->algorithms);
+  const bool t = p.tensor_ops;
+  d->ok = use_algorithms(handle, p, pick(found.fwd, found.nf, limit, t, true),
+                         pick(found.bwd_data, found.nd, limit, t, true), pick(found.bwd_filter, found.nw, limit, t, true),
+                         d->algorithms);
   p.deterministic = std::move(d);
   return *p.deterministic;
 }

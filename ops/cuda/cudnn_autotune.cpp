@@ -30,13 +30,12 @@ using namespace cudnn;
 
 namespace {
 
-// Adds a Find query's results that ran in plain float math (no tensor cores, no reduced precision).
+// Adds a Find query's results that ran in a math the plan takes: plain float math (no tensor cores, no
+// reduced precision), and tensor-op math where the plan allows it (16 bits, or float32 under TF32).
 template <class Perf, int kCount>
-void add_usable(cuda::AlgorithmRanking<Perf, kCount>& ranking, const Perf* perf, int count) {
+void add_usable(cuda::AlgorithmRanking<Perf, kCount>& ranking, const Perf* perf, int count, bool tensor_ops) {
   for (int i = 0; i < count; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS &&
-        (perf[i].mathType == CUDNN_DEFAULT_MATH || perf[i].mathType == CUDNN_FMA_MATH))
-      ranking.add(perf[i]);
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && usable_math(perf[i].mathType, tensor_ops)) ranking.add(perf[i]);
 }
 
 // Scratch memory straight from cudaMalloc, freed at once: measurement scaffolding, not memory of the
@@ -188,9 +187,9 @@ bool find_fastest(cudnnHandle_t handle, ConvPlan& p, const Tensor& x, const Tens
         handle, p.x.d, x.raw_data(), p.y.d, y.raw_data(), p.conv, p.w, gw.raw_data(),
         CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nw, bwd_filter, ws.ptr, ws.bytes));
     if (round == 0) continue;
-    add_usable(fwd_rank, fwd, nf);
-    add_usable(bwd_data_rank, bwd_data, nd);
-    add_usable(bwd_filter_rank, bwd_filter, nw);
+    add_usable(fwd_rank, fwd, nf, p.tensor_ops);
+    add_usable(bwd_data_rank, bwd_data, nd, p.tensor_ops);
+    add_usable(bwd_filter_rank, bwd_filter, nw, p.tensor_ops);
   }
   ConvAlgorithms chosen[2];
   const cudnnConvolutionFwdAlgoPerf_t* forward[2] = {nullptr, nullptr};
@@ -250,6 +249,8 @@ bool CudaKernels::conv2d_cudnn_is_faster(DType dtype, int64_t batch, int64_t out
   const ConvMode mode = conv_mode(stream_);
   const int& faster = p.mode[mode].faster[input_grad];
   if (faster >= 0) return faster == 1;
+  // bfloat16 / float16 inside a graph capture: cuDNN on its heuristics' algorithms until measured.
+  if (is_reduced_floating(dtype) && mode == kInGraph) return true;
   // Timing needs the device to run now: inside a graph capture, keep im2col and measure later (a
   // measurement op by op settles the verdicts of both modes).
   if (mode == kInGraph) return false;
@@ -259,6 +260,23 @@ bool CudaKernels::conv2d_cudnn_is_faster(DType dtype, int64_t batch, int64_t out
   std::lock_guard lock(measuring);
   if (faster >= 0) return faster == 1;
   if (adopt_larger_batch(handle, p, device_, dtype, batch, out_channels, g, input_grad)) return faster == 1;
+  if (is_reduced_floating(dtype)) {
+    // bfloat16 / float16: cuDNN, on its fastest algorithms where the search finds them (else its
+    // heuristics'). The im2col path would compute in float32 (ops/conv2d_core.h), not a 16-bit
+    // contender worth timing; cuDNN's tensor-op kernels are what PyTorch runs.
+    if (p.found < 0) {
+      const Device dev = Device::cuda(device_);
+      Tensor x = Tensor::empty({batch, g.channels, g.height, g.width}, dtype, dev);
+      Tensor gx = Tensor::empty(x.shape(), dtype, dev);
+      Tensor w = Tensor::empty({out_channels, g.channels, g.kernel_h, g.kernel_w}, dtype, dev);
+      Tensor gw = Tensor::empty(w.shape(), dtype, dev);
+      Tensor out = Tensor::empty({batch, out_channels, g.out_h, g.out_w}, dtype, dev);
+      for (Tensor* t : {&x, &w, &out, &gx, &gw}) fill(*t, 0.5);
+      p.found = find_fastest(handle, p, x, w, out, gx, gw) ? 1 : 0;
+    }
+    for (const ConvMode m : {kOpByOp, kInGraph}) p.mode[m].faster[input_grad] = 1;
+    return true;
+  }
   // Both paths on the same scratch tensors, as ops/conv2d.cpp runs them: forward with the bias, the
   // input gradient where the op computes one, and the weight and bias gradients (by our reductions on
   // either path).

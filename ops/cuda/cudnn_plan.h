@@ -21,7 +21,9 @@ inline cudnnDataType_t cudnn_type(DType dtype) {
   switch (dtype) {
     case DType::Float32: return CUDNN_DATA_FLOAT;
     case DType::Float64: return CUDNN_DATA_DOUBLE;
-    default: MINIDL_FAIL("cuDNN path: expected float32 or float64, got ", dtype);
+    case DType::BFloat16: return CUDNN_DATA_BFLOAT16;
+    case DType::Float16: return CUDNN_DATA_HALF;
+    default: MINIDL_FAIL("cuDNN path: expected a floating dtype, got ", dtype);
   }
 }
 
@@ -68,6 +70,9 @@ struct ConvPlan {
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
   bool ok = false;  // false: cuDNN has no algorithm for this geometry; the caller falls back
+  /// Tensor-op algorithms allowed (CUDNN_TENSOR_OP_MATH): bfloat16 and float16 always, float32 under
+  /// allow_tf32_cudnn() (TF32); else FMA math only, strict float32 (ops/cuda/cudnn.cpp).
+  bool tensor_ops = false;
   /// The algorithms of each ConvMode (the same where the fastest fits both limits) and Auto's verdicts
   /// between them and im2col, [1] where the backward computes the input's gradient and [0] where it
   /// does not (a network's first layer): 1 cuDNN, 0 im2col, -1 not measured yet. A measurement
@@ -92,7 +97,14 @@ struct ConvPlan {
   }
 };
 
-/// The plan of one geometry: descriptors and cuDNN's heuristic algorithms, made on first use.
+/// Whether a perf record's math is one a plan takes: default or FMA math, and tensor-op math where
+/// the plan allows tensor ops (never the conversion of float32 to float16).
+inline bool usable_math(cudnnMathType_t math, bool tensor_ops) {
+  return math == CUDNN_DEFAULT_MATH || math == CUDNN_FMA_MATH || (tensor_ops && math == CUDNN_TENSOR_OP_MATH);
+}
+
+/// The plan of one geometry: descriptors and cuDNN's heuristic algorithms, made on first use. Float32
+/// plans are kept apart by allow_tf32_cudnn() at the time: a shape met under both has two.
 ConvPlan& conv_plan(int device, cudnnHandle_t handle, DType dtype, int64_t batch, int64_t out_channels,
                     const ConvGeometry& g);
 

@@ -1,0 +1,155 @@
+// The TF32 switches (ops/backend_setting.h): their defaults, set and get, the precision strings and
+// their errors; on CUDA, what they change. TF32 keeps 10 bits of each float32 input's mantissa, so a
+// product over k terms with TF32 differs from strict float32 by about 2^-11 * sqrt(k) of its scale,
+// while strict float32 stays within about 2^-24 * k of the float64 reference.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "minidl.h"
+#include "ops/backend_setting.h"
+#include "test_cuda_util.h"
+#include "test_util.h"
+
+using namespace minidl;
+using namespace minidl::testing;
+
+namespace {
+
+// Puts both switches back as they were at the end of a scope.
+struct Tf32Scope {
+  bool matmul = allow_tf32_matmul(), cudnn = allow_tf32_cudnn();
+  std::string precision = float32_matmul_precision();
+  ~Tf32Scope() {
+    set_allow_tf32_matmul(matmul);
+    if (precision == "medium") set_float32_matmul_precision(precision);
+    set_allow_tf32_cudnn(cudnn);
+  }
+};
+
+// The largest |a - b|, over the largest |b|.
+double relative_error(const Tensor& a, const Tensor& b) {
+  const std::vector<double> x = a.detach().to(Device::cpu()).to(kFloat64).to_vector<double>();
+  const std::vector<double> y = b.detach().to(Device::cpu()).to(kFloat64).to_vector<double>();
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    diff = std::max(diff, std::abs(x[i] - y[i]));
+    scale = std::max(scale, std::abs(y[i]));
+  }
+  return diff / scale;
+}
+
+}  // namespace
+
+TEST(Tf32Settings, DefaultsAreStrict) {
+  if (std::getenv("MINIDL_ALLOW_TF32")) GTEST_SKIP() << "MINIDL_ALLOW_TF32 is set: the defaults are overridden";
+  // Other tests restore what they change, so the defaults still hold here.
+  EXPECT_FALSE(allow_tf32_matmul());
+  EXPECT_FALSE(allow_tf32_cudnn());
+  EXPECT_EQ(float32_matmul_precision(), "highest");
+}
+
+TEST(Tf32Settings, SetAndGet) {
+  Tf32Scope scope;
+  set_allow_tf32_matmul(true);
+  EXPECT_TRUE(allow_tf32_matmul());
+  EXPECT_EQ(float32_matmul_precision(), "high");
+  set_allow_tf32_matmul(false);
+  EXPECT_FALSE(allow_tf32_matmul());
+  EXPECT_EQ(float32_matmul_precision(), "highest");
+
+  // The two switches are independent.
+  set_allow_tf32_cudnn(true);
+  EXPECT_TRUE(allow_tf32_cudnn());
+  EXPECT_FALSE(allow_tf32_matmul());
+  set_allow_tf32_cudnn(false);
+  EXPECT_FALSE(allow_tf32_cudnn());
+}
+
+TEST(Tf32Settings, PrecisionStrings) {
+  Tf32Scope scope;
+  set_float32_matmul_precision("high");
+  EXPECT_TRUE(allow_tf32_matmul());
+  EXPECT_EQ(float32_matmul_precision(), "high");
+  set_float32_matmul_precision("medium");  // no bf16x3 path: TF32, as "high"
+  EXPECT_TRUE(allow_tf32_matmul());
+  EXPECT_EQ(float32_matmul_precision(), "medium");
+  set_float32_matmul_precision("highest");
+  EXPECT_FALSE(allow_tf32_matmul());
+  EXPECT_EQ(float32_matmul_precision(), "highest");
+  // The precision is matmul's only: cuDNN's switch is untouched.
+  EXPECT_EQ(allow_tf32_cudnn(), scope.cudnn);
+}
+
+TEST(Tf32Settings, InvalidPrecisionIsAClearError) {
+  Tf32Scope scope;
+  expect_error([] { set_float32_matmul_precision("low"); }, {"highest", "high", "medium", "\"low\""});
+  expect_error([] { set_float32_matmul_precision("HIGH"); }, {"\"HIGH\""});
+  EXPECT_EQ(float32_matmul_precision(), scope.precision);  // unchanged by the failed calls
+}
+
+// A float32 product on CUDA: strict equals the float64 reference to float32's tolerance; with TF32
+// it differs from strict by about TF32's rounding, no more. One call per setting: the first call of
+// a shape runs cuBLASLt's heuristic pick, a tensor-core kernel under TF32 at this size.
+TEST(CudaTf32, MatmulDiffersFromStrictByTf32Rounding) {
+  MINIDL_REQUIRE_CUDA();
+  Tf32Scope scope;
+  manual_seed(321);
+  const int64_t k = 512;
+  const Tensor a = randn({256, k}), b = randn({k, 192});
+  const Tensor reference = matmul(a.to(kFloat64), b.to(kFloat64));
+  set_allow_tf32_matmul(false);
+  const Tensor strict = matmul(a.to(gpu()), b.to(gpu()));
+  set_allow_tf32_matmul(true);
+  const Tensor tf32 = matmul(a.to(gpu()), b.to(gpu()));
+  const double strict_error = relative_error(strict, reference);
+  const double tf32_error = relative_error(tf32, reference);
+  EXPECT_LT(strict_error, 1e-5) << "strict float32 against float64";
+  EXPECT_GT(tf32_error, 1e-5) << "TF32 gave strict float32's accuracy: did it run in TF32?";
+  EXPECT_LT(tf32_error, 1e-2) << "TF32 against float64: more than TF32's rounding";
+  EXPECT_GT(tf32_error, 5 * strict_error);
+}
+
+// The cached GEMM choices are keyed by the setting: strict after TF32 (same shape, same operands, past
+// the call that times configurations) is strict again, and TF32 applies to the fused linear
+// epilogue and the batched products too.
+TEST(CudaTf32, StrictAfterTf32StaysStrict) {
+  MINIDL_REQUIRE_CUDA();
+  Tf32Scope scope;
+  manual_seed(322);
+  const Tensor x = randn({128, 384}).to(gpu()), w = randn({96, 384}).to(gpu()), bias = randn({96}).to(gpu());
+  const Tensor reference = linear(x.to(kFloat64), w.to(kFloat64), bias.to(kFloat64));
+  const Tensor a3 = randn({4, 64, 256}).to(gpu()), b3 = randn({4, 256, 80}).to(gpu());
+  const Tensor reference3 = matmul(a3.to(kFloat64), b3.to(kFloat64));
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    set_allow_tf32_matmul(false);
+    EXPECT_LT(relative_error(linear(x, w, bias), reference), 1e-5);
+    EXPECT_LT(relative_error(matmul(a3, b3), reference3), 1e-5);
+    set_allow_tf32_matmul(true);
+    EXPECT_LT(relative_error(linear(x, w, bias), reference), 1e-2);
+    EXPECT_LT(relative_error(matmul(a3, b3), reference3), 1e-2);
+  }
+}
+
+// cuDNN: strict float32 by default, within TF32's rounding where allowed; a shape measured under one
+// setting is measured again under the other, so strict comes back strict.
+TEST(CudaTf32, ConvolutionFollowsTheCudnnSwitch) {
+  MINIDL_REQUIRE_CUDNN();
+  Tf32Scope scope;
+  ConvBackendScope backend(ConvBackend::Cudnn);
+  manual_seed(323);
+  const Tensor x = randn({4, 32, 12, 12}), w = randn({48, 32, 3, 3});
+  const Tensor reference = conv2d(x.to(kFloat64), w.to(kFloat64));
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    set_allow_tf32_cudnn(false);
+    EXPECT_LT(relative_error(conv2d(x.to(gpu()), w.to(gpu())), reference), 1e-5);
+    set_allow_tf32_cudnn(true);
+    EXPECT_LT(relative_error(conv2d(x.to(gpu()), w.to(gpu())), reference), 1e-2);
+  }
+}

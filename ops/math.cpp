@@ -201,8 +201,9 @@ Tensor nan_to_num(const Tensor& x, std::optional<double> nan, std::optional<doub
                   std::optional<double> neginf) {
   MINIDL_CHECK(x.defined(), "nan_to_num: expected a defined tensor");
   if (!is_floating(x.dtype())) return x.clone();
-  const double largest =
-      x.dtype() == kFloat32 ? double(std::numeric_limits<float>::max()) : std::numeric_limits<double>::max();
+  const double largest = dispatch_floating_and_half(x.dtype(), "nan_to_num", [](auto tag) {
+    return static_cast<double>(std::numeric_limits<decltype(tag)>::max());  // the dtype's own largest
+  });
   const double inf = std::numeric_limits<double>::infinity();
   Tensor out = where(eq(x, inf), Scalar(posinf.value_or(largest)), x);
   out = where(eq(x, -inf), Scalar(neginf.value_or(-largest)), out);

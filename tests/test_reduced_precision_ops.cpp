@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -408,6 +409,17 @@ void check_creation(DType dtype, Device device) {
             scalar_tensor(0.1, kFloat32).to(dtype).to(kFloat64).item<double>());
 }
 
+// nan_to_num puts the dtype's own largest finite value in place of an infinity, as PyTorch does.
+void check_nan_to_num(DType dtype, Device device) {
+  SCOPED_TRACE(std::string("nan_to_num in ") + dtype_name(dtype));
+  const float inf = std::numeric_limits<float>::infinity();
+  Tensor x = Tensor::from_vector<float>({std::nanf(""), inf, -inf, 1.5f}).to(dtype).to(device);
+  Tensor y = nan_to_num(x);
+  EXPECT_EQ(y.dtype(), dtype);
+  const double largest = dtype == kBFloat16 ? 3.3895313892515355e38 : 65504.0;
+  EXPECT_EQ(y.to(Device::cpu()).to(kFloat64).to_vector<double>(), (std::vector<double>{0, largest, -largest, 1.5}));
+}
+
 }  // namespace
 
 TEST(ReducedPrecisionOps, CpuBFloat16MatchesFloat32) {
@@ -420,11 +432,12 @@ TEST(ReducedPrecisionOps, CpuFloat16MatchesFloat32) {
   sweep(all_cases(), kFloat16, Device::cpu(), false);
 }
 
-TEST(ReducedPrecisionOps, CpuDropoutAndCreation) {
+TEST(ReducedPrecisionOps, CpuDropoutCreationNanToNum) {
   manual_seed(7);
   for (DType dtype : {kBFloat16, kFloat16}) {
     check_dropout(dtype, Device::cpu());
     check_creation(dtype, Device::cpu());
+    check_nan_to_num(dtype, Device::cpu());
   }
 }
 
@@ -440,11 +453,12 @@ TEST(CudaReducedPrecisionOps, Float16MatchesFloat32AndCpu) {
   sweep(all_cases(), kFloat16, Device::cuda(0), true);
 }
 
-TEST(CudaReducedPrecisionOps, DropoutAndCreation) {
+TEST(CudaReducedPrecisionOps, DropoutCreationNanToNum) {
   MINIDL_REQUIRE_CUDA();
   MINIDL_FRESH_SEED();
   for (DType dtype : {kBFloat16, kFloat16}) {
     check_dropout(dtype, Device::cuda(0));
     check_creation(dtype, Device::cuda(0));
+    check_nan_to_num(dtype, Device::cuda(0));
   }
 }

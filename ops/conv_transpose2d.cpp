@@ -19,10 +19,12 @@
 //   grad_b  [C_out]          = sum of grad over N, out_h and out_w
 // With groups > 1 the GEMMs run per sample, each batched over the groups, since the batched GEMM
 // takes a weight that is either shared by every batch or one per batch.
+// bfloat16 and float16 run on cuDNN on CUDA (transposed_on_cudnn), else in float32, rounded once.
 #include "ops/conv_transpose2d.h"
 
 #include "core/autograd.h"
 #include "ops/autocast_policy.h"
+#include "ops/backend_setting.h"
 #include "ops/kernels.h"
 #include "ops/slice.h"
 #include "ops/view.h"
@@ -99,6 +101,59 @@ int64_t output_size(int64_t in, int64_t stride, int64_t pad, int64_t dilation, i
   return (in - 1) * stride - 2 * pad + dilation * (k - 1) + output_padding + 1;
 }
 
+// The transposed convolution as the adjoint of the conv2d of geometry g (from the output's space
+// [N, C_out, out_h, out_w] to x's [N, C_in, H, W], weight [C_in, C_out, kh, kw] as its filter) on
+// cuDNN: the forward is that conv2d's input gradient, the input's gradient its forward, and the
+// weight's gradient its filter gradient with the roles of image and output gradient swapped; one
+// cuDNN plan serves all three. For the 16-bit dtypes on CUDA (tensor-op math, float32 accumulation).
+// False, doing nothing, where cuDNN does not take it (the CPU, a build without cuDNN, the Im2col
+// backend, deterministic mode, a geometry cuDNN sizes otherwise).
+bool transposed_on_cudnn(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvGeometry& g,
+                         const Shape& out_shape, Tensor& result) {
+  if (x.device().is_cpu() || conv_backend() == ConvBackend::Im2col) return false;
+  Kernels& k = kernels_for(x.device());
+  const int64_t n = x.size(0), c_in = x.size(1), c_out = out_shape[1];
+  if (!k.conv2d_cudnn_is_faster(x.dtype(), n, c_in, g, true)) return false;
+  Tensor xc, wc, out;
+  {
+    NoGradGuard no_grad;
+    xc = x.detach().contiguous();
+    wc = weight.detach().contiguous();
+    out = Tensor::empty(out_shape, x.dtype(), x.device());
+    if (!k.conv2d_backward_cudnn(xc, Tensor(), wc, g, &out, nullptr, nullptr)) return false;
+    if (bias.defined()) {
+      const Tensor b = bias.detach().contiguous();
+      k.conv_bias_act(out, &b, false, out);
+    }
+  }
+  if (autograd::needs_recording({x, weight, bias})) {
+    Tensor saved_x = weight.requires_grad() ? xc : Tensor();
+    Tensor saved_w = x.requires_grad() ? wc : Tensor();
+    autograd::record(kOp, out, {x, weight, bias}, {saved_x, saved_w},
+                     [saved_x, saved_w, g, n, c_out, x_shape = x.shape(), w_shape = weight.shape()](
+                         const Tensor& grad, const std::vector<bool>& needs) {
+                       NoGradGuard no_grad;
+                       Kernels& kg = kernels_for(grad.device());
+                       const Tensor go = grad.contiguous();
+                       Tensor gx, gw, gb;
+                       if (needs[0]) {
+                         gx = Tensor::empty(x_shape, go.dtype(), go.device());
+                         MINIDL_CHECK(kg.conv2d_cudnn(go, saved_w, nullptr, g, gx),
+                                      kOp, ": the cuDNN backward is unavailable although its forward ran");
+                       }
+                       if (needs[1]) {
+                         gw = Tensor::empty(w_shape, go.dtype(), go.device());
+                         MINIDL_CHECK(kg.conv2d_backward_cudnn(saved_x, go, Tensor(), g, nullptr, &gw, nullptr),
+                                      kOp, ": the cuDNN backward is unavailable although its forward ran");
+                       }
+                       if (needs[2]) gb = conv_bias_grad(view(go, {n, c_out, g.height * g.width}));
+                       return std::vector<Tensor>{gx, gw, gb};
+                     });
+  }
+  result = out;
+  return true;
+}
+
 void check_arguments(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 stride, Size2 padding,
                      Size2 output_padding, int64_t groups, Size2 dilation) {
   MINIDL_CHECK(x.defined(), kOp, ": x is undefined");
@@ -145,13 +200,6 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bia
                         Size2 output_padding, int64_t groups, Size2 dilation) {
   MINIDL_AUTOCAST(conv_transpose2d, conv_transpose2d, x, weight, bias, stride, padding, output_padding, groups, dilation);
   check_arguments(x, weight, bias, stride, padding, output_padding, groups, dilation);
-  // bfloat16 / float16: built from GEMM and col2im, which would round every partial product to 16
-  // bits, so it computes in float32 on every device and rounds its output once (its gradients too).
-  if (is_reduced_floating(x.dtype())) {
-    const auto wide = [](const Tensor& t) { return t.defined() ? t.to(kFloat32) : t; };
-    return conv_transpose2d(wide(x), wide(weight), wide(bias), stride, padding, output_padding, groups, dilation)
-        .to(x.dtype());
-  }
   const int64_t n = x.size(0), c_in = x.size(1), h = x.size(2), w = x.size(3);
   const int64_t kh = weight.size(2), kw = weight.size(3), c_out = weight.size(1) * groups;
   MINIDL_CHECK(kh > 0 && kw > 0, kOp, ": expected a positive kernel size, got weight of shape ", weight.shape());
@@ -165,6 +213,16 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bia
   g.out_h = h;  // the windows of output_padding >= stride (allowed by a larger dilation) lie past x
   g.out_w = w;
   const int64_t l = h * w, cokk = weight.size(1) * kh * kw;
+  if (is_reduced_floating(x.dtype())) {
+    // bfloat16 / float16: on cuDNN where it takes this convolution (CUDA, one group); else computed in
+    // float32 and rounded once (its gradients too), since the GEMM and col2im path here would round
+    // every partial product to 16 bits.
+    Tensor out16;
+    if (groups == 1 && transposed_on_cudnn(x, weight, bias, g, {n, c_out, out_h, out_w}, out16)) return out16;
+    const auto wide = [](const Tensor& t) { return t.defined() ? t.to(kFloat32) : t; };
+    return conv_transpose2d(wide(x), wide(weight), wide(bias), stride, padding, output_padding, groups, dilation)
+        .to(x.dtype());
+  }
 
   Tensor x3, wm, out;
   {

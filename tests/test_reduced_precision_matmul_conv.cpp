@@ -137,6 +137,11 @@ void conv_cases(DType dtype, Device device) {
         return conv_transpose2d(t[0], t[1], t[2], Size2(2, 2), Size2(1, 1), Size2(1, 1));
       },
       {draw({2, 4, 5, 6}, dtype), draw({4, 3, 3, 3}, dtype), draw({3}, dtype)}, dtype, device);
+  // Two groups: computed in float32 on every device (cuDNN's path here takes one group).
+  expect_matches_float32(
+      "conv_transpose2d, 2 groups",
+      [](const std::vector<Tensor>& t) { return conv_transpose2d(t[0], t[1], t[2], Size2(1, 1), Size2(0, 0), Size2(0, 0), 2); },
+      {draw({2, 4, 5, 6}, dtype), draw({4, 2, 3, 3}, dtype), draw({4}, dtype)}, dtype, device);
 }
 
 // The fused ReLU and max pool. Near-equal values in a window may swap order when rounded to 16 bits,

@@ -148,7 +148,8 @@ TEST(CudaTf32, ConvolutionFollowsTheCudnnSwitch) {
   for (int round = 0; round < 2; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
     set_allow_tf32_cudnn(false);
-    EXPECT_LT(relative_error(conv2d(x.to(gpu()), w.to(gpu())), reference), 1e-5);
+    // Strict float32, on whichever algorithm: FFT and Winograd round more than a direct sum does.
+    EXPECT_LT(relative_error(conv2d(x.to(gpu()), w.to(gpu())), reference), 1e-4);
     set_allow_tf32_cudnn(true);
     EXPECT_LT(relative_error(conv2d(x.to(gpu()), w.to(gpu())), reference), 1e-2);
   }

@@ -241,7 +241,8 @@ Tensor log_sigmoid(const Tensor& x) {
 
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const Tensor& weight,
                                         const Tensor& pos_weight, Reduction reduction) {
-  MINIDL_AUTOCAST(binary_cross_entropy_with_logits, binary_cross_entropy_with_logits, input, target, weight, pos_weight, reduction);
+  MINIDL_AUTOCAST(binary_cross_entropy_with_logits, binary_cross_entropy_with_logits, input, target, weight,
+                  pos_weight, reduction);
   const char* op = "binary_cross_entropy_with_logits";
   check_not_batchmean(op, reduction);
   check_same_shape(op, input, target);

@@ -55,6 +55,13 @@ ExcludeGuard::~ExcludeGuard() { --exclude_depth; }
 Tensor cached_cast(const Tensor& source, DType dtype) {
   auto it = cache.find({source.impl_ptr().get(), dtype});
   if (it == cache.end() || it->second.source.expired() || it->second.version != source._version()) return {};
+  // A cast whose tape entry a backward has released (a second forward in the same region after a
+  // backward) would end the next backward with a "freed graph" error: cast afresh instead.
+  const uint64_t node = it->second.cast.impl().node;
+  if (node != 0) {
+    const autograd::internal::TapeEntry* entry = autograd::internal::find_entry(node);
+    if (!entry || entry->released()) return {};
+  }
   return it->second.cast;
 }
 

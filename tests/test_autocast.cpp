@@ -286,6 +286,19 @@ TEST(Autocast, WeightCastsAreCachedUntilTheOutermostGuardExits) {
   expect_close(w.grad(), expected, tolerance(kBFloat16), "cached weight gradient");
 }
 
+// PyTorch's cast needs nothing of its graph after a backward; here a cached cast whose tape entry a
+// backward released is made afresh, so that a second forward and backward in one region works.
+TEST(Autocast, SecondBackwardInOneRegionRecastsTheWeight) {
+  Tensor w = randn({5, 8}).requires_grad_(true);
+  const Tensor x = randn({4, 8});
+  AutocastGuard guard(Device::cpu(), kBFloat16);
+  sum(linear(x, w)).backward();
+  const std::vector<float> once = w.grad().to_vector<float>();
+  sum(linear(x, w)).backward();  // accumulates a second, equal gradient
+  const std::vector<float> twice = w.grad().to_vector<float>();
+  for (size_t i = 0; i < once.size(); ++i) EXPECT_FLOAT_EQ(twice[i], 2 * once[i]) << i;
+}
+
 TEST(Autocast, BackwardInsideTheGuardRunsInTheForwardDtypes) {
   manual_seed(3);
   Tensor w = randn({5, 8}).requires_grad_(true);

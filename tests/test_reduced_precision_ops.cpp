@@ -339,6 +339,16 @@ std::vector<OpCase> layer_cases() {
        [](V x) {
          return one(index_add(x[0], 0, Tensor::from_vector<int64_t>({4, 0, 0, 2}).to(x[0].device()), x[1]));
        }},
+      // Data movement: copies in the 16-bit dtype, exact.
+      {"pad constant", {{2, 3, 4}}, [](V x) { return one(pad(x[0], {1, 2}, "constant", 0.5)); }},
+      {"pad reflect", {{2, 3, 4}}, [](V x) { return one(pad(x[0], {2, 1}, "reflect")); }},
+      {"cat and stack", {{2, 3}, {2, 3}},
+       [](V x) { return std::vector<Tensor>{cat({x[0], x[1]}, 1), stack({x[0], x[1]})}; }},
+      {"flip roll tril repeat", {{3, 4}},
+       [](V x) {
+         return std::vector<Tensor>{flip(x[0], {1}), roll(x[0], {1}, {0}), tril(x[0]), repeat(x[0], {2, 1})};
+       }},
+      {"prelu", {{2, 3, 4}, {3}}, [](V x) { return one(prelu(x[0], x[1])); }},
   };
   return cases;
 }

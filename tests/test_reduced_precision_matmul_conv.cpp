@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "core/cuda_graph.h"
+#include "core/deterministic.h"
 #include "minidl.h"
 #include "ops/backend_setting.h"
 #include "test_cuda_util.h"
@@ -256,8 +258,6 @@ TEST_P(CudaReducedPrecision, ConvolutionsOnIm2col) {
   conv_pool_cases(GetParam(), gpu());
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, ReducedPrecision, ::testing::Values(kBFloat16, kHalf), dtype_param_name);
-INSTANTIATE_TEST_SUITE_P(Dtypes, CudaReducedPrecision, ::testing::Values(kBFloat16, kHalf), dtype_param_name);
 
 // A 16-bit operand with a float32 one is refused with both dtypes named (autocast casts first).
 TEST(ReducedPrecisionErrors, MixedDtypesAreRefused) {
@@ -265,3 +265,48 @@ TEST(ReducedPrecisionErrors, MixedDtypesAreRefused) {
   expect_error([] { linear(randn({2, 3}).to(kHalf), randn({4, 3})); }, {"linear", "float16", "float32"});
   expect_error([] { conv2d(randn({1, 1, 4, 4}).to(kBFloat16), randn({1, 1, 3, 3})); }, {"conv2d", "bfloat16", "float32"});
 }
+
+// Deterministic mode takes no timed choice: 16-bit convolutions then compute in float32 on im2col,
+// the same bits run to run, within the dtype's tolerance of float32.
+TEST_P(CudaReducedPrecision, ConvolutionsInDeterministicMode) {
+  MINIDL_REQUIRE_CUDA();
+  const DType dtype = GetParam();
+  struct Restore {
+    bool was = is_deterministic();
+    ~Restore() { set_deterministic(was); }
+  } restore;
+  set_deterministic(true);
+  conv_cases(dtype, gpu());
+  manual_seed(305);
+  const Tensor x = draw({2, 3, 9, 8}, dtype).to(gpu(), dtype), w = draw({5, 3, 3, 3}, dtype).to(gpu(), dtype);
+  EXPECT_TRUE(all_equal(conv2d_relu(x, w, Tensor(), Size2(1, 1), Size2(1, 1)),
+                        conv2d_relu(x, w, Tensor(), Size2(1, 1), Size2(1, 1))));
+}
+
+// Shapes first met inside a CUDA graph capture: the GEMM runs cuBLASLt's heuristic pick and the
+// convolution cuDNN's heuristic algorithms (nothing is timed while capturing); the replay gives the
+// eager result within the dtype's tolerance. Each op runs eagerly first at another shape, so that
+// handles and workspaces exist before the capture.
+TEST_P(CudaReducedPrecision, ShapesFirstMetInAGraphCapture) {
+  MINIDL_REQUIRE_CUDA();
+  const DType dtype = GetParam();
+  manual_seed(306);
+  const auto on_gpu = [dtype](const Shape& shape) { return draw(shape, dtype).to(gpu(), dtype); };
+  NoGradGuard no_grad;
+  linear_relu(on_gpu({5, 7}), on_gpu({3, 7}), on_gpu({3}));
+  conv2d_relu(on_gpu({1, 2, 6, 6}), on_gpu({2, 2, 3, 3}), on_gpu({2}));
+  const Tensor x = on_gpu({20, 48}), w = on_gpu({32, 48}), b = on_gpu({32});
+  const Tensor image = on_gpu({2, 4, 11, 10}), filter = on_gpu({6, 4, 3, 3}), bias = on_gpu({6});
+  Tensor y1, y2;
+  cuda::Graph graph;
+  graph.capture_begin();
+  y1 = linear_relu(x, w, b);
+  y2 = conv2d_relu(image, filter, bias, Size2(1, 1), Size2(1, 1));
+  graph.capture_end();
+  graph.replay();
+  EXPECT_TRUE(close_to_float32(y1, linear_relu(x, w, b).to(kFloat32), dtype));
+  EXPECT_TRUE(close_to_float32(y2, conv2d_relu(image, filter, bias, Size2(1, 1), Size2(1, 1)).to(kFloat32), dtype));
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, ReducedPrecision, ::testing::Values(kBFloat16, kHalf), dtype_param_name);
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaReducedPrecision, ::testing::Values(kBFloat16, kHalf), dtype_param_name);

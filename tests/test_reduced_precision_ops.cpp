@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/deterministic.h"
 #include "minidl.h"
 #include "test_cuda_util.h"
 
@@ -461,6 +462,22 @@ TEST(CudaReducedPrecisionOps, Float16MatchesFloat32AndCpu) {
   MINIDL_REQUIRE_CUDA();
   MINIDL_FRESH_SEED();
   sweep(all_cases(), kFloat16, Device::cuda(0), true);
+}
+
+// scatter_add and index_add (the backward of gather and index_select too) in deterministic mode,
+// which takes the ordered kernels instead of the atomic adds.
+TEST(CudaReducedPrecisionOps, DeterministicScatterAndIndexAdd) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  std::vector<OpCase> cases;
+  for (const OpCase& c : all_cases())
+    if (c.name == "scatter_add" || c.name == "index_add" || c.name == "gather" || c.name == "index_select")
+      cases.push_back(c);
+  ASSERT_EQ(cases.size(), 4u);
+  const bool was = is_deterministic();
+  set_deterministic(true);
+  for (DType dtype : {kBFloat16, kFloat16}) sweep(cases, dtype, Device::cuda(0), true);
+  set_deterministic(was);
 }
 
 TEST(CudaReducedPrecisionOps, DropoutCreationNanToNum) {

@@ -29,12 +29,14 @@ class AutoencoderImpl : public nn::Module {
 };
 MINIDL_MODULE(Autoencoder);
 
-double test_loss(AutoencoderImpl& model, data::DataLoader& loader) {
+// The forward and the loss in the training's precision (autocast for bf16 and fp16).
+double test_loss(AutoencoderImpl& model, data::DataLoader& loader, mnist_app::Precision precision) {
   NoGradGuard no_grad;
   model.eval();
   double sum = 0;
   int64_t count = 0;
   for (data::Batch& batch : loader) {
+    mnist_app::ForwardPrecision autocast(precision, batch.data.device());
     sum += mse_loss(model.forward(batch.data), batch.data).item<float>() * batch.data.size(0);
     count += batch.data.size(0);
   }
@@ -54,6 +56,8 @@ int main(int argc, char** argv) {
     manual_seed(f.seed);
     mnist_app::InterruptGuard interrupt;  // Ctrl-C or SIGTERM stops after the step in flight
     mnist_app::RunModes modes(f);         // --detect-anomaly, --deterministic
+    const mnist_app::Precision precision = mnist_app::parse_precision(f.precision);
+    mnist_app::PrecisionScope tf32(precision);  // TF32 on for every --precision but fp32
     if (f.threads > 0) set_num_threads(f.threads);
     const Device device = mnist_app::resolve_device(f.device);
     auto full_train_set = mnist_app::load(f, true);
@@ -66,14 +70,19 @@ int main(int argc, char** argv) {
     auto model = autoencoder::Autoencoder().ptr();
     model->to(device);
     std::cout << *model << "\n";
+    std::printf("device %s, precision %s\n", device.str().c_str(), mnist_app::precision_description(precision).c_str());
     optim::Adam optimizer(model->parameters(), optim::AdamOptions(f.lr));
+    // fp16's loss scaling (a pass-through scaler otherwise): float16 gradients this small underflow.
+    optim::GradScaler scaler(mnist_app::grad_scaler_options(precision));
     mnist_app::EpochState resumed;  // the batches of the first epoch trained before an interrupt
     const int first_epoch =
         f.resume.empty() ? 1 : mnist_app::resume_from(f.resume, *model, optimizer, nullptr, train_loader, &resumed);
     if (first_epoch == 1 && resumed.batches_done == 0)
-      std::printf("test reconstruction MSE before training: %.4f\n", autoencoder::test_loss(*model, test_loader));
+      std::printf("test reconstruction MSE before training: %.4f\n", autoencoder::test_loss(*model, test_loader, precision));
     std::unique_ptr<mnist_app::MetricsLog> metrics;  // its accuracy columns stay empty: there is no class to get right
-    if (!f.metrics.empty()) metrics = std::make_unique<mnist_app::MetricsLog>(f.metrics, f.title + " (" + f.dataset + ")", first_epoch);
+    if (!f.metrics.empty())
+      metrics = std::make_unique<mnist_app::MetricsLog>(
+          f.metrics, f.title + " (" + f.dataset + ", " + mnist_app::precision_name(precision) + ")", first_epoch);
     for (int epoch = first_epoch; epoch <= f.epochs; ++epoch) {
       // A signal during the evaluation or the save stops here, with the epoch not yet begun.
       if (epoch > first_epoch && mnist_app::interrupted())
@@ -88,10 +97,15 @@ int main(int argc, char** argv) {
           ++step;
           continue;
         }
-        Tensor loss = mse_loss(model->forward(batch.data), batch.data);
+        Tensor loss;
+        {  // autocast around the forward and the loss only, as in PyTorch
+          mnist_app::ForwardPrecision autocast(precision, device);
+          loss = mse_loss(model->forward(batch.data), batch.data);
+        }
         optimizer.zero_grad();
-        loss.backward();
-        optimizer.step();
+        scaler.scale(loss).backward();
+        scaler.step(optimizer);  // skipped when fp16's gradients overflowed
+        scaler.update();
         const float value = loss.item<float>();
         sum += value * batch.data.size(0);
         count += batch.data.size(0);
@@ -101,7 +115,7 @@ int main(int argc, char** argv) {
           return mnist_app::stop_after_interrupt(f.save, *model, optimizer, epoch, step, train_loader.size());
       }
       resumed.batches_done = 0;
-      const double seconds = timer.elapsed(), test_mse = autoencoder::test_loss(*model, test_loader);
+      const double seconds = timer.elapsed(), test_mse = autoencoder::test_loss(*model, test_loader, precision);
       std::printf("epoch %d: train reconstruction MSE %.4f, test %.4f\n", epoch, sum / count, test_mse);
       if (metrics) metrics->add_epoch({epoch, sum / count, test_mse, NAN, seconds, f.lr});
       if (!f.save.empty()) optim::save_checkpoint(f.save, *model, optimizer, {epoch, epoch * train_loader.size()});

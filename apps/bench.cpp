@@ -11,7 +11,12 @@
 // of the epoch (DistributedSampler) under DistributedDataParallel, and rank 0 reports the whole
 // job's images per second.
 //
+// --precision tf32|bf16|fp16 trains as PyTorch's TF32, autocast and GradScaler users do
+// (apps/common/precision.h); the result line names the precision, so that each is compared with
+// PyTorch in the same one.
+//
 //   build/bench --model cnn --device cuda --batch-size 64 [--epochs 3] [--no-cuda-graph] [--deterministic]
+//   build/bench --model mlp --device cuda --batch-size 512 --precision bf16
 //   scripts/launch.sh --nproc-per-node 2 build/bench --model cnn --batch-size 512 --distributed
 #include <CLI/CLI.hpp>
 
@@ -46,25 +51,32 @@ struct Trainer {
   optim::SGD optimizer;
   Tensor images, targets, order;  // all on the device; order: this epoch's shuffled indices
   int64_t batch;
+  mnist_app::Precision precision;
+  optim::GradScaler scaler;  // fp16's; a pass-through otherwise
   // The step gathers its batch itself, as PyTorch's script does inside its graph: only the index
   // is copied in before a replay.
   cuda::GraphedStep train_step;
 
-  Trainer(std::shared_ptr<nn::Module> m, Tensor images_, Tensor targets_, int64_t batch_, bool graph)
+  Trainer(std::shared_ptr<nn::Module> m, Tensor images_, Tensor targets_, int64_t batch_, bool graph,
+          mnist_app::Precision precision_)
       : model(m),
         optimizer(m->parameters(), optim::SGDOptions(0.01).momentum(0.9)),
         images(std::move(images_)),
         targets(std::move(targets_)),
         batch(batch_),
+        precision(precision_),
+        scaler(mnist_app::grad_scaler_options(precision_)),
         train_step(
             [this](const std::vector<Tensor>& in) {
               // The labels' gather first: as the first work of a graph it runs while the launch of
               // the rest of the graph gets under way (measured faster at batch 512 than after
               // the forward, where it would wait in line before the loss).
               Tensor labels = index_select(targets, in[0]);
+              // Autocast around the forward and the loss only, as PyTorch's script has it.
+              mnist_app::ForwardPrecision autocast(precision, images.device());
               return cross_entropy(model->forward(index_select(images, in[0])), labels);
             },
-            optimizer, cuda::GraphedStepOptions().enabled(graph)) {}
+            optimizer, cuda::GraphedStepOptions().enabled(graph).grad_scaler(mnist_app::step_scaler(scaler))) {}
 
   // This rank's share of one shuffled epoch; the whole epoch without --distributed (one rank).
   void shuffle(uint64_t seed, int64_t epoch) {
@@ -81,14 +93,20 @@ struct Trainer {
   }
 };
 
-double accuracy(nn::Module& model, const Tensor& images, const Tensor& targets) {
+// The forward in the training's precision (autocast for bf16 and fp16), the argmax on float32 logits.
+double accuracy(nn::Module& model, const Tensor& images, const Tensor& targets, mnist_app::Precision precision) {
   NoGradGuard no_grad;
   model.eval();
   int64_t correct = 0;
   for (int64_t begin = 0; begin < images.size(0); begin += 1000) {
     int64_t n = std::min<int64_t>(1000, images.size(0) - begin);
     Tensor index = arange(static_cast<double>(begin), static_cast<double>(begin + n), 1, kInt64, images.device());
-    correct += eq(argmax(model.forward(index_select(images, index)), 1), index_select(targets, index)).sum().item<int64_t>();
+    Tensor logits;
+    {
+      mnist_app::ForwardPrecision autocast(precision, images.device());
+      logits = model.forward(index_select(images, index));
+    }
+    correct += eq(argmax(logits.to(kFloat32), 1), index_select(targets, index)).sum().item<int64_t>();
   }
   model.train();
   return 100.0 * static_cast<double>(correct) / static_cast<double>(images.size(0));
@@ -97,7 +115,7 @@ double accuracy(nn::Module& model, const Tensor& images, const Tensor& targets) 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model_name = "mlp", device_spec = "auto", data_dir;
+  std::string model_name = "mlp", device_spec = "auto", data_dir, precision_flag = "fp32";
   int64_t batch = 64;
   int epochs = 0, warmup = 50, threads = 0;
   uint64_t seed = 1;
@@ -111,6 +129,7 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "uncounted steps before the timed epoch")->check(CLI::Range(0, 100000))->capture_default_str();
   app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 4096));
   app.add_option("--seed", seed, "random seed")->capture_default_str();
+  mnist_app::add_precision_option(app, precision_flag);
   app.add_option("--data", data_dir, "data folder (default: $MINIDL_DATA, else <repo>/datasets)");
   app.add_flag("--cuda-graph,!--no-cuda-graph", graph, "on cuda, replay each step as one CUDA graph (default on)");
   app.add_flag("--profile", profile, "on cuda, also list each kernel's time and launches per step");
@@ -124,6 +143,8 @@ int main(int argc, char** argv) {
   return mnist_app::guarded_main([&] {
     if (threads > 0) set_num_threads(threads);
     if (deterministic) set_deterministic(true);
+    const mnist_app::Precision precision = mnist_app::parse_precision(precision_flag);
+    mnist_app::PrecisionScope tf32(precision);
     const Device device = mnist_app::training_device(device_spec, distributed);
     const bool rank0 = distributed::rank() == 0;
     data::MNIST train(data::data_root(data_dir), true), test(data::data_root(data_dir), false);
@@ -139,7 +160,8 @@ int main(int argc, char** argv) {
       return m;
     };
     auto new_trainer = [&] {
-      return std::make_unique<Trainer>(make(), train.images().to(device), train.targets().to(device), batch, graph);
+      return std::make_unique<Trainer>(make(), train.images().to(device), train.targets().to(device), batch, graph,
+                                       precision);
     };
 
     // Throughput: warm-up steps, then one timed epoch. item() at each end waits for the device.
@@ -167,8 +189,9 @@ int main(int argc, char** argv) {
     if (distributed && !t.train_step.graphed() && rank0)
       std::printf("(eager steps: %s)\n", t.train_step.eager_reason().c_str());
     if (rank0)
-      std::printf("model %s  device %s  batch %lld  threads %d%s%s  %.0f img/s  epoch %.2f s  peak %s %.0f MB\n",
-                  model_name.c_str(), device.str().c_str(), static_cast<long long>(batch), get_num_threads(),
+      std::printf("model %s  device %s  batch %lld  precision %s  threads %d%s%s  %.0f img/s  epoch %.2f s  peak %s %.0f MB\n",
+                  model_name.c_str(), device.str().c_str(), static_cast<long long>(batch),
+                  mnist_app::precision_name(precision), get_num_threads(),
                   deterministic ? "  deterministic" : "", gpus.c_str(), static_cast<double>(train.size()) / seconds,
                   seconds, device.is_cuda() ? "device" : "RSS", peak_mb);
     if (device.is_cuda() && (!distributed || profile)) {  // every rank runs the same profiled steps
@@ -184,7 +207,7 @@ int main(int argc, char** argv) {
       for (int e = 1; e <= epochs; ++e) {
         fresh.shuffle(seed, e);
         for (int64_t s = 0; s < fresh.steps(); ++s) fresh.step(s);
-        const double acc = accuracy(*fresh.model, test_images, test_targets);
+        const double acc = accuracy(*fresh.model, test_images, test_targets, precision);
         if (rank0) std::printf("epoch %d  test accuracy %.2f%%\n", e, acc);
       }
     }

@@ -2,25 +2,34 @@
 // the value in plain words and exits with 2, as argparse does, and so do an unknown flag and a
 // --save, --resume or --metrics path the run could not use, before any data is loaded; --help exits
 // 0. A loss that turns NaN stops training with an error naming the epoch and step instead of
-// finishing at chance accuracy with exit status 0.
+// finishing at chance accuracy with exit status 0. --precision takes fp32, tf32, bf16 or fp16 and
+// sets the TF32 switches, autocast and the gradient scaler as PyTorch's users do.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <cmath>
+#include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "app_process.h"
 #include "apps/common/mnist_app.h"
 #include "apps/common/models.h"
+#include "apps/common/precision.h"
 
 namespace {
 
-void parse(std::vector<std::string> args) {
+mnist_app::Flags parse(std::vector<std::string> args) {
   args.insert(args.begin(), "app");
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
-  mnist_app::parse_flags(static_cast<int>(argv.size()), argv.data(), "test", 1);
+  return mnist_app::parse_flags(static_cast<int>(argv.size()), argv.data(), "test", 1);
 }
+
+using mnist_app::Precision;
+constexpr Precision kAllPrecisions[] = {Precision::Fp32, Precision::Tf32, Precision::Bf16, Precision::Fp16};
 
 const auto kUsageError = testing::ExitedWithCode(2);
 
@@ -86,4 +95,122 @@ TEST(AppFlags, ADivergingRunStopsWithTheEpochAndStep) {
                 message.find("at epoch 1, step 10 ") != std::string::npos)
         << message;
   }
+}
+
+TEST(AppFlags, PrecisionIsFp32UnlessAskedAndTakesTheFourValues) {
+  EXPECT_EQ(parse({}).precision, "fp32");
+  for (const char* name : {"fp32", "tf32", "bf16", "fp16"}) EXPECT_EQ(parse({"--precision", name}).precision, name);
+}
+
+TEST(AppFlags, AnUnknownPrecisionExits2NamingTheValues) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(parse({"--precision", "fp8"}), kUsageError, "--precision: expected fp32, tf32, bf16 or fp16, got 'fp8'");
+  EXPECT_EXIT(parse({"--precision", "BF16"}), kUsageError, "got 'BF16'");
+}
+
+TEST(AppPrecision, NamesRoundTripAndBf16AndFp16Autocast) {
+  for (Precision p : kAllPrecisions) EXPECT_EQ(mnist_app::parse_precision(mnist_app::precision_name(p)), p);
+  EXPECT_EQ(mnist_app::autocast_dtype(Precision::Fp32), std::nullopt);
+  EXPECT_EQ(mnist_app::autocast_dtype(Precision::Tf32), std::nullopt);
+  EXPECT_EQ(mnist_app::autocast_dtype(Precision::Bf16), minidl::kBFloat16);
+  EXPECT_EQ(mnist_app::autocast_dtype(Precision::Fp16), minidl::kFloat16);
+  try {  // a Flags set in code, not on the command line, gets the same words
+    mnist_app::parse_precision("half");
+    FAIL() << "'half' was taken for a precision";
+  } catch (const minidl::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--precision: expected fp32, tf32, bf16 or fp16, got 'half'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(AppPrecision, Fp32IsStrictTheOthersTurnTf32OnAndTheSwitchesComeBackAfter) {
+  minidl::set_allow_tf32_matmul(true);  // as MINIDL_ALLOW_TF32=1 would leave them
+  minidl::set_allow_tf32_cudnn(false);
+  {
+    mnist_app::PrecisionScope strict(Precision::Fp32);
+    EXPECT_FALSE(minidl::allow_tf32_matmul());
+    EXPECT_FALSE(minidl::allow_tf32_cudnn());
+  }
+  EXPECT_TRUE(minidl::allow_tf32_matmul());
+  EXPECT_FALSE(minidl::allow_tf32_cudnn());
+  for (Precision p : {Precision::Tf32, Precision::Bf16, Precision::Fp16}) {
+    mnist_app::PrecisionScope scope(p);
+    EXPECT_TRUE(minidl::allow_tf32_matmul()) << mnist_app::precision_name(p);
+    EXPECT_TRUE(minidl::allow_tf32_cudnn()) << mnist_app::precision_name(p);
+  }
+  minidl::set_allow_tf32_matmul(false);
+  minidl::set_allow_tf32_cudnn(false);
+}
+
+TEST(AppPrecision, AutocastCoversTheForwardInBf16AndFp16Only) {
+  using namespace minidl;
+  for (Precision p : kAllPrecisions) {
+    const std::optional<DType> low = mnist_app::autocast_dtype(p);
+    {
+      mnist_app::ForwardPrecision forward(p, Device::cpu());
+      EXPECT_EQ(autocast::is_enabled(kCPU), low.has_value()) << mnist_app::precision_name(p);
+      if (low) {
+        EXPECT_EQ(autocast::dtype(kCPU), *low);
+      }
+    }
+    EXPECT_FALSE(autocast::is_enabled(kCPU)) << "left on after " << mnist_app::precision_name(p);
+  }
+  // The MLP's last Linear runs in the low dtype under it, as torch.autocast's linear does.
+  manual_seed(1);
+  mnist_app::Mlp mlp;
+  const Tensor x = randn({4, 1, 28, 28});
+  for (Precision p : kAllPrecisions) {
+    mnist_app::ForwardPrecision forward(p, Device::cpu());
+    EXPECT_EQ(mlp.forward(x).dtype(), mnist_app::autocast_dtype(p).value_or(kFloat32)) << mnist_app::precision_name(p);
+  }
+}
+
+TEST(AppPrecision, OnlyFp16ScalesTheLoss) {
+  for (Precision p : kAllPrecisions) {
+    minidl::optim::GradScaler scaler(mnist_app::grad_scaler_options(p));
+    EXPECT_EQ(scaler.is_enabled(), p == Precision::Fp16) << mnist_app::precision_name(p);
+    EXPECT_EQ(mnist_app::step_scaler(scaler) != nullptr, p == Precision::Fp16) << mnist_app::precision_name(p);
+  }
+}
+
+namespace {
+
+struct TempFolder {
+  std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("minidl-precision-" + std::to_string(getpid()));
+  ~TempFolder() { std::filesystem::remove_all(path); }
+};
+
+// One epoch of the MNIST MLP on the CPU from seed 1 in `precision`: the mean training loss and the
+// test accuracy, from the run's epochs.csv.
+std::vector<double> cpu_epoch(const std::string& precision, const TempFolder& folder) {
+  mnist_app::Flags f;
+  f.epochs = 1, f.limit = 1280, f.batch_size = 64, f.log_interval = 5, f.device = "cpu", f.threads = 2;
+  f.precision = precision;
+  f.metrics = (folder.path / precision).string();
+  minidl::manual_seed(1);
+  EXPECT_EQ(mnist_app::run(std::make_shared<mnist_app::Mlp>(), f), 0);
+  const auto rows = mnist_app::read_csv(f.metrics + "/epochs.csv", mnist_app::kEpochsHeader);
+  EXPECT_EQ(rows.size(), 1u);
+  return rows.empty() ? std::vector<double>{NAN, NAN} : std::vector<double>{rows[0][1], rows[0][3]};
+}
+
+}  // namespace
+
+// The whole app path on the CPU: bf16 autocast changes the numbers (it ran), and the run learns as
+// the float32 one does, within bfloat16's rounding over an epoch of 20 steps.
+TEST(AppPrecision, Bf16TrainingOnTheCpuFollowsFp32) {
+  mnist_app::Flags probe;
+  try {
+    mnist_app::load(probe, false);
+  } catch (const minidl::Error& e) {
+    GTEST_SKIP() << "MNIST not found; fetch it with scripts/get_data.sh (" << e.what() << ")";
+  }
+  TempFolder folder;
+  const std::vector<double> fp32 = cpu_epoch("fp32", folder), bf16 = cpu_epoch("bf16", folder);
+  EXPECT_NE(bf16[0], fp32[0]) << "bf16 trained bit for bit as fp32: autocast did not take effect";
+  EXPECT_NEAR(bf16[0], fp32[0], 0.05 * fp32[0]);  // mean training loss
+  EXPECT_NEAR(bf16[1], fp32[1], 2.0);             // test accuracy, percent
+  EXPECT_GT(bf16[1], 40.0);                       // it learned (59% in float32 here): chance is 10%
 }

@@ -75,6 +75,29 @@ inline std::string cannot_make_files_in(const std::filesystem::path& folder) {
 }
 }  // namespace detail
 
+/// The values of --precision (apps/common/precision.h says what each turns on).
+inline constexpr const char* kPrecisions[] = {"fp32", "tf32", "bf16", "fp16"};
+
+/// --precision fp32|tf32|bf16|fp16 on `app`, into `precision` (default fp32), for every app alike.
+///   std::string precision = "fp32";
+///   mnist_app::add_precision_option(app, precision);
+inline CLI::Option* add_precision_option(CLI::App& app, std::string& precision) {
+  const CLI::Validator one_of(
+      [](std::string& input) -> std::string {
+        for (const char* name : kPrecisions)
+          if (input == name) return "";
+        return "expected fp32, tf32, bf16 or fp16, got '" + input + "'";
+      },
+      "fp32|tf32|bf16|fp16");
+  return app
+      .add_option("--precision", precision,
+                  "fp32: strict float32 (no TF32); tf32: TF32 for matmuls and convolutions; bf16: bfloat16 autocast "
+                  "for forward and loss, plus TF32; fp16: float16 autocast plus a gradient scaler, plus TF32 "
+                  "(master weights stay float32)")
+      ->check(one_of)
+      ->capture_default_str();
+}
+
 /// A file the run will write, such as --save's checkpoint. It is written beside itself and renamed
 /// into place, so its folder must exist and take new files.
 inline CLI::Validator writable_file() {

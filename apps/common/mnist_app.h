@@ -14,6 +14,7 @@
 #include "apps/common/cli.h"
 #include "apps/common/interrupt.h"
 #include "apps/common/metrics.h"
+#include "apps/common/precision.h"
 #include "apps/common/progress_bar.h"
 #include "core/cuda.h"
 #include "data/dataloader.h"
@@ -36,6 +37,7 @@ struct Flags {
   std::string schedule = "constant";  // or "cosine": CosineAnnealingLR over the epochs, stepped per epoch
   uint64_t seed = 1;
   std::string device = "auto", data, dataset = "mnist";
+  std::string precision = "fp32";  // fp32, tf32, bf16 or fp16 (apps/common/precision.h)
   int threads = 0, log_interval = 100;
   bool cuda_graph = true;
   bool detect_anomaly = false, deterministic = false;  // set_detect_anomaly, set_deterministic
@@ -63,6 +65,7 @@ inline Flags parse_flags(int argc, char** argv, const std::string& description, 
   app.add_option("--seed", f.seed, "random seed")->capture_default_str();
   app.add_option("--device", f.device, "cpu, cuda, cuda:N or auto")->capture_default_str();
   app.add_option("--data", f.data, "data folder (default: $MINIDL_DATA, else <repo>/datasets)");
+  add_precision_option(app, f.precision);
   app.add_option("--dataset", f.dataset, "mnist or fashion-mnist")->check(CLI::IsMember({"mnist", "fashion-mnist"}))->capture_default_str();
   app.add_option("--limit", f.limit, "train on the first N images only (0: all)")->check(at_least(0));
   app.add_option("--threads", f.threads, "CPU threads (0: all cores)")->check(at_least(0));
@@ -200,14 +203,22 @@ struct TestResult {
   double loss, accuracy;  // mean cross-entropy; percent correct
 };
 
+/// Test loss and accuracy, the forward in the training's precision (autocast for bf16 and fp16, as
+/// a PyTorch user evaluates), the loss and the argmax on its float32 logits.
 template <class Model>
-TestResult test(Model& model, data::DataLoader& loader, int64_t num_images, double train_seconds) {
+TestResult test(Model& model, data::DataLoader& loader, int64_t num_images, double train_seconds,
+                Precision precision = Precision::Fp32) {
   NoGradGuard no_grad;
   model.eval();
   double loss_sum = 0;
   int64_t correct = 0;
   for (data::Batch& batch : loader) {
-    Tensor output = model.forward(batch.data);
+    Tensor output;
+    {
+      ForwardPrecision autocast(precision, batch.data.device());
+      output = model.forward(batch.data);
+    }
+    output = output.to(kFloat32);
     loss_sum += nn::functional::cross_entropy(output, batch.target).item<float>() * batch.data.size(0);
     correct += eq(argmax(output, 1), batch.target).sum().template item<int64_t>();
   }
@@ -283,6 +294,8 @@ template <class Model>
 int run(std::shared_ptr<Model> model, const Flags& f) {
   InterruptGuard interrupt;
   RunModes modes(f);
+  const Precision precision = parse_precision(f.precision);
+  PrecisionScope tf32(precision);
   if (f.threads > 0) set_num_threads(f.threads);
   const Device device = training_device(f.device, f.distributed);
   // One report for the job: the other ranks train as rank 0 does and keep quiet (errors still reach stderr).
@@ -291,9 +304,10 @@ int run(std::shared_ptr<Model> model, const Flags& f) {
   auto test_set = load(f, false);
   std::shared_ptr<const data::Dataset> train_data = train_set;
   if (f.limit > 0 && f.limit < train_set->size()) train_data = first(train_set, f.limit);
-  std::printf("%s: %lld training / %lld test images from %s, device %s, %d CPU threads\n", f.dataset.c_str(),
-              static_cast<long long>(train_data->size()), static_cast<long long>(test_set->size()),
-              train_set->folder().c_str(), device.str().c_str(), get_num_threads());
+  std::printf("%s: %lld training / %lld test images from %s, device %s, %d CPU threads, precision %s\n",
+              f.dataset.c_str(), static_cast<long long>(train_data->size()), static_cast<long long>(test_set->size()),
+              train_set->folder().c_str(), device.str().c_str(), get_num_threads(),
+              precision_description(precision).c_str());
   std::fflush(stdout);
 
   auto train_options = data::DataLoaderOptions().batch_size(f.batch_size).seed(f.seed).device(device);
@@ -314,11 +328,22 @@ int run(std::shared_ptr<Model> model, const Flags& f) {
   EpochState state;
   const int first_epoch =
       f.resume.empty() ? 1 : resume_from(f.resume, *model, optimizer, schedule.get(), train_loader, &state);
+  // Autocast covers the forward and the loss only, as in PyTorch: backward runs each op in the type
+  // its forward ran in, and the SGD step updates the float32 weights.
+  auto loss_fn = [trained, precision, device](const std::vector<Tensor>& in) {
+    ForwardPrecision autocast(precision, device);
+    return nn::functional::cross_entropy(trained->forward(in.at(0)), in.at(1));
+  };
+  // fp16's scaler multiplies the loss before backward, and unscales, skips and updates in the step.
+  optim::GradScaler scaler(grad_scaler_options(precision));
   // Anomaly mode reads every result on the host, which a graph capture cannot.
-  cuda::GraphedStep train_step(trained, optimizer, nn::functional::cross_entropy,
-                               cuda::GraphedStepOptions().enabled(f.cuda_graph && !f.detect_anomaly));
+  cuda::GraphedStep train_step(
+      loss_fn, optimizer,
+      cuda::GraphedStepOptions().enabled(f.cuda_graph && !f.detect_anomaly).grad_scaler(step_scaler(scaler)));
   std::unique_ptr<MetricsLog> metrics;
-  if (!f.metrics.empty()) metrics = std::make_unique<MetricsLog>(f.metrics, f.title + " (" + f.dataset + ")", first_epoch);
+  if (!f.metrics.empty())
+    metrics = std::make_unique<MetricsLog>(
+        f.metrics, f.title + " (" + f.dataset + ", " + precision_name(precision) + ")", first_epoch);
   for (int epoch = first_epoch; epoch <= f.epochs; ++epoch) {
     // A signal during the evaluation or the save stops here; one before training began, after the first step.
     if (epoch > first_epoch && interrupted())
@@ -332,7 +357,7 @@ int run(std::shared_ptr<Model> model, const Flags& f) {
     state.batches_done = 0;
     double seconds = timer.elapsed();
     if (schedule) schedule->step();
-    const TestResult result = test(*model, test_loader, test_set->size(), seconds);
+    const TestResult result = test(*model, test_loader, test_set->size(), seconds, precision);
     if (metrics) metrics->add_epoch({epoch, train_loss, result.loss, result.accuracy, seconds, lr});
     if (f.memory_report) report_memory(epoch, device);
     if (!f.save.empty() && distributed::rank() == 0)  // the replicas are identical: one writer

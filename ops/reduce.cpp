@@ -185,6 +185,7 @@ Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
 }
 
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, bool keepdim) {
+  autocast::ExcludeGuard one_op;  // one op for autocast, as PyTorch's: its sum must not widen it to float32
   MINIDL_CHECK(is_floating(x.dtype()), "var: expected a floating tensor, got ", x.dtype());
   std::vector<int64_t> d = dims.empty() ? all_dims(x.dim()) : normalize_dims(dims, x.dim(), "var");
   int64_t count = 1;

@@ -74,6 +74,7 @@ Tensor norm_backward(const Tensor& g, const Tensor& x, const Tensor& n, double p
 Tensor var(const Tensor& x) { return var(x, std::vector<int64_t>{}, true, false); }
 
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims, const std::optional<Scalar>& correction, bool keepdim) {
+  autocast::ExcludeGuard one_op;  // one op for autocast, as PyTorch's: its sum must not widen it to float32
   MINIDL_CHECK(is_floating(x.dtype()), "var: expected a floating tensor, got ", x.dtype());
   const std::vector<int64_t> d = reduction_dims(dims, x.dim(), "var");
   const double c = correction ? correction->to_double() : 1.0;

@@ -242,6 +242,25 @@ TEST(Autocast, GradModeUnchangedAndOnlyFloatTensorsOnTheDeviceAreCast) {
 
 TEST(Autocast, PolicyTableOnCpuInBFloat16) { check_policy_table(Device::cpu(), kBFloat16); }
 
+namespace {
+
+// Ops outside the table keep their input dtype, even those built from ops in it (var from sum).
+void check_ops_outside_the_table(Device device, DType dtype) {
+  manual_seed(6);
+  const Tensor x = randn({4, 6}).to(device).to(dtype);
+  AutocastGuard guard(device, dtype);
+  EXPECT_EQ(mean(x).dtype(), dtype);
+  EXPECT_EQ(var(x, {1}, true, false).dtype(), dtype);
+  EXPECT_EQ(minidl::std(x, {1}, true, false).dtype(), dtype);
+  EXPECT_EQ(relu(x).dtype(), dtype);
+  EXPECT_EQ(add(x, x).dtype(), dtype);
+  EXPECT_EQ(add(x, randn({4, 6}).to(device)).dtype(), kFloat32);  // promotion, as without autocast
+}
+
+}  // namespace
+
+TEST(Autocast, OpsOutsideTheTableKeepTheirDtype) { check_ops_outside_the_table(Device::cpu(), kBFloat16); }
+
 TEST(Autocast, BinaryCrossEntropyRunsInFloat32OnCpu) {
   const Tensor p = rand({4, 5}).to(kBFloat16), y = rand({4, 5}).to(kBFloat16);
   AutocastGuard guard(Device::cpu(), kBFloat16);
@@ -389,6 +408,12 @@ TEST(AutocastCuda, PolicyTableInBFloat16) {
 TEST(AutocastCuda, PolicyTableInFloat16) {
   MINIDL_REQUIRE_CUDA();
   check_policy_table(Device::cuda(), kFloat16);
+}
+
+TEST(AutocastCuda, OpsOutsideTheTableKeepTheirDtype) {
+  MINIDL_REQUIRE_CUDA();
+  check_ops_outside_the_table(Device::cuda(), kBFloat16);
+  check_ops_outside_the_table(Device::cuda(), kFloat16);
 }
 
 TEST(AutocastCuda, BinaryCrossEntropyIsRefused) {

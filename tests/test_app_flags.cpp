@@ -182,18 +182,31 @@ struct TempFolder {
   ~TempFolder() { std::filesystem::remove_all(path); }
 };
 
-// One epoch of the MNIST MLP on the CPU from seed 1 in `precision`: the mean training loss and the
-// test accuracy, from the run's epochs.csv.
-std::vector<double> cpu_epoch(const std::string& precision, const TempFolder& folder) {
+// One epoch of `Model` on `device` from seed 1 in `precision`: the mean training loss and the test
+// accuracy, from the run's epochs.csv. With `errors`, what the run wrote to stderr.
+template <class Model>
+std::vector<double> one_epoch(const std::string& device, const std::string& precision, const TempFolder& folder,
+                              int64_t images, std::string* errors = nullptr) {
   mnist_app::Flags f;
-  f.epochs = 1, f.limit = 1280, f.batch_size = 64, f.log_interval = 5, f.device = "cpu", f.threads = 2;
+  f.epochs = 1, f.limit = images, f.batch_size = 64, f.log_interval = 5, f.device = device;
   f.precision = precision;
-  f.metrics = (folder.path / precision).string();
+  f.metrics = (folder.path / (device + "-" + precision)).string();
   minidl::manual_seed(1);
-  EXPECT_EQ(mnist_app::run(std::make_shared<mnist_app::Mlp>(), f), 0);
+  if (errors) testing::internal::CaptureStderr();
+  EXPECT_EQ(mnist_app::run(std::make_shared<Model>(), f), 0) << device << " " << precision;
+  if (errors) *errors = testing::internal::GetCapturedStderr();
   const auto rows = mnist_app::read_csv(f.metrics + "/epochs.csv", mnist_app::kEpochsHeader);
   EXPECT_EQ(rows.size(), 1u);
   return rows.empty() ? std::vector<double>{NAN, NAN} : std::vector<double>{rows[0][1], rows[0][3]};
+}
+
+bool has_mnist() {
+  try {
+    mnist_app::load(mnist_app::Flags(), false);
+    return true;
+  } catch (const minidl::Error&) {
+    return false;
+  }
 }
 
 }  // namespace
@@ -201,16 +214,41 @@ std::vector<double> cpu_epoch(const std::string& precision, const TempFolder& fo
 // The whole app path on the CPU: bf16 autocast changes the numbers (it ran), and the run learns as
 // the float32 one does, within bfloat16's rounding over an epoch of 20 steps.
 TEST(AppPrecision, Bf16TrainingOnTheCpuFollowsFp32) {
-  mnist_app::Flags probe;
-  try {
-    mnist_app::load(probe, false);
-  } catch (const minidl::Error& e) {
-    GTEST_SKIP() << "MNIST not found; fetch it with scripts/get_data.sh (" << e.what() << ")";
-  }
+  if (!has_mnist()) GTEST_SKIP() << "MNIST not found; fetch it with scripts/get_data.sh";
   TempFolder folder;
-  const std::vector<double> fp32 = cpu_epoch("fp32", folder), bf16 = cpu_epoch("bf16", folder);
+  const std::vector<double> fp32 = one_epoch<mnist_app::Mlp>("cpu", "fp32", folder, 1280),
+                            bf16 = one_epoch<mnist_app::Mlp>("cpu", "bf16", folder, 1280);
   EXPECT_NE(bf16[0], fp32[0]) << "bf16 trained bit for bit as fp32: autocast did not take effect";
   EXPECT_NEAR(bf16[0], fp32[0], 0.05 * fp32[0]);  // mean training loss
   EXPECT_NEAR(bf16[1], fp32[1], 2.0);             // test accuracy, percent
   EXPECT_GT(bf16[1], 40.0);                       // it learned (59% in float32 here): chance is 10%
+}
+
+// On a GPU, the apps' real path: the MLP and the CNN train in every precision with each step one
+// captured graph (autocast casts and fp16's scaler inside it; a failed capture would say on stderr
+// that the steps run eagerly), learning as float32 does.
+TEST(AppPrecision, CudaTrainsGraphedInEveryPrecision) {
+  if (!minidl::cuda::is_available()) GTEST_SKIP() << "no GPU: " << minidl::cuda::unavailable_reason();
+  if (!has_mnist()) GTEST_SKIP() << "MNIST not found; fetch it with scripts/get_data.sh";
+  TempFolder folder;
+  for (bool cnn : {false, true}) {
+    double fp32_loss = NAN, fp32_accuracy = NAN;
+    for (Precision p : kAllPrecisions) {
+      const std::string name = mnist_app::precision_name(p);
+      std::string errors;
+      const std::vector<double> r =
+          cnn ? one_epoch<mnist_app::Cnn>("cuda", name, folder, 2560, &errors)
+              : one_epoch<mnist_app::Mlp>("cuda", name, folder, 2560, &errors);
+      const std::string what = std::string(cnn ? "CNN " : "MLP ") + name;
+      EXPECT_EQ(errors.find("eagerly"), std::string::npos) << what << ":\n" << errors;
+      EXPECT_TRUE(std::isfinite(r[0])) << what;
+      if (p == Precision::Fp32) {
+        fp32_loss = r[0], fp32_accuracy = r[1];
+        EXPECT_GT(r[1], 50.0) << what;
+      } else {
+        EXPECT_NEAR(r[0], fp32_loss, 0.1 * fp32_loss) << what;
+        EXPECT_NEAR(r[1], fp32_accuracy, 5.0) << what;
+      }
+    }
+  }
 }

@@ -4,7 +4,7 @@
 # --precision says otherwise.
 #
 # Every mode gives PyTorch its fast settings: cudnn.benchmark = True, the gradients set to None at
-# the start of each step, SGD(fused=True) where the step is not compiled. Every shape that is timed
+# the start of each step, SGD(fused=True) where the step is not compiled (and with fp16's scaler). Every shape that is timed
 # is warmed up first, outside the timing: the full batch for --warmup steps, then the last partial
 # batch (60,000 mod batch images, its own shape for cudnn.benchmark's search) for a few steps.
 #   eager    the step as a PyTorch user writes it.
@@ -80,6 +80,8 @@ def autocast():
     if autocast_dtype is None:
         return contextlib.nullcontext()
     return torch.autocast(dev.type, dtype=autocast_dtype)
+
+
 images, targets = training_set(a.data, dev)
 n, bs = images.shape[0], a.batch_size
 tail = n % bs  # the last partial batch of every epoch; 0 when bs divides n

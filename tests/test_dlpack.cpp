@@ -191,10 +191,11 @@ TEST(DLPack, UnsupportedInputIsRefusedAndLeftToItsOwner) {
     std::vector<std::string> message;
   };
   const std::vector<Case> cases = {
-      {{{4}, std::nullopt, 0, {kDLInt, 16, 1}}, {"expected float32, float64, int64, int32, int8, uint8 or bool", "got int16"}},
+      {{{4}, std::nullopt, 0, {kDLInt, 16, 1}},
+       {"expected float32, float64, bfloat16, float16, int64, int32, int8, uint8 or bool", "got int16"}},
       {{{4}, std::nullopt, 0, {kDLUInt, 32, 1}}, {"got uint32"}},
-      {{{4}, std::nullopt, 0, {kDLFloat, 16, 1}}, {"got float16"}},
-      {{{4}, std::nullopt, 0, {kDLBfloat, 16, 1}}, {"got bfloat16"}},
+      {{{4}, std::nullopt, 0, {kDLComplex, 64, 1}}, {"got complex64"}},
+      {{{4}, std::nullopt, 0, {kDLBfloat, 32, 1}}, {"got bfloat32"}},
       {{{4}, std::nullopt, 0, {kDLFloat8_e4m3fn, 8, 1}}, {"got float8_e4m3fn"}},
       {{{4}, std::nullopt, 0, {kDLFloat, 32, 4}}, {"expected one lane per element", "float32 x 4 lanes"}},
       {{{4}, std::nullopt, 0, {kDLFloat, 32, 1}, {kDLROCM, 0}},

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <string>
@@ -15,6 +16,7 @@
 
 #include "core/deterministic.h"
 #include "minidl.h"
+#include "ops/pointwise.h"
 #include "test_cuda_util.h"
 
 using namespace minidl;
@@ -214,6 +216,8 @@ std::vector<OpCase> elementwise_cases() {
       // bias per channel of an image batch, and one of odd size (the element-by-element walk).
       {"bias add", {{4, 16}, {16}}, [](V x) { return one(add(x[0], x[1])); }},
       {"channel bias", {{2, 3, 4, 8}, {1, 3, 1, 1}}, [](V x) { return one(add(x[0], x[1])); }},
+      {"channel bias 6x6", {{2, 3, 6, 6}, {1, 3, 1, 1}}, [](V x) { return one(add(x[0], x[1])); }},  // 4 a load
+      {"channel bias 5x2", {{2, 3, 5, 2}, {1, 3, 1, 1}}, [](V x) { return one(add(x[0], x[1])); }},  // 2 a load
       {"odd bias mul", {{4, 7}, {7}}, [](V x) { return one(mul(x[0], x[1])); }},
       {"transposed add", {{6, 8}, {8, 6}}, [](V x) { return one(add(x[0], x[1].t())); }},
       {"hardtanh", {s}, [](V x) { return one(hardtanh(x[0])); }},
@@ -431,6 +435,27 @@ void check_nan_to_num(DType dtype, Device device) {
   EXPECT_EQ(y.to(Device::cpu()).to(kFloat64).to_vector<double>(), (std::vector<double>{0, largest, -largest, 1.5}));
 }
 
+// Mean microseconds per call of the kernels whose names contain `kernel`, over `calls` calls of work.
+double kernel_us(const std::function<void()>& work, const std::string& kernel, int calls = 10) {
+  work();  // warm: allocations, first launches
+  cuda::KernelActivity activity = cuda::profile_kernels([&] {
+    for (int i = 0; i < calls; ++i) work();
+  });
+  double us = 0;
+  for (const auto& k : activity.by_time)
+    if (k.name.find(kernel) != std::string::npos) us += k.us;
+  return us / calls;
+}
+
+// One hot kernel of the MNIST models, timed in a dtype: `bytes_per_element` counts what it moves
+// per element of x in that dtype (indices and masks included).
+struct HotKernel {
+  std::string name, kernel;
+  Shape shape;
+  std::function<std::function<void()>(DType)> make;  // builds inputs in a dtype; returns the timed call
+  std::function<double(size_t)> bytes_per_element;   // by the dtype's element size
+};
+
 }  // namespace
 
 TEST(ReducedPrecisionOps, CpuBFloat16MatchesFloat32) {
@@ -487,5 +512,91 @@ TEST(CudaReducedPrecisionOps, DropoutCreationNanToNum) {
     check_dropout(dtype, Device::cuda(0));
     check_creation(dtype, Device::cuda(0));
     check_nan_to_num(dtype, Device::cuda(0));
+  }
+}
+
+// The memory-bound kernels that the MNIST models run most, float32 against the 16-bit dtypes, by the
+// GPU's own kernel times (CUPTI): printed as GB/s. A 16-bit kernel moves half the bytes of a float32
+// one and should be about twice as fast; the check fails only where one moves its bytes at less than
+// half float32's rate (a 16-bit path that lost its vector loads, or went through float32 copies).
+TEST(CudaReducedPrecisionOps, HotKernelsKeepFloat32sBandwidth) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  const Device gpu = Device::cuda(0);
+  try {
+    cuda::profile_kernels([] {});
+  } catch (const std::exception& e) {
+    GTEST_SKIP() << "no kernel timing here: " << e.what();
+  }
+  const Shape image{128, 32, 26, 26};  // the CNN's first activation at batch 128
+  const Shape rows{1024, 2048};
+  auto input = [gpu](const Shape& shape, DType dtype) { return randn(shape).to(dtype).to(gpu); };
+  std::vector<HotKernel> kernels = {
+      {"relu", "unary_flat", image,
+       [&](DType d) { Tensor x = input(image, d); return std::function<void()>([x] { relu(x); }); },
+       [](size_t e) { return 2.0 * e; }},
+      {"relu backward", "binary_flat", image,
+       [&](DType d) {
+         Tensor g = input(image, d), x = input(image, d);
+         return std::function<void()>([g, x] { pointwise::binary(BinaryOp::ReluBackward, "relu_backward", g, x); });
+       },
+       [](size_t e) { return 3.0 * e; }},
+      {"add", "binary_flat", image,
+       [&](DType d) {
+         Tensor a = input(image, d), b = input(image, d);
+         return std::function<void()>([a, b] { add(a, b); });
+       },
+       [](size_t e) { return 3.0 * e; }},
+      {"channel bias add", "binary_strided", image,
+       [&](DType d) {
+         Tensor x = input(image, d), b = input({1, 32, 1, 1}, d);
+         return std::function<void()>([x, b] { add(x, b); });
+       },
+       [](size_t e) { return 2.0 * e; }},
+      {"row bias add", "binary_strided", rows,
+       [&](DType d) {
+         Tensor x = input(rows, d), b = input({2048}, d);
+         return std::function<void()>([x, b] { add(x, b); });
+       },
+       [](size_t e) { return 2.0 * e; }},
+      {"sum over dim 0", "reduce_", rows,
+       [&](DType d) { Tensor x = input(rows, d); return std::function<void()>([x] { sum(x, {0}); }); },
+       [](size_t e) { return 1.0 * e; }},
+      {"sum of rows", "reduce_", rows,
+       [&](DType d) { Tensor x = input(rows, d); return std::function<void()>([x] { sum(x, {1}); }); },
+       [](size_t e) { return 1.0 * e; }},
+      {"max_pool2d", "max_pool_kernel", image,
+       [&](DType d) { Tensor x = input(image, d); return std::function<void()>([x] { max_pool2d(x, 2); }); },
+       [](size_t e) { return e + (e + 8.0) / 4; }},  // x, and a quarter of it out plus int64 indices
+      {"max_pool2d backward", "max_pool_backward", image,
+       [&](DType d) {
+         Tensor x = input(image, d).requires_grad_();
+         Tensor y = max_pool2d(x, 2), g = input(y.shape(), d);
+         return std::function<void()>([y, g] { y.backward(g, true); });
+       },
+       [](size_t e) { return e + (e + 8.0) / 4; }},
+      {"dropout", "dropout_kernel", image,
+       [&](DType d) { Tensor x = input(image, d); return std::function<void()>([x] { dropout(x, 0.5, true); }); },
+       [](size_t e) { return 2.0 * e + 1; }},  // x, out, the byte mask
+      {"dropout backward", "dropout_backward", image,
+       [&](DType d) {
+         Tensor x = input(image, d).requires_grad_();
+         Tensor y = dropout(x, 0.5, true), g = input(image, d);
+         return std::function<void()>([y, g] { y.backward(g, true); });
+       },
+       [](size_t e) { return 2.0 * e + 1; }},
+  };
+  for (const HotKernel& k : kernels) {
+    int64_t numel = 1;
+    for (int64_t n : k.shape) numel *= n;
+    double gbps32 = 0;
+    for (DType dtype : {kFloat32, kBFloat16, kFloat16}) {
+      const double us = kernel_us(k.make(dtype), k.kernel);
+      ASSERT_GT(us, 0) << k.name << ": no kernel named like " << k.kernel << " ran";
+      const double gbps = k.bytes_per_element(element_size(dtype)) * double(numel) / us / 1e3;
+      std::printf("%-20s %-8s %8.1f us %7.0f GB/s\n", k.name.c_str(), dtype_name(dtype), us, gbps);
+      if (dtype == kFloat32) gbps32 = gbps;
+      else EXPECT_GT(gbps, 0.5 * gbps32) << k.name << " in " << dtype_name(dtype);
+    }
   }
 }

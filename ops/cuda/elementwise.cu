@@ -196,7 +196,7 @@ __global__ void binary_strided(BinaryOp op, const T* a, const T* b, T* out, Stri
 }
 
 // A broadcast walk (the bias add: a contiguous x plus a bias repeated along rows or channels) for
-// 16-bit operands, V consecutive innermost elements per thread: an operand that steps by 1 along the
+// 16-bit operands, V (8, 4 or 2) consecutive innermost elements per thread: an operand that steps by 1 along the
 // innermost dim is read as one VecPack, one that steps by 0 (broadcast) as one value. The host checks
 // that the innermost size is a multiple of V and that each stepping operand's packs are aligned.
 template <class T, int V, class Index>
@@ -241,6 +241,22 @@ bool vectorizable(const Strided<3>& m, int V, const T* a, const T* b, const T* o
 }
 
 constexpr int kVec16 = 8;  // 16-bit elements per 16-byte VecPack
+
+// Runs binary_strided_vec<V> where the walk allows it (true), else leaves it to the caller (false).
+template <class T, int V>
+bool binary_strided_vec_if(BinaryOp op, const T* a, const T* b, T* out, const Strided<3>& m, int64_t n,
+                           compute_t<T> scalar, cudaStream_t stream) {
+  if (!vectorizable(m, V, a, b, out)) return false;
+  const int64_t packs = n / V;
+  if (fits_32bit(m, n)) {
+    binary_strided_vec<T, V, uint32_t><<<blocks_for(packs), kThreads, 0, stream>>>(op, a, b, out, m,
+                                                                                   static_cast<uint32_t>(packs), scalar);
+  } else {
+    binary_strided_vec<T, V, int64_t><<<blocks_for(packs), kThreads, 0, stream>>>(op, a, b, out, m, packs, scalar);
+  }
+  CUDA_LAUNCH_CHECK(binary_strided_vec);
+  return true;
+}
 
 // `out` may alias `x` or `a` (in-place ops): each thread reads its element before it writes the same
 // element, so the pointers carry no __restrict__ and aliasing stays correct.
@@ -314,18 +330,12 @@ void CudaKernels::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& 
     }
     Strided<3> m = make_strided<3>(out.shape(), {&out.strides(), &a.strides(), &b.strides()});
     if constexpr (is_16bit_float_v<T>) {
-      if (vectorizable(m, kVec16, pa, pb, o)) {
-        const int64_t packs = n / kVec16;
-        if (fits_32bit(m, n)) {
-          binary_strided_vec<T, kVec16, uint32_t><<<blocks_for(packs), kThreads, 0, stream_>>>(
-              op, pa, pb, o, m, static_cast<uint32_t>(packs), scalar);
-        } else {
-          binary_strided_vec<T, kVec16, int64_t><<<blocks_for(packs), kThreads, 0, stream_>>>(op, pa, pb, o, m, packs,
-                                                                                               scalar);
-        }
-        CUDA_LAUNCH_CHECK(binary_strided_vec);
+      // 16, 8 or 4 bytes a load: the widest that the innermost size and the strides allow (an
+      // image plane of 26 x 26 takes 4 elements).
+      if (binary_strided_vec_if<T, kVec16>(op, pa, pb, o, m, n, scalar, stream_) ||
+          binary_strided_vec_if<T, 4>(op, pa, pb, o, m, n, scalar, stream_) ||
+          binary_strided_vec_if<T, 2>(op, pa, pb, o, m, n, scalar, stream_))
         return;
-      }
     }
     if (fits_32bit(m, n)) {
       binary_strided<T, uint32_t><<<blocks_for(n), kThreads, 0, stream_>>>(op, pa, pb, o, m, static_cast<uint32_t>(n),

@@ -73,10 +73,12 @@ int main(int argc, char** argv) {
     std::printf("device %s, precision %s\n", device.str().c_str(), mnist_app::precision_description(precision).c_str());
     optim::Adam optimizer(model->parameters(), optim::AdamOptions(f.lr));
     // fp16's loss scaling (a pass-through scaler otherwise): float16 gradients this small underflow.
+    // A checkpoint keeps its scale.
     optim::GradScaler scaler(mnist_app::grad_scaler_options(precision));
     mnist_app::EpochState resumed;  // the batches of the first epoch trained before an interrupt
     const int first_epoch =
         f.resume.empty() ? 1 : mnist_app::resume_from(f.resume, *model, optimizer, nullptr, train_loader, &resumed);
+    if (!f.resume.empty()) mnist_app::restore_scaler(scaler, f.resume);
     if (first_epoch == 1 && resumed.batches_done == 0)
       std::printf("test reconstruction MSE before training: %.4f\n", autoencoder::test_loss(*model, test_loader, precision));
     std::unique_ptr<mnist_app::MetricsLog> metrics;  // its accuracy columns stay empty: there is no class to get right
@@ -86,7 +88,8 @@ int main(int argc, char** argv) {
     for (int epoch = first_epoch; epoch <= f.epochs; ++epoch) {
       // A signal during the evaluation or the save stops here, with the epoch not yet begun.
       if (epoch > first_epoch && mnist_app::interrupted())
-        return mnist_app::stop_after_interrupt(f.save, *model, optimizer, epoch, 0, train_loader.size());
+        return mnist_app::stop_after_interrupt(f.save, *model, optimizer, epoch, 0, train_loader.size(),
+                                               mnist_app::scaler_metadata(scaler));
       model->train();
       double sum = 0;
       int64_t count = 0, step = 0;
@@ -112,13 +115,16 @@ int main(int argc, char** argv) {
         ++step;
         if (metrics && (step % f.log_interval == 0 || count == train_set->size())) metrics->add_step(epoch, step, count, value);
         if (mnist_app::interrupted() && step < train_loader.size())  // after the last step, the epoch ends as usual
-          return mnist_app::stop_after_interrupt(f.save, *model, optimizer, epoch, step, train_loader.size());
+          return mnist_app::stop_after_interrupt(f.save, *model, optimizer, epoch, step, train_loader.size(),
+                                                 mnist_app::scaler_metadata(scaler));
       }
       resumed.batches_done = 0;
       const double seconds = timer.elapsed(), test_mse = autoencoder::test_loss(*model, test_loader, precision);
       std::printf("epoch %d: train reconstruction MSE %.4f, test %.4f\n", epoch, sum / count, test_mse);
       if (metrics) metrics->add_epoch({epoch, sum / count, test_mse, NAN, seconds, f.lr});
-      if (!f.save.empty()) optim::save_checkpoint(f.save, *model, optimizer, {epoch, epoch * train_loader.size()});
+      if (!f.save.empty())
+        optim::save_checkpoint(f.save, *model, optimizer, {epoch, epoch * train_loader.size()},
+                               mnist_app::scaler_metadata(scaler));
       std::fflush(stdout);
     }
     return 0;

@@ -211,6 +211,35 @@ bool has_mnist() {
 
 }  // namespace
 
+// fp16's loss scale and growth count go into the checkpoint and come back on --resume; a checkpoint
+// of another precision leaves a fresh scaler as it is.
+TEST(AppPrecision, TheScalerStateRoundTripsThroughACheckpoint) {
+  using namespace minidl;
+  TempFolder folder;
+  std::filesystem::create_directories(folder.path);
+  const std::string with_scaler = (folder.path / "fp16.safetensors").string(),
+                    without = (folder.path / "fp32.safetensors").string();
+  mnist_app::Mlp model;
+  optim::SGD sgd(model.parameters(), optim::SGDOptions(0.01));
+  optim::GradScaler saved(mnist_app::grad_scaler_options(Precision::Fp16));
+  saved.scale(full({}, 1.0, kFloat32));  // makes its scale, as the first step does
+  saved.update(1024.0);
+  optim::save_checkpoint(with_scaler, model, sgd, {1, 10}, mnist_app::scaler_metadata(saved));
+  optim::GradScaler disabled(mnist_app::grad_scaler_options(Precision::Fp32));
+  EXPECT_TRUE(mnist_app::scaler_metadata(disabled).empty());
+  optim::save_checkpoint(without, model, sgd, {1, 10}, mnist_app::scaler_metadata(disabled));
+
+  optim::GradScaler resumed(mnist_app::grad_scaler_options(Precision::Fp16));
+  mnist_app::restore_scaler(resumed, with_scaler);
+  EXPECT_EQ(resumed.get_scale(), 1024.0);
+  EXPECT_EQ(resumed.get_growth_tracker(), saved.get_growth_tracker());
+  EXPECT_EQ(resumed.scale(full({}, 2.0, kFloat32)).item<float>(), 2048.0f);  // the first step uses it
+
+  optim::GradScaler fresh(mnist_app::grad_scaler_options(Precision::Fp16));
+  mnist_app::restore_scaler(fresh, without);
+  EXPECT_EQ(fresh.get_scale(), 65536.0);
+}
+
 // The whole app path on the CPU: bf16 autocast changes the numbers (it ran), and the run learns as
 // the float32 one does, within bfloat16's rounding over an epoch of 20 steps.
 TEST(AppPrecision, Bf16TrainingOnTheCpuFollowsFp32) {

@@ -79,11 +79,11 @@ class InterruptGuard {
 };
 
 /// After a loop stopped on SIGINT or SIGTERM in `epoch` (1-based) with `batches_done` of its batches
-/// trained: writes the checkpoint `save` names (none when empty), says on stderr where the run
-/// stopped and how to continue, and returns interrupted_status().
+/// trained: writes the checkpoint `save` names (none when empty), with `metadata` added, says on
+/// stderr where the run stopped and how to continue, and returns interrupted_status().
 inline int stop_after_interrupt(const std::string& save, const minidl::nn::Module& model,
                                 const minidl::optim::Optimizer& optimizer, int epoch, int64_t batches_done,
-                                int64_t batches_per_epoch) {
+                                int64_t batches_per_epoch, minidl::safetensors::Metadata metadata = {}) {
   std::fflush(stdout);
   const bool terminated = detail::stop_signal.load(std::memory_order_relaxed) == SIGTERM;
   const std::string where = std::string(terminated ? "terminated" : "interrupted") + " in epoch " +
@@ -93,9 +93,9 @@ inline int stop_after_interrupt(const std::string& save, const minidl::nn::Modul
     std::fprintf(stderr, "%s; no checkpoint written (--save PATH keeps one)\n", where.c_str());
     return interrupted_status();
   }
-  minidl::optim::save_checkpoint(save, model, optimizer,
-                                 {epoch - 1, (epoch - 1) * batches_per_epoch + batches_done},
-                                 {{kBatchesDoneKey, std::to_string(batches_done)}});
+  metadata[kBatchesDoneKey] = std::to_string(batches_done);
+  minidl::optim::save_checkpoint(save, model, optimizer, {epoch - 1, (epoch - 1) * batches_per_epoch + batches_done},
+                                 metadata);
   std::fprintf(stderr, "%s; checkpoint written to %s (continue with --resume %s)\n", where.c_str(), save.c_str(),
                save.c_str());
   return interrupted_status();

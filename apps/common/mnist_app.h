@@ -325,17 +325,19 @@ int run(std::shared_ptr<Model> model, const Flags& f) {
   optim::SGD optimizer(model->parameters(), optim::SGDOptions(f.lr).momentum(f.momentum).weight_decay(f.weight_decay));
   std::unique_ptr<optim::CosineAnnealingLR> schedule;
   if (f.schedule == "cosine") schedule = std::make_unique<optim::CosineAnnealingLR>(optimizer, f.epochs);
+  // fp16's scaler multiplies the loss before backward, and unscales, skips and updates in the step;
+  // a checkpoint keeps its scale.
+  optim::GradScaler scaler(grad_scaler_options(precision));
   EpochState state;
   const int first_epoch =
       f.resume.empty() ? 1 : resume_from(f.resume, *model, optimizer, schedule.get(), train_loader, &state);
+  if (!f.resume.empty()) restore_scaler(scaler, f.resume);
   // Autocast covers the forward and the loss only, as in PyTorch: backward runs each op in the type
   // its forward ran in, and the SGD step updates the float32 weights.
   auto loss_fn = [trained, precision, device](const std::vector<Tensor>& in) {
     ForwardPrecision autocast(precision, device);
     return nn::functional::cross_entropy(trained->forward(in.at(0)), in.at(1));
   };
-  // fp16's scaler multiplies the loss before backward, and unscales, skips and updates in the step.
-  optim::GradScaler scaler(grad_scaler_options(precision));
   // Anomaly mode reads every result on the host, which a graph capture cannot.
   cuda::GraphedStep train_step(
       loss_fn, optimizer,
@@ -347,13 +349,14 @@ int run(std::shared_ptr<Model> model, const Flags& f) {
   for (int epoch = first_epoch; epoch <= f.epochs; ++epoch) {
     // A signal during the evaluation or the save stops here; one before training began, after the first step.
     if (epoch > first_epoch && interrupted())
-      return stop_after_interrupt(f.save, *model, optimizer, epoch, 0, train_loader.size());
+      return stop_after_interrupt(f.save, *model, optimizer, epoch, 0, train_loader.size(), scaler_metadata(scaler));
     ProgressBar timer(epoch, 0);
     const double lr = optimizer.lr();
     const double train_loss =
         train_epoch(*model, train_loader, train_step, epoch, f, images_per_epoch, metrics.get(), &state);
     if (state.interrupted)
-      return stop_after_interrupt(f.save, *model, optimizer, epoch, state.batches_done, train_loader.size());
+      return stop_after_interrupt(f.save, *model, optimizer, epoch, state.batches_done, train_loader.size(),
+                                  scaler_metadata(scaler));
     state.batches_done = 0;
     double seconds = timer.elapsed();
     if (schedule) schedule->step();
@@ -361,7 +364,7 @@ int run(std::shared_ptr<Model> model, const Flags& f) {
     if (metrics) metrics->add_epoch({epoch, train_loss, result.loss, result.accuracy, seconds, lr});
     if (f.memory_report) report_memory(epoch, device);
     if (!f.save.empty() && distributed::rank() == 0)  // the replicas are identical: one writer
-      optim::save_checkpoint(f.save, *model, optimizer, {epoch, epoch * train_loader.size()});
+      optim::save_checkpoint(f.save, *model, optimizer, {epoch, epoch * train_loader.size()}, scaler_metadata(scaler));
   }
   return 0;
 }

@@ -6,11 +6,16 @@
 //   fp16  TF32 on, float16 autocast there, and a GradScaler around backward and the optimizer step
 // Master weights, their gradients and the optimizer state stay float32 in every mode: autocast
 // casts the weights on the way into the low-precision ops only.
+#include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <optional>
 #include <string>
 
 #include "core/autocast.h"
 #include "core/error.h"
+#include "core/safetensors.h"
+#include "ops/creation.h"
 #include "ops/backend_setting.h"
 #include "optim/grad_scaler.h"
 
@@ -108,6 +113,39 @@ inline minidl::optim::GradScalerOptions grad_scaler_options(Precision p) {
 ///   cuda::GraphedStepOptions().grad_scaler(step_scaler(scaler))
 inline minidl::optim::GradScaler* step_scaler(minidl::optim::GradScaler& scaler) {
   return scaler.is_enabled() ? &scaler : nullptr;
+}
+
+/// The checkpoint metadata keys of the scaler's state: this prefix and GradScaler::state_dict's keys.
+inline constexpr const char* kGradScalerKeyPrefix = "app.grad_scaler.";
+
+/// fp16's scaler state (its scale and growth count) as checkpoint metadata, so that a resumed run
+/// goes on with the scale it had, as a PyTorch user saves scaler.state_dict() beside the model;
+/// nothing for a disabled scaler. Reads the device (a sync): once per checkpoint.
+///   optim::save_checkpoint(path, model, optimizer, position, scaler_metadata(scaler));
+inline minidl::safetensors::Metadata scaler_metadata(const minidl::optim::GradScaler& scaler) {
+  minidl::safetensors::Metadata metadata;
+  for (const auto& [key, value] : scaler.state_dict()) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.17g", value.to(minidl::kFloat64).item<double>());
+    metadata[kGradScalerKeyPrefix + key] = text;
+  }
+  return metadata;
+}
+
+/// Puts back the scaler state that scaler_metadata wrote into the checkpoint `path`. A checkpoint
+/// without it (a run in another precision) leaves the scaler as it is; a disabled scaler ignores it.
+inline void restore_scaler(minidl::optim::GradScaler& scaler, const std::string& path) {
+  if (!scaler.is_enabled()) return;
+  const std::string prefix = kGradScalerKeyPrefix;
+  std::map<std::string, minidl::Tensor> state;
+  for (const auto& [key, text] : minidl::safetensors::load(path).metadata) {
+    if (key.compare(0, prefix.size(), prefix) != 0) continue;
+    char* end = nullptr;
+    const double value = std::strtod(text.c_str(), &end);
+    MINIDL_CHECK(!text.empty() && *end == '\0', path, ": metadata \"", key, "\" is \"", text, "\", expected a number");
+    state[key.substr(prefix.size())] = minidl::full({}, value, minidl::kFloat64);
+  }
+  if (!state.empty()) scaler.load_state_dict(state);
 }
 
 }  // namespace mnist_app

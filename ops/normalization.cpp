@@ -47,14 +47,17 @@ void check_x(const char* op, const Tensor& x) {
   MINIDL_CHECK(is_floating(x.dtype()), op, ": expected a floating x, got ", x.dtype());
 }
 
-// weight, bias and running statistics: `expected` shape and x's dtype; `why` says where the shape
+// weight, bias and running statistics: `expected` shape and x's dtype (or float32 for a 16-bit x: mixed
+// precision keeps its parameters in float32, as PyTorch's norms allow); `why` says where the shape
 // comes from.
 void check_param(const char* op, const char* name, const Tensor& t, const Tensor& x, const Shape& expected,
                  const char* why) {
   if (!t.defined()) return;
   MINIDL_CHECK(t.shape() == expected, op, ": expected ", name, " of shape ", expected, " (", why, " of x of shape ",
                x.shape(), "), got shape ", t.shape());
-  MINIDL_CHECK(t.dtype() == x.dtype(), op, ": expected ", name, " of dtype ", x.dtype(), " (as x), got ", t.dtype());
+  const bool mixed = is_reduced_floating(x.dtype()) && t.dtype() == kFloat32;
+  MINIDL_CHECK(t.dtype() == x.dtype() || mixed, op, ": expected ", name, " of dtype ", x.dtype(),
+               is_reduced_floating(x.dtype()) ? " (as x) or float32" : " (as x)", ", got ", t.dtype());
 }
 
 int64_t trailing_numel(const Tensor& x, int64_t from) {
@@ -63,6 +66,10 @@ int64_t trailing_numel(const Tensor& x, int64_t from) {
   return n;
 }
 
+// The dtype of the saved mean and invstd: float32 for a 16-bit x, so the backward normalizes with
+// the statistics the forward used, not their 16-bit roundings.
+DType stats_dtype(const Tensor& x) { return is_reduced_floating(x.dtype()) ? kFloat32 : x.dtype(); }
+
 // Group norm of x viewed as [n, c, l] in `groups` groups; layer_norm and group_norm differ only in
 // the view and in the shape of weight and bias (any shape of c elements).
 Tensor grouped_norm(const char* op, const Tensor& x, int64_t n, int64_t c, int64_t l, int64_t groups,
@@ -70,18 +77,22 @@ Tensor grouped_norm(const char* op, const Tensor& x, int64_t n, int64_t c, int64
   const Tensor x3 = view3(plain(x), n, c, l);
   const Tensor w = plain(weight), b = plain(bias);
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
-  Tensor mean = Tensor::empty({n, groups}, x.dtype(), x.device());
-  Tensor invstd = Tensor::empty({n, groups}, x.dtype(), x.device());
+  Tensor mean = Tensor::empty({n, groups}, stats_dtype(x), x.device());
+  Tensor invstd = Tensor::empty({n, groups}, stats_dtype(x), x.device());
+  // The parameters' gradients take the parameters' dtypes (float32 beside a 16-bit x).
+  const DType w_dtype = weight.defined() ? weight.dtype() : x.dtype();
+  const DType b_dtype = bias.defined() ? bias.dtype() : x.dtype();
   kernels_for(x.device()).group_norm(x3, groups, or_null(w), or_null(b), eps, out, mean, invstd);
   if (autograd::needs_recording({x, weight, bias})) {
     autograd::record(op, out, {x, weight, bias}, {x3, w},
-                     [x3, w, mean, invstd, groups, x_shape = x.shape(), w_shape = weight.defined() ? weight.shape() : Shape{c}](
+                     [x3, w, mean, invstd, groups, w_dtype, b_dtype, x_shape = x.shape(),
+                      w_shape = weight.defined() ? weight.shape() : Shape{c}](
                          const Tensor& grad, const std::vector<bool>& needs) {
                        const Tensor g = view3(plain(grad), x3.size(0), x3.size(1), x3.size(2));
                        Tensor gx, gw, gb;
                        if (needs[0]) gx = Tensor::empty(x_shape, g.dtype(), g.device());
-                       if (needs[1]) gw = Tensor::empty(w_shape, g.dtype(), g.device());
-                       if (needs[2]) gb = Tensor::empty(w_shape, g.dtype(), g.device());
+                       if (needs[1]) gw = Tensor::empty(w_shape, w_dtype, g.device());
+                       if (needs[2]) gb = Tensor::empty(w_shape, b_dtype, g.device());
                        kernels_for(g.device()).group_norm_backward(g, x3, groups, or_null(w), mean, invstd,
                                                                    needs[0] ? &gx : nullptr, needs[1] ? &gw : nullptr,
                                                                    needs[2] ? &gb : nullptr);
@@ -126,8 +137,11 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   const Tensor x3 = view3(plain(x), n, c, l);
   const Tensor w = plain(weight), b = plain(bias);
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
-  Tensor mean = Tensor::empty({c}, x.dtype(), x.device());
-  Tensor invstd = Tensor::empty({c}, x.dtype(), x.device());
+  Tensor mean = Tensor::empty({c}, stats_dtype(x), x.device());
+  Tensor invstd = Tensor::empty({c}, stats_dtype(x), x.device());
+  // The parameters' gradients take the parameters' dtypes (float32 beside a 16-bit x).
+  const DType w_dtype = weight.defined() ? weight.dtype() : x.dtype();
+  const DType b_dtype = bias.defined() ? bias.dtype() : x.dtype();
   // Handles that share the caller's storage: the kernel updates the running statistics in place.
   Tensor rm = running_mean, rv = running_var;
   kernels_for(x.device()).batch_norm(x3, or_null(w), or_null(b), rm.defined() ? &rm : nullptr,
@@ -138,14 +152,14 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   }
   if (autograd::needs_recording({x, weight, bias})) {
     autograd::record("batch_norm", out, {x, weight, bias}, {x3, w},
-                     [x3, w, mean, invstd, training, x_shape = x.shape()](const Tensor& grad,
-                                                                          const std::vector<bool>& needs) {
+                     [x3, w, mean, invstd, training, w_dtype, b_dtype, x_shape = x.shape()](
+                         const Tensor& grad, const std::vector<bool>& needs) {
                        const int64_t c = x3.size(1);
                        const Tensor g = view3(plain(grad), x3.size(0), c, x3.size(2));
                        Tensor gx, gw, gb;
                        if (needs[0]) gx = Tensor::empty(x_shape, g.dtype(), g.device());
-                       if (needs[1]) gw = Tensor::empty({c}, g.dtype(), g.device());
-                       if (needs[2]) gb = Tensor::empty({c}, g.dtype(), g.device());
+                       if (needs[1]) gw = Tensor::empty({c}, w_dtype, g.device());
+                       if (needs[2]) gb = Tensor::empty({c}, b_dtype, g.device());
                        kernels_for(g.device()).batch_norm_backward(g, x3, or_null(w), mean, invstd, training,
                                                                    needs[0] ? &gx : nullptr, needs[1] ? &gw : nullptr,
                                                                    needs[2] ? &gb : nullptr);

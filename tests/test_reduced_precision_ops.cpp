@@ -315,6 +315,19 @@ std::vector<OpCase> layer_cases() {
          return one(batch_norm(x[0], x[1].detach(), running_var, x[1], x[2], false));
        },
        Domain::Any, true, 4},
+      // A 16-bit x with float32 parameters (and running statistics), as mixed precision keeps them:
+      // the result is x's dtype.
+      {"layer_norm float32 params", {{4, 16}, {16}, {16}},
+       [](V x) { return one(layer_norm(x[0], {16}, x[1].to(kFloat32), x[2].to(kFloat32))); }, Domain::Any, true, 4},
+      {"group_norm float32 params", {{2, 4, 3, 3}, {4}, {4}},
+       [](V x) { return one(group_norm(x[0], 2, x[1].to(kFloat32), x[2].to(kFloat32))); }, Domain::Any, true, 4},
+      {"batch_norm float32 params", {{4, 3, 2, 2}, {3}, {3}},
+       [](V x) {
+         Tensor running_mean = zeros({3}, kFloat32, x[0].device()), running_var = ones({3}, kFloat32, x[0].device());
+         Tensor y = batch_norm(x[0], running_mean, running_var, x[1].to(kFloat32), x[2].to(kFloat32), true);
+         return std::vector<Tensor>{y, running_mean.to(x[0].dtype()), running_var.to(x[0].dtype())};
+       },
+       Domain::Any, true, 4},
       {"max_pool2d", {{2, 3, 8, 8}}, [](V x) { return one(max_pool2d(x[0], 2)); }},
       {"max_pool2d overlapping", {{2, 2, 7, 7}}, [](V x) { return one(max_pool2d(x[0], 3, 2, 1)); }},
       {"avg_pool2d", {{2, 3, 8, 8}}, [](V x) { return one(avg_pool2d(x[0], 2)); }},

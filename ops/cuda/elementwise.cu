@@ -196,9 +196,10 @@ __global__ void binary_strided(BinaryOp op, const T* a, const T* b, T* out, Stri
 }
 
 // A broadcast walk (the bias add: a contiguous x plus a bias repeated along rows or channels) for
-// 16-bit operands, V (8, 4 or 2) consecutive innermost elements per thread: an operand that steps by 1 along the
-// innermost dim is read as one VecPack, one that steps by 0 (broadcast) as one value. The host checks
-// that the innermost size is a multiple of V and that each stepping operand's packs are aligned.
+// 16-bit operands, V (8, 4 or 2) consecutive innermost elements per thread: an operand that steps by
+// 1 along the innermost dim is read as one VecPack, one that steps by 0 (broadcast) as one value.
+// The host checks that the innermost size is a multiple of V and that each stepping operand's packs
+// are aligned.
 template <class T, int V, class Index>
 __global__ void binary_strided_vec(BinaryOp op, const T* a, const T* b, T* out, Strided<3> m, Index packs,
                                    C<T> scalar) {
@@ -249,8 +250,8 @@ bool binary_strided_vec_if(BinaryOp op, const T* a, const T* b, T* out, const St
   if (!vectorizable(m, V, a, b, out)) return false;
   const int64_t packs = n / V;
   if (fits_32bit(m, n)) {
-    binary_strided_vec<T, V, uint32_t><<<blocks_for(packs), kThreads, 0, stream>>>(op, a, b, out, m,
-                                                                                   static_cast<uint32_t>(packs), scalar);
+    const auto count = static_cast<uint32_t>(packs);
+    binary_strided_vec<T, V, uint32_t><<<blocks_for(packs), kThreads, 0, stream>>>(op, a, b, out, m, count, scalar);
   } else {
     binary_strided_vec<T, V, int64_t><<<blocks_for(packs), kThreads, 0, stream>>>(op, a, b, out, m, packs, scalar);
   }

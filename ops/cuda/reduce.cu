@@ -210,8 +210,8 @@ void launch_reduce(const T* x, int64_t outer, int64_t n, int64_t inner, T* out, 
   Allocator& alloc = allocator_for(Device::cuda(device));
   const size_t partial_bytes = chunks > 1 ? static_cast<size_t>(outer * chunks) * sizeof(Acc) : 0;
   if (partial_bytes) partial = static_cast<Acc*>(alloc.allocate(partial_bytes));
-  reduce_rows<T, R, VRows><<<static_cast<unsigned>(outer * chunks), kRowThreads, 0, stream>>>(x, n, chunks, chunk_len, out,
-                                                                                       idx, partial);
+  reduce_rows<T, R, VRows><<<static_cast<unsigned>(outer * chunks), kRowThreads, 0, stream>>>(x, n, chunks, chunk_len,
+                                                                                              out, idx, partial);
   CUDA_LAUNCH_CHECK(reduce_rows);
   if (partial_bytes) {
     reduce_partials<T, R><<<static_cast<unsigned>(outer), kRowThreads, 0, stream>>>(partial, chunks, out, idx);

@@ -2,8 +2,9 @@
 // Runs a kernel on bfloat16 / float16 tensors through float32 copies: the 16-bit inputs are widened
 // to float32, the float32 kernel computes, and each 16-bit output is rounded once when copied back.
 // This is what a kernel that computes in compute_t<T> would give, for the kernels that are not hot
-// enough to need their own 16-bit code (losses, norms, the rarer pools, CPU softmax); a kernel that
-// is hot on the GPU (elementwise, sums, max_pool2d, dropout) has a native 16-bit path instead.
+// enough to need their own 16-bit code (softmax, losses, norms, the rarer pools, upsample, index_add,
+// CUDA's scans; mixed precision runs most of these in float32 anyway); a kernel that is hot on the
+// GPU (elementwise, sums, max_pool2d, dropout) has a native 16-bit path instead.
 //   if (is_reduced_floating(x.dtype())) {
 //     Widened w(*this);  Tensor out32 = w.output(out);  softmax(w.input(x), ..., out32);  w.finish();
 //   }
@@ -21,6 +22,7 @@ void dispatch_16bit(DType dtype, Fn&& fn) {
   else fn(Half{});
 }
 
+/// The float32 stand-ins of one kernel call; see the example above.
 class Widened {
  public:
   explicit Widened(Kernels& kernels) : kernels_(kernels) {}

@@ -82,7 +82,8 @@ void expect_matches_float32(const char* what, const Op& op, const std::vector<Te
   y_ref.backward(g.to(device));
   for (size_t i = 0; i < inputs.size(); ++i) {
     EXPECT_TRUE(low[i].grad().defined()) << "no gradient for input " << i;
-    if (low[i].grad().defined()) EXPECT_TRUE(close_to_float32(low[i].grad(), ref[i].grad(), dtype)) << "gradient of input " << i;
+    if (low[i].grad().defined())
+      EXPECT_TRUE(close_to_float32(low[i].grad(), ref[i].grad(), dtype)) << "gradient of input " << i;
   }
 }
 
@@ -92,8 +93,9 @@ void matmul_cases(DType dtype, Device device) {
   expect_matches_float32("matmul [24, 40] @ [40, 18]", mm2, {draw({24, 40}, dtype), draw({40, 18}, dtype)}, dtype,
                          device);
   // A transposed operand goes to the GEMM as a trans flag.
-  expect_matches_float32("matmul a^T @ b", [](const std::vector<Tensor>& t) { return matmul(transpose(t[0], 0, 1), t[1]); },
-                         {draw({40, 24}, dtype), draw({40, 18}, dtype)}, dtype, device);
+  expect_matches_float32(
+      "matmul a^T @ b", [](const std::vector<Tensor>& t) { return matmul(transpose(t[0], 0, 1), t[1]); },
+      {draw({40, 24}, dtype), draw({40, 18}, dtype)}, dtype, device);
   expect_matches_float32("bmm [3, 8, 20] @ [3, 20, 12]", [](const std::vector<Tensor>& t) { return bmm(t[0], t[1]); },
                          {draw({3, 8, 20}, dtype), draw({3, 20, 12}, dtype)}, dtype, device);
   // A 2-D side shared by the batch: its gradient sums over the batch.
@@ -156,7 +158,9 @@ void conv_cases(DType dtype, Device device) {
   // Two groups: computed in float32 on every device (cuDNN's path here takes one group).
   expect_matches_float32(
       "conv_transpose2d, 2 groups",
-      [](const std::vector<Tensor>& t) { return conv_transpose2d(t[0], t[1], t[2], Size2(1, 1), Size2(0, 0), Size2(0, 0), 2); },
+      [](const std::vector<Tensor>& t) {
+        return conv_transpose2d(t[0], t[1], t[2], Size2(1, 1), Size2(0, 0), Size2(0, 0), 2);
+      },
       {draw({2, 4, 5, 6}, dtype), draw({4, 2, 3, 3}, dtype), draw({4}, dtype)}, dtype, device);
 }
 
@@ -263,7 +267,8 @@ TEST_P(CudaReducedPrecision, ConvolutionsOnIm2col) {
 TEST(ReducedPrecisionErrors, MixedDtypesAreRefused) {
   expect_error([] { matmul(randn({2, 3}).to(kBFloat16), randn({3, 2})); }, {"matmul", "bfloat16", "float32"});
   expect_error([] { linear(randn({2, 3}).to(kHalf), randn({4, 3})); }, {"linear", "float16", "float32"});
-  expect_error([] { conv2d(randn({1, 1, 4, 4}).to(kBFloat16), randn({1, 1, 3, 3})); }, {"conv2d", "bfloat16", "float32"});
+  expect_error([] { conv2d(randn({1, 1, 4, 4}).to(kBFloat16), randn({1, 1, 3, 3})); },
+               {"conv2d", "bfloat16", "float32"});
 }
 
 // Deterministic mode takes no timed choice: 16-bit convolutions then compute in float32 on im2col,

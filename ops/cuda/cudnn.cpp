@@ -2,9 +2,10 @@
 // descriptors and algorithms once (cached by shape, ops/cuda/cudnn_plan.h), restricted to FMA math
 // for float32 and float64: strict float32, no TF32 tensor cores, unless allow_tf32_cudnn()
 // (ops/backend_setting.h) lets float32 take tensor-op math. bfloat16 and float16 convolutions run in
-// tensor-op math with float32 accumulation (the descriptor's compute type), as PyTorch's. Algorithms come from cuDNN's heuristics (the _v7 queries,
-// preferring deterministic ones) until conv_backend() Auto measures the shape
-// (ops/cuda/cudnn_autotune.cpp); in deterministic mode, from the heuristics and deterministic only.
+// tensor-op math with float32 accumulation (the descriptor's compute type), as PyTorch's.
+// Algorithms come from cuDNN's heuristics (the _v7 queries, preferring deterministic ones) until
+// conv_backend() Auto measures the shape (ops/cuda/cudnn_autotune.cpp); in deterministic mode, from
+// the heuristics and deterministic only.
 // A plan holds one set for convolutions run op by op and one for those captured into a CUDA graph,
 // each within its mode's workspace limit (ops/backend_setting.h). Workspaces come from the caching
 // allocator and go back to it as soon as the call is queued (reuse is ordered on the stream).
@@ -170,8 +171,8 @@ ConvPlan& conv_plan(int device, cudnnHandle_t handle, DType dtype, int64_t batch
       const size_t limit = conv_workspace_limit(m == kInGraph);
       const bool t = p.tensor_ops;
       p.ok = p.ok && use_algorithms(handle, p, pick(found.fwd, found.nf, limit, t),
-                                    pick(found.bwd_data, found.nd, limit, t), pick(found.bwd_filter, found.nw, limit, t),
-                                    p.mode[m].algorithms);
+                                    pick(found.bwd_data, found.nd, limit, t),
+                                    pick(found.bwd_filter, found.nw, limit, t), p.mode[m].algorithms);
     }
   }
   slot = std::move(plan);
@@ -186,8 +187,8 @@ const ConvPlan::Deterministic& deterministic_algorithms(cudnnHandle_t handle, Co
   const size_t limit = conv_workspace_limit();
   const bool t = p.tensor_ops;
   d->ok = use_algorithms(handle, p, pick(found.fwd, found.nf, limit, t, true),
-                         pick(found.bwd_data, found.nd, limit, t, true), pick(found.bwd_filter, found.nw, limit, t, true),
-                         d->algorithms);
+                         pick(found.bwd_data, found.nd, limit, t, true),
+                         pick(found.bwd_filter, found.nw, limit, t, true), d->algorithms);
   p.deterministic = std::move(d);
   return *p.deterministic;
 }

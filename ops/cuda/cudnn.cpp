@@ -73,12 +73,11 @@ namespace {
 // The first deterministic algorithm in the heuristics' order, else (unless `deterministic_only`)
 // the first of any kind; among those within `limit` when there are any.
 template <class Perf>
-const Perf* pick(const Perf* perf, int count, size_t limit, bool tensor_ops, bool deterministic_only = false) {
+const Perf* pick(const Perf* perf, int count, size_t limit, const ConvPlan& p, bool deterministic_only = false) {
   const Perf* any = nullptr;
   for (const bool within_limit : {true, false}) {
     for (int i = 0; i < count; ++i) {
-      if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
-      if (!usable_math(perf[i].mathType, tensor_ops)) continue;
+      if (!usable(perf, count, i, p)) continue;
       if (within_limit && perf[i].memory > limit) continue;
       if (perf[i].determinism == CUDNN_DETERMINISTIC) return &perf[i];
       if (!any && !deterministic_only) any = &perf[i];
@@ -158,7 +157,8 @@ ConvPlan& conv_plan(int device, cudnnHandle_t handle, DType dtype, int64_t batch
                                               as_int(g.stride_w), as_int(g.dilation_h), as_int(g.dilation_w),
                                               CUDNN_CROSS_CORRELATION,
                                               is_reduced_floating(dtype) ? CUDNN_DATA_FLOAT : cudnn_type(dtype)));
-  p.tensor_ops = is_reduced_floating(dtype) || (dtype == DType::Float32 && allow_tf32_cudnn());
+  p.sixteen_bit = is_reduced_floating(dtype);
+  p.tensor_ops = p.sixteen_bit || (dtype == DType::Float32 && allow_tf32_cudnn());
   CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, p.tensor_ops ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
 
   // The output size cuDNN computes must be ours, or the geometry means something else to it.
@@ -169,10 +169,9 @@ ConvPlan& conv_plan(int device, cudnnHandle_t handle, DType dtype, int64_t batch
     p.ok = true;
     for (const ConvMode m : {kOpByOp, kInGraph}) {
       const size_t limit = conv_workspace_limit(m == kInGraph);
-      const bool t = p.tensor_ops;
-      p.ok = p.ok && use_algorithms(handle, p, pick(found.fwd, found.nf, limit, t),
-                                    pick(found.bwd_data, found.nd, limit, t),
-                                    pick(found.bwd_filter, found.nw, limit, t), p.mode[m].algorithms);
+      p.ok = p.ok && use_algorithms(handle, p, pick(found.fwd, found.nf, limit, p),
+                                    pick(found.bwd_data, found.nd, limit, p),
+                                    pick(found.bwd_filter, found.nw, limit, p), p.mode[m].algorithms);
     }
   }
   slot = std::move(plan);
@@ -185,10 +184,9 @@ const ConvPlan::Deterministic& deterministic_algorithms(cudnnHandle_t handle, Co
   auto d = std::make_unique<ConvPlan::Deterministic>();
   const Heuristics found(handle, p);
   const size_t limit = conv_workspace_limit();
-  const bool t = p.tensor_ops;
-  d->ok = use_algorithms(handle, p, pick(found.fwd, found.nf, limit, t, true),
-                         pick(found.bwd_data, found.nd, limit, t, true),
-                         pick(found.bwd_filter, found.nw, limit, t, true), d->algorithms);
+  d->ok = use_algorithms(handle, p, pick(found.fwd, found.nf, limit, p, true),
+                         pick(found.bwd_data, found.nd, limit, p, true),
+                         pick(found.bwd_filter, found.nw, limit, p, true), d->algorithms);
   p.deterministic = std::move(d);
   return *p.deterministic;
 }

@@ -30,12 +30,13 @@ using namespace cudnn;
 
 namespace {
 
-// Adds a Find query's results that ran in a math the plan takes: plain float math (no tensor cores, no
-// reduced precision), and tensor-op math where the plan allows it (16 bits, or float32 under TF32).
+// Adds a Find query's results that the plan takes (usable in ops/cuda/cudnn_plan.h): plain float math,
+// tensor-op math where the plan allows it (16 bits, or float32 under TF32), no float32 algorithm for
+// 16-bit data.
 template <class Perf, int kCount>
-void add_usable(cuda::AlgorithmRanking<Perf, kCount>& ranking, const Perf* perf, int count, bool tensor_ops) {
+void add_usable(cuda::AlgorithmRanking<Perf, kCount>& ranking, const Perf* perf, int count, const ConvPlan& p) {
   for (int i = 0; i < count; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS && usable_math(perf[i].mathType, tensor_ops)) ranking.add(perf[i]);
+    if (usable(perf, count, i, p)) ranking.add(perf[i]);
 }
 
 // Scratch memory straight from cudaMalloc, freed at once: measurement scaffolding, not memory of the
@@ -187,9 +188,9 @@ bool find_fastest(cudnnHandle_t handle, ConvPlan& p, const Tensor& x, const Tens
         handle, p.x.d, x.raw_data(), p.y.d, y.raw_data(), p.conv, p.w, gw.raw_data(),
         CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nw, bwd_filter, ws.ptr, ws.bytes));
     if (round == 0) continue;
-    add_usable(fwd_rank, fwd, nf, p.tensor_ops);
-    add_usable(bwd_data_rank, bwd_data, nd, p.tensor_ops);
-    add_usable(bwd_filter_rank, bwd_filter, nw, p.tensor_ops);
+    add_usable(fwd_rank, fwd, nf, p);
+    add_usable(bwd_data_rank, bwd_data, nd, p);
+    add_usable(bwd_filter_rank, bwd_filter, nw, p);
   }
   ConvAlgorithms chosen[2];
   const cudnnConvolutionFwdAlgoPerf_t* forward[2] = {nullptr, nullptr};

@@ -73,6 +73,8 @@ struct ConvPlan {
   /// Tensor-op algorithms allowed (CUDNN_TENSOR_OP_MATH): bfloat16 and float16 always, float32 under
   /// allow_tf32_cudnn() (TF32); else FMA math only, strict float32 (ops/cuda/cudnn.cpp).
   bool tensor_ops = false;
+  /// bfloat16 or float16 data: the algorithms that compute in float32 are left out (usable below).
+  bool sixteen_bit = false;
   /// The algorithms of each ConvMode (the same where the fastest fits both limits) and Auto's verdicts
   /// between them and im2col, [1] where the backward computes the input's gradient and [0] where it
   /// does not (a network's first layer): 1 cuDNN, 0 im2col, -1 not measured yet. A measurement
@@ -101,6 +103,40 @@ struct ConvPlan {
 /// the plan allows tensor ops (never the conversion of float32 to float16).
 inline bool usable_math(cudnnMathType_t math, bool tensor_ops) {
   return math == CUDNN_DEFAULT_MATH || math == CUDNN_FMA_MATH || (tensor_ops && math == CUDNN_TENSOR_OP_MATH);
+}
+
+/// The algorithms whose products run in float32 on the CUDA cores whatever the data's type: the FFTs,
+/// and Winograd without fusion (its batched GEMM is an FMA one). For 16-bit data they lose to the
+/// tensor-core implicit GEMMs in a step, although Find can rank them first: on an H200, the bfloat16
+/// MNIST CNN at batch 512 spent 1.3 ms of a 2.0 ms step in the non-fused Winograd Find had picked.
+inline bool computes_in_float32(cudnnConvolutionFwdAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_FWD_ALGO_FFT || a == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+}
+inline bool computes_in_float32(cudnnConvolutionBwdDataAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT || a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+}
+inline bool computes_in_float32(cudnnConvolutionBwdFilterAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT || a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
+}
+
+/// Whether a plan takes record i of a Find query's or cuDNN's heuristics' list: it ran, in a math the
+/// plan allows, and for 16-bit data not in float32. A plan with tensor ops sets its descriptor to
+/// tensor-op math, which runs an algorithm's tensor-op variant where the list has one: the record of
+/// the same algorithm in another math is not what will run, so it is left out (ranked by algorithm,
+/// its CUDA-core time mixed into the median made the bfloat16 implicit GEMM look ten times slower).
+template <class Perf>
+bool usable(const Perf* perf, int count, int i, const ConvPlan& p) {
+  const Perf& r = perf[i];
+  if (r.status != CUDNN_STATUS_SUCCESS || !usable_math(r.mathType, p.tensor_ops)) return false;
+  if (p.sixteen_bit && computes_in_float32(r.algo)) return false;
+  if (p.tensor_ops && r.mathType != CUDNN_TENSOR_OP_MATH)
+    for (int j = 0; j < count; ++j)
+      if (perf[j].algo == r.algo && perf[j].mathType == CUDNN_TENSOR_OP_MATH && perf[j].status == CUDNN_STATUS_SUCCESS)
+        return false;
+  return true;
 }
 
 /// The plan of one geometry: descriptors and cuDNN's heuristic algorithms, made on first use. Float32

@@ -5,7 +5,8 @@
 #
 #   python3 scripts/dlpack_interop.py [--build build] [--libs torch,cupy,numpy] [--devices cpu,cuda] [--strict]
 #
-# For each library, device, dtype (float32, float64, int64, int32, int8, uint8, bool) and layout
+# For each library, device, dtype (float32, float64, bfloat16, float16, int64, int32, int8, uint8, bool;
+# bfloat16 with torch only: NumPy and CuPy have none) and layout
 # (contiguous, the strided view [:, 1::2], the transpose):
 #   minidl -> lib   the library's from_dlpack takes a minidl tensor (through __dlpack__, as a
 #                   "dltensor" or "dltensor_versioned" capsule, whichever it asks for; PyTorch also
@@ -157,7 +158,7 @@ class Imported:
 # ---- what each layout holds, in plain Python ----
 ROWS, COLS = 4, 6
 LAYOUTS = {0: "contiguous", 1: "[:, 1::2]", 2: "transpose"}
-DTYPES = ["float32", "float64", "int64", "int32", "int8", "uint8", "bool"]
+DTYPES = ["float32", "float64", "bfloat16", "float16", "int64", "int32", "int8", "uint8", "bool"]
 
 
 def expected(dtype, view, rows=ROWS, cols=COLS):
@@ -377,7 +378,7 @@ def refused(L, device):
         problems.append("an int16 tensor was accepted")
     except BridgeError as e:
         msg = str(e)
-        check(problems, "expected float32, float64, int64, int32, int8, uint8 or bool" in msg and "int16" in msg, f"unclear error: {msg}")
+        check(problems, "expected float32, float64, bfloat16, float16, int64, int32, int8, uint8 or bool" in msg and "int16" in msg, f"unclear error: {msg}")
     check(problems, api.PyCapsule_IsValid(capsule, b"dltensor") == 1, "the refused capsule was consumed")
     del capsule, x
     gc.collect()
@@ -433,6 +434,8 @@ def main():
                     failures.append(f"{L.name}: no CUDA device")
                 continue
             for dtype in DTYPES:
+                if dtype == "bfloat16" and not isinstance(L, Torch):  # NumPy and CuPy have no bfloat16
+                    continue
                 for view in LAYOUTS:
                     attempt(minidl_to_lib, L, device, "minidl -> " + L.name, dtype, view)
                     for versioned in (False, True):

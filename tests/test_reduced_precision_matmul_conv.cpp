@@ -43,10 +43,10 @@ double rms(const Tensor& t) {
 }
 
 // `low` (16-bit) against `ref` (float32): dtype, shape, and every element within the tolerance.
-::testing::AssertionResult close_to_float32(const Tensor& low, const Tensor& ref, DType dtype) {
+::testing::AssertionResult close_to_float32(const Tensor& low, const Tensor& ref, DType dtype, double scale = 1) {
   if (!low.defined() || !ref.defined()) return ::testing::AssertionFailure() << "a result is undefined";
   if (low.dtype() != dtype) return ::testing::AssertionFailure() << "dtype " << low.dtype() << ", expected " << dtype;
-  const double t = tolerance(dtype);
+  const double t = scale * tolerance(dtype);
   return all_close(low.detach().to(kFloat32), ref.detach(), t * rms(ref), t);
 }
 
@@ -66,7 +66,7 @@ Tensor relu_as_in(const Tensor& pre, const Tensor& low_out) {
 // leaves on `device`; compares the outputs and the gradients of every input for one drawn output
 // gradient.
 void expect_matches_float32(const char* what, const Op& op, const std::vector<Tensor>& inputs, DType dtype,
-                            Device device, const RefOp& ref_op = nullptr) {
+                            Device device, const RefOp& ref_op = nullptr, double tolerance_scale = 1) {
   SCOPED_TRACE(std::string(what) + " in " + dtype_name(dtype) + " on " + (device.is_cpu() ? "cpu" : "cuda"));
   std::vector<Tensor> low, ref;
   for (const Tensor& t : inputs) {
@@ -76,14 +76,14 @@ void expect_matches_float32(const char* what, const Op& op, const std::vector<Te
   }
   Tensor y = op(low), y_ref = ref_op ? ref_op(ref, y) : op(ref);
   ASSERT_EQ(shape_str(y.shape()), shape_str(y_ref.shape()));
-  EXPECT_TRUE(close_to_float32(y, y_ref, dtype)) << "output";
+  EXPECT_TRUE(close_to_float32(y, y_ref, dtype, tolerance_scale)) << "output";
   const Tensor g = draw(y.shape(), dtype);
   y.backward(g.to(device, dtype));
   y_ref.backward(g.to(device));
   for (size_t i = 0; i < inputs.size(); ++i) {
     EXPECT_TRUE(low[i].grad().defined()) << "no gradient for input " << i;
     if (low[i].grad().defined())
-      EXPECT_TRUE(close_to_float32(low[i].grad(), ref[i].grad(), dtype)) << "gradient of input " << i;
+      EXPECT_TRUE(close_to_float32(low[i].grad(), ref[i].grad(), dtype, tolerance_scale)) << "gradient of input " << i;
   }
 }
 
@@ -125,7 +125,11 @@ void linear_cases(DType dtype, Device device) {
         "linear_relu_linear",
         [](const std::vector<Tensor>& t) { return linear_relu_linear(t[0], t[1], t[2], t[3], t[4]); },
         {draw({48, 64}, dtype), draw({32, 64}, dtype), draw({32}, dtype), draw({out, 32}, dtype), draw({out}, dtype)},
-        dtype, device);
+        dtype, device, nullptr,
+        // Two layers round twice: the first weight's gradient comes from a hidden gradient already
+        // rounded to 16 bits. On an H200, 200 random bfloat16 cases of this shape erred by up to 2.3%
+        // of the gradient's rms, the fused kernel and the composition of 16-bit linear and relu alike.
+        3);
   }
 }
 

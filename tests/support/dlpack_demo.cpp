@@ -85,9 +85,10 @@ auto guarded(Fn&& fn, decltype(fn()) on_error) -> decltype(fn()) {
 }
 
 DType parse_dtype(const std::string& name) {
-  for (DType d : {kFloat32, kFloat64, kInt64, kInt32, kInt8, kUInt8, kBool})
+  for (DType d : {kFloat32, kFloat64, kBFloat16, kFloat16, kInt64, kInt32, kInt8, kUInt8, kBool})
     if (name == dtype_name(d)) return d;
-  MINIDL_FAIL("dtype: expected float32, float64, int64, int32, int8, uint8 or bool, got '", name, "'");
+  MINIDL_FAIL("dtype: expected float32, float64, bfloat16, float16, int64, int32, int8, uint8 or bool, got '", name,
+              "'");
 }
 
 Tensor& handle(void* h) {

@@ -11,6 +11,7 @@
 #include "ops/elementwise.h"
 #include "ops/kernels.h"
 #include "ops/view.h"
+#include "ops/widen_16bit.h"
 
 namespace minidl {
 
@@ -35,7 +36,12 @@ std::tuple<Tensor, Tensor> adaptive_max_pool2d(const Tensor& x, Size2 output_siz
   const Shape out_shape{x.size(0), x.size(1), output_size.h, output_size.w};
   Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
   Tensor indices = Tensor::empty(out_shape, kInt64, x.device());
-  kernels_for(x.device()).adaptive_max_pool2d(src, out, indices);
+  {
+    Widened w(kernels_for(x.device()));  // 16-bit through float32 (ops/widen_16bit.h)
+    Tensor out32 = w.output(out);
+    w.kernels().adaptive_max_pool2d(w.input(src), out32, indices);
+    w.finish();
+  }
   if (autograd::needs_recording({x})) {
     Tensor flat_index;
     {

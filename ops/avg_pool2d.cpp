@@ -15,6 +15,7 @@
 #include "ops/kernels.h"
 #include "ops/view.h"
 #include "ops/window.h"
+#include "ops/widen_16bit.h"
 
 namespace minidl {
 
@@ -66,12 +67,20 @@ Tensor avg_pool2d(const Tensor& x, Size2 kernel, std::optional<Size2> stride, Si
   const ConvGeometry g = pool_geometry("avg_pool2d", x.size(1), x.size(2), x.size(3), kernel,
                                        stride.value_or(kernel), padding, 1, ceil_mode);
   Tensor out = Tensor::empty({x.size(0), g.channels, g.out_h, g.out_w}, x.dtype(), x.device());
-  kernels_for(x.device()).avg_pool2d(contiguous_input(x), g, count_include_pad, out);
+  {
+    Widened w(kernels_for(x.device()));  // 16-bit through float32 (ops/widen_16bit.h)
+    Tensor out32 = w.output(out);
+    w.kernels().avg_pool2d(w.input(contiguous_input(x)), g, count_include_pad, out32);
+    w.finish();
+  }
   if (autograd::needs_recording({x})) {
     autograd::record("avg_pool2d", out, {x}, [g, count_include_pad, x_shape = x.shape()](const Tensor& grad,
                                                                                          const std::vector<bool>&) {
       Tensor grad_in = Tensor::empty(x_shape, grad.dtype(), grad.device());
-      kernels_for(grad.device()).avg_pool2d_backward(contiguous_input(grad), g, count_include_pad, grad_in);
+      Widened w(kernels_for(grad.device()));
+      Tensor grad_in32 = w.output(grad_in);
+      w.kernels().avg_pool2d_backward(w.input(contiguous_input(grad)), g, count_include_pad, grad_in32);
+      w.finish();
       return std::vector<Tensor>{grad_in};
     });
   }
@@ -86,12 +95,20 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size) {
                x.shape());
   if (output_size == Size2(1)) return global_avg_pool(x);
   Tensor out = Tensor::empty({x.size(0), x.size(1), output_size.h, output_size.w}, x.dtype(), x.device());
-  kernels_for(x.device()).adaptive_avg_pool2d(contiguous_input(x), out);
+  {
+    Widened w(kernels_for(x.device()));  // 16-bit through float32 (ops/widen_16bit.h)
+    Tensor out32 = w.output(out);
+    w.kernels().adaptive_avg_pool2d(w.input(contiguous_input(x)), out32);
+    w.finish();
+  }
   if (autograd::needs_recording({x})) {
     autograd::record("adaptive_avg_pool2d", out, {x}, [x_shape = x.shape()](const Tensor& grad,
                                                                             const std::vector<bool>&) {
       Tensor grad_in = Tensor::empty(x_shape, grad.dtype(), grad.device());
-      kernels_for(grad.device()).adaptive_avg_pool2d_backward(contiguous_input(grad), grad_in);
+      Widened w(kernels_for(grad.device()));
+      Tensor grad_in32 = w.output(grad_in);
+      w.kernels().adaptive_avg_pool2d_backward(w.input(contiguous_input(grad)), grad_in32);
+      w.finish();
       return std::vector<Tensor>{grad_in};
     });
   }

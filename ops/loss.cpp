@@ -27,6 +27,7 @@
 #include "ops/reduce.h"
 #include "ops/softmax.h"
 #include "ops/view.h"
+#include "ops/widen_16bit.h"
 
 namespace minidl {
 
@@ -113,12 +114,22 @@ Tensor nll_rows(const Tensor& log_probs, const Tensor& target, const Tensor& wei
   }
   Tensor rows = Tensor::empty({log_probs.size(0)}, log_probs.dtype(), log_probs.device());
   total_weight = Tensor::empty({}, log_probs.dtype(), log_probs.device());
-  kernels_for(log_probs.device()).nll_loss(lp, t, w.defined() ? &w : nullptr, ignore_index, rows, total_weight);
+  {
+    Widened wide(kernels_for(log_probs.device()));  // 16-bit through float32 (ops/widen_16bit.h)
+    Tensor rows32 = wide.output(rows), total32 = wide.output(total_weight);
+    OptionalWide w32 = widen_input(wide, w.defined() ? &w : nullptr);
+    wide.kernels().nll_loss(wide.input(lp), t, w32.get(), ignore_index, rows32, total32);
+    wide.finish();
+  }
   if (autograd::needs_recording({log_probs})) {
     autograd::record("nll_loss", rows, {log_probs}, {t, w}, [t, w, ignore_index, shape = log_probs.shape()](
                                                         const Tensor& g, const std::vector<bool>&) {
       Tensor grad = Tensor::empty(shape, g.dtype(), g.device());
-      kernels_for(g.device()).nll_loss_backward(g.contiguous(), t, w.defined() ? &w : nullptr, ignore_index, grad);
+      Widened wide(kernels_for(g.device()));
+      Tensor grad32 = wide.output(grad);
+      OptionalWide w32 = widen_input(wide, w.defined() ? &w : nullptr);
+      wide.kernels().nll_loss_backward(wide.input(g.contiguous()), t, w32.get(), ignore_index, grad32);
+      wide.finish();
       return std::vector<Tensor>{grad};
     });
   }
@@ -148,7 +159,13 @@ Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, int64_t i
   Tensor loss = Tensor::empty({}, logits.dtype(), logits.device());
   Tensor count = Tensor::empty({}, logits.dtype(), logits.device());
   Tensor grad_unit = recording ? Tensor::empty(logits.shape(), logits.dtype(), logits.device()) : Tensor();
-  kernels_for(logits.device()).cross_entropy(x, t, ignore_index, loss, count, recording ? &grad_unit : nullptr);
+  {
+    Widened wide(kernels_for(logits.device()));  // 16-bit through float32 (ops/widen_16bit.h)
+    Tensor loss32 = wide.output(loss), count32 = wide.output(count);
+    OptionalWide unit32 = widen_output(wide, recording ? &grad_unit : nullptr);
+    wide.kernels().cross_entropy(wide.input(x), t, ignore_index, loss32, count32, unit32.get());
+    wide.finish();
+  }
   if (recording) {
     autograd::record("cross_entropy", loss, {logits}, [grad_unit](const Tensor& g, const std::vector<bool>&) {
       return std::vector<Tensor>{autograd::is_unit_seed(g) ? grad_unit : mul(grad_unit, g)};
@@ -228,11 +245,19 @@ Tensor log_sigmoid(const Tensor& x) {
     src = x.contiguous();
   }
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
-  kernels_for(x.device()).log_sigmoid(src, out);
+  {
+    Widened wide(kernels_for(x.device()));  // 16-bit through float32 (ops/widen_16bit.h)
+    Tensor out32 = wide.output(out);
+    wide.kernels().log_sigmoid(wide.input(src), out32);
+    wide.finish();
+  }
   if (autograd::needs_recording({x})) {
     autograd::record("log_sigmoid", out, {x}, {src}, [src = src.detach()](const Tensor& g, const std::vector<bool>&) {
       Tensor grad = Tensor::empty(src.shape(), src.dtype(), src.device());
-      kernels_for(src.device()).log_sigmoid_backward(g.contiguous(), src, grad);
+      Widened wide(kernels_for(src.device()));
+      Tensor grad32 = wide.output(grad);
+      wide.kernels().log_sigmoid_backward(wide.input(g.contiguous()), wide.input(src), grad32);
+      wide.finish();
       return std::vector<Tensor>{grad};
     });
   }

@@ -22,6 +22,7 @@
 #include "ops/autocast_policy.h"
 #include "ops/kernels.h"
 #include "ops/view.h"
+#include "ops/widen_16bit.h"
 
 namespace minidl {
 
@@ -82,7 +83,13 @@ Tensor grouped_norm(const char* op, const Tensor& x, int64_t n, int64_t c, int64
   // The parameters' gradients take the parameters' dtypes (float32 beside a 16-bit x).
   const DType w_dtype = weight.defined() ? weight.dtype() : x.dtype();
   const DType b_dtype = bias.defined() ? bias.dtype() : x.dtype();
-  kernels_for(x.device()).group_norm(x3, groups, or_null(w), or_null(b), eps, out, mean, invstd);
+  {
+    Widened wide(kernels_for(x.device()));  // 16-bit through float32 (ops/widen_16bit.h)
+    Tensor out32 = wide.output(out), mean32 = wide.output(mean), invstd32 = wide.output(invstd);
+    OptionalWide w32 = widen_input(wide, or_null(w)), b32 = widen_input(wide, or_null(b));
+    wide.kernels().group_norm(wide.input(x3), groups, w32.get(), b32.get(), eps, out32, mean32, invstd32);
+    wide.finish();
+  }
   if (autograd::needs_recording({x, weight, bias})) {
     autograd::record(op, out, {x, weight, bias}, {x3, w},
                      [x3, w, mean, invstd, groups, w_dtype, b_dtype, x_shape = x.shape(),
@@ -93,9 +100,15 @@ Tensor grouped_norm(const char* op, const Tensor& x, int64_t n, int64_t c, int64
                        if (needs[0]) gx = Tensor::empty(x_shape, g.dtype(), g.device());
                        if (needs[1]) gw = Tensor::empty(w_shape, w_dtype, g.device());
                        if (needs[2]) gb = Tensor::empty(w_shape, b_dtype, g.device());
-                       kernels_for(g.device()).group_norm_backward(g, x3, groups, or_null(w), mean, invstd,
-                                                                   needs[0] ? &gx : nullptr, needs[1] ? &gw : nullptr,
-                                                                   needs[2] ? &gb : nullptr);
+                       Widened wide(kernels_for(g.device()));
+                       OptionalWide gx32 = widen_output(wide, needs[0] ? &gx : nullptr);
+                       OptionalWide gw32 = widen_output(wide, needs[1] ? &gw : nullptr);
+                       OptionalWide gb32 = widen_output(wide, needs[2] ? &gb : nullptr);
+                       OptionalWide w32 = widen_input(wide, or_null(w));
+                       wide.kernels().group_norm_backward(wide.input(g), wide.input(x3), groups, w32.get(),
+                                                          wide.input(mean), wide.input(invstd), gx32.get(),
+                                                          gw32.get(), gb32.get());
+                       wide.finish();
                        return std::vector<Tensor>{gx, gw, gb};
                      });
   }
@@ -144,8 +157,16 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   const DType b_dtype = bias.defined() ? bias.dtype() : x.dtype();
   // Handles that share the caller's storage: the kernel updates the running statistics in place.
   Tensor rm = running_mean, rv = running_var;
-  kernels_for(x.device()).batch_norm(x3, or_null(w), or_null(b), rm.defined() ? &rm : nullptr,
-                                     rv.defined() ? &rv : nullptr, training, momentum, eps, out, mean, invstd);
+  {
+    Widened wide(kernels_for(x.device()));  // 16-bit through float32 (ops/widen_16bit.h)
+    Tensor out32 = wide.output(out), mean32 = wide.output(mean), invstd32 = wide.output(invstd);
+    OptionalWide w32 = widen_input(wide, or_null(w)), b32 = widen_input(wide, or_null(b));
+    OptionalWide rm32 = widen_output(wide, rm.defined() ? &rm : nullptr);
+    OptionalWide rv32 = widen_output(wide, rv.defined() ? &rv : nullptr);
+    wide.kernels().batch_norm(wide.input(x3), w32.get(), b32.get(), rm32.get(), rv32.get(), training, momentum, eps,
+                              out32, mean32, invstd32);
+    wide.finish();
+  }
   if (training && rm.defined()) {  // written in place: counted as every in-place write is
     rm.bump_version();
     rv.bump_version();
@@ -160,9 +181,15 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                        if (needs[0]) gx = Tensor::empty(x_shape, g.dtype(), g.device());
                        if (needs[1]) gw = Tensor::empty({c}, w_dtype, g.device());
                        if (needs[2]) gb = Tensor::empty({c}, b_dtype, g.device());
-                       kernels_for(g.device()).batch_norm_backward(g, x3, or_null(w), mean, invstd, training,
-                                                                   needs[0] ? &gx : nullptr, needs[1] ? &gw : nullptr,
-                                                                   needs[2] ? &gb : nullptr);
+                       Widened wide(kernels_for(g.device()));
+                       OptionalWide gx32 = widen_output(wide, needs[0] ? &gx : nullptr);
+                       OptionalWide gw32 = widen_output(wide, needs[1] ? &gw : nullptr);
+                       OptionalWide gb32 = widen_output(wide, needs[2] ? &gb : nullptr);
+                       OptionalWide w32 = widen_input(wide, or_null(w));
+                       wide.kernels().batch_norm_backward(wide.input(g), wide.input(x3), w32.get(), wide.input(mean),
+                                                          wide.input(invstd), training, gx32.get(), gw32.get(),
+                                                          gb32.get());
+                       wide.finish();
                        return std::vector<Tensor>{gx, gw, gb};
                      });
   }

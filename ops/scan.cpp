@@ -4,6 +4,7 @@
 
 #include "core/autograd.h"
 #include "ops/kernels.h"
+#include "ops/widen_16bit.h"
 
 namespace minidl {
 
@@ -82,7 +83,10 @@ Tensor cumprod_backward(const Tensor& grad, const Tensor& x, int64_t dim) {
   if (gx.numel() == 0) return gx;
   Tensor xs = x.contiguous(), gs = grad.to(x.dtype()).contiguous();
   const ScanGeometry g = geometry(x.shape(), dim);
-  kernels_for(x.device()).cumprod_backward(xs, gs, g.outer, g.n, g.inner, gx);
+  Widened wide(kernels_for(x.device()));  // 16-bit through float32 (ops/widen_16bit.h)
+  Tensor gx32 = wide.output(gx);
+  wide.kernels().cumprod_backward(wide.input(xs), wide.input(gs), g.outer, g.n, g.inner, gx32);
+  wide.finish();
   return gx;
 }
 

@@ -10,6 +10,7 @@
 #include "ops/elementwise.h"
 #include "ops/kernels.h"
 #include "ops/reduce.h"
+#include "ops/widen_16bit.h"
 
 namespace minidl {
 
@@ -44,7 +45,12 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
     src = x.contiguous();
   }
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
-  if (geo.outer > 0) kernels_for(x.device()).softmax(src, geo.outer, geo.n, geo.inner, log, out);
+  if (geo.outer > 0) {
+    Widened wide(kernels_for(x.device()));  // 16-bit through float32 (ops/widen_16bit.h)
+    Tensor out32 = wide.output(out);
+    wide.kernels().softmax(wide.input(src), geo.outer, geo.n, geo.inner, log, out32);
+    wide.finish();
+  }
   if (autograd::needs_recording({x})) {
     autograd::record(name, out, {x}, {out}, [y = out.detach(), geo, log, d = wrap_dim(dim, x.dim(), name)](
                                                  const Tensor& g, const std::vector<bool>&) {
@@ -54,8 +60,13 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
         return std::vector<Tensor>{mul(yh, sub(g, sum(mul(g, yh), {d}, true)))};
       }
       Tensor grad_in = Tensor::empty(y.shape(), y.dtype(), y.device());
-      if (geo.outer > 0)
-        kernels_for(y.device()).softmax_backward(g.contiguous(), y, geo.outer, geo.n, geo.inner, log, grad_in);
+      if (geo.outer > 0) {
+        Widened wide(kernels_for(y.device()));
+        Tensor grad_in32 = wide.output(grad_in);
+        wide.kernels().softmax_backward(wide.input(g.contiguous()), wide.input(y), geo.outer, geo.n, geo.inner, log,
+                                        grad_in32);
+        wide.finish();
+      }
       return std::vector<Tensor>{grad_in};
     }, true);
   }

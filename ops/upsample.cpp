@@ -11,6 +11,7 @@
 
 #include "core/autograd.h"
 #include "ops/kernels.h"
+#include "ops/widen_16bit.h"
 
 namespace minidl {
 
@@ -41,13 +42,19 @@ Tensor upsample_nearest2d(const Tensor& x, Size2 output_size, std::optional<Scal
   Tensor out = Tensor::empty({x.size(0), x.size(1), output_size.h, output_size.w}, x.dtype(), x.device());
   {
     NoGradGuard no_grad;  // contiguous() is plumbing, not a graph node
-    kernels_for(x.device()).upsample_nearest2d(x.contiguous(), scale_h, scale_w, out);
+    Widened wide(kernels_for(x.device()));  // 16-bit through float32 (ops/widen_16bit.h)
+    Tensor out32 = wide.output(out);
+    wide.kernels().upsample_nearest2d(wide.input(x.contiguous()), scale_h, scale_w, out32);
+    wide.finish();
   }
   if (autograd::needs_recording({x})) {
     autograd::record("upsample_nearest2d", out, {x}, [scale_h, scale_w, x_shape = x.shape()](
                                                          const Tensor& grad, const std::vector<bool>&) {
       Tensor grad_in = Tensor::empty(x_shape, grad.dtype(), grad.device());
-      kernels_for(grad.device()).upsample_nearest2d_backward(grad.contiguous(), scale_h, scale_w, grad_in);
+      Widened wide(kernels_for(grad.device()));
+      Tensor grad_in32 = wide.output(grad_in);
+      wide.kernels().upsample_nearest2d_backward(wide.input(grad.contiguous()), scale_h, scale_w, grad_in32);
+      wide.finish();
       return std::vector<Tensor>{grad_in};
     });
   }

@@ -2,12 +2,14 @@
 // Runs a kernel on bfloat16 / float16 tensors through float32 copies: the 16-bit inputs are widened
 // to float32, the float32 kernel computes, and each 16-bit output is rounded once when copied back.
 // This is what a kernel that computes in compute_t<T> would give, for the kernels that are not hot
-// enough to need their own 16-bit code (softmax, losses, norms, the rarer pools, upsample, index_add,
-// CUDA's scans; mixed precision runs most of these in float32 anyway); a kernel that is hot on the
-// GPU (elementwise, sums, max_pool2d, dropout) has a native 16-bit path instead.
-//   if (is_reduced_floating(x.dtype())) {
-//     Widened w(*this);  Tensor out32 = w.output(out);  softmax(w.input(x), ..., out32);  w.finish();
-//   }
+// enough to need their own 16-bit code (softmax, losses, norms, the rarer pools, upsample); mixed
+// precision runs most of these in float32 anyway. A kernel that is hot on the GPU (elementwise, sums,
+// max_pool2d, dropout) has a native 16-bit path instead. The op wraps its kernel call, once for every
+// device; for other dtypes every call below passes its tensor through untouched:
+//   Widened w(kernels_for(x.device()));
+//   Tensor out32 = w.output(out);
+//   w.kernels().softmax(w.input(x), ..., out32);
+//   w.finish();
 #include <utility>
 #include <vector>
 
@@ -28,6 +30,8 @@ class Widened {
   explicit Widened(Kernels& kernels) : kernels_(kernels) {}
   Widened(const Widened&) = delete;
   Widened& operator=(const Widened&) = delete;
+
+  Kernels& kernels() { return kernels_; }
 
   /// A float32 copy of a 16-bit tensor; any other tensor (float32 params, int64 indices) unchanged.
   Tensor input(const Tensor& t) {

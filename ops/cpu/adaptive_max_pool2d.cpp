@@ -3,17 +3,10 @@
 #include <cmath>
 
 #include "ops/cpu/cpu_kernels.h"
-#include "ops/widen_16bit.h"
 
 namespace minidl {
 
 void CpuKernels::adaptive_max_pool2d(const Tensor& x, Tensor& out, Tensor& indices) {
-  if (is_reduced_floating(x.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor out32 = w.output(out);
-    adaptive_max_pool2d(w.input(x), out32, indices);
-    return w.finish();
-  }
   const int64_t H = x.size(2), W = x.size(3), OH = out.size(2), OW = out.size(3);
   const int64_t planes = x.size(0) * x.size(1);
   dispatch_floating(x.dtype(), "adaptive_max_pool2d", [&](auto tag) {

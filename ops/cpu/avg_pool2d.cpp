@@ -5,7 +5,6 @@
 #include <type_traits>
 
 #include "ops/cpu/cpu_kernels.h"
-#include "ops/widen_16bit.h"
 
 namespace minidl {
 
@@ -60,12 +59,6 @@ void add_to_window(T* dst, int64_t W, const Window& h, const Window& w, T value)
 }  // namespace
 
 void CpuKernels::avg_pool2d(const Tensor& x, const ConvGeometry& g, bool count_include_pad, Tensor& out) {
-  if (is_reduced_floating(x.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor out32 = w.output(out);
-    avg_pool2d(w.input(x), g, count_include_pad, out32);
-    return w.finish();
-  }
   const int64_t planes = x.size(0) * g.channels, plane_in = g.height * g.width, plane_out = g.out_h * g.out_w;
   dispatch_floating(x.dtype(), "avg_pool2d", [&](auto tag) {
     using T = decltype(tag);
@@ -87,12 +80,6 @@ void CpuKernels::avg_pool2d(const Tensor& x, const ConvGeometry& g, bool count_i
 
 void CpuKernels::avg_pool2d_backward(const Tensor& grad_out, const ConvGeometry& g, bool count_include_pad,
                                      Tensor& grad_in) {
-  if (is_reduced_floating(grad_out.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor grad32 = w.output(grad_in);
-    avg_pool2d_backward(w.input(grad_out), g, count_include_pad, grad32);
-    return w.finish();
-  }
   const int64_t planes = grad_in.size(0) * g.channels, plane_in = g.height * g.width,
                 plane_out = g.out_h * g.out_w;
   dispatch_floating(grad_out.dtype(), "avg_pool2d_backward", [&](auto tag) {
@@ -116,12 +103,6 @@ void CpuKernels::avg_pool2d_backward(const Tensor& grad_out, const ConvGeometry&
 }
 
 void CpuKernels::adaptive_avg_pool2d(const Tensor& x, Tensor& out) {
-  if (is_reduced_floating(x.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor out32 = w.output(out);
-    adaptive_avg_pool2d(w.input(x), out32);
-    return w.finish();
-  }
   const int64_t H = x.size(2), W = x.size(3), OH = out.size(2), OW = out.size(3);
   const int64_t planes = x.size(0) * x.size(1);
   dispatch_floating(x.dtype(), "adaptive_avg_pool2d", [&](auto tag) {
@@ -143,12 +124,6 @@ void CpuKernels::adaptive_avg_pool2d(const Tensor& x, Tensor& out) {
 }
 
 void CpuKernels::adaptive_avg_pool2d_backward(const Tensor& grad_out, Tensor& grad_in) {
-  if (is_reduced_floating(grad_out.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor grad32 = w.output(grad_in);
-    adaptive_avg_pool2d_backward(w.input(grad_out), grad32);
-    return w.finish();
-  }
   const int64_t H = grad_in.size(2), W = grad_in.size(3), OH = grad_out.size(2), OW = grad_out.size(3);
   const int64_t planes = grad_in.size(0) * grad_in.size(1);
   dispatch_floating(grad_out.dtype(), "adaptive_avg_pool2d_backward", [&](auto tag) {

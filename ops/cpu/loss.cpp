@@ -6,7 +6,6 @@
 #include <cstring>
 
 #include "ops/cpu/cpu_kernels.h"
-#include "ops/widen_16bit.h"
 
 namespace minidl {
 
@@ -31,13 +30,6 @@ T class_weight(const Tensor* weight, int64_t t) {
 
 void CpuKernels::nll_loss(const Tensor& log_probs, const Tensor& target, const Tensor* weight, int64_t ignore_index,
                           Tensor& row_loss, Tensor& total_weight) {
-  if (is_reduced_floating(log_probs.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor loss32 = w.output(row_loss), total32 = w.output(total_weight);
-    OptionalWide weight32 = widen_input(w, weight);
-    nll_loss(w.input(log_probs), target, weight32.get(), ignore_index, loss32, total32);
-    return w.finish();
-  }
   const int64_t n = log_probs.size(0), c = log_probs.size(1);
   check_targets("nll_loss", target, c, ignore_index);
   dispatch_floating(log_probs.dtype(), "nll_loss", [&](auto tag) {
@@ -61,13 +53,6 @@ void CpuKernels::nll_loss(const Tensor& log_probs, const Tensor& target, const T
 
 void CpuKernels::nll_loss_backward(const Tensor& grad_rows, const Tensor& target, const Tensor* weight,
                                    int64_t ignore_index, Tensor& grad_log_probs) {
-  if (is_reduced_floating(grad_log_probs.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor grad32 = w.output(grad_log_probs);
-    OptionalWide weight32 = widen_input(w, weight);
-    nll_loss_backward(w.input(grad_rows), target, weight32.get(), ignore_index, grad32);
-    return w.finish();
-  }
   const int64_t n = grad_log_probs.size(0), c = grad_log_probs.size(1);
   check_targets("nll_loss", target, c, ignore_index);
   dispatch_floating(grad_log_probs.dtype(), "nll_loss_backward", [&](auto tag) {
@@ -83,13 +68,6 @@ void CpuKernels::nll_loss_backward(const Tensor& grad_rows, const Tensor& target
 
 void CpuKernels::cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Tensor& loss,
                                Tensor& count, Tensor* grad_logits) {
-  if (is_reduced_floating(logits.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor loss32 = w.output(loss), count32 = w.output(count);
-    OptionalWide grad32 = widen_output(w, grad_logits);
-    cross_entropy(w.input(logits), target, ignore_index, loss32, count32, grad32.get());
-    return w.finish();
-  }
   const int64_t n = logits.size(0), c = logits.size(1);
   check_targets("cross_entropy", target, c, ignore_index);
   Tensor log_probs = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
@@ -128,12 +106,6 @@ void CpuKernels::cross_entropy(const Tensor& logits, const Tensor& target, int64
 
 // log(sigmoid(x)) through whichever of exp(-|x|) never overflows; its derivative, sigmoid(-x), likewise.
 void CpuKernels::log_sigmoid(const Tensor& x, Tensor& out) {
-  if (is_reduced_floating(x.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor out32 = w.output(out);
-    log_sigmoid(w.input(x), out32);
-    return w.finish();
-  }
   dispatch_floating(x.dtype(), "log_sigmoid", [&](auto tag) {
     using T = decltype(tag);
     const T* in = x.data<T>();
@@ -145,12 +117,6 @@ void CpuKernels::log_sigmoid(const Tensor& x, Tensor& out) {
 }
 
 void CpuKernels::log_sigmoid_backward(const Tensor& grad_out, const Tensor& x, Tensor& grad_x) {
-  if (is_reduced_floating(x.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor grad32 = w.output(grad_x);
-    log_sigmoid_backward(w.input(grad_out), w.input(x), grad32);
-    return w.finish();
-  }
   dispatch_floating(x.dtype(), "log_sigmoid_backward", [&](auto tag) {
     using T = decltype(tag);
     const T* g = grad_out.data<T>();

@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "ops/cpu/cpu_kernels.h"
-#include "ops/widen_16bit.h"
 
 namespace minidl {
 
@@ -268,15 +267,6 @@ void group_norm_backward_impl(const Tensor& grad_out, const Tensor& x, int64_t g
 void CpuKernels::batch_norm(const Tensor& x, const Tensor* weight, const Tensor* bias, Tensor* running_mean,
                             Tensor* running_var, bool training, double momentum, double eps, Tensor& out,
                             Tensor& save_mean, Tensor& save_invstd) {
-  if (is_reduced_floating(x.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor out32 = w.output(out), mean32 = w.output(save_mean), invstd32 = w.output(save_invstd);
-    OptionalWide weight32 = widen_input(w, weight), bias32 = widen_input(w, bias);
-    OptionalWide rmean32 = widen_output(w, running_mean), rvar32 = widen_output(w, running_var);
-    batch_norm(w.input(x), weight32.get(), bias32.get(), rmean32.get(), rvar32.get(), training, momentum, eps, out32,
-               mean32, invstd32);
-    return w.finish();
-  }
   dispatch_floating(x.dtype(), "batch_norm", [&](auto tag) {
     batch_norm_impl<decltype(tag)>(x, weight, bias, running_mean, running_var, training, momentum, eps, out, save_mean,
                                    save_invstd);
@@ -286,14 +276,6 @@ void CpuKernels::batch_norm(const Tensor& x, const Tensor* weight, const Tensor*
 void CpuKernels::batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor* weight,
                                      const Tensor& save_mean, const Tensor& save_invstd, bool training, Tensor* grad_x,
                                      Tensor* grad_weight, Tensor* grad_bias) {
-  if (is_reduced_floating(x.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    OptionalWide weight32 = widen_input(w, weight);
-    OptionalWide gx32 = widen_output(w, grad_x), gw32 = widen_output(w, grad_weight), gb32 = widen_output(w, grad_bias);
-    batch_norm_backward(w.input(grad_out), w.input(x), weight32.get(), w.input(save_mean), w.input(save_invstd),
-                        training, gx32.get(), gw32.get(), gb32.get());
-    return w.finish();
-  }
   dispatch_floating(x.dtype(), "batch_norm_backward", [&](auto tag) {
     batch_norm_backward_impl<decltype(tag)>(grad_out, x, weight, save_mean, save_invstd, training, grad_x, grad_weight,
                                             grad_bias);
@@ -302,13 +284,6 @@ void CpuKernels::batch_norm_backward(const Tensor& grad_out, const Tensor& x, co
 
 void CpuKernels::group_norm(const Tensor& x, int64_t groups, const Tensor* weight, const Tensor* bias, double eps,
                             Tensor& out, Tensor& save_mean, Tensor& save_invstd) {
-  if (is_reduced_floating(x.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor out32 = w.output(out), mean32 = w.output(save_mean), invstd32 = w.output(save_invstd);
-    OptionalWide weight32 = widen_input(w, weight), bias32 = widen_input(w, bias);
-    group_norm(w.input(x), groups, weight32.get(), bias32.get(), eps, out32, mean32, invstd32);
-    return w.finish();
-  }
   dispatch_floating(x.dtype(), "group_norm", [&](auto tag) {
     group_norm_impl<decltype(tag)>(x, groups, weight, bias, eps, out, save_mean, save_invstd);
   });
@@ -317,14 +292,6 @@ void CpuKernels::group_norm(const Tensor& x, int64_t groups, const Tensor* weigh
 void CpuKernels::group_norm_backward(const Tensor& grad_out, const Tensor& x, int64_t groups, const Tensor* weight,
                                      const Tensor& save_mean, const Tensor& save_invstd, Tensor* grad_x,
                                      Tensor* grad_weight, Tensor* grad_bias) {
-  if (is_reduced_floating(x.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    OptionalWide weight32 = widen_input(w, weight);
-    OptionalWide gx32 = widen_output(w, grad_x), gw32 = widen_output(w, grad_weight), gb32 = widen_output(w, grad_bias);
-    group_norm_backward(w.input(grad_out), w.input(x), groups, weight32.get(), w.input(save_mean), w.input(save_invstd),
-                        gx32.get(), gw32.get(), gb32.get());
-    return w.finish();
-  }
   dispatch_floating(x.dtype(), "group_norm_backward", [&](auto tag) {
     group_norm_backward_impl<decltype(tag)>(grad_out, x, groups, weight, save_mean, save_invstd, grad_x, grad_weight,
                                             grad_bias);

@@ -5,7 +5,6 @@
 #include <type_traits>
 
 #include "ops/cpu/cpu_kernels.h"
-#include "ops/widen_16bit.h"
 
 namespace minidl {
 
@@ -79,12 +78,6 @@ void CpuKernels::scan(ScanOp op, const Tensor& x, int64_t outer, int64_t n, int6
 
 void CpuKernels::cumprod_backward(const Tensor& x, const Tensor& grad_out, int64_t outer, int64_t n, int64_t inner,
                                   Tensor& grad_in) {
-  if (is_reduced_floating(x.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor grad32 = w.output(grad_in);
-    cumprod_backward(w.input(x), w.input(grad_out), outer, n, inner, grad32);
-    return w.finish();
-  }
   dispatch_floating(x.dtype(), "cumprod_backward", [&](auto tag) {
     using T = decltype(tag);
     cumprod_backward_kernel<T>(x.data<T>(), grad_out.data<T>(), outer, n, inner, grad_in.data<T>());

@@ -7,7 +7,6 @@
 #include <cmath>
 
 #include "ops/cpu/cpu_kernels.h"
-#include "ops/widen_16bit.h"
 
 namespace minidl {
 
@@ -106,12 +105,6 @@ void for_each_softmax_part(int64_t outer, int64_t n, int64_t inner, Row&& row, S
 }  // namespace
 
 void CpuKernels::softmax(const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool log, Tensor& out) {
-  if (is_reduced_floating(x.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor out32 = w.output(out);
-    softmax(w.input(x), outer, n, inner, log, out32);
-    return w.finish();
-  }
   dispatch_floating(x.dtype(), "softmax", [&](auto tag) {
     using T = decltype(tag);
     const T* in = x.data<T>();
@@ -124,12 +117,6 @@ void CpuKernels::softmax(const Tensor& x, int64_t outer, int64_t n, int64_t inne
 
 void CpuKernels::softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t outer, int64_t n, int64_t inner,
                                   bool log, Tensor& grad_in) {
-  if (is_reduced_floating(out.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor grad32 = w.output(grad_in);
-    softmax_backward(w.input(grad_out), w.input(out), outer, n, inner, log, grad32);
-    return w.finish();
-  }
   dispatch_floating(out.dtype(), "softmax_backward", [&](auto tag) {
     using T = decltype(tag);
     const T* g = grad_out.data<T>();

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "ops/cpu/cpu_kernels.h"
-#include "ops/widen_16bit.h"
 
 namespace minidl {
 
@@ -25,12 +24,6 @@ std::vector<int64_t> nearest_sources(int64_t out, int64_t in, float scale) {
 }  // namespace
 
 void CpuKernels::upsample_nearest2d(const Tensor& x, float scale_h, float scale_w, Tensor& out) {
-  if (is_reduced_floating(x.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor out32 = w.output(out);
-    upsample_nearest2d(w.input(x), scale_h, scale_w, out32);
-    return w.finish();
-  }
   const int64_t H = x.size(2), W = x.size(3), OH = out.size(2), OW = out.size(3);
   const int64_t planes = x.size(0) * x.size(1);
   const std::vector<int64_t> rows = nearest_sources(OH, H, scale_h), cols = nearest_sources(OW, W, scale_w);
@@ -51,12 +44,6 @@ void CpuKernels::upsample_nearest2d(const Tensor& x, float scale_h, float scale_
 }
 
 void CpuKernels::upsample_nearest2d_backward(const Tensor& grad_out, float scale_h, float scale_w, Tensor& grad_in) {
-  if (is_reduced_floating(grad_out.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor grad32 = w.output(grad_in);
-    upsample_nearest2d_backward(w.input(grad_out), scale_h, scale_w, grad32);
-    return w.finish();
-  }
   const int64_t H = grad_in.size(2), W = grad_in.size(3), OH = grad_out.size(2), OW = grad_out.size(3);
   const int64_t planes = grad_in.size(0) * grad_in.size(1);
   const std::vector<int64_t> rows = nearest_sources(OH, H, scale_h), cols = nearest_sources(OW, W, scale_w);

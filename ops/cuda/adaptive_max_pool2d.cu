@@ -1,7 +1,6 @@
 // Adaptive max pooling on CUDA: one thread per output, scanning its window in the CPU kernel's
 // order, so values and indices match it exactly. Index arithmetic is 32-bit where the sizes allow.
 #include "ops/cuda/common.cuh"
-#include "ops/widen_16bit.h"
 
 namespace minidl {
 
@@ -37,12 +36,6 @@ bool fits_int32(int64_t a, int64_t b) { return a <= INT32_MAX / 4 && b <= INT32_
 }  // namespace
 
 void CudaKernels::adaptive_max_pool2d(const Tensor& x, Tensor& out, Tensor& indices) {
-  if (is_reduced_floating(x.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor out32 = w.output(out);
-    adaptive_max_pool2d(w.input(x), out32, indices);
-    return w.finish();
-  }
   const int64_t total = out.numel();
   if (total == 0) return;
   const int64_t H = x.size(2), W = x.size(3), OH = out.size(2), OW = out.size(3);

@@ -4,7 +4,6 @@
 // as on the CPU. Index arithmetic is 32-bit wherever the sizes allow (Geo<int32_t>, see
 // ops/cuda/max_pool2d.cu for why).
 #include "ops/cuda/common.cuh"
-#include "ops/widen_16bit.h"
 
 namespace minidl {
 
@@ -123,12 +122,6 @@ bool fits_int32(int64_t a, int64_t b) { return a <= INT32_MAX / 4 && b <= INT32_
 }  // namespace
 
 void CudaKernels::avg_pool2d(const Tensor& x, const ConvGeometry& g, bool count_include_pad, Tensor& out) {
-  if (is_reduced_floating(x.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor out32 = w.output(out);
-    avg_pool2d(w.input(x), g, count_include_pad, out32);
-    return w.finish();
-  }
   const int64_t total = out.numel();
   if (total == 0) return;
   cuda::DeviceGuard guard(device_);
@@ -147,12 +140,6 @@ void CudaKernels::avg_pool2d(const Tensor& x, const ConvGeometry& g, bool count_
 
 void CudaKernels::avg_pool2d_backward(const Tensor& grad_out, const ConvGeometry& g, bool count_include_pad,
                                       Tensor& grad_in) {
-  if (is_reduced_floating(grad_out.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor grad32 = w.output(grad_in);
-    avg_pool2d_backward(w.input(grad_out), g, count_include_pad, grad32);
-    return w.finish();
-  }
   const int64_t total = grad_in.numel();
   if (total == 0) return;
   cuda::DeviceGuard guard(device_);
@@ -170,12 +157,6 @@ void CudaKernels::avg_pool2d_backward(const Tensor& grad_out, const ConvGeometry
 }
 
 void CudaKernels::adaptive_avg_pool2d(const Tensor& x, Tensor& out) {
-  if (is_reduced_floating(x.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor out32 = w.output(out);
-    adaptive_avg_pool2d(w.input(x), out32);
-    return w.finish();
-  }
   const int64_t total = out.numel();
   if (total == 0) return;
   const int64_t H = x.size(2), W = x.size(3), OH = out.size(2), OW = out.size(3);
@@ -195,12 +176,6 @@ void CudaKernels::adaptive_avg_pool2d(const Tensor& x, Tensor& out) {
 }
 
 void CudaKernels::adaptive_avg_pool2d_backward(const Tensor& grad_out, Tensor& grad_in) {
-  if (is_reduced_floating(grad_out.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor grad32 = w.output(grad_in);
-    adaptive_avg_pool2d_backward(w.input(grad_out), grad32);
-    return w.finish();
-  }
   const int64_t total = grad_in.numel();
   if (total == 0) return;
   const int64_t H = grad_in.size(2), W = grad_in.size(3), OH = grad_out.size(2), OW = grad_out.size(3);

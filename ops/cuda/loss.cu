@@ -6,7 +6,6 @@
 // check targets up front and throw at once.
 #include "core/cuda/launch.cuh"
 #include "ops/cuda/softmax.cuh"
-#include "ops/widen_16bit.h"
 
 namespace minidl {
 
@@ -187,12 +186,6 @@ __global__ void log_sigmoid_backward_kernel(const T* grad, const T* x, T* out, i
 }  // namespace
 
 void CudaKernels::log_sigmoid(const Tensor& x, Tensor& out) {
-  if (is_reduced_floating(x.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor out32 = w.output(out);
-    log_sigmoid(w.input(x), out32);
-    return w.finish();
-  }
   const int64_t n = x.numel();
   if (n == 0) return;
   cuda::DeviceGuard guard(device_);
@@ -204,12 +197,6 @@ void CudaKernels::log_sigmoid(const Tensor& x, Tensor& out) {
 }
 
 void CudaKernels::log_sigmoid_backward(const Tensor& grad_out, const Tensor& x, Tensor& grad_x) {
-  if (is_reduced_floating(x.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor grad32 = w.output(grad_x);
-    log_sigmoid_backward(w.input(grad_out), w.input(x), grad32);
-    return w.finish();
-  }
   const int64_t n = x.numel();
   if (n == 0) return;
   cuda::DeviceGuard guard(device_);
@@ -223,13 +210,6 @@ void CudaKernels::log_sigmoid_backward(const Tensor& grad_out, const Tensor& x, 
 
 void CudaKernels::nll_loss(const Tensor& log_probs, const Tensor& target, const Tensor* weight, int64_t ignore_index,
                            Tensor& row_loss, Tensor& total_weight) {
-  if (is_reduced_floating(log_probs.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor loss32 = w.output(row_loss), total32 = w.output(total_weight);
-    OptionalWide weight32 = widen_input(w, weight);
-    nll_loss(w.input(log_probs), target, weight32.get(), ignore_index, loss32, total32);
-    return w.finish();
-  }
   const int64_t rows = log_probs.size(0), classes = log_probs.size(1);
   cuda::DeviceGuard guard(device_);
   dispatch_floating(log_probs.dtype(), "nll_loss", [&](auto tag) {
@@ -244,13 +224,6 @@ void CudaKernels::nll_loss(const Tensor& log_probs, const Tensor& target, const 
 
 void CudaKernels::nll_loss_backward(const Tensor& grad_rows, const Tensor& target, const Tensor* weight,
                                     int64_t ignore_index, Tensor& grad_log_probs) {
-  if (is_reduced_floating(grad_log_probs.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor grad32 = w.output(grad_log_probs);
-    OptionalWide weight32 = widen_input(w, weight);
-    nll_loss_backward(w.input(grad_rows), target, weight32.get(), ignore_index, grad32);
-    return w.finish();
-  }
   const int64_t rows = grad_log_probs.size(0), classes = grad_log_probs.size(1);
   if (rows * classes == 0) return;
   cuda::DeviceGuard guard(device_);
@@ -265,13 +238,6 @@ void CudaKernels::nll_loss_backward(const Tensor& grad_rows, const Tensor& targe
 
 void CudaKernels::cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Tensor& loss,
                                 Tensor& count, Tensor* grad_logits) {
-  if (is_reduced_floating(logits.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor loss32 = w.output(loss), count32 = w.output(count);
-    OptionalWide grad32 = widen_output(w, grad_logits);
-    cross_entropy(w.input(logits), target, ignore_index, loss32, count32, grad32.get());
-    return w.finish();
-  }
   const int64_t rows = logits.size(0), classes = logits.size(1);
   cuda::DeviceGuard guard(device_);
   dispatch_floating(logits.dtype(), "cross_entropy", [&](auto tag) {

@@ -14,7 +14,6 @@
 #include <cub/warp/warp_reduce.cuh>
 
 #include "ops/cuda/common.cuh"
-#include "ops/widen_16bit.h"
 
 namespace minidl {
 
@@ -300,15 +299,6 @@ void dispatch_index(const Tensor& x, const char* what, Fn&& fn) {
 void CudaKernels::batch_norm(const Tensor& x, const Tensor* weight, const Tensor* bias, Tensor* running_mean,
                              Tensor* running_var, bool training, double momentum, double eps, Tensor& out,
                              Tensor& save_mean, Tensor& save_invstd) {
-  if (is_reduced_floating(x.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor out32 = w.output(out), mean32 = w.output(save_mean), invstd32 = w.output(save_invstd);
-    OptionalWide weight32 = widen_input(w, weight), bias32 = widen_input(w, bias);
-    OptionalWide rmean32 = widen_output(w, running_mean), rvar32 = widen_output(w, running_var);
-    batch_norm(w.input(x), weight32.get(), bias32.get(), rmean32.get(), rvar32.get(), training, momentum, eps, out32,
-               mean32, invstd32);
-    return w.finish();
-  }
   const int64_t n = x.size(0), channels = x.size(1), l = x.size(2);
   if (channels == 0) return;
   cuda::DeviceGuard guard(device_);
@@ -338,14 +328,6 @@ void CudaKernels::batch_norm(const Tensor& x, const Tensor* weight, const Tensor
 void CudaKernels::batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor* weight,
                                       const Tensor& save_mean, const Tensor& save_invstd, bool training,
                                       Tensor* grad_x, Tensor* grad_weight, Tensor* grad_bias) {
-  if (is_reduced_floating(x.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    OptionalWide weight32 = widen_input(w, weight);
-    OptionalWide gx32 = widen_output(w, grad_x), gw32 = widen_output(w, grad_weight), gb32 = widen_output(w, grad_bias);
-    batch_norm_backward(w.input(grad_out), w.input(x), weight32.get(), w.input(save_mean), w.input(save_invstd),
-                        training, gx32.get(), gw32.get(), gb32.get());
-    return w.finish();
-  }
   const int64_t n = x.size(0), channels = x.size(1), l = x.size(2);
   if (channels == 0) return;
   cuda::DeviceGuard guard(device_);
@@ -377,13 +359,6 @@ void CudaKernels::batch_norm_backward(const Tensor& grad_out, const Tensor& x, c
 
 void CudaKernels::group_norm(const Tensor& x, int64_t groups, const Tensor* weight, const Tensor* bias, double eps,
                              Tensor& out, Tensor& save_mean, Tensor& save_invstd) {
-  if (is_reduced_floating(x.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor out32 = w.output(out), mean32 = w.output(save_mean), invstd32 = w.output(save_invstd);
-    OptionalWide weight32 = widen_input(w, weight), bias32 = widen_input(w, bias);
-    group_norm(w.input(x), groups, weight32.get(), bias32.get(), eps, out32, mean32, invstd32);
-    return w.finish();
-  }
   const int64_t n = x.size(0), channels = x.size(1), l = x.size(2);
   const int64_t rows = n * groups, d = channels / groups * l;
   if (rows == 0) return;
@@ -407,14 +382,6 @@ void CudaKernels::group_norm(const Tensor& x, int64_t groups, const Tensor* weig
 void CudaKernels::group_norm_backward(const Tensor& grad_out, const Tensor& x, int64_t groups, const Tensor* weight,
                                       const Tensor& save_mean, const Tensor& save_invstd, Tensor* grad_x,
                                       Tensor* grad_weight, Tensor* grad_bias) {
-  if (is_reduced_floating(x.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    OptionalWide weight32 = widen_input(w, weight);
-    OptionalWide gx32 = widen_output(w, grad_x), gw32 = widen_output(w, grad_weight), gb32 = widen_output(w, grad_bias);
-    group_norm_backward(w.input(grad_out), w.input(x), groups, weight32.get(), w.input(save_mean), w.input(save_invstd),
-                        gx32.get(), gw32.get(), gb32.get());
-    return w.finish();
-  }
   const int64_t n = x.size(0), channels = x.size(1), l = x.size(2);
   const int64_t per_group = channels / groups, rows = n * groups, d = per_group * l;
   cuda::DeviceGuard guard(device_);

@@ -127,12 +127,6 @@ void CudaKernels::scan(ScanOp op, const Tensor& x, int64_t outer, int64_t n, int
 
 void CudaKernels::cumprod_backward(const Tensor& x, const Tensor& grad_out, int64_t outer, int64_t n, int64_t inner,
                                    Tensor& grad_in) {
-  if (is_reduced_floating(x.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor grad32 = w.output(grad_in);
-    cumprod_backward(w.input(x), w.input(grad_out), outer, n, inner, grad32);
-    return w.finish();
-  }
   if (outer * n * inner == 0) return;
   cuda::DeviceGuard guard(device_);
   dispatch_floating(x.dtype(), "cumprod_backward", [&](auto tag) {

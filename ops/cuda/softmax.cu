@@ -1,7 +1,6 @@
 // Softmax and log-softmax forward and backward on CUDA (kernel shapes in ops/cuda/softmax.cuh).
 // Backward: softmax  grad_in = y * (g - sum(g * y));  log-softmax  grad_in = g - exp(y) * sum(g).
 #include "ops/cuda/softmax.cuh"
-#include "ops/widen_16bit.h"
 
 namespace minidl {
 
@@ -69,12 +68,6 @@ __global__ void softmax_backward_cols(const T* g, const T* y, T* gin, int64_t ou
 }  // namespace
 
 void CudaKernels::softmax(const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool log, Tensor& out) {
-  if (is_reduced_floating(x.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor out32 = w.output(out);
-    softmax(w.input(x), outer, n, inner, log, out32);
-    return w.finish();
-  }
   cuda::DeviceGuard guard(device_);
   dispatch_floating(x.dtype(), "softmax", [&](auto tag) {
     using T = decltype(tag);
@@ -84,12 +77,6 @@ void CudaKernels::softmax(const Tensor& x, int64_t outer, int64_t n, int64_t inn
 
 void CudaKernels::softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t outer, int64_t n,
                                    int64_t inner, bool log, Tensor& grad_in) {
-  if (is_reduced_floating(out.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor grad32 = w.output(grad_in);
-    softmax_backward(w.input(grad_out), w.input(out), outer, n, inner, log, grad32);
-    return w.finish();
-  }
   if (outer * inner == 0 || n == 0) return;
   cuda::DeviceGuard guard(device_);
   dispatch_floating(out.dtype(), "softmax_backward", [&](auto tag) {

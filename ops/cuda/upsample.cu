@@ -4,7 +4,6 @@
 // index is computed in float exactly as on the CPU (floor(o * scale), clamped), so both devices
 // pick the same rows.
 #include "ops/cuda/common.cuh"
-#include "ops/widen_16bit.h"
 
 namespace minidl {
 
@@ -63,12 +62,6 @@ bool fits_int32(int64_t a, int64_t b) { return a <= INT32_MAX && b <= INT32_MAX;
 }  // namespace
 
 void CudaKernels::upsample_nearest2d(const Tensor& x, float scale_h, float scale_w, Tensor& out) {
-  if (is_reduced_floating(x.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor out32 = w.output(out);
-    upsample_nearest2d(w.input(x), scale_h, scale_w, out32);
-    return w.finish();
-  }
   const int64_t total = out.numel();
   if (total == 0) return;
   const int64_t H = x.size(2), W = x.size(3), OH = out.size(2), OW = out.size(3);
@@ -88,12 +81,6 @@ void CudaKernels::upsample_nearest2d(const Tensor& x, float scale_h, float scale
 }
 
 void CudaKernels::upsample_nearest2d_backward(const Tensor& grad_out, float scale_h, float scale_w, Tensor& grad_in) {
-  if (is_reduced_floating(grad_out.dtype())) {  // computed in float32 (ops/widen_16bit.h)
-    Widened w(*this);
-    Tensor grad32 = w.output(grad_in);
-    upsample_nearest2d_backward(w.input(grad_out), scale_h, scale_w, grad32);
-    return w.finish();
-  }
   const int64_t total = grad_in.numel();
   if (total == 0) return;
   const int64_t H = grad_in.size(2), W = grad_in.size(3), OH = grad_out.size(2), OW = grad_out.size(3);

@@ -153,6 +153,15 @@ decltype(auto) dispatch_all(DType dtype, const char* what, Fn&& fn) {
               " (convert it with .to(kFloat32) first)");
 }
 
+/// Calls fn(BFloat16{}) or fn(Half{}) for a 16-bit dtype: for a kernel's own 16-bit path.
+///   if (is_reduced_floating(x.dtype())) dispatch_16bit(x.dtype(), [&](auto tag) { ... });
+template <class Fn>
+void dispatch_16bit(DType dtype, Fn&& fn) {
+  if (dtype == DType::BFloat16) fn(BFloat16{});
+  else if (dtype == DType::Float16) fn(Half{});
+  else MINIDL_FAIL("dispatch_16bit: expected bfloat16 or float16, got ", dtype);
+}
+
 /// dispatch_all with the 16-bit floating types too.
 template <class Fn>
 decltype(auto) dispatch_all_and_half(DType dtype, const char* what, Fn&& fn) {

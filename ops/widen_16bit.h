@@ -17,13 +17,6 @@
 
 namespace minidl {
 
-/// Calls fn(BFloat16{}) or fn(Half{}) for a 16-bit dtype: for a kernel's own 16-bit path.
-template <class Fn>
-void dispatch_16bit(DType dtype, Fn&& fn) {
-  if (dtype == DType::BFloat16) fn(BFloat16{});
-  else fn(Half{});
-}
-
 /// The float32 stand-ins of one kernel call; see the example above.
 class Widened {
  public:

@@ -8,7 +8,6 @@
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/math_functions.h"
 #include "ops/cpu/strided.h"
-#include "ops/widen_16bit.h"
 
 namespace minidl {
 

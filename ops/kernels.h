@@ -8,6 +8,7 @@
 // contiguous unless a comment says "any strides".
 #include <cstdint>
 
+#include "core/error.h"
 #include "core/tensor.h"
 
 namespace minidl {
@@ -236,6 +237,36 @@ class Kernels {
   virtual void linear_relu_linear_backward(const Tensor& grad_out, const Tensor& w2, bool trans_w2,
                                            const Tensor& hidden, Tensor& grad_pre, Tensor& grad_bias1,
                                            const GemmCall* second);
+
+  // ---- fused attention (ops/attention.cpp) ----
+  // q [B, L, E], k [B, S, E], v [B, S, Ev], all contiguous and of one floating dtype; B is every
+  // batch and head dim flattened. scores = scale * q k^T; with `causal`, query i sees keys j <= i
+  // (PyTorch's top-left tril(ones(L, S))). No other mask: the op composes masked attention.
+  /// Whether this device has a fused kernel for this dtype, head sizes and dropout.
+  virtual bool fused_attention_supports(DType dtype, int64_t e, int64_t ev, bool dropout) const {
+    (void)dtype, (void)e, (void)ev, (void)dropout;
+    return false;
+  }
+  /// out [B, L, Ev] = dropout(softmax(scores)) v without storing scores; logsumexp (float32 [B, L])
+  /// = the log of each row's sum of exp(scores), saved for the backward (-inf for a row that sees
+  /// no key). With dropout_p > 0 the kept mask comes from the default generator, and rng_state
+  /// (int64 [2], CPU) records where, so that the backward draws the same mask.
+  virtual void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
+                                 double dropout_p, Tensor& out, Tensor& logsumexp, Tensor& rng_state) {
+    (void)q, (void)k, (void)v, (void)scale, (void)causal, (void)dropout_p, (void)out, (void)logsumexp,
+        (void)rng_state;
+    MINIDL_FAIL("attention_forward: this device has no fused attention kernel");
+  }
+  /// grad_q, grad_k, grad_v (overwritten, the shapes of q, k, v) from grad_out [B, L, Ev], recomputing
+  /// the probabilities from q, k, logsumexp and rng_state.
+  virtual void attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& out, const Tensor& logsumexp, const Tensor& rng_state,
+                                  double scale, bool causal, double dropout_p, Tensor& grad_q, Tensor& grad_k,
+                                  Tensor& grad_v) {
+    (void)grad_out, (void)q, (void)k, (void)v, (void)out, (void)logsumexp, (void)rng_state, (void)scale,
+        (void)causal, (void)dropout_p, (void)grad_q, (void)grad_k, (void)grad_v;
+    MINIDL_FAIL("attention_backward: this device has no fused attention kernel");
+  }
 
   // ---- softmax and losses (ops/softmax.cpp, ops/loss.cpp) ----
   /// (log-)softmax of x viewed as [outer, n, inner] over n.

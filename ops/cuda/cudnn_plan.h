@@ -122,8 +122,18 @@ inline bool computes_in_float32(cudnnConvolutionBwdFilterAlgo_t a) {
          a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
 }
 
+/// The gradient algorithms that add partial sums into the output with atomics: with a 16-bit output
+/// every add rounds to 16 bits. On an H100 the bfloat16 input gradient of a 3 x 3 convolution over 5
+/// channels (45 products a sum) came out 6 units in the last place off float32's, where one rounding
+/// gives half a unit; 16-bit plans leave them out.
+inline bool adds_with_atomics(cudnnConvolutionFwdAlgo_t) { return false; }
+inline bool adds_with_atomics(cudnnConvolutionBwdDataAlgo_t a) { return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0; }
+inline bool adds_with_atomics(cudnnConvolutionBwdFilterAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 || a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
+}
+
 /// Whether a plan takes record i of a Find query's or cuDNN's heuristics' list: it ran, in a math the
-/// plan allows, and for 16-bit data not in float32. A plan with tensor ops sets its descriptor to
+/// plan allows, and for 16-bit data neither in float32 nor by atomic adds. A plan with tensor ops sets its descriptor to
 /// tensor-op math, which runs an algorithm's tensor-op variant where the list has one: the record of
 /// the same algorithm in another math is not what will run, so it is left out (ranked by algorithm,
 /// its CUDA-core time mixed into the median made the bfloat16 implicit GEMM look ten times slower).
@@ -131,7 +141,7 @@ template <class Perf>
 bool usable(const Perf* perf, int count, int i, const ConvPlan& p) {
   const Perf& r = perf[i];
   if (r.status != CUDNN_STATUS_SUCCESS || !usable_math(r.mathType, p.tensor_ops)) return false;
-  if (p.sixteen_bit && computes_in_float32(r.algo)) return false;
+  if (p.sixteen_bit && (computes_in_float32(r.algo) || adds_with_atomics(r.algo))) return false;
   if (p.tensor_ops && r.mathType != CUDNN_TENSOR_OP_MATH)
     for (int j = 0; j < count; ++j)
       if (perf[j].algo == r.algo && perf[j].mathType == CUDNN_TENSOR_OP_MATH && perf[j].status == CUDNN_STATUS_SUCCESS)

@@ -12,6 +12,12 @@
 // wins (apps/common/crossover.h); scripts/crossover_numpy_cupy.py gives NumPy's and CuPy's figures.
 //
 //   build/bench_ops crossover [--sizes 1e3 1e4 ...] [--ops add axpb sum softmax] [--csv c.csv] [--svg c.svg]
+//
+// `attention` times the fused attention kernels (ops/cuda/attention.cu) forward and forward +
+// backward, causal, at PyTorch's flash SDPA benchmark shape (B = batch x heads): milliseconds per
+// call, the median of timed bursts, each ended by a synchronize.
+//
+//   build/bench_ops attention [--lengths 256 1024] [--batch 384] [--head 64] [--dtypes bfloat16 float32]
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -20,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,6 +35,7 @@
 #include "apps/common/svg_chart.h"
 #include "core/cuda.h"
 #include "minidl.h"
+#include "ops/kernels.h"  // kernels_for: the attention benchmark calls the kernels directly
 #ifdef MINIDL_KERNEL_LAB
 #include "kernel_lab/matmul_bench.h"
 #endif
@@ -233,6 +241,64 @@ int run_matmul(const MatmulFlags& f) {
 }
 #endif
 
+struct AttentionFlags {
+  std::vector<int64_t> lengths = {256, 1024};
+  int64_t batch = 384, head = 64;
+  std::vector<std::string> dtypes = {"bfloat16", "float32"};
+  bool causal = true;
+  int repeats = 20;
+};
+
+int run_attention(const AttentionFlags& f) {
+  if (!cuda::is_available()) {
+    std::fprintf(stderr, "bench_ops attention needs a GPU: %s\n", cuda::unavailable_reason().c_str());
+    return 1;
+  }
+  std::printf("%s; B = %lld, head %lld, %s; ms per call, median of %d bursts of 10 calls\n",
+              cuda::device_properties(0).name.c_str(), static_cast<long long>(f.batch),
+              static_cast<long long>(f.head), f.causal ? "causal" : "not causal", f.repeats);
+  std::printf("%-9s %6s %10s %12s %14s\n", "dtype", "L", "fwd_ms", "fwd_bwd_ms", "fwd_bwd_TFLOPs");
+  const Device gpu = Device::cuda(0);
+  Kernels& kernels = kernels_for(gpu);
+  for (const std::string& name : f.dtypes) {
+    const DType dtype = name == "bfloat16" ? kBFloat16 : name == "float16" ? kFloat16 : kFloat32;
+    for (int64_t L : f.lengths) {
+      const Shape shape{f.batch, L, f.head};
+      Tensor q = randn(shape).to(gpu, dtype), k = randn(shape).to(gpu, dtype), v = randn(shape).to(gpu, dtype);
+      Tensor grad_out = randn(shape).to(gpu, dtype);
+      Tensor out = Tensor::empty(shape, dtype, gpu), lse = Tensor::empty({f.batch, L}, kFloat32, gpu);
+      Tensor gq = Tensor::empty(shape, dtype, gpu), gk = Tensor::empty(shape, dtype, gpu);
+      Tensor gv = Tensor::empty(shape, dtype, gpu), rng_state = Tensor::empty({2}, kInt64, Device::cpu());
+      const double scale = 1.0 / std::sqrt(static_cast<double>(f.head));
+      auto forward = [&] { kernels.attention_forward(q, k, v, scale, f.causal, 0.0, out, lse, rng_state); };
+      auto both = [&] {
+        forward();
+        kernels.attention_backward(grad_out, q, k, v, out, lse, rng_state, scale, f.causal, 0.0, gq, gk, gv);
+      };
+      auto median_ms = [&](const std::function<void()>& work) {
+        for (int i = 0; i < 3; ++i) work();
+        cuda::synchronize();
+        std::vector<double> ms;
+        for (int r = 0; r < f.repeats; ++r) {
+          const auto start = std::chrono::steady_clock::now();
+          for (int i = 0; i < 10; ++i) work();
+          cuda::synchronize();
+          ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / 10);
+        }
+        std::sort(ms.begin(), ms.end());
+        return ms[ms.size() / 2];
+      };
+      const double fwd = median_ms(forward), total = median_ms(both);
+      // FlashAttention's count: 4 B L^2 E for the forward (halved when causal), 2.5 times that backward.
+      const double flops = 3.5 * 4.0 * f.batch * L * L * f.head * (f.causal ? 0.5 : 1.0);
+      std::printf("%-9s %6lld %10.3f %12.3f %14.1f\n", name.c_str(), static_cast<long long>(L), fwd, total,
+                  flops / (total * 1e-3) / 1e12);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -263,10 +329,20 @@ int main(int argc, char** argv) {
   xo->add_flag("--gpu,!--no-gpu", x.gpu, "also run on the GPU where there is one (default on)");
   xo->add_option("--csv", x.csv, "also write the table as CSV to this file");
   xo->add_option("--svg", x.svg, "draw the times by size (log-log) into this SVG file");
+  AttentionFlags at;
+  CLI::App* att = app.add_subcommand("attention", "the fused attention kernels, forward and forward + backward");
+  att->add_option("--lengths", at.lengths, "sequence lengths (L = S)")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  att->add_option("--batch", at.batch, "batch x heads")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  att->add_option("--head", at.head, "head size: 32, 64 or 128")->check(CLI::IsMember({32, 64, 128}))->capture_default_str();
+  att->add_option("--dtypes", at.dtypes, "element types")->check(CLI::IsMember({"bfloat16", "float16", "float32"}))
+      ->capture_default_str();
+  att->add_flag("--causal,!--no-causal", at.causal, "causal (default on)");
+  att->add_option("--repeats", at.repeats, "timed bursts")->check(CLI::Range(1, 1000))->capture_default_str();
   mnist_app::parse_or_exit(app, argc, argv);  // a bad flag exits 2, as in every app
 
   try {
     if (xo->parsed()) return run_crossover(x);
+    if (att->parsed()) return run_attention(at);
 #ifdef MINIDL_KERNEL_LAB
     return run_matmul(f);
 #else

@@ -1,0 +1,205 @@
+// Fused attention on the GPU (the kernel interface of ops/kernels.h): FlashAttention-2's tiling,
+// with the scores and probabilities never leaving the chip. bfloat16 and float16 run on tensor
+// cores (attention_mma.cuh), float32 on FP32 FMA (attention_simt.cuh); head sizes 32, 64 and 128.
+//
+// The backward is three launches: delta = rowsum(dO * O), then dK and dV parallel over key blocks,
+// then dQ parallel over query blocks. dQ gets a pass of its own rather than FlashAttention-2's
+// float32 atomics: it costs two more products per tile pair, needs no scratch buffer besides
+// delta, and every gradient comes out bit-identical from run to run (set_deterministic or not).
+// Dropout is not fused: fused_attention_supports answers false for it, and the op composes.
+#include "ops/cuda/attention_simt.cuh"
+#include "ops/cuda/common.cuh"
+
+namespace minidl {
+
+namespace {
+
+using namespace cuda;
+using namespace cuda::attention;
+
+// delta[r] = sum over e of grad_out[r, e] * out[r, e] in float32, one warp a row.
+template <class T>
+__global__ void attention_delta_kernel(const T* __restrict__ grad_out, const T* __restrict__ out, float* delta,
+                                       int64_t rows, int e) {
+  const int64_t row = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
+  if (row >= rows) return;
+  const int lane = threadIdx.x & 31;
+  float sum = 0.f;
+  for (int i = lane; i < e; i += 32) {
+    if constexpr (std::is_same_v<T, float>) sum = fmaf(grad_out[row * e + i], out[row * e + i], sum);
+    else sum = fmaf(to_float(grad_out[row * e + i]), to_float(out[row * e + i]), sum);
+  }
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  if (lane == 0) delta[row] = sum;
+}
+
+// Launches pass P of the kernel for element type T (float or a cuda_bf16 / cuda_fp16 type).
+template <class T, int E, Pass P>
+void launch_pass(const Params<T>& params, cudaStream_t stream) {
+  const int n_rows = P == Pass::kGradKV ? params.S : params.L;
+  if constexpr (std::is_same_v<T, float>) {
+    constexpr int bytes = simt_smem_bytes<E, P>();
+    auto kernel = attention_simt_kernel<E, P>;
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    const int64_t blocks = int64_t(params.B) * ((n_rows + kSimtRows - 1) / kSimtRows);
+    kernel<<<static_cast<unsigned>(blocks), kSimtThreads, bytes, stream>>>(params);
+    CUDA_LAUNCH_CHECK(attention_simt_kernel);
+  } else {
+    constexpr int bytes = smem_bytes<E, P>();
+    auto kernel = attention_mma_kernel<T, E, P>;
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    const int64_t blocks = int64_t(params.B) * ((n_rows + kRows - 1) / kRows);
+    kernel<<<static_cast<unsigned>(blocks), kWarps * 32, bytes, stream>>>(params);
+    CUDA_LAUNCH_CHECK(attention_mma_kernel);
+  }
+}
+
+// Calls fn(tag) with tag of the head size: std::integral_constant<int, 32 | 64 | 128>.
+template <class Fn>
+void dispatch_head_size(int64_t e, Fn&& fn) {
+  switch (e) {
+    case 32: fn(std::integral_constant<int, 32>{}); break;
+    case 64: fn(std::integral_constant<int, 64>{}); break;
+    case 128: fn(std::integral_constant<int, 128>{}); break;
+    default: MINIDL_FAIL("fused attention: expected a head size of 32, 64 or 128, got ", e);
+  }
+}
+
+// Calls fn(tag) with tag the kernel's element type for a supported dtype.
+template <class Fn>
+void dispatch_attention_dtype(DType dtype, Fn&& fn) {
+  if (dtype == kFloat32) fn(float{});
+  else if (dtype == kBFloat16) fn(__nv_bfloat16{});
+  else if (dtype == kFloat16) fn(__half{});
+  else MINIDL_FAIL("fused attention: expected float32, bfloat16 or float16, got ", dtype);
+}
+
+// cp.async reads 16-byte chunks: a contiguous view that starts off that alignment is copied.
+Tensor aligned_16(const Tensor& t) {
+  return reinterpret_cast<uintptr_t>(t.raw_data()) % 16 == 0 ? t : t.clone();
+}
+
+void check_tensor(const char* what, const Tensor& t, const Shape& shape, DType dtype, Device device) {
+  MINIDL_CHECK(t.defined(), "fused attention: ", what, " is undefined");
+  MINIDL_CHECK(t.shape() == shape, "fused attention: expected ", what, " of shape ", shape, ", got ", t.shape());
+  MINIDL_CHECK(t.dtype() == dtype, "fused attention: expected ", what, " of dtype ", dtype, ", got ", t.dtype());
+  MINIDL_CHECK(t.device() == device, "fused attention: expected ", what, " on ", device, ", got ", t.device());
+  MINIDL_CHECK(t.is_contiguous(), "fused attention: expected a contiguous ", what);
+}
+
+// q [B, L, E], k [B, S, E], v [B, S, E]: the sizes, after checking them.
+struct Sizes {
+  int64_t B, L, S, E;
+};
+Sizes check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, double dropout_p) {
+  MINIDL_CHECK(dropout_p == 0, "fused attention: this device has no fused dropout (fused_attention_supports says so)",
+               "; got dropout_p = ", dropout_p);
+  MINIDL_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3, "fused attention: expected q, k, v of 3 dims, got ",
+               q.shape(), ", ", k.shape(), ", ", v.shape());
+  const Sizes s{q.size(0), q.size(1), k.size(1), q.size(2)};
+  check_tensor("q", q, {s.B, s.L, s.E}, q.dtype(), q.device());
+  check_tensor("k", k, {s.B, s.S, s.E}, q.dtype(), q.device());
+  check_tensor("v", v, {s.B, s.S, s.E}, q.dtype(), q.device());
+  MINIDL_CHECK(s.E == 32 || s.E == 64 || s.E == 128, "fused attention: expected a head size of 32, 64 or 128, got ",
+               s.E);
+  MINIDL_CHECK(s.L < (int64_t{1} << 31) && s.S < (int64_t{1} << 31) && s.B < (int64_t{1} << 31),
+               "fused attention: expected B, L and S below 2^31, got ", s.B, ", ", s.L, ", ", s.S);
+  const int64_t row_blocks = (std::max(s.L, s.S) + kSimtRows - 1) / kSimtRows;
+  MINIDL_CHECK(s.B * row_blocks < (int64_t{1} << 31), "fused attention: too many blocks for one launch (B = ", s.B,
+               ", L = ", s.L, ", S = ", s.S, ")");
+  return s;
+}
+
+template <class T>
+Params<T> make_params(const Sizes& s, double scale, bool causal) {
+  Params<T> p{};
+  p.B = static_cast<int>(s.B), p.L = static_cast<int>(s.L), p.S = static_cast<int>(s.S);
+  p.scale = static_cast<float>(scale);
+  p.causal = causal;
+  return p;
+}
+
+}  // namespace
+
+bool CudaKernels::fused_attention_supports(DType dtype, int64_t e, int64_t ev, bool dropout) const {
+  return !dropout && e == ev && (e == 32 || e == 64 || e == 128) &&
+         (dtype == kFloat32 || dtype == kBFloat16 || dtype == kFloat16);
+}
+
+void CudaKernels::attention_forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, double scale,
+                                    bool causal, double dropout_p, Tensor& out, Tensor& logsumexp, Tensor& rng_state) {
+  (void)rng_state;  // no dropout: nothing to record
+  const Sizes s = check_inputs(q_in, k_in, v_in, dropout_p);
+  check_tensor("out", out, {s.B, s.L, s.E}, q_in.dtype(), q_in.device());
+  check_tensor("logsumexp", logsumexp, {s.B, s.L}, kFloat32, q_in.device());
+  if (s.B == 0 || s.L == 0) return;
+  cuda::DeviceGuard guard(device_);
+  if (s.S == 0) {  // every row sees no key
+    fill(out, 0.0);
+    fill(logsumexp, -INFINITY);
+    return;
+  }
+  const Tensor q = aligned_16(q_in), k = aligned_16(k_in), v = aligned_16(v_in);
+  MINIDL_CHECK(reinterpret_cast<uintptr_t>(out.raw_data()) % 16 == 0, "fused attention: expected out 16-byte aligned");
+  dispatch_attention_dtype(q.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    Params<T> p = make_params<T>(s, scale, causal);
+    p.q = ptr<const T>(q), p.k = ptr<const T>(k), p.v = ptr<const T>(v);
+    p.out = ptr<T>(out);
+    p.lse = ptr<float>(logsumexp);
+    dispatch_head_size(s.E, [&](auto e) { launch_pass<T, decltype(e)::value, Pass::kForward>(p, stream_); });
+  });
+}
+
+void CudaKernels::attention_backward(const Tensor& grad_out_in, const Tensor& q_in, const Tensor& k_in,
+                                     const Tensor& v_in, const Tensor& out, const Tensor& logsumexp,
+                                     const Tensor& rng_state, double scale, bool causal, double dropout_p,
+                                     Tensor& grad_q, Tensor& grad_k, Tensor& grad_v) {
+  (void)rng_state;
+  const Sizes s = check_inputs(q_in, k_in, v_in, dropout_p);
+  const DType dtype = q_in.dtype();
+  const Device device = q_in.device();
+  check_tensor("grad_out", grad_out_in, {s.B, s.L, s.E}, dtype, device);
+  check_tensor("out", out, {s.B, s.L, s.E}, dtype, device);
+  check_tensor("logsumexp", logsumexp, {s.B, s.L}, kFloat32, device);
+  check_tensor("grad_q", grad_q, q_in.shape(), dtype, device);
+  check_tensor("grad_k", grad_k, k_in.shape(), dtype, device);
+  check_tensor("grad_v", grad_v, v_in.shape(), dtype, device);
+  for (const Tensor* g : {&grad_q, &grad_k, &grad_v})
+    MINIDL_CHECK(reinterpret_cast<uintptr_t>(g->raw_data()) % 16 == 0,
+                 "fused attention: expected the gradients 16-byte aligned");
+  if (s.B == 0) return;
+  cuda::DeviceGuard guard(device_);
+  if (s.L == 0 || s.S == 0) {  // no score: every gradient is zero
+    if (grad_q.numel()) fill(grad_q, 0.0);
+    if (grad_k.numel()) fill(grad_k, 0.0);
+    if (grad_v.numel()) fill(grad_v, 0.0);
+    return;
+  }
+  const Tensor q = aligned_16(q_in), k = aligned_16(k_in), v = aligned_16(v_in), grad_out = aligned_16(grad_out_in);
+  // Scratch from the caching allocator (a graph's private pool while capturing).
+  Tensor delta = Tensor::empty({s.B, s.L}, kFloat32, device);
+  dispatch_attention_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t rows = s.B * s.L;
+    constexpr int warps = 8;
+    attention_delta_kernel<T><<<static_cast<unsigned>((rows + warps - 1) / warps), warps * 32, 0, stream_>>>(
+        ptr<const T>(grad_out), ptr<const T>(out), ptr<float>(delta), rows, static_cast<int>(s.E));
+    CUDA_LAUNCH_CHECK(attention_delta_kernel);
+    Params<T> p = make_params<T>(s, scale, causal);
+    p.q = ptr<const T>(q), p.k = ptr<const T>(k), p.v = ptr<const T>(v), p.grad_out = ptr<const T>(grad_out);
+    p.lse = ptr<float>(logsumexp);
+    p.delta = ptr<const float>(delta);
+    dispatch_head_size(s.E, [&](auto e) {
+      constexpr int E = decltype(e)::value;
+      Params<T> kv = p;
+      kv.out = ptr<T>(grad_k), kv.out2 = ptr<T>(grad_v);
+      launch_pass<T, E, Pass::kGradKV>(kv, stream_);
+      Params<T> dq = p;
+      dq.out = ptr<T>(grad_q);
+      launch_pass<T, E, Pass::kGradQ>(dq, stream_);
+    });
+  });
+}
+
+}  // namespace minidl

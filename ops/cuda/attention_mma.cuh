@@ -1,0 +1,422 @@
+#pragma once
+// The tensor-core attention kernel of ops/cuda/attention.cu for bfloat16 and float16: mma.sync
+// m16n8k16 (float32 accumulation) on operands that ldmatrix reads from shared memory.
+//
+// One kernel serves the three passes. A block owns 64 "rows" (16 per warp) and walks the other
+// side's "columns" in tiles of kCols, double-buffered in shared memory through cp.async:
+//   kForward: rows = queries, columns = keys.   S = Q K^T, online softmax, O += P V.
+//   kGradKV:  rows = keys, columns = queries.    S^T = K Q^T, dP^T = V dO^T,
+//                                                dV += P^T dO, dK += dS^T Q.
+//   kGradQ:   rows = queries, columns = keys.    S = Q K^T, dP = dO V^T, dQ += dS K.
+// The backward thus keeps FlashAttention-2's order for dK and dV (parallel over key blocks) and
+// computes dQ in a pass of its own instead of with float32 atomics: it recomputes S and dP (seven
+// products per tile pair instead of five) but every gradient is deterministic, and no warp needs
+// another warp's dS.
+//
+// Each warp's rows stay in shared memory and are re-read with ldmatrix for every tile, not kept in
+// registers: with head size 128 the accumulators of kGradKV (dK and dV, 128 floats a thread) leave
+// no room for them.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace minidl::cuda::attention {
+
+enum class Pass { kForward, kGradKV, kGradQ };
+
+constexpr int kWarps = 4;
+constexpr int kRows = 16 * kWarps;  // rows of a block
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+/// The problem, shared by the kernels of all passes. Strides are in elements of contiguous
+/// [B, L, E] / [B, S, E] tensors; lse and delta are float32 [B, L].
+template <class T>
+struct Params {
+  const T* q;
+  const T* k;
+  const T* v;
+  const T* grad_out;  // the backward's dO
+  T* out;             // kForward: O; kGradKV: dK; kGradQ: dQ
+  T* out2;            // kGradKV: dV
+  float* lse;         // written by kForward, read by the backward (natural log)
+  const float* delta;  // rowsum(dO * O), the backward
+  int B, L, S;
+  float scale;
+  bool causal;
+};
+
+/// The row block of a block's blockIdx.x / B. With causal, the query blocks of most work (the
+/// last ones) start first, so that the short ones fill the end of the wave.
+template <int Rows>
+__device__ __forceinline__ int row_block(int index, int n_rows, bool last_first) {
+  return last_first ? (n_rows + Rows - 1) / Rows - 1 - index : index;
+}
+
+// ---- PTX wrappers ----
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared, zero-filled when `valid` is false (rows past the end).
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// d += a b for one 16x8 tile: a 16x16 (4 registers), b 16x8 (2), d 16x8 float32 (4).
+template <class T>
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+// Two floats as one register of two 16-bit values, `lo` in the low half (the lower column).
+template <class T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  } else {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
+}
+
+template <class T>
+__device__ __forceinline__ float to_float(T x) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(x);
+  else return __half2float(x);
+}
+
+// ---- tiles ----
+
+// Shared-memory row pitch in elements: 16 bytes past the row, so that the 8 rows one ldmatrix
+// phase reads fall in 8 different 16-byte bank groups (E = 32, 64, 128 would otherwise alias).
+template <int E>
+constexpr int kPitch = E + 8;
+
+// Rows [first, first + rows) of a [n, E] matrix into a tile of kPitch<E>; rows at or past n read
+// as zeros (a zero key or value contributes nothing once its probability is masked to 0, and
+// uninitialized memory could hold NaN, which 0 * NaN would spread).
+template <int E, int Rows>
+__device__ __forceinline__ void load_tile(const uint16_t* tile_base, const void* matrix, int first, int n) {
+  constexpr int chunks_per_row = E / 8;  // 16-byte chunks
+  const uint32_t base = smem_addr(tile_base);
+  const char* src = static_cast<const char*>(matrix);
+  for (int c = threadIdx.x; c < Rows * chunks_per_row; c += kWarps * 32) {
+    const int r = c / chunks_per_row, col = c % chunks_per_row;
+    const bool valid = first + r < n;
+    const char* from = valid ? src + (int64_t(first + r) * E + col * 8) * 2 : src;
+    cp_async_16(base + (r * kPitch<E> + col * 8) * 2, from, valid);
+  }
+}
+
+// Per-column float32 values (lse in log2 units, or delta) of a tile, 0 past n.
+template <int Cols>
+__device__ __forceinline__ void load_column_values(float* dst, const float* src, int first, int n, float factor) {
+  for (int c = threadIdx.x; c < Cols; c += kWarps * 32) dst[c] = first + c < n ? src[first + c] * factor : 0.f;
+}
+
+// acc[Nt][4] += A (this warp's 16 rows of `rows`, all E) times B^T, B = the tile's kCols rows
+// `cols` (Nt = kCols / 8): the scores of the warp's rows against the tile's columns.
+template <class T, int E, int Nt>
+__device__ __forceinline__ void rows_times_cols_t(float (&acc)[Nt][4], const uint16_t* rows, const uint16_t* cols) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const uint32_t a_base = smem_addr(rows + (warp * 16 + (lane & 15)) * kPitch<E> + (lane >> 4) * 8);
+  const int mi = lane >> 3;
+  const uint32_t b_base = smem_addr(cols + ((mi >> 1) * 8 + (lane & 7)) * kPitch<E> + (mi & 1) * 8);
+#pragma unroll
+  for (int kk = 0; kk < E / 16; ++kk) {
+    uint32_t a[4];
+    ldmatrix_x4(a, a_base + kk * 32);
+#pragma unroll
+    for (int np = 0; np < Nt / 2; ++np) {
+      uint32_t b[4];
+      ldmatrix_x4(b, b_base + (np * 16 * kPitch<E> + kk * 16) * 2);
+      mma_16816<T>(acc[2 * np], a, b[0], b[1]);
+      mma_16816<T>(acc[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// acc[E / 8][4] += P (16 x kCols, as float accumulators p[Nt][4] of the warp's rows) times the
+// tile `cols` [kCols, E]. The accumulator layout of a 16x8 product is the A-operand layout of two
+// neighbouring 16x8 tiles, so P goes to the tensor cores straight from registers.
+template <class T, int E, int Nt>
+__device__ __forceinline__ void p_times_cols(float (&acc)[E / 8][4], const float (&p)[Nt][4], const uint16_t* cols) {
+  const int lane = threadIdx.x & 31;
+  const int mi = lane >> 3;
+  const uint32_t b_base = smem_addr(cols + ((mi & 1) * 8 + (lane & 7)) * kPitch<E> + (mi >> 1) * 8);
+#pragma unroll
+  for (int j = 0; j < Nt / 2; ++j) {
+    uint32_t a[4];
+    a[0] = pack2<T>(p[2 * j][0], p[2 * j][1]);
+    a[1] = pack2<T>(p[2 * j][2], p[2 * j][3]);
+    a[2] = pack2<T>(p[2 * j + 1][0], p[2 * j + 1][1]);
+    a[3] = pack2<T>(p[2 * j + 1][2], p[2 * j + 1][3]);
+#pragma unroll
+    for (int np = 0; np < E / 16; ++np) {
+      uint32_t b[4];
+      ldmatrix_x4_trans(b, b_base + (j * 16 * kPitch<E> + np * 16) * 2);
+      mma_16816<T>(acc[2 * np], a, b[0], b[1]);
+      mma_16816<T>(acc[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+template <int N>
+__device__ __forceinline__ void zero(float (&x)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) x[i][0] = x[i][1] = x[i][2] = x[i][3] = 0.f;
+}
+
+// Stores the warp's 16 rows x E of acc (times `factor`) into rows of a [n, E] matrix, skipping rows
+// at or past n. Each thread writes pairs of neighbouring elements.
+template <class T, int E>
+__device__ __forceinline__ void store_rows(T* dst, const float (&acc)[E / 8][4], int row_lo, int n, float factor_lo,
+                                           float factor_hi) {
+  const int lane = threadIdx.x & 31;
+  const int col = 2 * (lane & 3);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = row_lo + 8 * half;
+    if (row >= n) continue;
+    const float f = half ? factor_hi : factor_lo;
+    uint32_t* out = reinterpret_cast<uint32_t*>(dst + int64_t(row) * E + col);
+#pragma unroll
+    for (int nt = 0; nt < E / 8; ++nt) out[nt * 4] = pack2<T>(acc[nt][2 * half] * f, acc[nt][2 * half + 1] * f);
+  }
+}
+
+// Columns per tile: 32 where the kGradKV accumulators of head size 128 need the registers.
+template <int E, Pass P>
+constexpr int kCols = (P == Pass::kGradKV && E == 128) ? 32 : 64;
+
+template <int E, Pass P>
+constexpr int smem_bytes() {
+  constexpr int row_tiles = P == Pass::kForward ? 1 : 2;
+  constexpr int tile = kPitch<E> * 2;  // bytes of a tile row
+  int bytes = row_tiles * kRows * tile + 2 * 2 * kCols<E, P> * tile;
+  if (P == Pass::kGradKV) bytes += 2 * 2 * kCols<E, P> * int(sizeof(float));
+  return bytes;
+}
+
+/// grid ceil(rows / 64) * B, 128 threads, smem_bytes<E, P>() of dynamic shared memory.
+template <class T, int E, Pass P>
+__global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Params<T> p) {
+  constexpr int Cols = kCols<E, P>;
+  constexpr int Nt = Cols / 8;
+  constexpr int tile_elems = Cols * kPitch<E>;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  uint16_t* row_a = reinterpret_cast<uint16_t*>(smem_raw);
+  uint16_t* row_b = row_a + kRows * kPitch<E>;  // kGradKV, kGradQ
+  uint16_t* col_tiles = row_a + (P == Pass::kForward ? 1 : 2) * kRows * kPitch<E>;  // [stage][a|b]
+  float* col_values = reinterpret_cast<float*>(col_tiles + 4 * tile_elems);  // kGradKV: [stage][lse2|delta]
+
+  const bool rows_are_queries = P != Pass::kGradKV;
+  const int n_rows = rows_are_queries ? p.L : p.S, n_cols = rows_are_queries ? p.S : p.L;
+  const int b = blockIdx.x % p.B;
+  const int r0 = row_block<kRows>(blockIdx.x / p.B, n_rows, rows_are_queries && p.causal) * kRows;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int row_lo = r0 + warp * 16 + (lane >> 2), row_hi = row_lo + 8;
+  const int col_in_tile = 2 * (lane & 3);  // + 8 * nt + {0, 1}
+  const int64_t q_off = int64_t(b) * p.L * E, k_off = int64_t(b) * p.S * E;
+  const float scale_log2 = p.scale * kLog2e;
+
+  // The column tiles this block sees: with causal, a query block stops at its last query's
+  // diagonal, and a key block starts at its first key's.
+  int t_begin = 0, t_end = (n_cols + Cols - 1) / Cols;
+  if (p.causal) {
+    if (rows_are_queries) t_end = min(t_end, (min(r0 + kRows, n_rows) - 1) / Cols + 1);
+    else t_begin = r0 / Cols;
+  }
+
+  // The two column operands: K and V for the query-row passes, Q and dO for kGradKV.
+  const T* col_a = rows_are_queries ? p.k + k_off : p.q + q_off;
+  const T* col_b = rows_are_queries ? p.v + k_off : p.grad_out + q_off;
+  auto load_cols = [&](int t) {
+    const int stage = t & 1;
+    load_tile<E, Cols>(col_tiles + (2 * stage) * tile_elems, col_a, t * Cols, n_cols);
+    load_tile<E, Cols>(col_tiles + (2 * stage + 1) * tile_elems, col_b, t * Cols, n_cols);
+    if constexpr (P == Pass::kGradKV) {
+      load_column_values<Cols>(col_values + (2 * stage) * Cols, p.lse + int64_t(b) * p.L, t * Cols, p.L, kLog2e);
+      load_column_values<Cols>(col_values + (2 * stage + 1) * Cols, p.delta + int64_t(b) * p.L, t * Cols, p.L, 1.f);
+    }
+  };
+
+  if constexpr (P == Pass::kForward) {
+    load_tile<E, kRows>(row_a, p.q + q_off, r0, n_rows);
+  } else if constexpr (P == Pass::kGradQ) {
+    load_tile<E, kRows>(row_a, p.q + q_off, r0, n_rows);
+    load_tile<E, kRows>(row_b, p.grad_out + q_off, r0, n_rows);
+  } else {
+    load_tile<E, kRows>(row_a, p.k + k_off, r0, n_rows);
+    load_tile<E, kRows>(row_b, p.v + k_off, r0, n_rows);
+  }
+  if (t_begin < t_end) load_cols(t_begin);
+  cp_async_commit();
+
+  // Per-row state. kForward: running max (log2 units) and the thread's part of the row sum.
+  // kGradQ: the rows' lse (log2 units) and delta.
+  float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.f, 0.f};
+  float row_lse2[2] = {0.f, 0.f}, row_delta[2] = {0.f, 0.f};
+  if constexpr (P == Pass::kGradQ) {
+    const float* lse = p.lse + int64_t(b) * p.L;
+    const float* delta = p.delta + int64_t(b) * p.L;
+    row_lse2[0] = row_lo < p.L ? lse[row_lo] * kLog2e : 0.f;
+    row_lse2[1] = row_hi < p.L ? lse[row_hi] * kLog2e : 0.f;
+    row_delta[0] = row_lo < p.L ? delta[row_lo] : 0.f;
+    row_delta[1] = row_hi < p.L ? delta[row_hi] : 0.f;
+  }
+  float acc[E / 8][4];   // kForward: O; kGradKV: dV; kGradQ: dQ
+  float acc2[P == Pass::kGradKV ? E / 8 : 1][4];  // kGradKV: dK
+  zero(acc);
+  zero(acc2);
+
+  for (int t = t_begin; t < t_end; ++t) {
+    if (t + 1 < t_end) {
+      load_cols(t + 1);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const uint16_t* tile_a = col_tiles + (2 * (t & 1)) * tile_elems;
+    const uint16_t* tile_b = tile_a + tile_elems;
+    const int c0 = t * Cols;
+    // Whether some score of this tile is masked: past the end, or above the causal diagonal.
+    const bool edge = c0 + Cols > n_cols ||
+                      (p.causal && (rows_are_queries ? c0 + Cols - 1 > r0 : r0 + kRows - 1 > c0));
+
+    float s[Nt][4];
+    zero(s);
+    rows_times_cols_t<T, E, Nt>(s, row_a, tile_a);
+    // valid(i, col): whether row half i (row_lo / row_hi) sees column col.
+    auto valid = [&](int half, int col) {
+      const int row = half ? row_hi : row_lo;
+      if (col >= n_cols) return false;
+      if (!p.causal) return true;
+      return rows_are_queries ? col <= row : row <= col;
+    };
+
+    if constexpr (P == Pass::kForward) {
+      // Online softmax in log2 units; a row with no key so far keeps max -inf and uses 0 in its
+      // exponents, so that exp2(-inf - 0) = 0 instead of exp2(-inf + inf) = NaN.
+      float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int nt = 0; nt < Nt; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int half = e >> 1, col = c0 + nt * 8 + col_in_tile + (e & 1);
+          float x = s[nt][e] * scale_log2;
+          if (edge && !valid(half, col)) x = -INFINITY;
+          s[nt][e] = x;
+          tile_max[half] = fmaxf(tile_max[half], x);
+        }
+      float alpha[2], m_use[2];
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float m = tile_max[half];
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+        const float m_new = fmaxf(row_m[half], m);
+        m_use[half] = m_new == -INFINITY ? 0.f : m_new;
+        alpha[half] = exp2f(row_m[half] - m_use[half]);
+        row_m[half] = m_new;
+        row_l[half] *= alpha[half];
+      }
+#pragma unroll
+      for (int nt = 0; nt < Nt; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float e2 = exp2f(s[nt][e] - m_use[e >> 1]);
+          s[nt][e] = e2;
+          row_l[e >> 1] += e2;
+        }
+#pragma unroll
+      for (int nt = 0; nt < E / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[nt][e] *= alpha[e >> 1];
+      p_times_cols<T, E, Nt>(acc, s, tile_b);
+    } else {
+      // P = exp2(scores in log2 units - lse2), 0 where masked or where the query saw no key.
+      float dp[Nt][4];
+      zero(dp);
+      rows_times_cols_t<T, E, Nt>(dp, row_b, tile_b);
+      const float* col_lse2 = col_values + (2 * (t & 1)) * Cols;
+      const float* col_delta = col_lse2 + Cols;
+#pragma unroll
+      for (int nt = 0; nt < Nt; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int half = e >> 1, c = nt * 8 + col_in_tile + (e & 1);
+          const float lse2 = P == Pass::kGradQ ? row_lse2[half] : col_lse2[c];
+          const float delta = P == Pass::kGradQ ? row_delta[half] : col_delta[c];
+          float prob = exp2f(s[nt][e] * scale_log2 - lse2);
+          if ((edge && !valid(half, c0 + c)) || lse2 == -INFINITY) prob = 0.f;
+          s[nt][e] = prob;
+          dp[nt][e] = prob * (dp[nt][e] - delta);  // dS
+        }
+      if constexpr (P == Pass::kGradKV) {
+        p_times_cols<T, E, Nt>(acc, s, tile_b);    // dV += P^T dO
+        p_times_cols<T, E, Nt>(acc2, dp, tile_a);  // dK += dS^T Q
+      } else {
+        p_times_cols<T, E, Nt>(acc, dp, tile_a);  // dQ += dS K
+      }
+    }
+    __syncthreads();  // the next iteration's prefetch overwrites this tile
+  }
+  cp_async_wait<0>();  // a block without tiles still has its row loads in flight
+
+  if constexpr (P == Pass::kForward) {
+    float inv[2];
+    for (int half = 0; half < 2; ++half) {
+      float l = row_l[half];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      inv[half] = l > 0.f ? 1.f / l : 0.f;
+      const int row = half ? row_hi : row_lo;
+      if ((lane & 3) == 0 && row < p.L)
+        p.lse[int64_t(b) * p.L + row] = l > 0.f ? row_m[half] * kLn2 + logf(l) : -INFINITY;
+    }
+    store_rows<T, E>(p.out + q_off, acc, row_lo, p.L, inv[0], inv[1]);
+  } else if constexpr (P == Pass::kGradKV) {
+    store_rows<T, E>(p.out2 + k_off, acc, row_lo, p.S, 1.f, 1.f);            // dV
+    store_rows<T, E>(p.out + k_off, acc2, row_lo, p.S, p.scale, p.scale);    // dK
+  } else {
+    store_rows<T, E>(p.out + q_off, acc, row_lo, p.L, p.scale, p.scale);     // dQ
+  }
+}
+
+}  // namespace minidl::cuda::attention

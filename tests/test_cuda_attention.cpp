@@ -1,0 +1,202 @@
+// The fused attention kernels of the CUDA backend (ops/cuda/attention.cu), called through
+// kernels_for directly: forward output, logsumexp and the three gradients against attention
+// composed of CPU ops in float64 from the same (rounded) inputs, for float32, bfloat16 and float16,
+// head sizes 32 / 64 / 128, odd and unequal lengths, causal or not; and a CUDA graph replay.
+// GPU tests skip, saying why, where no CUDA device is usable.
+#include <cmath>
+#include <limits>
+
+#include "test_cuda_util.h"
+
+using namespace minidl;
+using namespace minidl::testing;
+
+namespace {
+
+struct Result {
+  Tensor out, lse, grad_q, grad_k, grad_v;
+};
+
+// softmax(scale q k^T, causal: query i sees keys j <= i) v and its gradients for grad_out, by
+// composition on the CPU in float64.
+Result reference(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& grad_out, double scale,
+                 bool causal) {
+  auto leaf = [](const Tensor& t) { return t.to(Device::cpu()).to(kFloat64).requires_grad_(); };
+  Tensor q = leaf(q_in), k = leaf(k_in), v = leaf(v_in);
+  const int64_t L = q.size(1), S = k.size(1);
+  Tensor scores = matmul(q, transpose(k, 1, 2)) * scale;
+  if (causal) {
+    Tensor above = gt(triu(ones({L, S}, kFloat64), 1), zeros({L, S}, kFloat64));  // key j > query i
+    scores = masked_fill(scores, above, -std::numeric_limits<double>::infinity());
+  }
+  Tensor out = matmul(softmax(scores, -1), v);
+  Result r;
+  r.lse = logsumexp(scores, {-1}).detach();
+  out.backward(grad_out.to(Device::cpu()).to(kFloat64));
+  r.out = out.detach();
+  r.grad_q = q.grad(), r.grad_k = k.grad(), r.grad_v = v.grad();
+  return r;
+}
+
+Result fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& grad_out, double scale, bool causal) {
+  Kernels& kernels = kernels_for(gpu());
+  Result r;
+  r.out = Tensor::empty({q.size(0), q.size(1), v.size(2)}, q.dtype(), gpu());
+  r.lse = Tensor::empty({q.size(0), q.size(1)}, kFloat32, gpu());
+  Tensor rng_state = Tensor::empty({2}, kInt64, Device::cpu());
+  kernels.attention_forward(q, k, v, scale, causal, 0.0, r.out, r.lse, rng_state);
+  r.grad_q = Tensor::empty(q.shape(), q.dtype(), gpu());
+  r.grad_k = Tensor::empty(k.shape(), k.dtype(), gpu());
+  r.grad_v = Tensor::empty(v.shape(), v.dtype(), gpu());
+  kernels.attention_backward(grad_out, q, k, v, r.out, r.lse, rng_state, scale, causal, 0.0, r.grad_q, r.grad_k,
+                             r.grad_v);
+  return r;
+}
+
+// max |a - b| <= tol * max(1, max |b|): errors measured against the reference's scale, so that a
+// gradient that is nearly zero by cancellation does not demand an exact zero of a 16-bit kernel,
+// while any wrong element of a misindexed tile (an error of the order of the values) still fails.
+::testing::AssertionResult close_at_scale(const char* what, const Tensor& a, const Tensor& b, double tol) {
+  if (a.shape() != b.shape())
+    return ::testing::AssertionFailure() << what << ": shapes differ: " << shape_str(a.shape()) << " vs "
+                                         << shape_str(b.shape());
+  std::vector<double> x = a.to(Device::cpu()).to(kFloat64).to_vector<double>();
+  std::vector<double> y = b.to(Device::cpu()).to(kFloat64).to_vector<double>();
+  double worst = 0, largest = 1;
+  size_t worst_i = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    largest = std::max(largest, std::abs(y[i]));
+    const double err = std::abs(x[i] - y[i]);
+    if (!(err <= worst)) worst = std::isnan(err) ? INFINITY : err, worst_i = i;  // NaN counts as the worst
+  }
+  if (worst <= tol * largest) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << what << ": max error " << worst << " at element " << worst_i << " (got "
+                                       << x[worst_i] << ", expected " << y[worst_i] << "), above " << tol
+                                       << " x the largest magnitude " << largest;
+}
+
+// Tolerances relative to the largest value: float32 runs in float32 throughout; the 16-bit types
+// round the probabilities and dS to 16 bits before the tensor cores (as FlashAttention does).
+double tolerance(DType dtype) {
+  if (dtype == kBFloat16) return 2e-2;
+  if (dtype == kFloat16) return 4e-3;
+  return 5e-5;
+}
+
+void check_case(DType dtype, int64_t B, int64_t L, int64_t S, int64_t E, bool causal) {
+  SCOPED_TRACE(::testing::Message() << dtype << " B=" << B << " L=" << L << " S=" << S << " E=" << E
+                                    << (causal ? " causal" : ""));
+  // Rounded to the dtype first: the reference sees exactly the kernel's inputs.
+  Tensor q = (randn({B, L, E}) * 1.5).to(gpu(), dtype);
+  Tensor k = randn({B, S, E}).to(gpu(), dtype);
+  Tensor v = randn({B, S, E}).to(gpu(), dtype);
+  Tensor grad_out = randn({B, L, E}).to(gpu(), dtype);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(E));
+  ASSERT_TRUE(kernels_for(gpu()).fused_attention_supports(dtype, E, E, false));
+  const Result got = fused(q, k, v, grad_out, scale, causal);
+  const Result want = reference(q, k, v, grad_out, scale, causal);
+  const double tol = tolerance(dtype);
+  EXPECT_TRUE(close_at_scale("out", got.out, want.out, tol));
+  // logsumexp is float32 from exact products of the inputs: tight for every dtype.
+  EXPECT_TRUE(all_close(got.lse, want.lse.to(kFloat32), 2e-4, 1e-5)) << "logsumexp";
+  EXPECT_TRUE(close_at_scale("grad_q", got.grad_q, want.grad_q, tol));
+  EXPECT_TRUE(close_at_scale("grad_k", got.grad_k, want.grad_k, tol));
+  EXPECT_TRUE(close_at_scale("grad_v", got.grad_v, want.grad_v, tol));
+}
+
+struct Lengths {
+  int64_t L, S;
+};
+constexpr Lengths kLengths[] = {{1, 1}, {7, 13}, {64, 64}, {129, 77}, {256, 256}};
+
+void check_all_lengths(DType dtype, int64_t E) {
+  for (const Lengths& n : kLengths)
+    for (bool causal : {false, true}) check_case(dtype, n.L <= 64 ? 3 : 2, n.L, n.S, E, causal);
+}
+
+}  // namespace
+
+TEST(CudaAttention, SupportsHeadSizes32To128WithoutDropout) {
+  MINIDL_REQUIRE_CUDA();
+  Kernels& kernels = kernels_for(gpu());
+  for (DType dtype : {kFloat32, kBFloat16, kFloat16})
+    for (int64_t e : {32, 64, 128}) EXPECT_TRUE(kernels.fused_attention_supports(dtype, e, e, false)) << dtype << e;
+  EXPECT_FALSE(kernels.fused_attention_supports(kFloat32, 64, 64, true));   // dropout is composed
+  EXPECT_FALSE(kernels.fused_attention_supports(kFloat64, 64, 64, false));
+  EXPECT_FALSE(kernels.fused_attention_supports(kBFloat16, 48, 48, false));
+  EXPECT_FALSE(kernels.fused_attention_supports(kBFloat16, 64, 32, false));
+  EXPECT_FALSE(kernels.fused_attention_supports(kFloat16, 256, 256, false));
+}
+
+TEST(CudaAttention, Float32MatchesTheComposedReference) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  for (int64_t e : {32, 64, 128}) check_all_lengths(kFloat32, e);
+}
+
+TEST(CudaAttention, BFloat16MatchesTheComposedReference) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  for (int64_t e : {32, 64, 128}) check_all_lengths(kBFloat16, e);
+}
+
+TEST(CudaAttention, Float16MatchesTheComposedReference) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  for (int64_t e : {32, 64, 128}) check_all_lengths(kFloat16, e);
+}
+
+// A long sequence: many key tiles, the causal tile skipping and the online softmax's rescaling
+// over 16 tiles of 64 keys.
+TEST(CudaAttention, LongCausalSequenceMatchesTheReference) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  check_case(kBFloat16, 1, 1024, 1024, 64, true);
+  check_case(kFloat32, 1, 1024, 1024, 64, true);
+}
+
+TEST(CudaAttention, RejectsMismatchedShapesAndDropout) {
+  MINIDL_REQUIRE_CUDA();
+  Kernels& kernels = kernels_for(gpu());
+  Tensor q = randn({2, 8, 64}).to(gpu()), k = randn({2, 9, 64}).to(gpu());
+  Tensor out = Tensor::empty({2, 8, 64}, kFloat32, gpu()), lse = Tensor::empty({2, 8}, kFloat32, gpu());
+  Tensor rng_state = Tensor::empty({2}, kInt64, Device::cpu());
+  EXPECT_THROW(kernels.attention_forward(q, k, randn({2, 8, 64}).to(gpu()), 0.125, false, 0.0, out, lse, rng_state),
+               Error);  // v's length differs from k's
+  EXPECT_THROW(kernels.attention_forward(q, k, randn({2, 9, 64}).to(gpu()), 0.125, false, 0.1, out, lse, rng_state),
+               Error);  // dropout
+  EXPECT_THROW(kernels.attention_forward(randn({2, 8, 48}).to(gpu()), randn({2, 9, 48}).to(gpu()),
+                                         randn({2, 9, 48}).to(gpu()), 0.125, false, 0.0, out, lse, rng_state),
+               Error);  // head size
+}
+
+// The three backward launches and the forward's, captured once and replayed on new inputs, give
+// what eager calls give on those inputs, bit for bit (the kernels are deterministic).
+TEST(CudaAttention, ForwardAndBackwardReplayInACudaGraph) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  for (DType dtype : {kBFloat16, kFloat32}) {
+    SCOPED_TRACE(::testing::Message() << dtype);
+    const int64_t B = 2, L = 100, S = 90, E = 64;
+    Tensor q = randn({B, L, E}).to(gpu(), dtype), k = randn({B, S, E}).to(gpu(), dtype);
+    Tensor v = randn({B, S, E}).to(gpu(), dtype), grad_out = randn({B, L, E}).to(gpu(), dtype);
+    Result graphed;
+    cuda::Graph graph;
+    graph.capture_begin();
+    graphed = fused(q, k, v, grad_out, 0.125, true);
+    graph.capture_end();
+    for (int replay = 0; replay < 2; ++replay) {
+      for (Tensor* t : {&q, &k, &v, &grad_out}) {
+        Tensor fresh = randn(t->shape()).to(gpu(), dtype);
+        copy_(*t, fresh);
+      }
+      graph.replay();
+      const Result eager = fused(q, k, v, grad_out, 0.125, true);
+      EXPECT_TRUE(all_equal(graphed.out, eager.out)) << "replay " << replay;
+      EXPECT_TRUE(all_equal(graphed.lse, eager.lse)) << "replay " << replay;
+      EXPECT_TRUE(all_equal(graphed.grad_q, eager.grad_q)) << "replay " << replay;
+      EXPECT_TRUE(all_equal(graphed.grad_k, eager.grad_k)) << "replay " << replay;
+      EXPECT_TRUE(all_equal(graphed.grad_v, eager.grad_v)) << "replay " << replay;
+    }
+  }
+}

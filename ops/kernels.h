@@ -126,6 +126,12 @@ class Kernels {
   /// `dim`; repeated indices accumulate (atomics on CUDA, so float sums may differ in the last bits
   /// run to run, unless set_deterministic(true): then sorted, in index order). Floating dtypes.
   virtual void index_add(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst) = 0;
+  /// Embedding's backward (ops/embedding.cpp): grad_weight [V, D] (overwritten) gets in row v the sum
+  /// of the rows of grad [N, D] whose id (ids int64 [N]) is v, added in position order, divided by
+  /// v's count when `scale_grad_by_freq`; the row of padding_idx (-1: none) stays zero. The same bits
+  /// every run on every device (CUDA sorts the ids; no atomics); 16-bit dtypes sum in float32.
+  virtual void embedding_backward(const Tensor& grad, const Tensor& ids, int64_t padding_idx, bool scale_grad_by_freq,
+                                  Tensor& grad_weight) = 0;
 
   // ---- gather and scatter along a dim (ops/gather_scatter.cpp, ops/indexing.cpp) ----
   // For every position p of index's shape (index int64, any strides, values already checked by the

@@ -14,6 +14,7 @@
 #include "ops/matmul.h"
 #include "ops/mm.h"
 #include "ops/rearrange.h"
+#include "ops/sampling.h"
 #include "ops/reduce.h"
 #include "ops/scan.h"
 #include "ops/select.h"
@@ -240,6 +241,9 @@ Tensor Tensor::isclose(const Tensor& other, double rtol, double atol, bool equal
 bool Tensor::equal(const Tensor& other) const { return minidl::equal(*this, other); }
 Tensor Tensor::cumsum(int64_t dim) const { return minidl::cumsum(*this, dim); }
 Tensor Tensor::cumprod(int64_t dim) const { return minidl::cumprod(*this, dim); }
+Tensor Tensor::multinomial(int64_t num_samples, bool replacement) const {
+  return minidl::multinomial(*this, num_samples, replacement);
+}
 std::tuple<Tensor, Tensor> Tensor::sort(int64_t dim, bool descending) const {
   return minidl::sort(*this, dim, descending);
 }

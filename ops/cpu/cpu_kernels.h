@@ -11,6 +11,8 @@ class CpuKernels final : public Kernels {
   void fill(Tensor& dst, double value) override;
   void index_select(const Tensor& src, int64_t dim, const Tensor& index, Tensor& out) override;
   void index_add(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst) override;
+  void embedding_backward(const Tensor& grad, const Tensor& ids, int64_t padding_idx, bool scale_grad_by_freq,
+                          Tensor& grad_weight) override;
   void gather(const Tensor& src, int64_t dim, const Tensor& index, Tensor& out) override;
   void scatter(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst, bool accumulate) override;
   Tensor nonzero(const Tensor& x) override;

@@ -1,0 +1,103 @@
+// Embedding's backward without float atomics: the ids are radix-sorted with their positions (CUB's
+// radix sort is stable, so the repeats of an id form a run in position order), each id's run is
+// located, then one thread per element of grad_weight sums its run's gradient rows in that order.
+// Every run and the CPU kernel add the same numbers in the same order, so the bits repeat.
+#include <cub/device/device_radix_sort.cuh>
+
+#include <climits>
+
+#include "ops/cuda/common.cuh"
+
+namespace minidl {
+
+namespace {
+
+using namespace cuda;
+
+__global__ void positions_kernel(int64_t* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = i;
+}
+
+// Marks where each id's run lies in the sorted ids: run_start[id] .. run_end[id] (both zero for
+// an id that does not occur). An id out of range (the forward reports those first) is skipped and
+// reported as index_select's adjoint reports one.
+__global__ void mark_runs_kernel(const int64_t* sorted, const int64_t* order, int64_t n, int64_t rows,
+                                 int64_t* run_start, int64_t* run_end, DeviceErrorReport error) {
+  for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < n; p += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t id = sorted[p];
+    const bool first = p == 0 || sorted[p - 1] != id, last = p == n - 1 || sorted[p + 1] != id;
+    if (id < 0 || id >= rows) {
+      if (first) report_device_error(error, kIndexAddIndex, order[p], id, rows);
+      continue;
+    }
+    if (first) run_start[id] = p;
+    if (last) run_end[id] = p + 1;
+  }
+}
+
+// One thread per element of grad_weight: the sum of its id's rows in position order (absent ids
+// and padding_idx get zero). The run's length is known before the loop, so the loads of several
+// rows are in flight at once while the additions keep their order.
+template <class T>
+__global__ void sum_runs_kernel(const T* grad, const int64_t* order, const int64_t* run_start, const int64_t* run_end,
+                                int64_t rows, int64_t width, int64_t padding_idx, bool scale_by_count,
+                                T* grad_weight) {
+  using Acc = compute_t<T>;  // as the CPU kernel: the same additions, the same bits
+  const int64_t total = rows * width;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t id = i / width, c = i - id * width;
+    const int64_t begin = run_start[id], end = id == padding_idx ? begin : run_end[id];
+    Acc sum = Acc(0);
+#pragma unroll 4
+    for (int64_t q = begin; q < end; ++q) sum += static_cast<Acc>(grad[order[q] * width + c]);
+    const int64_t count = end - begin;
+    grad_weight[i] = static_cast<T>(scale_by_count && count > 1 ? sum / static_cast<Acc>(count) : sum);
+  }
+}
+
+}  // namespace
+
+void CudaKernels::embedding_backward(const Tensor& grad, const Tensor& ids, int64_t padding_idx,
+                                     bool scale_grad_by_freq, Tensor& grad_weight) {
+  const int64_t n = ids.numel(), rows = grad_weight.size(0), width = grad_weight.size(1);
+  if (grad_weight.numel() == 0) return;
+  cuda::DeviceGuard guard(device_);
+  const Device device = grad_weight.device();
+  MINIDL_CHECK(n <= INT32_MAX, "embedding_backward: at most ", INT32_MAX, " ids on CUDA (CUB's item count), got ", n);
+  Tensor run_bounds = Tensor::empty({2, rows}, kInt64, device);  // run_start, run_end
+  CUDA_CHECK(cudaMemsetAsync(run_bounds.raw_data(), 0, run_bounds.nbytes(), stream_));
+  int64_t* run_start = ptr<int64_t>(run_bounds);
+  int64_t* run_end = run_start + rows;
+  Tensor sorted, order;
+  if (n > 0) {
+    const int items = static_cast<int>(n);
+    Tensor positions = Tensor::empty({n}, kInt64, device);
+    sorted = Tensor::empty({n}, kInt64, device);
+    order = Tensor::empty({n}, kInt64, device);
+    positions_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(ptr<int64_t>(positions), n);
+    CUDA_LAUNCH_CHECK(positions_kernel);
+    // All 64 bits are sorted: an out-of-range id must not land inside a valid id's run.
+    size_t temp_bytes = 0;
+    CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, ptr<const int64_t>(ids), ptr<int64_t>(sorted),
+                                               ptr<const int64_t>(positions), ptr<int64_t>(order), items, 0,
+                                               int(sizeof(int64_t) * 8), stream_));
+    Tensor temp = Tensor::empty({static_cast<int64_t>((temp_bytes + 7) / 8)}, kInt64, device);
+    CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.raw_data(), temp_bytes, ptr<const int64_t>(ids),
+                                               ptr<int64_t>(sorted), ptr<const int64_t>(positions), ptr<int64_t>(order),
+                                               items, 0, int(sizeof(int64_t) * 8), stream_));
+    mark_runs_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(ptr<const int64_t>(sorted), ptr<const int64_t>(order), n,
+                                                              rows, run_start, run_end, device_error_report(device_));
+    CUDA_LAUNCH_CHECK(mark_runs_kernel);
+  }
+  const int64_t* no_order = n > 0 ? ptr<const int64_t>(order) : nullptr;  // every run is empty then
+  dispatch_floating_and_half(grad.dtype(), "embedding_backward", [&](auto tag) {
+    using T = decltype(tag);
+    sum_runs_kernel<T><<<blocks_for(rows * width), kThreads, 0, stream_>>>(
+        ptr<const T>(grad), no_order, run_start, run_end, rows, width, padding_idx, scale_grad_by_freq,
+        ptr<T>(grad_weight));
+    CUDA_LAUNCH_CHECK(sum_runs_kernel);
+  });
+}
+
+}  // namespace minidl

@@ -1,0 +1,96 @@
+// embedding and embedding_renorm_. Shapes: weight [V, D], indices [...] -> out [..., D]. The lookup
+// is index_select's row gather; the backward is a kernel of its own (Kernels::embedding_backward)
+// rather than index_select's index_add, for padding_idx, scale_grad_by_freq and the same bits on
+// every CUDA run without turning on deterministic mode for the whole program.
+#include "ops/embedding.h"
+
+#include <vector>
+
+#include "core/autograd.h"
+#include "ops/compare.h"
+#include "ops/copy.h"
+#include "ops/elementwise.h"
+#include "ops/indexing.h"
+#include "ops/kernels.h"
+#include "ops/reduce.h"
+
+namespace minidl {
+
+namespace {
+
+void check_embedding_args(const char* op, const Tensor& weight, const Tensor& indices) {
+  check_same_device(op, {weight, indices});
+  MINIDL_CHECK(weight.dim() == 2, op, ": expected a 2-D weight [num_embeddings, embedding_dim], got shape ",
+               weight.shape());
+  MINIDL_CHECK(indices.dtype() == kInt64 || indices.dtype() == kInt32, op,
+               ": expected int64 or int32 indices, got ", indices.dtype());
+}
+
+// The ids as the kernels read them: int64, flat, contiguous.
+Tensor flat_ids(const Tensor& indices) {
+  NoGradGuard no_grad;
+  return indices.reshape({indices.numel()}).to(kInt64).contiguous();
+}
+
+}  // namespace
+
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx,
+                 bool scale_grad_by_freq, bool sparse) {
+  check_embedding_args("embedding", weight, indices);
+  MINIDL_CHECK(!sparse, "embedding: sparse=true asks for a sparse gradient, and minidl has no sparse tensors; "
+               "use sparse=false (a dense gradient of the weight's shape)");
+  const int64_t rows = weight.size(0), width = weight.size(1);
+  int64_t padding = -1;
+  if (padding_idx) {
+    MINIDL_CHECK(*padding_idx >= -rows && *padding_idx < rows, "embedding: padding_idx must be within [", -rows,
+                 ", ", rows, ") for a weight of ", rows, " rows, got ", *padding_idx);
+    padding = *padding_idx < 0 ? *padding_idx + rows : *padding_idx;
+  }
+  Tensor ids = flat_ids(indices);
+  Shape out_shape = indices.shape();
+  out_shape.push_back(width);
+  Tensor out = Tensor::empty(out_shape, weight.dtype(), weight.device());
+  {
+    NoGradGuard no_grad;  // plumbing: the tape gets one entry for the whole op
+    Tensor out_rows = out.view({ids.numel(), width});
+    try {
+      kernels_for(weight.device()).index_select(weight.contiguous(), 0, ids, out_rows);
+    } catch (const Error&) {
+      // The CPU kernel finds a bad id (CUDA reports one at the next synchronization, as index_select
+      // does); name it in embedding's terms. Only this error path reads the ids back.
+      const std::vector<int64_t> v = ids.to_vector<int64_t>();
+      for (size_t i = 0; i < v.size(); ++i)
+        MINIDL_CHECK(v[i] >= 0 && v[i] < rows, "embedding: id ", v[i], " at position ", i,
+                     " of the indices is out of range for a weight of ", rows, " rows (expected 0 <= id < ", rows,
+                     ")");
+      throw;
+    }
+  }
+  if (autograd::needs_recording({weight})) {
+    autograd::record("embedding", out, {weight}, {ids}, [ids, padding, scale_grad_by_freq, rows, width](
+                                                    const Tensor& g, const std::vector<bool>&) {
+      Tensor grad_weight = Tensor::empty({rows, width}, g.dtype(), g.device());
+      kernels_for(g.device()).embedding_backward(g.contiguous().view({ids.numel(), width}), ids, padding,
+                                                 scale_grad_by_freq, grad_weight);
+      return std::vector<Tensor>{grad_weight};
+    });
+  }
+  return out;
+}
+
+Tensor& embedding_renorm_(Tensor& weight, const Tensor& indices, double max_norm, double norm_type) {
+  check_embedding_args("embedding_renorm_", weight, indices);
+  MINIDL_CHECK(max_norm >= 0, "embedding_renorm_: expected max_norm >= 0, got ", max_norm);
+  NoGradGuard no_grad;  // a write to the table, as PyTorch's: no part of any graph
+  Tensor ids = flat_ids(indices);
+  if (ids.numel() == 0) return weight;
+  Tensor rows = index_select(weight, 0, ids);
+  if (is_reduced_floating(rows.dtype())) rows = rows.to(kFloat32);  // the norm summed in float32
+  Tensor norms = norm(rows, norm_type, {1}, /*keepdim=*/true);
+  Tensor scale = where(gt(norms, max_norm), max_norm / (norms + 1e-7), 1.0);
+  // A repeated id writes the same rescaled row each time, so the order of the writes does not matter.
+  index_put_(weight, {ids}, (rows * scale).to(weight.dtype()));
+  return weight;
+}
+
+}  // namespace minidl

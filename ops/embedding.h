@@ -1,0 +1,25 @@
+#pragma once
+// Embedding lookups: rows of a weight table picked by integer ids (torch.nn.functional.embedding).
+#include <cstdint>
+#include <optional>
+
+#include "core/tensor.h"
+
+namespace minidl {
+
+/// The rows of weight [V, D] picked by `indices` (int64 or int32, any shape): [..., D], as ATen's
+/// embedding (weight first; nn::functional::embedding takes PyTorch's (input, weight) order). An id
+/// outside [0, V) is an error naming it. The gradient of weight sums the gradient rows of each id;
+/// the row of `padding_idx` (negative counts from V) gets none, and `scale_grad_by_freq` divides
+/// each row by its id's count in `indices`. On CUDA the backward gives the same bits on every run.
+///   Tensor x = embedding(token_table, tokens);   // tokens [B, T] -> x [B, T, D]
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx = std::nullopt,
+                 bool scale_grad_by_freq = false, bool sparse = false);
+
+/// Rescales in place, without recording, each row of weight [V, D] named in `indices` whose
+/// `norm_type`-norm exceeds max_norm to norm max_norm (by max_norm / (norm + 1e-7)), as
+/// torch.embedding_renorm_; what Embedding's max_norm runs before each lookup.
+///   embedding_renorm_(table, tokens, 1.0, 2.0);
+Tensor& embedding_renorm_(Tensor& weight, const Tensor& indices, double max_norm, double norm_type = 2.0);
+
+}  // namespace minidl

@@ -4,6 +4,7 @@
 
 #include "ops/activation.h"
 #include "ops/adaptive_max_pool2d.h"
+#include "ops/attention.h"
 #include "ops/avg_pool2d.h"
 #include "ops/conv1d.h"
 #include "ops/conv2d.h"
@@ -136,6 +137,7 @@ using minidl::mish;
 using minidl::prelu;
 using minidl::relu;
 using minidl::relu6;
+using minidl::scaled_dot_product_attention;
 using minidl::selu;
 using minidl::sigmoid;
 using minidl::silu;

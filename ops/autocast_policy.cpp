@@ -31,6 +31,7 @@ const std::vector<PolicyRow> kTable = {
     {Op::conv2d_relu_max_pool2d, "conv2d_relu_max_pool2d", LP, LP},
     {Op::conv_transpose2d, "conv_transpose2d", LP, LP},
     {Op::einsum, "einsum", LP, LP},
+    {Op::scaled_dot_product_attention, "scaled_dot_product_attention", LP, LP},
     {Op::softmax, "softmax", F32, NONE},
     {Op::log_softmax, "log_softmax", F32, NONE},
     {Op::layer_norm, "layer_norm", F32, NONE},

@@ -3,6 +3,7 @@
 #include "ops/activation.h"
 #include "ops/adaptive_max_pool2d.h"
 #include "ops/arithmetic.h"
+#include "ops/attention.h"
 #include "ops/conv1d.h"
 #include "ops/einsum.h"
 #include "ops/pad.h"

@@ -86,6 +86,8 @@ std::vector<Case> cases() {
        [](const std::vector<Tensor>& t) { return conv_transpose2d(t[0], t[1], t[2], 2, 1); }},
       {"einsum", LP, LP, [] { return std::vector<Tensor>{r({4, 8}), r({8, 5})}; },
        [](const std::vector<Tensor>& t) { return einsum("ij,jk->ik", {t[0], t[1]}); }},
+      {"scaled_dot_product_attention", LP, LP, [] { return std::vector<Tensor>{r({2, 5, 8}), r({2, 6, 8}), r({2, 6, 8})}; },
+       [](const std::vector<Tensor>& t) { return scaled_dot_product_attention(t[0], t[1], t[2]); }},
       {"softmax", F32, NONE, [] { return std::vector<Tensor>{r({4, 7})}; },
        [](const std::vector<Tensor>& t) { return softmax(t[0], 1); }},
       {"log_softmax", F32, NONE, [] { return std::vector<Tensor>{r({4, 7})}; },

@@ -1,0 +1,165 @@
+// Scaled dot-product attention. Shapes:
+//   q [..., L, E], k [..., S, E], v [..., S, Ev] -> out [..., L, Ev]; the batch dims (all but the last
+//   two) broadcast together to `batch`, and B = numel(batch).
+//   attn_mask: broadcastable to batch + [L, S]; bool (true = may attend) or floating (added).
+// Two paths, one result:
+//   fused:    no attn_mask and a device kernel for the dtype and head sizes (Kernels::
+//             fused_attention_supports): q, k, v flattened to [B, L, E] ..., one forward kernel that
+//             also returns each row's logsumexp, and one backward kernel that recomputes the
+//             probabilities from it (FlashAttention), so the [B, L, S] scores are never kept.
+//   composed: matmul, mask, softmax, dropout, matmul, each op recording its own backward; PyTorch's
+//             "math" backend and the reference of the fused kernels.
+// A query row that sees no key: the composed softmax of all -inf gives NaN, as PyTorch's math
+// backend. The fused kernels write 0 and logsumexp -inf there (ops/kernels.h); only an explicit mask
+// can hide every key of a row, and a mask always takes the composed path, so the two cannot differ.
+#include "ops/attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/autograd.h"
+#include "ops/autocast_policy.h"
+#include "ops/compare.h"
+#include "ops/copy.h"
+#include "ops/creation.h"
+#include "ops/dropout.h"
+#include "ops/elementwise.h"
+#include "ops/kernels.h"
+#include "ops/logical.h"
+#include "ops/matmul.h"
+#include "ops/rearrange.h"
+#include "ops/softmax.h"
+#include "ops/view.h"
+
+namespace minidl {
+
+namespace {
+
+constexpr const char* kOp = "scaled_dot_product_attention";
+
+struct Geometry {
+  Shape batch;  // the broadcast batch dims
+  int64_t B = 1, L = 0, S = 0, E = 0, Ev = 0;
+  double scale = 1;
+};
+
+Shape batch_dims(const Tensor& t) { return Shape(t.shape().begin(), t.shape().end() - 2); }
+
+Shape with_matrix(Shape batch, int64_t rows, int64_t cols) {
+  batch.push_back(rows);
+  batch.push_back(cols);
+  return batch;
+}
+
+Geometry check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double dropout_p,
+                      bool is_causal, std::optional<double> scale) {
+  MINIDL_CHECK(q.defined() && k.defined() && v.defined(), kOp, ": query, key and value must all be defined");
+  MINIDL_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, kOp,
+               ": expected query [..., L, E], key [..., S, E] and value [..., S, Ev] of at least 2 dimensions, got "
+               "shapes ",
+               q.shape(), ", ", k.shape(), " and ", v.shape());
+  MINIDL_CHECK(q.dtype() == k.dtype() && q.dtype() == v.dtype(), kOp,
+               ": expected query, key and value of one dtype, got ", q.dtype(), ", ", k.dtype(), " and ", v.dtype());
+  MINIDL_CHECK(is_floating(q.dtype()), kOp, ": expected floating query, key and value, got ", q.dtype());
+  check_same_device(kOp, {q, k, v, mask});
+  MINIDL_CHECK(q.size(-1) == k.size(-1), kOp, ": query's last dim E = ", q.size(-1), " (shape ", q.shape(),
+               ") differs from key's ", k.size(-1), " (shape ", k.shape(), ")");
+  MINIDL_CHECK(k.size(-2) == v.size(-2), kOp, ": key has S = ", k.size(-2), " positions (shape ", k.shape(),
+               "), value has ", v.size(-2), " (shape ", v.shape(), ")");
+  MINIDL_CHECK(dropout_p >= 0 && dropout_p <= 1, kOp, ": expected dropout_p in [0, 1], got ", dropout_p);
+  MINIDL_CHECK(!(is_causal && mask.defined()), kOp,
+               ": an explicit attn_mask should not be set when is_causal=true (PyTorch's rule); fold the causal "
+               "mask into attn_mask instead");
+  Geometry g;
+  g.batch = broadcast_shapes(broadcast_shapes(batch_dims(q), batch_dims(k), kOp), batch_dims(v), kOp);
+  g.B = shape_numel(g.batch);
+  g.L = q.size(-2);
+  g.S = k.size(-2);
+  g.E = q.size(-1);
+  g.Ev = v.size(-1);
+  g.scale = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(g.E));
+  if (mask.defined()) {
+    MINIDL_CHECK(mask.dtype() == kBool || is_floating(mask.dtype()), kOp,
+                 ": expected a bool attn_mask (true = may attend) or a floating one (added to the scores), got ",
+                 mask.dtype());
+    const Shape scores = with_matrix(g.batch, g.L, g.S);
+    MINIDL_CHECK(broadcasts_to(mask.shape(), scores), kOp, ": attn_mask of shape ", mask.shape(),
+                 " does not broadcast to the scores' shape [..., L, S] = ", scores);
+  }
+  return g;
+}
+
+// t [..., rows, cols] broadcast to the batch and flattened to [B, rows, cols] (recorded ops: the
+// gradient of a broadcast input is summed back).
+Tensor flatten_batch(const Tensor& t, const Geometry& g, int64_t rows, int64_t cols) {
+  return reshape(expand(t, with_matrix(g.batch, rows, cols)), {g.B, rows, cols});
+}
+
+// The fused kernels on q [B, L, E], k [B, S, E], v [B, S, Ev], all contiguous.
+Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Geometry& g, bool causal,
+                       double dropout_p) {
+  Kernels& kernels = kernels_for(q.device());
+  Tensor out = Tensor::empty({g.B, g.L, g.Ev}, q.dtype(), q.device());
+  Tensor logsumexp = Tensor::empty({g.B, g.L}, kFloat32, q.device());
+  Tensor rng_state = Tensor::empty({2}, kInt64, Device::cpu());
+  kernels.attention_forward(q, k, v, g.scale, causal, dropout_p, out, logsumexp, rng_state);
+  if (autograd::needs_recording({q, k, v})) {
+    autograd::record(kOp, out, {q, k, v}, {q, k, v, out},
+                     [q = q.detach(), k = k.detach(), v = v.detach(), o = out.detach(), logsumexp, rng_state,
+                      scale = g.scale, causal, dropout_p](const Tensor& grad, const std::vector<bool>&) {
+                       Tensor gq = Tensor::empty(q.shape(), q.dtype(), q.device());
+                       Tensor gk = Tensor::empty(k.shape(), k.dtype(), k.device());
+                       Tensor gv = Tensor::empty(v.shape(), v.dtype(), v.device());
+                       kernels_for(q.device()).attention_backward(grad.contiguous(), q, k, v, o, logsumexp, rng_state,
+                                                                  scale, causal, dropout_p, gq, gk, gv);
+                       return std::vector<Tensor>{gq, gk, gv};
+                     });
+  }
+  return out;
+}
+
+Tensor math_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double dropout_p,
+                      bool is_causal, const Geometry& g, Tensor* attn_weights) {
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor scores = matmul(flatten_batch(q, g, g.L, g.E) * g.scale, transpose(flatten_batch(k, g, g.S, g.E), 1, 2));
+  // The mask broadcasts against the scores in their batch shape (a view), not copied to [B, L, S].
+  scores = reshape(scores, with_matrix(g.batch, g.L, g.S));
+  if (is_causal) scores = masked_fill(scores, logical_not(tril(ones({g.L, g.S}, kBool, q.device()))), -inf);
+  if (mask.defined()) {
+    if (mask.dtype() == kBool) scores = masked_fill(scores, logical_not(mask), -inf);
+    else scores = add(scores, mask.to(scores.dtype()));
+  }
+  // 16-bit scores take their softmax in float32, as autocast runs softmax.
+  Tensor weights = is_reduced_floating(scores.dtype()) ? softmax(scores.to(kFloat32), -1).to(scores.dtype())
+                                                       : softmax(scores, -1);
+  if (dropout_p > 0) weights = dropout(weights, dropout_p, true);
+  if (attn_weights) *attn_weights = weights;
+  Tensor out = matmul(reshape(weights, {g.B, g.L, g.S}), flatten_batch(v, g, g.S, g.Ev));
+  return reshape(out, with_matrix(g.batch, g.L, g.Ev));
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const Tensor& attn_mask, double dropout_p, bool is_causal,
+                                    std::optional<double> scale) {
+  MINIDL_AUTOCAST(scaled_dot_product_attention, scaled_dot_product_attention, query, key, value, attn_mask,
+                  dropout_p, is_causal, scale);
+  const Geometry g = check_inputs(query, key, value, attn_mask, dropout_p, is_causal, scale);
+  const bool fused = !attn_mask.defined() && g.L > 0 && g.S > 0 && g.E > 0 && g.Ev > 0 &&
+                     kernels_for(query.device()).fused_attention_supports(query.dtype(), g.E, g.Ev, dropout_p > 0);
+  if (!fused) return math_attention(query, key, value, attn_mask, dropout_p, is_causal, g, nullptr);
+  Tensor out = fused_attention(contiguous(flatten_batch(query, g, g.L, g.E)),
+                               contiguous(flatten_batch(key, g, g.S, g.E)),
+                               contiguous(flatten_batch(value, g, g.S, g.Ev)), g, is_causal, dropout_p);
+  return reshape(out, with_matrix(g.batch, g.L, g.Ev));
+}
+
+Tensor scaled_dot_product_attention_math(const Tensor& query, const Tensor& key, const Tensor& value,
+                                         const Tensor& attn_mask, double dropout_p, bool is_causal,
+                                         std::optional<double> scale, Tensor* attn_weights) {
+  const Geometry g = check_inputs(query, key, value, attn_mask, dropout_p, is_causal, scale);
+  return math_attention(query, key, value, attn_mask, dropout_p, is_causal, g, attn_weights);
+}
+
+}  // namespace minidl

@@ -1,0 +1,29 @@
+#pragma once
+// Scaled dot-product attention, as torch.nn.functional.scaled_dot_product_attention.
+#include <optional>
+
+#include "core/tensor.h"
+
+namespace minidl {
+
+/// softmax(q k^T * scale + mask) v over q [..., L, E], k [..., S, E], v [..., S, Ev] -> [..., L, Ev];
+/// the batch dims broadcast. attn_mask (broadcastable to [..., L, S]) is bool (true = may attend) or
+/// floating (added to the scores); is_causal masks as tril(ones(L, S)) (query i sees keys j <= i) and
+/// excludes attn_mask; scale defaults to 1/sqrt(E); dropout_p > 0 drops attention weights (pass 0 in
+/// evaluation). Without a mask, where the device has a fused kernel for the dtype and head sizes, it
+/// runs fused (the L x S scores are never stored); otherwise as scaled_dot_product_attention_math.
+/// A query row that sees no key gives NaN on the composed path, as PyTorch's math backend does.
+///   Tensor y = scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const Tensor& attn_mask = {}, double dropout_p = 0.0, bool is_causal = false,
+                                    std::optional<double> scale = std::nullopt);
+
+/// The same by composition (matmul, mask, softmax, dropout, matmul), PyTorch's "math" backend: the
+/// reference the fused kernels are tested against. 16-bit inputs take their softmax in float32.
+/// With `attn_weights`, it receives the attention weights [..., L, S] (after dropout) that multiply v.
+///   Tensor ref = scaled_dot_product_attention_math(q, k, v, mask);
+Tensor scaled_dot_product_attention_math(const Tensor& query, const Tensor& key, const Tensor& value,
+                                         const Tensor& attn_mask = {}, double dropout_p = 0.0, bool is_causal = false,
+                                         std::optional<double> scale = std::nullopt, Tensor* attn_weights = nullptr);
+
+}  // namespace minidl

@@ -1,6 +1,7 @@
 #pragma once
 // The layers and losses users build models from.
 #include "nn/activation.h"
+#include "nn/attention.h"
 #include "nn/clip_grad.h"
 #include "nn/containers.h"
 #include "nn/conv1d.h"
@@ -18,3 +19,4 @@
 #include "nn/rnn.h"
 #include "nn/sequential.h"
 #include "nn/serialize.h"
+#include "nn/transformer.h"

@@ -1,0 +1,260 @@
+// MultiheadAttention against a hand composition with its own weights (per batch and head, by mm and
+// softmax), its masks, weights and layouts; TransformerEncoderLayer's float64 gradients and its
+// blocks; TransformerEncoder's deep copies; the causal mask helper.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "minidl.h"
+#include "test_cuda_util.h"
+#include "test_util.h"
+
+using namespace minidl;
+using minidl::testing::all_close;
+using minidl::testing::expect_error;
+
+namespace {
+
+const double kInf = std::numeric_limits<double>::infinity();
+
+struct HandResult {
+  Tensor out;      // [N, L, E]
+  Tensor weights;  // [N, H, L, S]
+};
+
+// multi-head attention written out: batch-first query [N, L, E], key [N, S, kdim], value [N, S, vdim];
+// bias: an additive mask broadcastable to [N, H, L, S] (or undefined).
+HandResult hand_mha(const nn::MultiheadAttentionImpl& m, const Tensor& query, const Tensor& key, const Tensor& value,
+                    const Tensor& bias) {
+  NoGradGuard no_grad;
+  const int64_t E = m.options.embed_dim(), H = m.options.num_heads(), hd = E / H;
+  const int64_t N = query.size(0), L = query.size(1), S = key.size(1);
+  auto w = [&](int64_t i, const Tensor& own) { return m.in_proj_weight.defined() ? m.in_proj_weight.narrow(0, i * E, E) : own; };
+  auto b = [&](int64_t i) { return m.in_proj_bias.narrow(0, i * E, E); };
+  const Tensor full_bias = bias.defined() ? bias.expand({N, H, L, S}) : zeros({N, H, L, S}, query.dtype());
+  std::vector<Tensor> outs, all_weights;
+  for (int64_t n = 0; n < N; ++n) {
+    Tensor Q = add(mm(query[n], w(0, m.q_proj_weight).t()), b(0));
+    Tensor K = add(mm(key[n], w(1, m.k_proj_weight).t()), b(1));
+    Tensor V = add(mm(value[n], w(2, m.v_proj_weight).t()), b(2));
+    std::vector<Tensor> heads, head_weights;
+    for (int64_t h = 0; h < H; ++h) {
+      Tensor scores = add(mm(Q.narrow(1, h * hd, hd), K.narrow(1, h * hd, hd).t()) / std::sqrt(double(hd)), full_bias[n][h]);
+      Tensor P = softmax(scores, 1);
+      heads.push_back(mm(P, V.narrow(1, h * hd, hd)));
+      head_weights.push_back(P);
+    }
+    outs.push_back(add(mm(cat(heads, 1), m.out_proj->weight.t()), m.out_proj->bias));
+    all_weights.push_back(stack(head_weights));
+  }
+  return {stack(outs), stack(all_weights)};
+}
+
+// A float64 module with random biases (the defaults are zeros, which would hide a missing bias).
+nn::MultiheadAttention make_mha(nn::MultiheadAttentionOptions options) {
+  nn::MultiheadAttention m(options);
+  m->to(kFloat64);
+  nn::init::normal_(m->in_proj_bias);
+  nn::init::normal_(m->out_proj->bias);
+  return m;
+}
+
+Tensor r(const Shape& shape) { return randn(shape, kFloat64); }
+
+Tensor bools(const std::vector<int>& values, const Shape& shape) {
+  return Tensor::from_vector<bool>(std::vector<bool>(values.begin(), values.end()), shape);
+}
+
+GradcheckOptions tight() {
+  GradcheckOptions o;
+  o.atol = 1e-8;
+  o.rtol = 1e-6;
+  return o;
+}
+
+}  // namespace
+
+TEST(MultiheadAttention, MatchesHandComposition) {
+  manual_seed(11);
+  nn::MultiheadAttention m = make_mha(nn::MultiheadAttentionOptions(8, 2));
+  EXPECT_EQ(m->named_parameters().keys(),
+            (std::vector<std::string>{"in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"}));
+  EXPECT_EQ(m->in_proj_weight.shape(), (Shape{24, 8}));
+  const Tensor query = r({4, 3, 8}), key = r({5, 3, 8}), value = r({5, 3, 8});  // [L, N, E], [S, N, E]
+  const HandResult want = hand_mha(*m, query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1), {});
+  auto [out, weights] = m->forward(query, key, value);
+  ASSERT_EQ(out.shape(), (Shape{4, 3, 8}));
+  EXPECT_TRUE(all_close(out.transpose(0, 1), want.out, 1e-12, 1e-12));
+  EXPECT_TRUE(all_close(weights, want.weights.mean({1}), 1e-12, 1e-12));  // averaged over the heads
+  auto [out2, per_head] = m->forward(query, key, value, {}, true, {}, /*average_attn_weights=*/false);
+  EXPECT_TRUE(all_close(per_head, want.weights, 1e-12, 1e-12));
+  auto [out3, none] = m->forward(query, key, value, {}, /*need_weights=*/false);
+  EXPECT_FALSE(none.defined());
+  EXPECT_TRUE(all_close(out3, out, 1e-12, 1e-12));
+  // Self-attention (one tensor as query, key and value) projects with one GEMM: same values.
+  auto [self_out, self_w] = m->forward(query, query, query);
+  const Tensor qb = query.transpose(0, 1);
+  EXPECT_TRUE(all_close(self_out.transpose(0, 1), hand_mha(*m, qb, qb, qb, {}).out, 1e-12, 1e-12));
+}
+
+TEST(MultiheadAttention, KeyPaddingAndAttnMasks) {
+  manual_seed(12);
+  nn::MultiheadAttention m = make_mha(nn::MultiheadAttentionOptions(8, 2).batch_first(true));
+  const Tensor query = r({2, 4, 8}), key = r({2, 5, 8}), value = r({2, 5, 8});
+  // Batch 0 ignores keys 3 and 4; batch 1 key 0. The attn_mask forbids key 1 to query 0 (true = may NOT attend).
+  const Tensor padding = bools({0, 0, 0, 1, 1, 1, 0, 0, 0, 0}, {2, 5});
+  std::vector<bool> forbid_v(20, false);
+  forbid_v[1] = true;
+  const Tensor forbid = Tensor::from_vector<bool>(forbid_v, {4, 5});
+  const Tensor bias = add(masked_fill(zeros({2, 1, 1, 5}, kFloat64), padding.reshape({2, 1, 1, 5}), -kInf),
+                          masked_fill(zeros({4, 5}, kFloat64), forbid, -kInf));
+  const HandResult want = hand_mha(*m, query, key, value, bias);
+  for (bool need_weights : {true, false}) {
+    auto [out, weights] = m->forward(query, key, value, padding, need_weights, forbid);
+    EXPECT_TRUE(all_close(out, want.out, 1e-12, 1e-12)) << "need_weights " << need_weights;
+    if (need_weights) {
+      EXPECT_TRUE(all_close(weights, want.weights.mean({1}), 1e-12, 1e-12));
+    }
+  }
+  // A float mask [N*H, L, S] is added per head; a float key padding mask is added too.
+  const Tensor per_head = r({4, 4, 5});
+  const HandResult want2 = hand_mha(*m, query, key, value, per_head.reshape({2, 2, 4, 5}));
+  auto [out2, w2] = m->forward(query, key, value, {}, true, per_head, false);
+  EXPECT_TRUE(all_close(out2, want2.out, 1e-12, 1e-12));
+  EXPECT_TRUE(all_close(w2, want2.weights, 1e-12, 1e-12));
+  const Tensor soft_padding = r({2, 5});
+  auto [out3, w3] = m->forward(query, key, value, soft_padding);
+  EXPECT_TRUE(all_close(out3, hand_mha(*m, query, key, value, soft_padding.reshape({2, 1, 1, 5})).out, 1e-12, 1e-12));
+}
+
+TEST(MultiheadAttention, LayoutsAndSeparateProjections) {
+  manual_seed(13);
+  nn::MultiheadAttention seq_first = make_mha(nn::MultiheadAttentionOptions(6, 3));
+  nn::MultiheadAttention batch_first(nn::MultiheadAttentionOptions(6, 3).batch_first(true));
+  batch_first->to(kFloat64);
+  batch_first->load_state_dict(seq_first->state_dict());
+  const Tensor query = r({4, 2, 6}), key = r({3, 2, 6}), value = r({3, 2, 6});
+  auto [a, wa] = seq_first->forward(query, key, value);
+  auto [b, wb] = batch_first->forward(query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1));
+  EXPECT_TRUE(all_close(b, a.transpose(0, 1), 1e-12, 1e-12));
+  EXPECT_TRUE(all_close(wb, wa, 1e-12, 1e-12));
+  // Unbatched [L, E]: the batch element alone.
+  auto [c, wc] = seq_first->forward(query.select(1, 1), key.select(1, 1), value.select(1, 1));
+  EXPECT_TRUE(all_close(c, a.select(1, 1), 1e-12, 1e-12));
+  EXPECT_TRUE(all_close(wc, wa[1], 1e-12, 1e-12));
+  // kdim and vdim other than embed_dim: three projection weights.
+  nn::MultiheadAttention cross = make_mha(nn::MultiheadAttentionOptions(6, 2).kdim(4).vdim(5).batch_first(true));
+  EXPECT_FALSE(cross->in_proj_weight.defined());
+  EXPECT_EQ(cross->named_parameters().keys(),
+            (std::vector<std::string>{"q_proj_weight", "k_proj_weight", "v_proj_weight", "in_proj_bias",
+                                      "out_proj.weight", "out_proj.bias"}));
+  const Tensor q = r({2, 3, 6}), k = r({2, 7, 4}), v = r({2, 7, 5});
+  auto [d, wd] = cross->forward(q, k, v);
+  const HandResult want = hand_mha(*cross, q, k, v, {});
+  EXPECT_TRUE(all_close(d, want.out, 1e-12, 1e-12));
+  EXPECT_TRUE(all_close(wd, want.weights.mean({1}), 1e-12, 1e-12));
+}
+
+TEST(MultiheadAttention, CausalHintAndGradcheck) {
+  manual_seed(14);
+  nn::MultiheadAttention m = make_mha(nn::MultiheadAttentionOptions(4, 2).batch_first(true));
+  const Tensor x = r({2, 5, 4});
+  const Tensor mask = nn::generate_square_subsequent_mask(5, kFloat64);
+  auto [hinted, none] = m->forward(x, x, x, {}, false, mask, true, /*is_causal=*/true);  // fused, no mask tensor
+  auto [masked, w] = m->forward(x, x, x, {}, true, mask);
+  EXPECT_TRUE(all_close(hinted, masked, 1e-12, 1e-12));
+  EXPECT_TRUE(all_close(masked, hand_mha(*m, x, x, x, mask).out, 1e-12, 1e-12));
+  const Tensor bias = r({3, 5});
+  for (bool need_weights : {true, false}) {
+    GradcheckResult res = gradcheck(
+        [&](const std::vector<Tensor>& in) { return std::get<0>(m->forward(in[0], in[1], in[2], {}, need_weights, bias)); },
+        {r({2, 3, 4}).requires_grad_(), r({2, 5, 4}).requires_grad_(), r({2, 5, 4}).requires_grad_()}, tight());
+    EXPECT_TRUE(res) << "need_weights " << need_weights << ": " << res.message;
+  }
+}
+
+TEST(MultiheadAttention, ClearErrors) {
+  expect_error([] { nn::MultiheadAttention(6, 4); }, {"embed_dim (6)", "num_heads (4)"});
+  nn::MultiheadAttention m(8, 2);
+  const Tensor x = randn({4, 2, 8});
+  expect_error([&] { m->forward(x, x, x, {}, true, ones({3, 3}, kBool)); }, {"attn_mask", "[4, 4]", "[3, 3]"});
+  expect_error([&] { m->forward(x, x, x, ones({4, 2}, kBool)); }, {"key_padding_mask", "[2, 4]"});
+  expect_error([&] { m->forward(x, x, x, {}, false, {}, true, true); }, {"is_causal", "attn_mask"});
+  expect_error([&] { m->forward(x, randn({4, 2, 5}), x); }, {"features"});
+  expect_error([&] { m->forward(x, randn({4, 8}), x); }, {"3-D", "2-D"});
+}
+
+TEST(TransformerEncoderLayer, GradcheckBothNormOrders) {
+  manual_seed(15);
+  for (bool norm_first : {false, true}) {
+    for (const char* activation : {"relu", "gelu"}) {
+      SCOPED_TRACE(std::string(norm_first ? "norm_first " : "post-norm ") + activation);
+      nn::TransformerEncoderLayer layer(nn::TransformerEncoderLayerOptions(4, 2)
+                                            .dim_feedforward(6)
+                                            .dropout(0)
+                                            .activation(activation)
+                                            .norm_first(norm_first));
+      layer->to(kFloat64);
+      const Tensor mask = nn::generate_square_subsequent_mask(3, kFloat64);
+      // relu's kink is met with probability zero by random inputs.
+      GradcheckResult res = gradcheck(
+          [&](const std::vector<Tensor>& in) { return layer->forward(in[0], mask, {}, /*is_causal=*/true); },
+          {r({3, 2, 4}).requires_grad_()}, tight());
+      EXPECT_TRUE(res) << res.message;
+    }
+  }
+}
+
+TEST(TransformerEncoderLayer, ComposesItsBlocks) {
+  manual_seed(16);
+  nn::TransformerEncoderLayer layer(nn::TransformerEncoderLayerOptions(8, 2).dim_feedforward(16).batch_first(true));
+  layer->to(kFloat64);
+  layer->eval();  // dropout off
+  EXPECT_EQ(layer->named_parameters().keys(),
+            (std::vector<std::string>{"self_attn.in_proj_weight", "self_attn.in_proj_bias", "self_attn.out_proj.weight",
+                                      "self_attn.out_proj.bias", "linear1.weight", "linear1.bias", "linear2.weight",
+                                      "linear2.bias", "norm1.weight", "norm1.bias", "norm2.weight", "norm2.bias"}));
+  const Tensor x = r({2, 5, 8});
+  const Tensor padding = bools({0, 0, 0, 0, 1, 0, 0, 0, 0, 0}, {2, 5});
+  Tensor x1 = layer->norm1->forward(add(x, std::get<0>(layer->self_attn->forward(x, x, x, padding))));
+  Tensor want = layer->norm2->forward(add(x1, layer->linear2->forward(relu(layer->linear1->forward(x1)))));
+  EXPECT_TRUE(all_close(layer->forward(x, {}, padding), want, 1e-12, 1e-12));
+  // Training mode with dropout draws masks: outputs differ from evaluation.
+  layer->train();
+  EXPECT_FALSE(all_close(layer->forward(x, {}, padding), want, 1e-6, 1e-6));
+}
+
+TEST(TransformerEncoder, DeepCopiesThenNorm) {
+  manual_seed(17);
+  nn::TransformerEncoderLayer layer(nn::TransformerEncoderLayerOptions(8, 2).dim_feedforward(16).dropout(0));
+  nn::TransformerEncoder encoder(layer, 3, nn::LayerNorm(nn::LayerNormOptions({8})));
+  EXPECT_EQ(encoder->parameters().size(), 3 * layer->parameters().size() + 2);
+  EXPECT_TRUE(encoder->named_parameters().contains("layers.2.self_attn.in_proj_weight"));
+  EXPECT_TRUE(encoder->named_parameters().contains("norm.weight"));
+  auto first = std::static_pointer_cast<nn::TransformerEncoderLayerImpl>((*encoder->layers)[0]);
+  auto second = std::static_pointer_cast<nn::TransformerEncoderLayerImpl>((*encoder->layers)[1]);
+  // Copies of one layer: equal values, separate tensors.
+  EXPECT_TRUE(all_close(first->linear1->weight, layer->linear1->weight, 0, 0));
+  EXPECT_NE(first->linear1->weight.data_ptr(), layer->linear1->weight.data_ptr());
+  EXPECT_NE(first->linear1->weight.data_ptr(), second->linear1->weight.data_ptr());
+  nn::init::normal_(second->linear1->weight);  // the layers now differ
+  const Tensor x = randn({5, 2, 8});
+  Tensor want = x;
+  for (const auto& l : *encoder->layers) want = std::static_pointer_cast<nn::TransformerEncoderLayerImpl>(l)->forward(want);
+  want = encoder->norm->forward(want);
+  EXPECT_TRUE(all_close(encoder->forward(x), want, 1e-6, 1e-6));
+  // clone() copies deeply, the norm included.
+  auto copy = std::dynamic_pointer_cast<nn::TransformerEncoderImpl>(encoder->clone());
+  ASSERT_TRUE(copy);
+  EXPECT_TRUE(all_close(copy->forward(x), want, 0, 0));
+  EXPECT_NE(copy->norm->parameters()[0].data_ptr(), encoder->norm->parameters()[0].data_ptr());
+}
+
+TEST(TransformerEncoder, SquareSubsequentMask) {
+  const Tensor mask = nn::generate_square_subsequent_mask(3);
+  EXPECT_EQ(mask.dtype(), kFloat32);
+  EXPECT_EQ(mask.to_vector<float>(), (std::vector<float>{0, -INFINITY, -INFINITY, 0, 0, -INFINITY, 0, 0, 0}));
+  expect_error([] { nn::TransformerEncoderLayer(nn::TransformerEncoderLayerOptions(8, 2).activation("tanh")); },
+               {"activation", "tanh"});
+}

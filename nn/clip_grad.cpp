@@ -1,11 +1,14 @@
 // Built from elementwise ops and reductions, so it runs wherever those do, and queues no host sync
 // (unless error_if_nonfinite asks for the norm's value):
-// min(x, 1) is x - relu(x - 1), and clamping to [-c, c] is two such steps.
+// min(x, 1) is x - relu(x - 1), and clamping to [-c, c] is two such steps. The 2-norm on CUDA takes
+// the device's fused multi-tensor pass instead (ops/optim.h): a few launches for all the gradients
+// rather than four per gradient, which counts inside a captured step.
 #include "nn/clip_grad.h"
 
 #include "core/autograd.h"
 #include "ops/copy.h"
 #include "ops/elementwise.h"
+#include "ops/optim.h"
 #include "ops/reduce.h"
 #include "ops/slice.h"
 
@@ -31,6 +34,17 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, d
   NoGradGuard no_grad;
   std::vector<Tensor> grads = gradients(parameters);
   MINIDL_CHECK(!grads.empty(), "clip_grad_norm_: no parameter has a gradient; call backward() first");
+  auto check_finite = [&](const Tensor& total) {
+    if (!error_if_nonfinite) return;
+    const double value = total.to(Device::cpu()).to(kFloat64).item<double>();  // a host sync, only when asked for
+    MINIDL_CHECK(std::isfinite(value), "clip_grad_norm_: the total norm of order ", norm_type,
+                 " of the gradients is non-finite (", value, "), so it cannot be clipped; pass "
+                 "error_if_nonfinite=false to clip anyway");
+  };
+  if (norm_type == 2 && !error_if_nonfinite) {
+    Tensor total = clip_grad_norm_fused_(grads, max_norm);
+    if (total.defined()) return total;
+  }
   const bool inf_norm = std::isinf(norm_type);
   Tensor acc;  // the sum of |g|^p, or for the inf-norm the largest |g|
   for (const Tensor& g : grads) {
@@ -47,12 +61,7 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, d
     }
   }
   Tensor total = inf_norm ? acc : norm_type == 2 ? sqrt(acc) : pow(acc, 1.0 / norm_type);
-  if (error_if_nonfinite) {
-    const double value = total.item<double>();  // a host sync, only when asked for
-    MINIDL_CHECK(std::isfinite(value), "clip_grad_norm_: the total norm of order ", norm_type,
-                 " of the gradients is non-finite (", value, "), so it cannot be clipped; pass "
-                 "error_if_nonfinite=false to clip anyway");
-  }
+  check_finite(total);
   // coef = min(max_norm / (total + 1e-6), 1), as PyTorch.
   Tensor coef = scalar_like(max_norm, total) / (total + 1e-6);
   coef = coef - relu(coef - 1.0);

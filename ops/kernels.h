@@ -109,6 +109,26 @@ struct AdamConfig {
   double lr, beta1, beta2, eps, weight_decay;
   bool decoupled_weight_decay;  // AdamW
   int64_t step;                 // 1 on the first step
+  bool amsgrad = false;         // the denominator uses the running maximum of exp_avg_sq
+  bool maximize = false;        // ascend: the gradient's sign flipped
+  Tensor* max_exp_avg_sq = nullptr;  // amsgrad's running maximum (CPU adam_step only)
+};
+
+/// The tensors of one multi-tensor Adam step (adam_step_multi): one entry per parameter in each list,
+/// all of one device and dtype; max_exp_avg_sqs is empty without amsgrad. steps are the parameters'
+/// step counts as 0-d float32 tensors on their device (as torch's capturable Adam keeps them).
+struct AdamTensorLists {
+  std::vector<Tensor> params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps;
+};
+
+/// adam_step_multi's scalars. The learning rate, the step counts and found_inf are read on the
+/// device, so that a step captured in a CUDA graph follows a schedule and skips after an overflow.
+struct AdamMultiConfig {
+  double beta1, beta2, eps, weight_decay;
+  bool decoupled_weight_decay, amsgrad, maximize;
+  const Tensor* lr = nullptr;  // 0-d, of the parameters' dtype, on their device
+  // GradScaler: 0-d float32 on the device; nonzero leaves parameters, moments and step counts unchanged.
+  const Tensor* found_inf = nullptr;
 };
 
 class Kernels {
@@ -482,6 +502,19 @@ class Kernels {
   }
   virtual void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
                          const AdamConfig& config) = 0;
+  /// One Adam(W) step on several parameters at once with no host sync (CUDA: a few launches for
+  /// all): each step count advances by one, then gives the bias corrections. The CPU steps through
+  /// adam_step instead.
+  virtual void adam_step_multi(AdamTensorLists& /*tensors*/, const AdamMultiConfig& /*config*/) {
+    MINIDL_FAIL("adam_step_multi: this device has no multi-tensor Adam kernel (the CPU uses adam_step)");
+  }
+  /// clip_grad_norm_'s 2-norm pass over gradients of one device and dtype, with no host sync:
+  /// total_norm (0-d, their dtype) = the 2-norm of all of them, then each is scaled in place by
+  /// min(1, max_norm / (total_norm + 1e-6)). False where the device has no such pass (the caller
+  /// composes elementwise ops and reductions instead).
+  virtual bool clip_grad_norm_multi(std::vector<Tensor>& /*grads*/, double /*max_norm*/, Tensor& /*total_norm*/) {
+    return false;
+  }
 };
 
 /// The kernels of `device`'s type. Throws a clear error for CUDA when minidl has no CUDA backend.

@@ -15,5 +15,13 @@ void sgd_update_(std::vector<Tensor>& params, const std::vector<Tensor>& grads, 
                  const SgdConfig& config);
 /// One Adam or AdamW step on `param`, updating the two moment estimates in place.
 void adam_update_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamConfig& config);
+/// One Adam or AdamW step on several CUDA parameters of one device and dtype, their step counts,
+/// learning rate and found_inf read on the device (no host sync: a step that a CUDA graph can capture).
+///   adam_update_multi_(lists, AdamMultiConfig{0.9, 0.999, 1e-8, 0.01, true, false, false, &lr});
+void adam_update_multi_(AdamTensorLists& tensors, const AdamMultiConfig& config);
+/// Scales the gradients in place so that their joint 2-norm is at most max_norm, by the device's
+/// fused pass (a few launches, no host sync), returning the norm; undefined where the device has
+/// none (the CPU), and the gradients are then untouched.   Tensor norm = clip_grad_norm_fused_(grads, 1.0);
+Tensor clip_grad_norm_fused_(std::vector<Tensor>& grads, double max_norm);
 
 }  // namespace minidl

@@ -21,10 +21,17 @@ struct AdamOptions {
   };
   MINIDL_ARG(Betas, betas) = {0.9, 0.999};
   MINIDL_ARG(double, eps) = 1e-8;
-  MINIDL_ARG(double, weight_decay) = 0;
+  MINIDL_ARG(double, weight_decay) = 0;  // a ParamGroup's own weight_decay overrides it
+  /// AMSGrad: the denominator uses the largest exp_avg_sq seen so far.
+  MINIDL_ARG(bool, amsgrad) = false;
+  /// Maximizes the objective (steps along the gradient), as torch's maximize=True.
+  MINIDL_ARG(bool, maximize) = false;
 };
 
-/// Adam (weight decay added to the gradient), as in PyTorch.
+/// Adam (weight decay added to the gradient), as in PyTorch. On CUDA each step is torch's fused and
+/// capturable one: the parameters of a group are updated by a few launches in all, and the step
+/// counts, the learning rate and GradScaler's found_inf are read on the device, so a step (a whole
+/// cuda::GraphedStep included) can be captured in a CUDA graph and replayed as the schedule changes lr.
 ///   optim::Adam optimizer(model->parameters(), optim::AdamOptions(1e-3));
 class Adam : public Optimizer {
  public:
@@ -32,8 +39,8 @@ class Adam : public Optimizer {
   Adam(std::vector<Tensor> params, AdamOptions options = {})
       : Adam(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options) {}
   void step() override;
-  /// The step count and bias corrections are host values baked into each update.
-  bool capturable() const override { return false; }
+  /// Skips the step where found_inf != 0: on CUDA in the kernels (no host sync), on the CPU by reading it.
+  void step_if_finite(const Tensor& found_inf) override;
   const AdamOptions& options() const { return options_; }
 
  protected:
@@ -45,12 +52,18 @@ class Adam : public Optimizer {
 
  private:
   struct State {
-    Tensor exp_avg, exp_avg_sq;
-    int64_t step = 0;
+    Tensor exp_avg, exp_avg_sq, max_exp_avg_sq;  // the last only with amsgrad
+    int64_t step = 0;    // the count on the CPU
+    Tensor device_step;  // the count on CUDA (0-d float32), where the kernels advance it
   };
+  double weight_decay(size_t group) const { return groups_[group].weight_decay.value_or(options_.weight_decay()); }
+  // The count of a parameter's steps, wherever it lives (a device read for CUDA: a sync).
+  int64_t step_count(const State& s) const;
+
   AdamOptions options_;
   bool decoupled_;
   std::vector<std::vector<State>> state_;
+  const Tensor* found_inf_ = nullptr;  // set during step_if_finite
 };
 
 /// AdamW: weight decay applied to the weights directly (decoupled); PyTorch's default decay 1e-2.

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "core/autograd.h"
+#include "nn/clip_grad.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
 #include "optim/grad_scaler.h"
@@ -12,7 +13,7 @@ namespace minidl::cuda {
 GraphedStep::GraphedStep(LossFn loss_fn, optim::Optimizer& optimizer, GraphedStepOptions options)
     : loss_fn_(std::move(loss_fn)), optimizer_(optimizer), options_(options) {
   if (!options_.enabled()) eager_reason_ = "CUDA graphs are turned off";
-  else if (!optimizer_.capturable()) eager_reason_ = "the optimizer keeps per-step host state (Adam's step count)";
+  else if (!optimizer_.capturable()) eager_reason_ = "the optimizer keeps per-step host state";
 }
 
 GraphedStep::~GraphedStep() = default;
@@ -36,14 +37,27 @@ void GraphedStep::backward_and_step(const Tensor& loss, Phase phase) {
   optim::GradScaler* scaler = options_.grad_scaler();
   if (!scaler) {
     loss.backward();
-    if (phase.step) optimizer_.step();
+    if (phase.step) {
+      clip();
+      optimizer_.step();
+    }
     return;
   }
   scaler->scale(loss).backward();
   if (phase.step) {
+    if (options_.clip_grad_norm() && scaler->is_enabled()) scaler->unscale_(optimizer_);  // clip the true gradients
+    clip();
     scaler->step(optimizer_);
     scaler->update();
   }
+}
+
+void GraphedStep::clip() {
+  if (!options_.clip_grad_norm()) return;
+  std::vector<Tensor> params;
+  for (const auto& group : optimizer_.param_groups())
+    params.insert(params.end(), group.params.begin(), group.params.end());
+  grad_norm_ = nn::utils::clip_grad_norm_(params, *options_.clip_grad_norm());
 }
 
 void GraphedStep::use_graph_grads() {
@@ -100,6 +114,7 @@ Tensor GraphedStep::operator()(const std::vector<Tensor>& inputs) {
   use_graph_grads();  // the caller may have set .grad to none (zero_grad) since the last call
   graph->replay();
   ++replays_;
+  if (phase.step && options_.clip_grad_norm()) grad_norm_ = static_norms_[phase.index()];
   return static_losses_[phase.index()];
 }
 
@@ -126,6 +141,7 @@ void GraphedStep::capture(const std::vector<Tensor>& inputs, Phase phase) {
     backward_and_step(loss, phase);  // the engine keeps the seed it made in the warm-up: no fill in the graph
     graph->capture_end();
     static_losses_[phase.index()] = loss.detach();
+    if (phase.step) static_norms_[phase.index()] = grad_norm_;
   } catch (const std::exception& e) {
     graph->capture_abort();
     // Forget the scaler's half-done step (its stages are host state); the scale itself is unchanged.

@@ -3,6 +3,7 @@
 // and replayed with one launch per step, as PyTorch's whole-network capture does by hand.
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -45,16 +46,27 @@ struct GraphedStepOptions {
     grad_scaler_ = scaler;
     return *this;
   }
+  /// Clips the gradients to a joint 2-norm of at most max_norm before each optimizer step
+  /// (nn::utils::clip_grad_norm_ over the optimizer's parameters; after unscaling, with a scaler), in
+  /// the graph with no host sync; GraphedStep::grad_norm() gives the norm before clipping.
+  ///   cuda::GraphedStepOptions().clip_grad_norm(1.0)
+  GraphedStepOptions& clip_grad_norm(double max_norm) {
+    MINIDL_CHECK(max_norm >= 0, "GraphedStepOptions: clip_grad_norm expected max_norm >= 0, got ", max_norm);
+    clip_grad_norm_ = max_norm;
+    return *this;
+  }
   int warmup() const { return warmup_; }
   bool enabled() const { return enabled_; }
   int accumulation_steps() const { return accumulation_steps_; }
   optim::GradScaler* grad_scaler() const { return grad_scaler_; }
+  std::optional<double> clip_grad_norm() const { return clip_grad_norm_; }
 
  private:
   int warmup_ = 3;
   bool enabled_ = true;
   int accumulation_steps_ = 1;
   optim::GradScaler* grad_scaler_ = nullptr;
+  std::optional<double> clip_grad_norm_;
 };
 
 /// Runs training steps, each `zero_grad(); loss = loss_fn(inputs); loss.backward(); step()` (with
@@ -64,8 +76,9 @@ struct GraphedStepOptions {
 /// replay) and then replayed: the inputs are copied into the graph's static buffers on the device,
 /// changed learning rates are written to the device, and one launch runs the rest. It falls back to
 /// the eager step by itself where a graph cannot serve: inputs of another shape (the last partial
-/// batch), the CPU, an optimizer with per-step host state (Adam), or a step that cannot be captured
-/// (it synchronizes, say), which is reported once on stderr.
+/// batch), the CPU, an optimizer with per-step host state (capturable() false), or a step that
+/// cannot be captured (it synchronizes, say), which is reported once on stderr. SGD and Adam(W)
+/// are captured, GradScaler's skip and the gradient clipping included, and follow lr schedules.
 ///   cuda::GraphedStep step(model, optimizer, [](const Tensor& out, const Tensor& y) { return cross_entropy(out, y); });
 ///   for (auto& batch : loader) loss = step(batch.data, batch.target);
 /// The returned loss lives on the device (no sync until read). From a replay it is the graph's
@@ -96,6 +109,9 @@ class GraphedStep {
   const std::string& eager_reason() const { return eager_reason_; }
   /// Nodes (kernels and copies) in the captured graphs; 0 before the capture.
   size_t graph_nodes() const;
+  /// With clip_grad_norm: the gradients' 2-norm before clipping at the last optimizer step, a 0-d
+  /// tensor on the device (from a replay, the graph's buffer, overwritten by the next step); else undefined.
+  const Tensor& grad_norm() const { return grad_norm_; }
 
  private:
   // What a call does, from its place in the accumulation cycle: zero the gradients first (the
@@ -108,6 +124,8 @@ class GraphedStep {
   bool matches(const std::vector<Tensor>& inputs) const;
   void capture(const std::vector<Tensor>& inputs, Phase phase);
   void use_graph_grads();
+  // clip_grad_norm_ over the optimizer's parameters, where the options ask for it.
+  void clip();
   // backward (of the scaled loss, with a scaler) and, on the last call of a cycle, the update.
   void backward_and_step(const Tensor& loss, Phase phase);
 
@@ -116,6 +134,8 @@ class GraphedStep {
   GraphedStepOptions options_;
   std::unique_ptr<Graph> graphs_[4];   // by Phase::index()
   Tensor static_losses_[4];            // each graph's loss output
+  Tensor static_norms_[4];             // each graph's gradient norm (with clip_grad_norm)
+  Tensor grad_norm_;
   std::vector<Tensor> static_inputs_;  // what the graphs read; each graph refills them first
   std::vector<Tensor> graph_grads_;    // the gradients the graphs write, one per parameter
   int64_t calls_ = 0, replays_ = 0, eager_steps_ = 0;

@@ -47,14 +47,24 @@ void check_each_tensor_once(const std::vector<ParamGroup>& groups, const char* n
 
 }  // namespace
 
-Optimizer::Optimizer(std::vector<ParamGroup> groups, double default_lr, const char* name)
-    : groups_(std::move(groups)), name_(name), default_lr_(default_lr) {
+namespace {
+void check_group_weight_decay(const ParamGroup& g, bool supported, const char* name) {
+  if (!g.weight_decay) return;
+  MINIDL_CHECK(supported, name, ": a parameter group sets weight_decay, which ", name,
+               " takes from its options only (Adam and AdamW take one per group)");
+  MINIDL_CHECK(*g.weight_decay >= 0, name, ": expected a group weight_decay >= 0, got ", *g.weight_decay);
+}
+}  // namespace
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups, double default_lr, const char* name, bool group_weight_decay)
+    : groups_(std::move(groups)), name_(name), default_lr_(default_lr), group_weight_decay_(group_weight_decay) {
   size_t count = 0;
   for (const ParamGroup& g : groups_) count += g.params.size();
   MINIDL_CHECK(count > 0, name, ": got an empty parameter list; pass model->parameters()");
   for (ParamGroup& g : groups_) {
     if (!g.lr) g.lr = default_lr;
     MINIDL_CHECK(*g.lr >= 0, name, ": expected a learning rate >= 0, got ", *g.lr);
+    check_group_weight_decay(g, group_weight_decay, name);
     for (const Tensor& p : g.params) {
       MINIDL_CHECK(p.defined() && p.requires_grad() && p.is_leaf(), name,
                    ": every parameter must be a leaf tensor that requires grad");
@@ -67,6 +77,7 @@ void Optimizer::add_param_group(ParamGroup group) {
   MINIDL_CHECK(!group.params.empty(), name_, ": add_param_group got an empty parameter list");
   if (!group.lr) group.lr = default_lr_;
   MINIDL_CHECK(*group.lr >= 0, name_, ": expected a learning rate >= 0, got ", *group.lr);
+  check_group_weight_decay(group, group_weight_decay_, name_);
   for (const Tensor& p : group.params) {
     MINIDL_CHECK(p.defined() && p.requires_grad() && p.is_leaf(), name_,
                  ": every parameter must be a leaf tensor that requires grad");

@@ -13,11 +13,16 @@ namespace minidl::optim {
 /// A set of parameters sharing a learning rate; a group without lr takes the optimizer's. A tensor
 /// may appear once across all groups (an optimizer refuses one listed twice, which it would step twice).
 ///   optim::SGD opt({{backbone->parameters(), 1e-3}, {head->parameters()}}, optim::SGDOptions(0.01));
+/// Adam and AdamW also take a weight decay per group (nanoGPT decays 2-D weights only); the other
+/// optimizers refuse a group that sets one.
+///   optim::AdamW opt({{matrices}, {biases_and_norms, std::nullopt, 0.0}}, optim::AdamOptions(1e-3).weight_decay(0.1));
 struct ParamGroup {
-  ParamGroup(std::vector<Tensor> params, std::optional<double> lr = std::nullopt)  // NOLINT: implicit on purpose
-      : params(std::move(params)), lr(lr) {}
+  ParamGroup(std::vector<Tensor> params, std::optional<double> lr = std::nullopt,  // NOLINT: implicit on purpose
+             std::optional<double> weight_decay = std::nullopt)
+      : params(std::move(params)), lr(lr), weight_decay(weight_decay) {}
   std::vector<Tensor> params;
   std::optional<double> lr;  // resolved to a value when the optimizer is built
+  std::optional<double> weight_decay;  // unset: the optimizer's options decide
   /// The rate the first schedule built on the optimizer found (PyTorch's "initial_lr"): every later
   /// schedule starts from it, and SequentialLR resets to it. Unset until a schedule is built.
   std::optional<double> initial_lr;
@@ -29,8 +34,8 @@ class Optimizer {
   /// Updates every parameter that has a gradient.
   virtual void step() = 0;
   /// step(), skipped where the 0-d float32 `found_inf` holds a nonzero value (GradScaler::step calls
-  /// it after an inf or NaN in the gradients). SGD reads the flag in its kernels, on the device, with
-  /// no host sync, so a scaled step can be captured in a CUDA graph; other optimizers read it on the
+  /// it after an inf or NaN in the gradients). SGD, and Adam(W) on CUDA, read the flag in their kernels,
+  /// on the device, with no host sync, so a scaled step can be captured in a CUDA graph; others read it on the
   /// host first (a sync) and step only where it is 0.
   ///   optimizer.step_if_finite(found_inf);
   virtual void step_if_finite(const Tensor& found_inf);
@@ -47,7 +52,7 @@ class Optimizer {
   /// (one fill each). step() does it itself; a captured step (cuda::GraphedStep) needs it before
   /// each replay, since replaying runs no host code.
   void sync_device_state();
-  /// False where a step holds per-step host state that a CUDA graph would freeze (Adam's step count).
+  /// False where a step holds per-step host state that a CUDA graph would freeze.
   virtual bool capturable() const { return true; }
 
   /// The state to save and restore as named tensors (PyTorch's optimizer.state_dict(), flattened):
@@ -63,7 +68,8 @@ class Optimizer {
   void load_state_dict(const std::map<std::string, Tensor>& state);
 
  protected:
-  Optimizer(std::vector<ParamGroup> groups, double default_lr, const char* name);
+  /// group_weight_decay: the subclass reads ParamGroup::weight_decay (else a group setting it is refused).
+  Optimizer(std::vector<ParamGroup> groups, double default_lr, const char* name, bool group_weight_decay = false);
   /// Makes room for the state of a group just appended to groups_ (by add_param_group).
   virtual void group_added() {}
   /// Calls fn(group_index, param_index, param, grad) for every parameter that has a gradient.
@@ -99,6 +105,7 @@ class Optimizer {
   std::vector<ParamGroup> groups_;
   const char* name_;
   double default_lr_;
+  bool group_weight_decay_ = false;
 
  private:
   struct DeviceLr {

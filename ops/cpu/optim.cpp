@@ -35,20 +35,26 @@ void CpuKernels::adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, T
     const T* g = grad.data<T>();
     T* m = exp_avg.data<T>();
     T* v = exp_avg_sq.data<T>();
+    T* v_max = c.amsgrad ? c.max_exp_avg_sq->data<T>() : nullptr;
     const int64_t n = param.numel();
     const double bias1 = 1 - std::pow(c.beta1, static_cast<double>(c.step));
     const double bias2 = 1 - std::pow(c.beta2, static_cast<double>(c.step));
     const T step_size = T(c.lr / bias1), bias2_sqrt = T(std::sqrt(bias2));
     const T b1 = T(c.beta1), b2 = T(c.beta2), eps = T(c.eps), wd = T(c.weight_decay), lr = T(c.lr);
-    const bool decoupled = c.decoupled_weight_decay;
+    const bool decoupled = c.decoupled_weight_decay, maximize = c.maximize;
 #pragma omp parallel for simd if (n > 65536)
     for (int64_t i = 0; i < n; ++i) {
-      T gi = g[i];
+      T gi = maximize ? -g[i] : g[i];
       if (decoupled) p[i] *= T(1) - lr * wd;
       else gi += wd * p[i];
       m[i] = b1 * m[i] + (T(1) - b1) * gi;
       v[i] = b2 * v[i] + (T(1) - b2) * gi * gi;
-      p[i] -= step_size * m[i] / (std::sqrt(v[i]) / bias2_sqrt + eps);
+      T denom_v = v[i];
+      if (v_max) {
+        v_max[i] = v_max[i] < v[i] ? v[i] : v_max[i];
+        denom_v = v_max[i];
+      }
+      p[i] -= step_size * m[i] / (std::sqrt(denom_v) / bias2_sqrt + eps);
     }
   });
 }

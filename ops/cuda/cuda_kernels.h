@@ -101,6 +101,8 @@ class CudaKernels final : public Kernels {
                       const SgdConfig& config) override;
   void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
                  const AdamConfig& config) override;
+  void adam_step_multi(AdamTensorLists& tensors, const AdamMultiConfig& config) override;  // ops/cuda/adam.cu
+  bool clip_grad_norm_multi(std::vector<Tensor>& grads, double max_norm, Tensor& total_norm) override;  // grad_norm.cu
 
 #ifdef MINIDL_WITH_CUDNN
   bool conv2d_cudnn(const Tensor& x, const Tensor& weight, const Tensor* bias, const ConvGeometry& g,

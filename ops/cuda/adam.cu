@@ -1,0 +1,154 @@
+// Adam and AdamW as torch's fused, capturable multi-tensor step: up to kMaxTensors parameters per
+// launch, and the learning rate, the step counts and GradScaler's found_inf read on the device, so
+// that a captured step replays with the current rate and the right bias corrections. The arithmetic
+// is that of ops/cpu/optim.cpp (the bias corrections in float64, as there).
+#include "core/cuda/launch.cuh"
+#include "ops/cuda/common.cuh"
+
+namespace minidl {
+
+namespace {
+
+using namespace cuda;
+
+constexpr int kMaxTensors = 32;  // 32 * 60 bytes of pointers and sizes: well under the 4 KB of kernel arguments
+constexpr int kPerThread = 4;
+constexpr int64_t kChunk = kPerThread * kThreads;
+
+template <class T>
+struct AdamList {
+  T* p[kMaxTensors];
+  const T* g[kMaxTensors];
+  T* m[kMaxTensors];
+  T* v[kMaxTensors];
+  T* v_max[kMaxTensors];  // null without amsgrad
+  const float* step[kMaxTensors];
+  int64_t n[kMaxTensors];
+  unsigned block_start[kMaxTensors + 1];
+  int count;
+};
+
+struct StepList {
+  float* step[kMaxTensors];
+  int count;
+};
+
+template <class T>
+struct AdamArgs {
+  double beta1, beta2;  // for the bias corrections
+  T b1, b2, eps, wd;
+  bool decoupled, maximize;
+  const T* lr;
+  const float* found_inf;  // null: never skip
+};
+
+// Advances the step counts by one unless found_inf: a kernel of its own, since every block of the
+// update reads a count that no block of it may change.
+__global__ void advance_steps_kernel(StepList list, const float* found_inf) {
+  wait_for_earlier_kernels();
+  let_next_kernel_start();
+  if (found_inf && *found_inf != 0.0f) return;
+  if (static_cast<int>(threadIdx.x) < list.count) *list.step[threadIdx.x] += 1.0f;
+}
+
+template <class T>
+__global__ void adam_multi_kernel(AdamList<T> list, AdamArgs<T> c) {
+  wait_for_earlier_kernels();
+  let_next_kernel_start();
+  if (c.found_inf && *c.found_inf != 0.0f) return;
+  int t = 0;
+  while (t + 1 < list.count && blockIdx.x >= list.block_start[t + 1]) ++t;
+  const double step = *list.step[t];
+  const T lr = *c.lr;
+  const T step_size = T(static_cast<double>(lr) / (1 - pow(c.beta1, step)));
+  const T bias2_sqrt = T(sqrt(1 - pow(c.beta2, step)));
+  const T decay = T(1) - lr * c.wd;
+  T* __restrict__ p = list.p[t];
+  const T* __restrict__ g = list.g[t];
+  T* __restrict__ m = list.m[t];
+  T* __restrict__ v = list.v[t];
+  T* __restrict__ v_max = list.v_max[t];
+  const int64_t begin = (blockIdx.x - list.block_start[t]) * kChunk + threadIdx.x;
+  const int64_t n = list.n[t];
+  // Every load first, then the arithmetic and the stores, as the SGD kernel: one memory round trip
+  // per thread.
+  T gv[kPerThread], pv[kPerThread], mv[kPerThread], vv[kPerThread], xv[kPerThread];
+#pragma unroll
+  for (int u = 0; u < kPerThread; ++u) {
+    const int64_t i = begin + int64_t(u) * blockDim.x;
+    if (i < n) {
+      gv[u] = g[i];
+      pv[u] = p[i];
+      mv[u] = m[i];
+      vv[u] = v[i];
+      xv[u] = v_max ? v_max[i] : T(0);
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < kPerThread; ++u) {
+    const int64_t i = begin + int64_t(u) * blockDim.x;
+    if (i >= n) continue;
+    T gi = c.maximize ? -gv[u] : gv[u];
+    T pi = pv[u];
+    if (c.decoupled) pi *= decay;
+    else gi += c.wd * pi;
+    const T mi = c.b1 * mv[u] + (T(1) - c.b1) * gi;
+    const T vi = c.b2 * vv[u] + (T(1) - c.b2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    T denom_v = vi;
+    if (v_max) {
+      denom_v = xv[u] < vi ? vi : xv[u];
+      v_max[i] = denom_v;
+    }
+    p[i] = pi - step_size * mi / (d_sqrt(denom_v) / bias2_sqrt + c.eps);
+  }
+}
+
+}  // namespace
+
+void CudaKernels::adam_step_multi(AdamTensorLists& t, const AdamMultiConfig& c) {
+  if (t.params.empty()) return;
+  cuda::DeviceGuard guard(device_);
+  dispatch_floating(t.params[0].dtype(), "adam_step_multi", [&](auto tag) {
+    using T = decltype(tag);
+    AdamArgs<T> args{c.beta1,
+                     c.beta2,
+                     T(c.beta1),
+                     T(c.beta2),
+                     T(c.eps),
+                     T(c.weight_decay),
+                     c.decoupled_weight_decay,
+                     c.maximize,
+                     ptr<const T>(*c.lr),
+                     c.found_inf ? ptr<const float>(*c.found_inf) : nullptr};
+    for (size_t i = 0; i < t.params.size();) {
+      AdamList<T> list{};
+      StepList steps{};
+      unsigned blocks = 0;
+      // Every parameter's count advances (an empty one's too, as in torch); only those with
+      // elements take a place in the update's list.
+      for (; i < t.params.size() && steps.count < kMaxTensors; ++i) {
+        steps.step[steps.count++] = ptr<float>(t.steps[i]);
+        const int64_t n = t.params[i].numel();
+        if (n == 0) continue;
+        const int k = list.count++;
+        list.p[k] = ptr<T>(t.params[i]);
+        list.g[k] = ptr<const T>(t.grads[i]);
+        list.m[k] = ptr<T>(t.exp_avgs[i]);
+        list.v[k] = ptr<T>(t.exp_avg_sqs[i]);
+        list.v_max[k] = c.amsgrad ? ptr<T>(t.max_exp_avg_sqs[i]) : nullptr;
+        list.step[k] = ptr<const float>(t.steps[i]);
+        list.n[k] = n;
+        list.block_start[k] = blocks;
+        blocks += static_cast<unsigned>((n + kChunk - 1) / kChunk);
+      }
+      launch_early("advance_steps_kernel", advance_steps_kernel, 1, kMaxTensors, 0, stream_, steps, args.found_inf);
+      if (list.count == 0) continue;
+      list.block_start[list.count] = blocks;
+      launch_early("adam_multi_kernel", adam_multi_kernel<T>, blocks, kThreads, 0, stream_, list, args);
+    }
+  });
+}
+
+}  // namespace minidl

@@ -1,0 +1,149 @@
+// clip_grad_norm_'s 2-norm as torch's foreach path does it, with no host sync: one multi-tensor pass
+// of per-block sums of squares, one block that adds them in a fixed order (the same bits every run,
+// unlike atomics) and derives the clip coefficient, and one multi-tensor pass that scales. The sums
+// are float64 whatever the gradients' dtype, so the order of a float32 sum matters little.
+#include "core/cuda/launch.cuh"
+#include "ops/cuda/common.cuh"
+
+namespace minidl {
+
+namespace {
+
+using namespace cuda;
+
+constexpr int kMaxTensors = 48;
+constexpr int kPerThread = 4;
+constexpr int64_t kChunk = kPerThread * kThreads;
+
+template <class T>
+struct GradList {
+  T* g[kMaxTensors];
+  int64_t n[kMaxTensors];
+  unsigned block_start[kMaxTensors + 1];
+  int count;
+};
+
+template <class T>
+__device__ int tensor_of_block(const GradList<T>& list) {
+  int t = 0;
+  while (t + 1 < list.count && blockIdx.x >= list.block_start[t + 1]) ++t;
+  return t;
+}
+
+// The block's sum, in thread 0 (kThreads threads).
+__device__ double block_sum(double x) {
+  __shared__ double warp_sums[kThreads / 32];
+  for (int offset = 16; offset > 0; offset /= 2) x += __shfl_down_sync(0xffffffffu, x, offset);
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = x;
+  __syncthreads();
+  x = 0;
+  if (threadIdx.x == 0)
+    for (int w = 0; w < kThreads / 32; ++w) x += warp_sums[w];
+  return x;
+}
+
+template <class T>
+__global__ void sum_squares_kernel(GradList<T> list, double* partials) {
+  wait_for_earlier_kernels();
+  let_next_kernel_start();
+  const int t = tensor_of_block(list);
+  const T* __restrict__ g = list.g[t];
+  const int64_t begin = (blockIdx.x - list.block_start[t]) * kChunk + threadIdx.x;
+  double acc = 0;
+#pragma unroll
+  for (int u = 0; u < kPerThread; ++u) {
+    const int64_t i = begin + int64_t(u) * blockDim.x;
+    if (i < list.n[t]) {
+      const double x = static_cast<double>(g[i]);
+      acc += x * x;
+    }
+  }
+  acc = block_sum(acc);
+  if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+}
+
+// partials[count] gets the clip coefficient, total_norm the norm.
+template <class T>
+__global__ void finish_norm_kernel(double* partials, int64_t count, T* total_norm, double max_norm) {
+  wait_for_earlier_kernels();
+  let_next_kernel_start();
+  double acc = 0;
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) acc += partials[i];
+  acc = block_sum(acc);
+  if (threadIdx.x == 0) {
+    const T norm = T(sqrt(acc));
+    *total_norm = norm;
+    // min(1, max_norm / (norm + 1e-6)) in the gradients' dtype as the composed path; a NaN norm
+    // stays NaN (torch's clamp keeps it), so the gradients become NaN rather than pass unclipped.
+    const T coef = T(max_norm) / (norm + T(1e-6));
+    partials[count] = static_cast<double>(coef > T(1) ? T(1) : coef);
+  }
+}
+
+template <class T>
+__global__ void scale_kernel(GradList<T> list, const double* coef_at) {
+  wait_for_earlier_kernels();
+  let_next_kernel_start();
+  const T coef = T(*coef_at);
+  const int t = tensor_of_block(list);
+  T* __restrict__ g = list.g[t];
+  const int64_t begin = (blockIdx.x - list.block_start[t]) * kChunk + threadIdx.x;
+#pragma unroll
+  for (int u = 0; u < kPerThread; ++u) {
+    const int64_t i = begin + int64_t(u) * blockDim.x;
+    if (i < list.n[t]) g[i] *= coef;
+  }
+}
+
+// The gradients in lists of up to kMaxTensors, each with its blocks counted from `first_block`.
+template <class T>
+std::vector<GradList<T>> lists_of(std::vector<Tensor>& grads, unsigned& total_blocks) {
+  std::vector<GradList<T>> lists;
+  total_blocks = 0;
+  for (Tensor& grad : grads) {
+    const int64_t n = grad.numel();
+    if (n == 0) continue;
+    if (lists.empty() || lists.back().count == kMaxTensors) lists.emplace_back();
+    GradList<T>& l = lists.back();
+    if (l.count == 0) l.block_start[0] = 0;
+    const int k = l.count++;
+    l.g[k] = ptr<T>(grad);
+    l.n[k] = n;
+    const unsigned blocks = static_cast<unsigned>((n + kChunk - 1) / kChunk);
+    l.block_start[k + 1] = l.block_start[k] + blocks;
+    total_blocks += blocks;
+  }
+  return lists;
+}
+
+}  // namespace
+
+bool CudaKernels::clip_grad_norm_multi(std::vector<Tensor>& grads, double max_norm, Tensor& total_norm) {
+  const DType dtype = grads.empty() ? kFloat32 : grads[0].dtype();
+  if (dtype != kFloat32 && dtype != kFloat64) return false;  // the composed path serves the rest
+  cuda::DeviceGuard guard(device_);
+  dispatch_floating(dtype, "clip_grad_norm_multi", [&](auto tag) {
+    using T = decltype(tag);
+    unsigned total_blocks = 0;
+    std::vector<GradList<T>> lists = lists_of<T>(grads, total_blocks);
+    // One partial sum per block of every list, then the coefficient; from the stream's pool, so
+    // inside a capture the buffer is the graph's.
+    Tensor scratch = Tensor::empty({static_cast<int64_t>(total_blocks) + 1}, kFloat64, grads[0].device());
+    double* partials = ptr<double>(scratch);
+    unsigned offset = 0;
+    for (const GradList<T>& l : lists) {
+      const unsigned blocks = l.block_start[l.count];
+      launch_early("sum_squares_kernel", sum_squares_kernel<T>, blocks, kThreads, 0, stream_, l, partials + offset);
+      offset += blocks;
+    }
+    launch_early("finish_norm_kernel", finish_norm_kernel<T>, 1, kThreads, 0, stream_, partials,
+                 static_cast<int64_t>(total_blocks), ptr<T>(total_norm), max_norm);
+    for (const GradList<T>& l : lists) {
+      launch_early("scale_kernel", scale_kernel<T>, l.block_start[l.count], kThreads, 0, stream_, l,
+                   static_cast<const double*>(partials + total_blocks));
+    }
+  });
+  return true;
+}
+
+}  // namespace minidl

@@ -2,12 +2,15 @@
 // with the scores and probabilities never leaving the chip. bfloat16 and float16 run on tensor
 // cores (attention_mma.cuh), float32 on FP32 FMA (attention_simt.cuh); head sizes 32, 64 and 128.
 //
-// The backward is three launches: delta = rowsum(dO * O), then dK and dV parallel over key blocks,
-// then dQ parallel over query blocks. dQ gets a pass of its own rather than FlashAttention-2's
-// float32 atomics: it costs two more products per tile pair, needs no scratch buffer besides
-// delta, and every gradient comes out bit-identical from run to run (set_deterministic or not).
+// The backward first takes delta = rowsum(dO * O). The 16-bit types then run FlashAttention-2's
+// backward: one pass parallel over key blocks writes dK and dV and adds dQ into a float32 buffer
+// with atomics (so dQ's last bits vary run to run), and a last kernel rounds dQ to the dtype.
+// Under set_deterministic(true), and always for float32 (whose kernel keeps its key rows in
+// registers, where another block's dS cannot reach them), dQ gets a pass of its own, parallel
+// over query blocks: two more products per tile pair, but every gradient is bit-reproducible.
 // Dropout is not fused: fused_attention_supports answers false for it, and the op composes.
 #include "ops/cuda/attention_simt.cuh"
+#include "core/deterministic.h"
 #include "ops/cuda/common.cuh"
 
 namespace minidl {
@@ -33,10 +36,20 @@ __global__ void attention_delta_kernel(const T* __restrict__ grad_out, const T* 
   if (lane == 0) delta[row] = sum;
 }
 
+// grad_q = dq_accum * scale in the dtype.
+template <class T>
+__global__ void attention_dq_kernel(const float* __restrict__ dq_accum, T* __restrict__ grad_q, int64_t n,
+                                    float scale) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) grad_q[i] = __float2bfloat16(dq_accum[i] * scale);
+    else grad_q[i] = __float2half(dq_accum[i] * scale);
+  }
+}
+
 // Launches pass P of the kernel for element type T (float or a cuda_bf16 / cuda_fp16 type).
 template <class T, int E, Pass P>
 void launch_pass(const Params<T>& params, cudaStream_t stream) {
-  const int n_rows = P == Pass::kGradKV ? params.S : params.L;
+  const int n_rows = rows_are_keys(P) ? params.S : params.L;
   if constexpr (std::is_same_v<T, float>) {
     constexpr int bytes = simt_smem_bytes<E, P>();
     auto kernel = attention_simt_kernel<E, P>;
@@ -194,6 +207,18 @@ void CudaKernels::attention_backward(const Tensor& grad_out_in, const Tensor& q_
       constexpr int E = decltype(e)::value;
       Params<T> kv = p;
       kv.out = ptr<T>(grad_k), kv.out2 = ptr<T>(grad_v);
+      if constexpr (!std::is_same_v<T, float>) {
+        if (!is_deterministic()) {
+          Tensor dq_accum = Tensor::empty({s.B, s.L, s.E}, kFloat32, device);
+          CUDA_CHECK(cudaMemsetAsync(dq_accum.raw_data(), 0, dq_accum.nbytes(), stream_));
+          kv.dq_accum = ptr<float>(dq_accum);
+          launch_pass<T, E, Pass::kGradKVQ>(kv, stream_);
+          attention_dq_kernel<T><<<blocks_for(dq_accum.numel()), kThreads, 0, stream_>>>(
+              ptr<const float>(dq_accum), ptr<T>(grad_q), dq_accum.numel(), static_cast<float>(scale));
+          CUDA_LAUNCH_CHECK(attention_dq_kernel);
+          return;
+        }
+      }
       launch_pass<T, E, Pass::kGradKV>(kv, stream_);
       Params<T> dq = p;
       dq.out = ptr<T>(grad_q);

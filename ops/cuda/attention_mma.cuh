@@ -8,10 +8,11 @@
 //   kGradKV:  rows = keys, columns = queries.    S^T = K Q^T, dP^T = V dO^T,
 //                                                dV += P^T dO, dK += dS^T Q.
 //   kGradQ:   rows = queries, columns = keys.    S = Q K^T, dP = dO V^T, dQ += dS K.
-// The backward thus keeps FlashAttention-2's order for dK and dV (parallel over key blocks) and
-// computes dQ in a pass of its own instead of with float32 atomics: it recomputes S and dP (seven
-// products per tile pair instead of five) but every gradient is deterministic, and no warp needs
-// another warp's dS.
+//   kGradKVQ: kGradKV, and dQ += dS K added into a float32 buffer with atomics: FlashAttention-2's
+//             backward. Each tile's dS^T goes through shared memory (dQ's rows are the tile's
+//             queries, which every warp's keys feed), and dQ's bits depend on the atomics' order.
+// kGradKV + kGradQ is the deterministic backward (set_deterministic): it recomputes S and dP for
+// dQ, seven products per tile pair instead of five, and needs no float32 dQ buffer.
 //
 // Each warp's rows stay in shared memory and are re-read with ldmatrix for every tile, not kept in
 // registers: with head size 128 the accumulators of kGradKV (dK and dV, 128 floats a thread) leave
@@ -24,7 +25,10 @@
 
 namespace minidl::cuda::attention {
 
-enum class Pass { kForward, kGradKV, kGradQ };
+enum class Pass { kForward, kGradKV, kGradKVQ, kGradQ };
+
+/// Whether the pass's rows are keys (kGradKV, kGradKVQ) rather than queries.
+constexpr bool rows_are_keys(Pass p) { return p == Pass::kGradKV || p == Pass::kGradKVQ; }
 
 constexpr int kWarps = 4;
 constexpr int kRows = 16 * kWarps;  // rows of a block
@@ -41,6 +45,7 @@ struct Params {
   const T* grad_out;  // the backward's dO
   T* out;             // kForward: O; kGradKV: dK; kGradQ: dQ
   T* out2;            // kGradKV: dV
+  float* dq_accum;    // kGradKVQ: float32 [B, L, E], zero before the launch; dQ / scale after it
   float* lse;         // written by kForward, read by the backward (natural log)
   const float* delta;  // rowsum(dO * O), the backward
   int B, L, S;
@@ -218,16 +223,72 @@ __device__ __forceinline__ void store_rows(T* dst, const float (&acc)[E / 8][4],
   }
 }
 
+// The warp's dS^T (16 keys x kCols queries, float accumulators) into the block's dS^T tile, 16-bit.
+template <class T, int E, int Nt>
+__device__ __forceinline__ void store_ds_t(uint16_t* ds_tile, const float (&ds)[Nt][4]) {
+  constexpr int pitch = Nt * 8 + 8;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  uint16_t* row = ds_tile + (warp * 16 + (lane >> 2)) * pitch + 2 * (lane & 3);
+#pragma unroll
+  for (int nt = 0; nt < Nt; ++nt) {
+    *reinterpret_cast<uint32_t*>(row + nt * 8) = pack2<T>(ds[nt][0], ds[nt][1]);
+    *reinterpret_cast<uint32_t*>(row + 8 * pitch + nt * 8) = pack2<T>(ds[nt][2], ds[nt][3]);
+  }
+}
+
+// dq_accum [L, E] rows c0.. += dS (the tile's Cols queries x the block's 64 keys, read transposed
+// from the dS^T tile) times K (the block's keys, `keys` [64, E]). The 16x16 output pieces are
+// shared among the warps; each adds its pieces with float32 atomics (one red.global.add each).
+template <class T, int E, int Cols>
+__device__ __forceinline__ void add_ds_times_keys(float* dq_accum, const uint16_t* ds_tile, const uint16_t* keys,
+                                                  int c0, int L) {
+  constexpr int pitch = Cols + 8;
+  constexpr int col_pairs = E / 16, pieces = (Cols / 16) * col_pairs;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int mi = lane >> 3;
+  for (int piece = warp; piece < pieces; piece += kWarps) {
+    const int mt = piece / col_pairs, np = piece % col_pairs;
+    float acc[2][4];
+    zero(acc);
+#pragma unroll
+    for (int ks = 0; ks < kRows / 16; ++ks) {
+      // A = dS [16 queries x 16 keys], stored as dS^T [keys][queries]: the transposing load.
+      uint32_t a[4], b[4];
+      ldmatrix_x4_trans(a, smem_addr(ds_tile + (ks * 16 + (mi >> 1) * 8 + (lane & 7)) * pitch + mt * 16 + (mi & 1) * 8));
+      ldmatrix_x4_trans(b, smem_addr(keys + (ks * 16 + (mi & 1) * 8 + (lane & 7)) * kPitch<E> + np * 16 + (mi >> 1) * 8));
+      mma_16816<T>(acc[0], a, b[0], b[1]);
+      mma_16816<T>(acc[1], a, b[2], b[3]);
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int query = c0 + mt * 16 + (lane >> 2) + 8 * half;
+      if (query >= L) continue;
+      float* row = dq_accum + int64_t(query) * E + np * 16 + 2 * (lane & 3);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        atomicAdd(row + j * 8, acc[j][2 * half]);
+        atomicAdd(row + j * 8 + 1, acc[j][2 * half + 1]);
+      }
+    }
+  }
+}
+
 // Columns per tile: 32 where the kGradKV accumulators of head size 128 need the registers.
 template <int E, Pass P>
-constexpr int kCols = (P == Pass::kGradKV && E == 128) ? 32 : 64;
+constexpr int kCols = (rows_are_keys(P) && E == 128) ? 32 : 64;
+
+// kGradKVQ's dS^T tile [kRows keys][kCols queries]: the pitch puts the 8 rows of a quad-wide
+// 4-byte store, and of an ldmatrix phase, in different banks.
+template <int E, Pass P>
+constexpr int kDsPitch = kCols<E, P> + 8;
 
 template <int E, Pass P>
 constexpr int smem_bytes() {
   constexpr int row_tiles = P == Pass::kForward ? 1 : 2;
   constexpr int tile = kPitch<E> * 2;  // bytes of a tile row
   int bytes = row_tiles * kRows * tile + 2 * 2 * kCols<E, P> * tile;
-  if (P == Pass::kGradKV) bytes += 2 * 2 * kCols<E, P> * int(sizeof(float));
+  if (rows_are_keys(P)) bytes += 2 * 2 * kCols<E, P> * int(sizeof(float));
+  if (P == Pass::kGradKVQ) bytes += kRows * kDsPitch<E, P> * 2;
   return bytes;
 }
 
@@ -239,11 +300,12 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Params
   constexpr int tile_elems = Cols * kPitch<E>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   uint16_t* row_a = reinterpret_cast<uint16_t*>(smem_raw);
-  uint16_t* row_b = row_a + kRows * kPitch<E>;  // kGradKV, kGradQ
+  uint16_t* row_b = row_a + kRows * kPitch<E>;  // the backward passes
   uint16_t* col_tiles = row_a + (P == Pass::kForward ? 1 : 2) * kRows * kPitch<E>;  // [stage][a|b]
-  float* col_values = reinterpret_cast<float*>(col_tiles + 4 * tile_elems);  // kGradKV: [stage][lse2|delta]
+  float* col_values = reinterpret_cast<float*>(col_tiles + 4 * tile_elems);  // keys' passes: [stage][lse2|delta]
+  uint16_t* ds_tile = reinterpret_cast<uint16_t*>(col_values + 4 * Cols);      // kGradKVQ: dS^T
 
-  const bool rows_are_queries = P != Pass::kGradKV;
+  const bool rows_are_queries = !rows_are_keys(P);
   const int n_rows = rows_are_queries ? p.L : p.S, n_cols = rows_are_queries ? p.S : p.L;
   const int b = blockIdx.x % p.B;
   const int r0 = row_block<kRows>(blockIdx.x / p.B, n_rows, rows_are_queries && p.causal) * kRows;
@@ -268,7 +330,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Params
     const int stage = t & 1;
     load_tile<E, Cols>(col_tiles + (2 * stage) * tile_elems, col_a, t * Cols, n_cols);
     load_tile<E, Cols>(col_tiles + (2 * stage + 1) * tile_elems, col_b, t * Cols, n_cols);
-    if constexpr (P == Pass::kGradKV) {
+    if constexpr (rows_are_keys(P)) {
       load_column_values<Cols>(col_values + (2 * stage) * Cols, p.lse + int64_t(b) * p.L, t * Cols, p.L, kLog2e);
       load_column_values<Cols>(col_values + (2 * stage + 1) * Cols, p.delta + int64_t(b) * p.L, t * Cols, p.L, 1.f);
     }
@@ -299,7 +361,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Params
     row_delta[1] = row_hi < p.L ? delta[row_hi] : 0.f;
   }
   float acc[E / 8][4];   // kForward: O; kGradKV: dV; kGradQ: dQ
-  float acc2[P == Pass::kGradKV ? E / 8 : 1][4];  // kGradKV: dK
+  float acc2[rows_are_keys(P) ? E / 8 : 1][4];  // kGradKV, kGradKVQ: dK
   zero(acc);
   zero(acc2);
 
@@ -388,9 +450,14 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Params
           s[nt][e] = prob;
           dp[nt][e] = prob * (dp[nt][e] - delta);  // dS
         }
-      if constexpr (P == Pass::kGradKV) {
+      if constexpr (rows_are_keys(P)) {
         p_times_cols<T, E, Nt>(acc, s, tile_b);    // dV += P^T dO
         p_times_cols<T, E, Nt>(acc2, dp, tile_a);  // dK += dS^T Q
+        if constexpr (P == Pass::kGradKVQ) {
+          store_ds_t<T, E, Nt>(ds_tile, dp);
+          __syncthreads();
+          add_ds_times_keys<T, E, Cols>(p.dq_accum + q_off, ds_tile, row_a, c0, p.L);
+        }
       } else {
         p_times_cols<T, E, Nt>(acc, dp, tile_a);  // dQ += dS K
       }
@@ -411,7 +478,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Params
         p.lse[int64_t(b) * p.L + row] = l > 0.f ? row_m[half] * kLn2 + logf(l) : -INFINITY;
     }
     store_rows<T, E>(p.out + q_off, acc, row_lo, p.L, inv[0], inv[1]);
-  } else if constexpr (P == Pass::kGradKV) {
+  } else if constexpr (rows_are_keys(P)) {
     store_rows<T, E>(p.out2 + k_off, acc, row_lo, p.S, 1.f, 1.f);            // dV
     store_rows<T, E>(p.out + k_off, acc2, row_lo, p.S, p.scale, p.scale);    // dK
   } else {

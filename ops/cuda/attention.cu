@@ -54,7 +54,7 @@ void launch_pass(const Params<T>& params, cudaStream_t stream) {
     constexpr int bytes = simt_smem_bytes<E, P>();
     auto kernel = attention_simt_kernel<E, P>;
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    const int64_t blocks = int64_t(params.B) * ((n_rows + kSimtRows - 1) / kSimtRows);
+    const int64_t blocks = int64_t(params.B) * ((n_rows + kSimtBlockRows<E> - 1) / kSimtBlockRows<E>);
     kernel<<<static_cast<unsigned>(blocks), kSimtThreads, bytes, stream>>>(params);
     CUDA_LAUNCH_CHECK(attention_simt_kernel);
   } else {

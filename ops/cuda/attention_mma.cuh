@@ -377,8 +377,10 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Params
     const uint16_t* tile_a = col_tiles + (2 * (t & 1)) * tile_elems;
     const uint16_t* tile_b = tile_a + tile_elems;
     const int c0 = t * Cols;
-    // Whether some score of this tile is masked: past the end, or above the causal diagonal.
-    const bool edge = c0 + Cols > n_cols ||
+    // Whether some score of this tile is masked: a row or column past the end (a padding row's
+    // zeros would give finite scores, masked all the same so that no pass depends on that), or above
+    // the causal diagonal.
+    const bool edge = c0 + Cols > n_cols || r0 + kRows > n_rows ||
                       (p.causal && (rows_are_queries ? c0 + Cols - 1 > r0 : r0 + kRows - 1 > c0));
 
     float s[Nt][4];
@@ -387,7 +389,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Params
     // valid(i, col): whether row half i (row_lo / row_hi) sees column col.
     auto valid = [&](int half, int col) {
       const int row = half ? row_hi : row_lo;
-      if (col >= n_cols) return false;
+      if (col >= n_cols || row >= n_rows) return false;
       if (!p.causal) return true;
       return rows_are_queries ? col <= row : row <= col;
     };

@@ -52,15 +52,19 @@ __device__ __forceinline__ float dot(const float4 (&a)[C], const float* row, int
   return quad_sum(x);
 }
 
-template <int C>
-__device__ __forceinline__ void axpy(float4 (&acc)[C], float a, const float* row, int part) {
+// acc[r] += a[r] * row for each of the thread's R rows: one shared-memory read feeds them all.
+template <int R, int C>
+__device__ __forceinline__ void axpy_rows(float4 (&acc)[R][C], const float (&a)[R], const float* row, int part) {
 #pragma unroll
   for (int i = 0; i < C; ++i) {
     const float4 b = reinterpret_cast<const float4*>(row)[4 * i + part];
-    acc[i].x = fmaf(a, b.x, acc[i].x);
-    acc[i].y = fmaf(a, b.y, acc[i].y);
-    acc[i].z = fmaf(a, b.z, acc[i].z);
-    acc[i].w = fmaf(a, b.w, acc[i].w);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      acc[r][i].x = fmaf(a[r], b.x, acc[r][i].x);
+      acc[r][i].y = fmaf(a[r], b.y, acc[r][i].y);
+      acc[r][i].z = fmaf(a[r], b.z, acc[r][i].z);
+      acc[r][i].w = fmaf(a[r], b.w, acc[r][i].w);
+    }
   }
 }
 
@@ -81,10 +85,22 @@ __device__ __forceinline__ void store_row(float* matrix, const float4 (&src)[C],
         make_float4(src[i].x * f, src[i].y * f, src[i].z * f, src[i].w * f);
 }
 
-/// grid ceil(rows / 32) * B, 128 threads, simt_smem_bytes<E, P>() of dynamic shared memory.
+/// Rows a thread holds: two where the registers allow (each value read from shared memory then
+/// feeds two rows' FMAs, halving the shared-memory traffic that bounds this kernel), one at head
+/// size 128.
+template <int E>
+constexpr int kSimtRowsPerThread = E == 128 ? 1 : 2;
+/// Rows of a block.
+template <int E>
+constexpr int kSimtBlockRows = kSimtRows * kSimtRowsPerThread<E>;
+
+/// grid ceil(rows / kSimtBlockRows<E>) * B, 128 threads, simt_smem_bytes<E, P>() of dynamic shared
+/// memory. A thread's rows are r0 + threadIdx.x / 4 + 32 r.
 template <int E, Pass P>
 __global__ void __launch_bounds__(kSimtThreads) attention_simt_kernel(const Params<float> p) {
   constexpr int C = E / 16;  // float4 chunks a thread holds of a head vector
+  constexpr int R = kSimtRowsPerThread<E>;
+  constexpr int Rows = kSimtBlockRows<E>;
   constexpr int Cols = kSimtCols;
   constexpr int tile_elems = Cols * E;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -94,15 +110,17 @@ __global__ void __launch_bounds__(kSimtThreads) attention_simt_kernel(const Para
   const bool rows_are_queries = P != Pass::kGradKV;
   const int n_rows = rows_are_queries ? p.L : p.S, n_cols = rows_are_queries ? p.S : p.L;
   const int b = blockIdx.x % p.B;
-  const int r0 = row_block<kSimtRows>(blockIdx.x / p.B, n_rows, rows_are_queries && p.causal) * kSimtRows;
+  const int r0 = row_block<Rows>(blockIdx.x / p.B, n_rows, rows_are_queries && p.causal) * Rows;
   const int part = threadIdx.x & 3;
-  const int row = r0 + threadIdx.x / 4;
+  int row[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) row[r] = r0 + threadIdx.x / 4 + kSimtRows * r;
   const int64_t q_off = int64_t(b) * p.L * E, k_off = int64_t(b) * p.S * E;
   const float scale_log2 = p.scale * kLog2e;
 
   int t_begin = 0, t_end = (n_cols + Cols - 1) / Cols;
   if (p.causal) {
-    if (rows_are_queries) t_end = min(t_end, (min(r0 + kSimtRows, n_rows) - 1) / Cols + 1);
+    if (rows_are_queries) t_end = min(t_end, (min(r0 + Rows, n_rows) - 1) / Cols + 1);
     else t_begin = r0 / Cols;
   }
   const float* col_a = rows_are_queries ? p.k + k_off : p.q + q_off;
@@ -119,29 +137,31 @@ __global__ void __launch_bounds__(kSimtThreads) attention_simt_kernel(const Para
   if (t_begin < t_end) load_cols(t_begin);
   cp_async_commit();
 
-  // The row's operands: Q (and dO) for the query-row passes, K and V for kGradKV.
-  float4 ra[C], rb[P == Pass::kForward ? 1 : C];
-  if constexpr (P == Pass::kGradKV) {
-    load_row(ra, p.k + k_off, row, n_rows, part);
-    load_row(rb, p.v + k_off, row, n_rows, part);
-  } else {
-    load_row(ra, p.q + q_off, row, n_rows, part);
-    if constexpr (P == Pass::kGradQ) load_row(rb, p.grad_out + q_off, row, n_rows, part);
+  // The rows' operands: Q (and dO) for the query-row passes, K and V for kGradKV.
+  float4 ra[R][C], rb[R][P == Pass::kForward ? 1 : C];
+  float row_lse2[R], row_delta[R], row_m[R], row_l[R];
+  float4 acc[R][C], acc2[R][P == Pass::kGradKV ? C : 1];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if constexpr (P == Pass::kGradKV) {
+      load_row(ra[r], p.k + k_off, row[r], n_rows, part);
+      load_row(rb[r], p.v + k_off, row[r], n_rows, part);
+    } else {
+      load_row(ra[r], p.q + q_off, row[r], n_rows, part);
+      if constexpr (P == Pass::kGradQ) load_row(rb[r], p.grad_out + q_off, row[r], n_rows, part);
+    }
+    const bool in = row[r] < p.L;
+    row_lse2[r] = P == Pass::kGradQ && in ? p.lse[int64_t(b) * p.L + row[r]] * kLog2e : 0.f;
+    row_delta[r] = P == Pass::kGradQ && in ? p.delta[int64_t(b) * p.L + row[r]] : 0.f;
+    row_m[r] = -INFINITY, row_l[r] = 0.f;
+    for (auto& a : acc[r]) a = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (auto& a : acc2[r]) a = make_float4(0.f, 0.f, 0.f, 0.f);
   }
-  float row_lse2 = 0.f, row_delta = 0.f;
-  if constexpr (P == Pass::kGradQ) {
-    row_lse2 = row < p.L ? p.lse[int64_t(b) * p.L + row] * kLog2e : 0.f;
-    row_delta = row < p.L ? p.delta[int64_t(b) * p.L + row] : 0.f;
-  }
-  float row_m = -INFINITY, row_l = 0.f;
-  float4 acc[C], acc2[P == Pass::kGradKV ? C : 1];
-  for (auto& a : acc) a = make_float4(0.f, 0.f, 0.f, 0.f);
-  for (auto& a : acc2) a = make_float4(0.f, 0.f, 0.f, 0.f);
 
-  auto valid = [&](int col) {
-    if (col >= n_cols) return false;
+  auto valid = [&](int r, int col) {
+    if (col >= n_cols || row[r] >= n_rows) return false;
     if (!p.causal) return true;
-    return rows_are_queries ? col <= row : row <= col;
+    return rows_are_queries ? col <= row[r] : row[r] <= col;
   };
 
   for (int t = t_begin; t < t_end; ++t) {
@@ -156,53 +176,69 @@ __global__ void __launch_bounds__(kSimtThreads) attention_simt_kernel(const Para
     const float* tile_a = col_tiles + (2 * (t & 1)) * tile_elems;
     const float* tile_b = tile_a + tile_elems;
     const int c0 = t * Cols;
-    const bool edge = c0 + Cols > n_cols ||
-                      (p.causal && (rows_are_queries ? c0 + Cols - 1 > r0 : r0 + kSimtRows - 1 > c0));
+    const bool edge = c0 + Cols > n_cols || r0 + Rows > n_rows ||
+                      (p.causal && (rows_are_queries ? c0 + Cols - 1 > r0 : r0 + Rows - 1 > c0));
 
     if constexpr (P == Pass::kForward) {
       // Online softmax in log2 units, as in attention_mma.cuh; the quad's threads hold the same
       // scores (a sum of the same four parts in a commuted order), so each keeps the whole row sum.
-      float s[Cols];
-      float tile_max = -INFINITY;
+      float s[R][Cols];
+      float m_use[R], tile_max[R];
 #pragma unroll
-      for (int j = 0; j < Cols; ++j) {
-        float x = dot(ra, tile_a + j * E, part) * scale_log2;
-        if (edge && !valid(c0 + j)) x = -INFINITY;
-        s[j] = x;
-        tile_max = fmaxf(tile_max, x);
+      for (int r = 0; r < R; ++r) tile_max[r] = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < Cols; ++j)
+#pragma unroll
+        for (int r = 0; r < R; ++r) {  // rows inner: the column's shared-memory values serve all R
+          float x = dot(ra[r], tile_a + j * E, part) * scale_log2;
+          if (edge && !valid(r, c0 + j)) x = -INFINITY;
+          s[r][j] = x;
+          tile_max[r] = fmaxf(tile_max[r], x);
+        }
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const float m_new = fmaxf(row_m[r], tile_max[r]);
+        m_use[r] = m_new == -INFINITY ? 0.f : m_new;
+        const float alpha = exp2f(row_m[r] - m_use[r]);
+        row_m[r] = m_new;
+        row_l[r] *= alpha;
+#pragma unroll
+        for (int i = 0; i < C; ++i)
+          acc[r][i] = make_float4(acc[r][i].x * alpha, acc[r][i].y * alpha, acc[r][i].z * alpha, acc[r][i].w * alpha);
       }
-      const float m_new = fmaxf(row_m, tile_max);
-      const float m_use = m_new == -INFINITY ? 0.f : m_new;
-      const float alpha = exp2f(row_m - m_use);
-      row_m = m_new;
-      row_l *= alpha;
-#pragma unroll
-      for (int i = 0; i < C; ++i) acc[i] = make_float4(acc[i].x * alpha, acc[i].y * alpha, acc[i].z * alpha, acc[i].w * alpha);
 #pragma unroll
       for (int j = 0; j < Cols; ++j) {
-        const float e2 = exp2f(s[j] - m_use);
-        row_l += e2;
-        axpy(acc, e2, tile_b + j * E, part);
+        float e2[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          e2[r] = exp2f(s[r][j] - m_use[r]);
+          row_l[r] += e2[r];
+        }
+        axpy_rows(acc, e2, tile_b + j * E, part);
       }
     } else {
       const float* col_lse2 = col_values + (2 * (t & 1)) * Cols;
       const float* col_delta = col_lse2 + Cols;
-// Unrolled for the scheduler to overlap the shuffles of several columns; less at head size 128,
+      // Unrolled for the scheduler to overlap the shuffles of several columns; less at head size 128,
       // where the two accumulators leave no registers for more.
 #pragma unroll(E == 128 ? 2 : 4)
       for (int j = 0; j < Cols; ++j) {
-        const float lse2 = P == Pass::kGradQ ? row_lse2 : col_lse2[j];
-        const float delta = P == Pass::kGradQ ? row_delta : col_delta[j];
-        const float s = dot(ra, tile_a + j * E, part);
-        const float dp = dot(rb, tile_b + j * E, part);
-        float prob = exp2f(s * scale_log2 - lse2);
-        if ((edge && !valid(c0 + j)) || lse2 == -INFINITY) prob = 0.f;
-        const float ds = prob * (dp - delta);
+        float prob[R], ds[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const float lse2 = P == Pass::kGradQ ? row_lse2[r] : col_lse2[j];
+          const float delta = P == Pass::kGradQ ? row_delta[r] : col_delta[j];
+          const float s = dot(ra[r], tile_a + j * E, part);
+          const float dp = dot(rb[r], tile_b + j * E, part);
+          prob[r] = exp2f(s * scale_log2 - lse2);
+          if ((edge && !valid(r, c0 + j)) || lse2 == -INFINITY) prob[r] = 0.f;
+          ds[r] = prob[r] * (dp - delta);
+        }
         if constexpr (P == Pass::kGradKV) {
-          axpy(acc, prob, tile_b + j * E, part);  // dV += P^T dO
-          axpy(acc2, ds, tile_a + j * E, part);   // dK += dS^T Q
+          axpy_rows(acc, prob, tile_b + j * E, part);  // dV += P^T dO
+          axpy_rows(acc2, ds, tile_a + j * E, part);   // dK += dS^T Q
         } else {
-          axpy(acc, ds, tile_a + j * E, part);  // dQ += dS K
+          axpy_rows(acc, ds, tile_a + j * E, part);  // dQ += dS K
         }
       }
     }
@@ -210,15 +246,18 @@ __global__ void __launch_bounds__(kSimtThreads) attention_simt_kernel(const Para
   }
   cp_async_wait<0>();
 
-  if constexpr (P == Pass::kForward) {
-    store_row(p.out + q_off, acc, row, p.L, part, row_l > 0.f ? 1.f / row_l : 0.f);
-    if (part == 0 && row < p.L)
-      p.lse[int64_t(b) * p.L + row] = row_l > 0.f ? row_m * kLn2 + logf(row_l) : -INFINITY;
-  } else if constexpr (P == Pass::kGradKV) {
-    store_row(p.out2 + k_off, acc, row, p.S, part, 1.f);
-    store_row(p.out + k_off, acc2, row, p.S, part, p.scale);
-  } else {
-    store_row(p.out + q_off, acc, row, p.L, part, p.scale);
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if constexpr (P == Pass::kForward) {
+      store_row(p.out + q_off, acc[r], row[r], p.L, part, row_l[r] > 0.f ? 1.f / row_l[r] : 0.f);
+      if (part == 0 && row[r] < p.L)
+        p.lse[int64_t(b) * p.L + row[r]] = row_l[r] > 0.f ? row_m[r] * kLn2 + logf(row_l[r]) : -INFINITY;
+    } else if constexpr (P == Pass::kGradKV) {
+      store_row(p.out2 + k_off, acc[r], row[r], p.S, part, 1.f);
+      store_row(p.out + k_off, acc2[r], row[r], p.S, part, p.scale);
+    } else {
+      store_row(p.out + q_off, acc[r], row[r], p.L, part, p.scale);
+    }
   }
 }
 

@@ -185,6 +185,31 @@ TEST(CudaAttention, LongCausalSequenceMatchesTheReference) {
   check_case(kFloat32, 1, 1024, 1024, 64, true);
 }
 
+// Through the op: 4-D [batch, heads, L, E] inputs take the fused kernels on the GPU, and the
+// autograd gradients agree with the composed ("math") attention in float64 on the CPU.
+TEST(CudaAttention, ScaledDotProductAttentionOnTheGpuMatchesTheMathPath) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  for (DType dtype : {kFloat32, kBFloat16}) {
+    SCOPED_TRACE(::testing::Message() << dtype);
+    const Shape q_shape{2, 3, 37, 64}, kv_shape{2, 3, 45, 64};
+    const Tensor q0 = randn(q_shape).to(dtype), k0 = randn(kv_shape).to(dtype), v0 = randn(kv_shape).to(dtype);
+    const Tensor grad0 = randn(q_shape).to(dtype);
+    Tensor q = q0.to(gpu()).requires_grad_(), k = k0.to(gpu()).requires_grad_(), v = v0.to(gpu()).requires_grad_();
+    Tensor out = scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
+    out.backward(grad0.to(gpu()));
+    Tensor q64 = q0.to(kFloat64).requires_grad_(), k64 = k0.to(kFloat64).requires_grad_();
+    Tensor v64 = v0.to(kFloat64).requires_grad_();
+    Tensor want = scaled_dot_product_attention_math(q64, k64, v64, {}, 0.0, /*is_causal=*/true);
+    want.backward(grad0.to(kFloat64));
+    const double tol = tolerance(dtype);
+    EXPECT_TRUE(close_at_scale("out", out, want.detach(), tol));
+    EXPECT_TRUE(close_at_scale("q.grad", q.grad(), q64.grad(), tol));
+    EXPECT_TRUE(close_at_scale("k.grad", k.grad(), k64.grad(), tol));
+    EXPECT_TRUE(close_at_scale("v.grad", v.grad(), v64.grad(), tol));
+  }
+}
+
 TEST(CudaAttention, RejectsMismatchedShapesAndDropout) {
   MINIDL_REQUIRE_CUDA();
   Kernels& kernels = kernels_for(gpu());

@@ -40,7 +40,7 @@ class GradScaler {
   /// whether any holds an inf or NaN: one fused pass. At most once per optimizer between updates.
   void unscale_(Optimizer& optimizer);
   /// Unscales (unless unscale_ ran) and steps, skipping the step where an inf or NaN was found:
-  /// SGD skips it on the device; other optimizers read the flag on the host (a sync).
+  /// SGD, and Adam(W) on CUDA, skip it on the device; other optimizers read the flag on the host (a sync).
   void step(Optimizer& optimizer);
   /// Updates the scale from the steps since the last update (on the device): times backoff_factor
   /// if any found an inf or NaN, times growth_factor after growth_interval good steps in a row.

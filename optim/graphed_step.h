@@ -40,7 +40,7 @@ struct GraphedStepOptions {
   }
   /// Mixed precision with loss scaling: each step runs `scaler->scale(loss).backward()` and, on the
   /// last call of a cycle, `scaler->step(optimizer); scaler->update();` (all captured in the graph:
-  /// the scaler never syncs with SGD). The step returns the unscaled loss. The scaler must outlive the step.
+  /// the scaler never syncs with SGD or Adam(W)). The step returns the unscaled loss. The scaler must outlive the step.
   ///   cuda::GraphedStep step(loss_fn, optimizer, cuda::GraphedStepOptions().grad_scaler(&scaler));
   GraphedStepOptions& grad_scaler(optim::GradScaler* scaler) {
     grad_scaler_ = scaler;

@@ -65,35 +65,48 @@ Flags parse_flags(int argc, char** argv) {
   app.add_option("--data", f.data, "the UTF-8 text to train on (default: <data folder>/text/fortunes.txt, "
                  "from scripts/get_data.sh --text)");
   app.add_option("--max-iters", f.max_iters, "training iterations")->check(at_least(0))->capture_default_str();
-  app.add_option("--eval-interval", f.eval_interval, "iterations between evaluations")->check(at_least(1))->capture_default_str();
-  app.add_option("--eval-iters", f.eval_iters, "batches of each split per evaluation")->check(at_least(1))->capture_default_str();
-  app.add_option("--log-interval", f.log_interval, "iterations between training-loss lines")->check(at_least(1))->capture_default_str();
+  app.add_option("--eval-interval", f.eval_interval, "iterations between evaluations")
+      ->check(at_least(1))->capture_default_str();
+  app.add_option("--eval-iters", f.eval_iters, "batches of each split per evaluation")
+      ->check(at_least(1))->capture_default_str();
+  app.add_option("--log-interval", f.log_interval, "iterations between training-loss lines")
+      ->check(at_least(1))->capture_default_str();
   app.add_option("--batch-size", f.batch_size, "sequences per batch")->check(at_least(1))->capture_default_str();
   app.add_option("--block-size", f.block_size, "context length")->check(at_least(1))->capture_default_str();
   app.add_option("--n-layer", f.n_layer, "transformer blocks")->check(at_least(1))->capture_default_str();
   app.add_option("--n-head", f.n_head, "attention heads")->check(at_least(1))->capture_default_str();
-  app.add_option("--n-embd", f.n_embd, "embedding width (a multiple of --n-head)")->check(at_least(1))->capture_default_str();
+  app.add_option("--n-embd", f.n_embd, "embedding width (a multiple of --n-head)")
+      ->check(at_least(1))->capture_default_str();
   app.add_option("--dropout", f.dropout, "dropout probability")->check(CLI::Range(0.0, 0.99))->capture_default_str();
   app.add_flag("--bias,!--no-bias", f.bias, "biases in the Linear and LayerNorm layers (nanoGPT's default: none)");
   app.add_option("--lr", f.lr, "peak learning rate")->check(CLI::Range(0.0, 10.0))->capture_default_str();
-  app.add_option("--min-lr", f.min_lr, "learning rate at the end of the cosine decay")->check(CLI::Range(0.0, 10.0))->capture_default_str();
-  app.add_option("--warmup-iters", f.warmup_iters, "iterations of linear warm-up")->check(at_least(0))->capture_default_str();
-  app.add_option("--weight-decay", f.weight_decay, "AdamW weight decay of the 2-D weights")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  app.add_option("--min-lr", f.min_lr, "learning rate at the end of the cosine decay")
+      ->check(CLI::Range(0.0, 10.0))->capture_default_str();
+  app.add_option("--warmup-iters", f.warmup_iters, "iterations of linear warm-up")
+      ->check(at_least(0))->capture_default_str();
+  app.add_option("--weight-decay", f.weight_decay, "AdamW weight decay of the 2-D weights")
+      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
   app.add_option("--beta2", f.beta2, "AdamW's beta2")->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  app.add_option("--grad-clip", f.grad_clip, "clip the gradients' global norm to this (0: no clipping)")->check(CLI::Range(0.0, 1e9))->capture_default_str();
+  app.add_option("--grad-clip", f.grad_clip, "clip the gradients' global norm to this (0: no clipping)")
+      ->check(CLI::Range(0.0, 1e9))->capture_default_str();
   app.add_option("--seed", f.seed, "random seed")->capture_default_str();
   app.add_option("--threads", f.threads, "CPU threads (0: all cores)")->check(at_least(0));
-  app.add_flag("--cuda-graph,!--no-cuda-graph", f.cuda_graph, "on cuda, capture the training step as a CUDA graph (default on)");
+  app.add_flag("--cuda-graph,!--no-cuda-graph", f.cuda_graph,
+               "on cuda, capture the training step as a CUDA graph (default on)");
   app.add_option("--checkpoint", f.checkpoint, "write the model, optimizer, vocabulary and position here at every "
-                 "evaluation (atomically); with --sample, the checkpoint to generate from")->check(mnist_app::writable_file());
+                 "evaluation (atomically); with --sample, the checkpoint to generate from")
+      ->check(mnist_app::writable_file());
   app.add_option("--resume", f.resume, "continue the run of this checkpoint")->check(mnist_app::readable_file());
   app.add_option("--metrics", f.metrics, "append one JSON line per evaluation to DIR/metrics.jsonl")
       ->check(mnist_app::writable_folder());
   CLI::Option* sample = app.add_option("--sample", f.sample, "generate text after this prompt from the checkpoint "
                                        "(--checkpoint or --resume) instead of training");
-  app.add_option("--max-new-tokens", f.max_new_tokens, "characters to generate")->check(at_least(1))->capture_default_str();
-  app.add_option("--temperature", f.temperature, "divides the logits before sampling")->check(CLI::Range(1e-6, 100.0))->capture_default_str();
-  app.add_option("--top-k", f.top_k, "sample among the k likeliest characters (0: all)")->check(at_least(0))->capture_default_str();
+  app.add_option("--max-new-tokens", f.max_new_tokens, "characters to generate")
+      ->check(at_least(1))->capture_default_str();
+  app.add_option("--temperature", f.temperature, "divides the logits before sampling")
+      ->check(CLI::Range(1e-6, 100.0))->capture_default_str();
+  app.add_option("--top-k", f.top_k, "sample among the k likeliest characters (0: all)")
+      ->check(at_least(0))->capture_default_str();
   mnist_app::parse_or_exit(app, argc, argv);
   f.sampling = sample->count() > 0;
   return f;
@@ -172,8 +185,8 @@ std::pair<GptConfig, data::CharVocabulary> read_checkpoint_model(const std::stri
   auto vocab_it = m.find(kVocabKey);
   MINIDL_CHECK(vocab_it != m.end(), path, ": not a char_gpt checkpoint (no metadata \"", kVocabKey, "\")");
   data::CharVocabulary vocab = data::CharVocabulary::from_characters(vocab_it->second);
-  MINIDL_CHECK(vocab.size() == c.vocab_size, path, ": the vocabulary has ", vocab.size(), " characters but vocab_size is ",
-               c.vocab_size);
+  MINIDL_CHECK(vocab.size() == c.vocab_size, path, ": the vocabulary has ", vocab.size(),
+               " characters but vocab_size is ", c.vocab_size);
   return {c, std::move(vocab)};
 }
 
@@ -187,7 +200,8 @@ std::unique_ptr<optim::AdamW> make_optimizer(Gpt& model, const Flags& f) {
 
 /// nanoGPT's generate: crop the context to block_size, take the last position's logits / temperature,
 /// keep the top k, softmax, draw one id, append; max_new_tokens times.
-std::vector<int64_t> generate(Gpt& model, std::vector<int64_t> ids, const Flags& f, Device device, Precision precision) {
+std::vector<int64_t> generate(Gpt& model, std::vector<int64_t> ids, const Flags& f, Device device,
+                              Precision precision) {
   NoGradGuard no_grad;
   model.eval();
   const int64_t vocab = model.config.vocab_size;
@@ -389,10 +403,11 @@ int train(const Flags& f, Device device, Precision precision) {
   }
   const double rate = timed_seconds > 0 ? timed_iters * tokens_per_iter / timed_seconds : NAN;
   std::printf("done: val loss %.4f after %lld iterations; %.0f tokens/s over %lld timed iterations (%.1f s); "
-              "training step %s%s; peak device memory %.1f MB\n",
+              "training step %s (%lld replays, %lld eager steps%s); peak device memory %.1f MB\n",
               last.val, static_cast<long long>(f.max_iters), rate, static_cast<long long>(timed_iters), timed_seconds,
-              train_step.graphed() ? "graphed" : "eager",
-              train_step.eager_reason().empty() ? "" : (" (" + train_step.eager_reason() + ")").c_str(),
+              train_step.graphed() ? "graphed" : "eager", static_cast<long long>(train_step.replays()),
+              static_cast<long long>(train_step.eager_steps()),
+              train_step.eager_reason().empty() ? "" : (": " + train_step.eager_reason()).c_str(),
               memory_stats(device).peak_bytes / 1e6);
   metrics.write("{\"final\": true, \"iter\": " + std::to_string(f.max_iters) + ", \"val_loss\": " + number(last.val) +
                 ", \"train_loss\": " + number(last.train) + ", \"tokens_per_s\": " + number(rate) +

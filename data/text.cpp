@@ -53,13 +53,15 @@ std::u32string decode_utf8(std::string_view bytes, const std::string& source) {
     else if ((lead & 0xf8) == 0xf0) extra = 3, c = lead & 0x07, least = 0x10000;
     else
       MINIDL_FAIL(where, "invalid UTF-8 at byte offset ", i, ": ", hex_byte(lead),
-                  (lead & 0xc0) == 0x80 ? " is a continuation byte without a leading byte" : " cannot start a character");
+                  (lead & 0xc0) == 0x80 ? " is a continuation byte without a leading byte"
+                                        : " cannot start a character");
     MINIDL_CHECK(i + extra < n, where, "invalid UTF-8 at byte offset ", i, ": the text ends inside a ", extra + 1,
                  "-byte character");
     for (int k = 1; k <= extra; ++k) {
       const auto next = static_cast<unsigned char>(bytes[i + k]);
-      MINIDL_CHECK((next & 0xc0) == 0x80, where, "invalid UTF-8 at byte offset ", i + k, ": expected a continuation byte "
-                   "of the character starting at offset ", i, ", found ", hex_byte(next));
+      MINIDL_CHECK((next & 0xc0) == 0x80, where, "invalid UTF-8 at byte offset ", i + k,
+                   ": expected a continuation byte of the character starting at offset ", i, ", found ",
+                   hex_byte(next));
       c = (c << 6) | (next & 0x3f);
     }
     MINIDL_CHECK(c >= least, where, "invalid UTF-8 at byte offset ", i, ": an overlong encoding of U+",

@@ -25,7 +25,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 p = argparse.ArgumentParser(description="nanoGPT's character-level GPT, as apps/char_gpt trains it")
-p.add_argument("--data", default=None, help="UTF-8 text (default: $MINIDL_DATA or <repo>/datasets, then text/fortunes.txt)")
+p.add_argument("--data", default=None,
+               help="UTF-8 text (default: $MINIDL_DATA or <repo>/datasets, then text/fortunes.txt)")
 p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
 p.add_argument("--mode", choices=["eager", "compile"], default="eager")
 p.add_argument("--compile-mode", choices=["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"],
@@ -41,7 +42,8 @@ p.add_argument("--n-layer", type=int, default=6)
 p.add_argument("--n-head", type=int, default=6)
 p.add_argument("--n-embd", type=int, default=384)
 p.add_argument("--dropout", type=float, default=0.2)
-p.add_argument("--bias", action="store_true", help="biases in the Linear and LayerNorm layers (nanoGPT's default: none)")
+p.add_argument("--bias", action="store_true",
+               help="biases in the Linear and LayerNorm layers (nanoGPT's default: none)")
 p.add_argument("--lr", type=float, default=1e-3)
 p.add_argument("--min-lr", type=float, default=1e-4)
 p.add_argument("--warmup-iters", type=int, default=100)
@@ -133,7 +135,8 @@ class GPT(nn.Module):
     def __init__(self, vocab_size):
         super().__init__()
         self.transformer = nn.ModuleDict(dict(
-            wte=nn.Embedding(vocab_size, a.n_embd), wpe=nn.Embedding(a.block_size, a.n_embd), drop=nn.Dropout(a.dropout),
+            wte=nn.Embedding(vocab_size, a.n_embd), wpe=nn.Embedding(a.block_size, a.n_embd),
+            drop=nn.Dropout(a.dropout),
             h=nn.ModuleList([Block() for _ in range(a.n_layer)]), ln_f=nn.LayerNorm(a.n_embd, bias=a.bias)))
         self.lm_head = nn.Linear(a.n_embd, vocab_size, bias=False)
         self.transformer.wte.weight = self.lm_head.weight  # weight tying

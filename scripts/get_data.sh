@@ -158,14 +158,16 @@ fetch_text() {
         fail "the text corpus needs Debian's fortunes package: sudo apt-get install -y fortunes"
       echo "Text: unpacking the Debian packages fortunes and fortunes-min (not root: no install)"
       tmp="$(mktemp -d)"
-      (cd "$tmp" && apt-get download fortunes fortunes-min >/dev/null) || fail "apt-get download fortunes fortunes-min failed"
+      (cd "$tmp" && apt-get download fortunes fortunes-min >/dev/null) ||
+        fail "apt-get download fortunes fortunes-min failed"
       local deb
       for deb in "$tmp"/*.deb; do dpkg -x "$deb" "$tmp/root" || fail "dpkg -x $deb failed"; done
       src_dir="$tmp/root/usr/share/games/fortunes"
     fi
   fi
   has_fortunes "$src_dir" || fail "$src_dir lacks some of the English fortune files (${fortune_files[*]})"
-  (cd "$src_dir" && cat -- "${fortune_files[@]}") >"$out/fortunes.txt.part" || fail "cannot write $out/fortunes.txt.part"
+  (cd "$src_dir" && cat -- "${fortune_files[@]}") >"$out/fortunes.txt.part" ||
+    fail "cannot write $out/fortunes.txt.part"
   local size
   size=$(stat -c %s "$out/fortunes.txt.part")
   [[ "$size" -eq $fortunes_size ]] ||

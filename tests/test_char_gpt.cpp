@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "app_process.h"
+#include "apps/common/gpt.h"
+#include "core/cuda.h"
 #include "data/text.h"
 
 namespace {
@@ -135,7 +137,6 @@ TEST(CharGpt, SmallModelLearnsBelowUnigramEntropyOnTheCpuAndSamples) {
 }
 
 // ---- the model of apps/common/gpt.h ----
-#include "apps/common/gpt.h"
 
 namespace {
 using namespace minidl;
@@ -151,7 +152,8 @@ TEST(CharGptModel, ParametersAreNanoGptsWithTheOutputLayerTied) {
     char_gpt::Gpt model(small_config(bias));
     const int64_t C = 8, V = 11, T = 16, L = 2;
     // Per block: two LayerNorms, c_attn, c_proj, c_fc, the MLP's c_proj (and their biases).
-    const int64_t block = 2 * C + 3 * C * C + C * C + 4 * C * C + 4 * C * C + (bias ? 2 * C + 3 * C + C + 4 * C + C : 0);
+    const int64_t block =
+        2 * C + 3 * C * C + C * C + 4 * C * C + 4 * C * C + (bias ? 2 * C + 3 * C + C + 4 * C + C : 0);
     EXPECT_EQ(model.num_parameters(), V * C + T * C + L * block + C + (bias ? C : 0)) << "bias " << bias;
     auto named = model.named_parameters();
     EXPECT_TRUE(named["transformer.wte.weight"].is_same(model.lm_head->weight));
@@ -204,4 +206,29 @@ TEST(CharGptModel, LogitsAtAPositionDependOnlyOnTheIdsUpToIt) {
     return std::string("(no error)");
   }();
   EXPECT_NE(error.find("cannot forward a sequence of length 17, block_size is only 16"), std::string::npos) << error;
+}
+
+// On a GPU: the whole training step (forward, backward, clipping, the fused AdamW following the
+// schedule) is captured once and replayed, in float32 and under bfloat16 autocast, and still learns.
+TEST(CharGpt, CudaTrainingStepIsGraphedAndLearns) {
+  if (std::string(kCharGpt).empty()) GTEST_SKIP() << "built without the apps";
+  if (!minidl::cuda::is_available()) GTEST_SKIP() << "no CUDA device: " << minidl::cuda::unavailable_reason();
+  const auto dir = std::filesystem::temp_directory_path() / ("minidl_char_gpt_cuda_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string text = grammar_text(900), corpus = (dir / "corpus.txt").string();
+  std::ofstream(corpus, std::ios::binary) << text;
+  const double entropy = unigram_entropy(text);
+  for (const char* precision : {"fp32", "bf16"}) {
+    const AppRun run = run_app({"--device", "cuda", "--precision", precision, "--data", corpus, "--n-layer", "2",
+                                "--n-head", "2", "--n-embd", "64", "--block-size", "64", "--batch-size", "16",
+                                "--dropout", "0.1", "--eval-iters", "4", "--warmup-iters", "10", "--lr", "3e-3",
+                                "--max-iters", "60", "--eval-interval", "30", "--metrics", (dir / precision).string()});
+    ASSERT_EQ(run.status, 0) << run.output;
+    EXPECT_NE(run.output.find("training step graphed (57 replays, 3 eager steps)"), std::string::npos)
+        << precision << "\n" << run.output;
+    std::ifstream file(dir / precision / "metrics.jsonl");
+    const std::string metrics((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    EXPECT_LT(last_value(metrics, "val_loss"), entropy - 0.5) << precision << "\n" << run.output;
+  }
+  std::filesystem::remove_all(dir);
 }

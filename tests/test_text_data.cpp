@@ -57,7 +57,8 @@ TEST(TextData, InvalidUtf8NamesTheByteOffset) {
   EXPECT_NE(error_of([] { data::decode_utf8("a\xe2\x28\xa1"); }).find("byte offset 2: expected a continuation"),
             std::string::npos);
   EXPECT_NE(error_of([] { data::decode_utf8("\xc0\xaf"); }).find("overlong"), std::string::npos);
-  EXPECT_NE(error_of([] { data::decode_utf8("x\xed\xa0\x80"); }).find("offset 1: a UTF-16 surrogate"), std::string::npos);
+  EXPECT_NE(error_of([] { data::decode_utf8("x\xed\xa0\x80"); }).find("offset 1: a UTF-16 surrogate"),
+            std::string::npos);
   EXPECT_NE(error_of([] { data::decode_utf8("\xf4\x90\x80\x80"); }).find("past U+10FFFF"), std::string::npos);
   EXPECT_NE(error_of([] { data::decode_utf8("\xff"); }).find("0xff cannot start a character"), std::string::npos);
 }

@@ -310,11 +310,13 @@ TEST(CudaSdpa, SixteenBitFusedAgainstFloat32) {
         auto want = run_with_grads(
             [&](auto& a, auto& b, auto& c) { return scaled_dot_product_attention_math(a, b, c, {}, 0, causal); },
             qh.to(kFloat32), kh.to(kFloat32), vh.to(kFloat32), seed.to(dtype).to(kFloat32));
+        // Errors against each tensor's own scale: the kernel rounds P and dS to 16 bits before its GEMMs.
         const double tol = dtype == kBFloat16 ? 3e-2 : 5e-3;
         const char* names[] = {"out", "grad q", "grad k", "grad v"};
         for (int i = 0; i < 4; ++i) {
           EXPECT_EQ(fused[i].dtype(), dtype) << names[i];
-          EXPECT_TRUE(all_close(fused[i].to(kFloat32), want[i], tol, tol)) << names[i];
+          const double scale = std::max(1.0, want[i].abs().max().item<double>());
+          EXPECT_TRUE(all_close(fused[i].to(kFloat32), want[i], tol * scale, 0)) << names[i];
         }
       }
     }

@@ -195,11 +195,12 @@ TEST(CudaAttention, ScaledDotProductAttentionOnTheGpuMatchesTheMathPath) {
     const Shape q_shape{2, 3, 37, 64}, kv_shape{2, 3, 45, 64};
     const Tensor q0 = randn(q_shape).to(dtype), k0 = randn(kv_shape).to(dtype), v0 = randn(kv_shape).to(dtype);
     const Tensor grad0 = randn(q_shape).to(dtype);
-    Tensor q = q0.to(gpu()).requires_grad_(), k = k0.to(gpu()).requires_grad_(), v = v0.to(gpu()).requires_grad_();
+    auto leaf = [](const Tensor& t, Device device, DType dtype) { return t.to(device, dtype).detach().requires_grad_(); };
+    Tensor q = leaf(q0, gpu(), dtype), k = leaf(k0, gpu(), dtype), v = leaf(v0, gpu(), dtype);
     Tensor out = scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
     out.backward(grad0.to(gpu()));
-    Tensor q64 = q0.to(kFloat64).requires_grad_(), k64 = k0.to(kFloat64).requires_grad_();
-    Tensor v64 = v0.to(kFloat64).requires_grad_();
+    Tensor q64 = leaf(q0, Device::cpu(), kFloat64), k64 = leaf(k0, Device::cpu(), kFloat64);
+    Tensor v64 = leaf(v0, Device::cpu(), kFloat64);
     Tensor want = scaled_dot_product_attention_math(q64, k64, v64, {}, 0.0, /*is_causal=*/true);
     want.backward(grad0.to(kFloat64));
     const double tol = tolerance(dtype);

@@ -6,7 +6,8 @@
 
 #include "ops/creation.h"
 #include "ops/elementwise.h"
-#include "ops/rearrange.h"
+#include "ops/compare.h"
+#include "ops/scan.h"
 
 namespace minidl::nn {
 
@@ -86,7 +87,10 @@ Tensor TransformerEncoderImpl::forward(const Tensor& src, const Tensor& mask, co
 Tensor generate_square_subsequent_mask(int64_t sz, DType dtype, Device device) {
   MINIDL_CHECK(sz >= 0, "generate_square_subsequent_mask: expected a size >= 0, got ", sz);
   MINIDL_CHECK(is_floating(dtype), "generate_square_subsequent_mask: expected a floating dtype, got ", dtype);
-  return triu(full({sz, sz}, -std::numeric_limits<double>::infinity(), dtype, device), 1);
+  // Positions by cumsum on the device rather than triu, whose arange is copied from the host: a
+  // host copy inside a CUDA graph capture would replay from a staging buffer reused since.
+  Tensor row = cumsum(ones({sz, 1}, kFloat32, device), 0), col = cumsum(ones({1, sz}, kFloat32, device), 1);
+  return masked_fill(zeros({sz, sz}, dtype, device), gt(col, row), -std::numeric_limits<double>::infinity());
 }
 
 }  // namespace minidl::nn

@@ -27,7 +27,7 @@
 #include "ops/kernels.h"
 #include "ops/logical.h"
 #include "ops/matmul.h"
-#include "ops/rearrange.h"
+#include "ops/scan.h"
 #include "ops/softmax.h"
 #include "ops/view.h"
 
@@ -118,13 +118,20 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
   return out;
 }
 
+// tril(ones(L, S)) as bool, made on the device by kernels alone: tril's arange comes from the host,
+// and a host copy inside a CUDA graph capture would replay from a staging buffer reused since.
+Tensor causal_keep_mask(int64_t L, int64_t S, Device device) {
+  Tensor row = cumsum(ones({L, 1}, kFloat32, device), 0), col = cumsum(ones({1, S}, kFloat32, device), 1);
+  return le(col, row);  // key j + 1 <= query i + 1; exact in float32 below 2^24 positions
+}
+
 Tensor math_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double dropout_p,
                       bool is_causal, const Geometry& g, Tensor* attn_weights) {
   const double inf = std::numeric_limits<double>::infinity();
   Tensor scores = matmul(flatten_batch(q, g, g.L, g.E) * g.scale, transpose(flatten_batch(k, g, g.S, g.E), 1, 2));
   // The mask broadcasts against the scores in their batch shape (a view), not copied to [B, L, S].
   scores = reshape(scores, with_matrix(g.batch, g.L, g.S));
-  if (is_causal) scores = masked_fill(scores, logical_not(tril(ones({g.L, g.S}, kBool, q.device()))), -inf);
+  if (is_causal) scores = masked_fill(scores, logical_not(causal_keep_mask(g.L, g.S, q.device())), -inf);
   if (mask.defined()) {
     if (mask.dtype() == kBool) scores = masked_fill(scores, logical_not(mask), -inf);
     else scores = add(scores, mask.to(scores.dtype()));

@@ -14,6 +14,7 @@
 // can hide every key of a row, and a mask always takes the composed path, so the two cannot differ.
 #include "ops/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -51,6 +52,14 @@ Shape with_matrix(Shape batch, int64_t rows, int64_t cols) {
   return batch;
 }
 
+bool broadcastable(const Shape& a, const Shape& b) {
+  for (size_t i = 1; i <= std::min(a.size(), b.size()); ++i) {
+    const int64_t x = a[a.size() - i], y = b[b.size() - i];
+    if (x != y && x != 1 && y != 1) return false;
+  }
+  return true;
+}
+
 Geometry check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double dropout_p,
                       bool is_causal, std::optional<double> scale) {
   MINIDL_CHECK(q.defined() && k.defined() && v.defined(), kOp, ": query, key and value must all be defined");
@@ -70,6 +79,10 @@ Geometry check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const T
   MINIDL_CHECK(!(is_causal && mask.defined()), kOp,
                ": an explicit attn_mask should not be set when is_causal=true (PyTorch's rule); fold the causal "
                "mask into attn_mask instead");
+  const Shape bq = batch_dims(q), bk = batch_dims(k), bv = batch_dims(v);
+  MINIDL_CHECK(broadcastable(bq, bk) && broadcastable(bq, bv) && broadcastable(bk, bv), kOp,
+               ": the batch dims (all but the last two: batch, heads, ...) of query ", bq, ", key ", bk, " and value ",
+               bv, " do not broadcast together (shapes ", q.shape(), ", ", k.shape(), " and ", v.shape(), ")");
   Geometry g;
   g.batch = broadcast_shapes(broadcast_shapes(batch_dims(q), batch_dims(k), kOp), batch_dims(v), kOp);
   g.B = shape_numel(g.batch);

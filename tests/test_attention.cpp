@@ -245,7 +245,7 @@ TEST(Attention, ClearErrors) {
   expect_error([&] { scaled_dot_product_attention(q, k, v, ones({3, 5}, kBool), 0, true); }, {"is_causal"});
   expect_error([&] { scaled_dot_product_attention(q, k, v, {}, 1.5); }, {"dropout_p"});
   expect_error([&] { scaled_dot_product_attention(randn({2, 3, 4}), randn({3, 5, 4}), randn({3, 5, 6})); },
-               {"scaled_dot_product_attention"});  // batch dims 2 and 3 do not broadcast
+               {"batch dims", "query [2]", "key [3]"});  // 2 and 3 heads, say
 }
 
 // ---- CUDA (skipped without a GPU) ----

@@ -88,7 +88,7 @@ Tensor generate_square_subsequent_mask(int64_t sz, DType dtype, Device device) {
   MINIDL_CHECK(sz >= 0, "generate_square_subsequent_mask: expected a size >= 0, got ", sz);
   MINIDL_CHECK(is_floating(dtype), "generate_square_subsequent_mask: expected a floating dtype, got ", dtype);
   // Positions by cumsum on the device rather than triu, whose arange is copied from the host: a
-  // host copy inside a CUDA graph capture would replay from a staging buffer reused since.
+  // synchronizing copy that no CUDA graph capture may contain.
   Tensor row = cumsum(ones({sz, 1}, kFloat32, device), 0), col = cumsum(ones({1, sz}, kFloat32, device), 1);
   return masked_fill(zeros({sz, sz}, dtype, device), gt(col, row), -std::numeric_limits<double>::infinity());
 }

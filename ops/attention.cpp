@@ -131,8 +131,8 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
   return out;
 }
 
-// tril(ones(L, S)) as bool, made on the device by kernels alone: tril's arange comes from the host,
-// and a host copy inside a CUDA graph capture would replay from a staging buffer reused since.
+// tril(ones(L, S)) as bool, made on the device by kernels alone: tril's arange is copied from the
+// host, a synchronizing copy that no CUDA graph capture may contain (cuda::GraphedStep's steps).
 Tensor causal_keep_mask(int64_t L, int64_t S, Device device) {
   Tensor row = cumsum(ones({L, 1}, kFloat32, device), 0), col = cumsum(ones({1, S}, kFloat32, device), 1);
   return le(col, row);  // key j + 1 <= query i + 1; exact in float32 below 2^24 positions

@@ -32,7 +32,7 @@ struct AdamSetup {
   bool amsgrad = false;
   double beta2 = 0.99;
   bool scaler = false;
-  std::optional<double> clip;
+  std::optional<double> clip = std::nullopt;
 };
 
 struct Trained {

@@ -5,9 +5,11 @@
 // The backward first takes delta = rowsum(dO * O). The 16-bit types then run FlashAttention-2's
 // backward: one pass parallel over key blocks writes dK and dV and adds dQ into a float32 buffer
 // with atomics (so dQ's last bits vary run to run), and a last kernel rounds dQ to the dtype.
-// Under set_deterministic(true), and always for float32 (whose kernel keeps its key rows in
-// registers, where another block's dS cannot reach them), dQ gets a pass of its own, parallel
-// over query blocks: two more products per tile pair, but every gradient is bit-reproducible.
+// Under set_deterministic(true), and always for float32 (whose kernel holds each key row in one
+// thread quad's registers, with no shared key tile for a block-wide dS K), dQ gets a pass of its
+// own, parallel over query blocks: two more products per tile pair, but every gradient is
+// bit-reproducible. Nothing here synchronizes with the host and the scratch (delta, the float32
+// dQ) comes from the caching allocator, so the calls can be captured in a CUDA graph.
 // Dropout is not fused: fused_attention_supports answers false for it, and the op composes.
 #include "ops/cuda/attention_simt.cuh"
 #include "core/deterministic.h"

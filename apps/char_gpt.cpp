@@ -138,7 +138,7 @@ Losses estimate_loss(Gpt& model, const data::CharCorpus& corpus, const Flags& f,
   for (data::Split split : {data::Split::Train, data::Split::Val}) {
     Tensor sum = zeros({}, TensorOptions().device(device));
     for (int64_t k = 0; k < f.eval_iters; ++k) {
-      auto [x, y] = corpus.get_batch(split, f.batch_size, f.block_size, device);
+      auto [x, y] = corpus.get_batch(split, f.batch_size, model.config.block_size, device);
       ForwardPrecision autocast(precision, device);
       sum += loss_of(model, x, y);
     }
@@ -235,7 +235,7 @@ int sample(const Flags& f, Device device, Precision precision) {
   try {
     prompt = vocab.encode(f.sample);
   } catch (const Error& e) {
-    MINIDL_FAIL("--sample \"", f.sample, "\": ", e.what(), " the model was trained on");
+    MINIDL_FAIL("--sample \"", f.sample, "\": ", e.what());
   }
   auto model = std::make_shared<Gpt>(config);
   model->to(device);

@@ -58,10 +58,16 @@ __global__ void adam_multi_kernel(AdamList<T> list, AdamArgs<T> c) {
   if (c.found_inf && *c.found_inf != 0.0f) return;
   int t = 0;
   while (t + 1 < list.count && blockIdx.x >= list.block_start[t + 1]) ++t;
-  const double step = *list.step[t];
   const T lr = *c.lr;
-  const T step_size = T(static_cast<double>(lr) / (1 - pow(c.beta1, step)));
-  const T bias2_sqrt = T(sqrt(1 - pow(c.beta2, step)));
+  // The bias corrections in float64 once per block rather than per thread (two pow calls each).
+  __shared__ T block_step_size, block_bias2_sqrt;
+  if (threadIdx.x == 0) {
+    const double step = *list.step[t];
+    block_step_size = T(static_cast<double>(lr) / (1 - pow(c.beta1, step)));
+    block_bias2_sqrt = T(sqrt(1 - pow(c.beta2, step)));
+  }
+  __syncthreads();
+  const T step_size = block_step_size, bias2_sqrt = block_bias2_sqrt;
   const T decay = T(1) - lr * c.wd;
   T* __restrict__ p = list.p[t];
   const T* __restrict__ g = list.g[t];

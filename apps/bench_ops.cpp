@@ -18,6 +18,7 @@
 // call, the median of timed bursts, each ended by a synchronize.
 //
 //   build/bench_ops attention [--lengths 256 1024] [--batch 384] [--head 64] [--dtypes bfloat16 float32]
+//                             [--deterministic]
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -245,7 +246,7 @@ struct AttentionFlags {
   std::vector<int64_t> lengths = {256, 1024};
   int64_t batch = 384, head = 64;
   std::vector<std::string> dtypes = {"bfloat16", "float32"};
-  bool causal = true;
+  bool causal = true, deterministic = false;
   int repeats = 20;
 };
 
@@ -258,6 +259,9 @@ int run_attention(const AttentionFlags& f) {
               cuda::device_properties(0).name.c_str(), static_cast<long long>(f.batch),
               static_cast<long long>(f.head), f.causal ? "causal" : "not causal", f.repeats);
   std::printf("%-9s %6s %10s %12s %14s\n", "dtype", "L", "fwd_ms", "fwd_bwd_ms", "fwd_bwd_TFLOPs");
+  // Deterministic mode swaps the 16-bit backward's dQ atomics for a dQ pass of its own.
+  set_deterministic(f.deterministic);
+  std::printf("backward dQ: %s\n", f.deterministic ? "a pass of its own (deterministic)" : "atomics (16-bit types)");
   const Device gpu = Device::cuda(0);
   Kernels& kernels = kernels_for(gpu);
   for (const std::string& name : f.dtypes) {
@@ -337,6 +341,7 @@ int main(int argc, char** argv) {
   att->add_option("--dtypes", at.dtypes, "element types")->check(CLI::IsMember({"bfloat16", "float16", "float32"}))
       ->capture_default_str();
   att->add_flag("--causal,!--no-causal", at.causal, "causal (default on)");
+  att->add_flag("--deterministic", at.deterministic, "the deterministic backward (dQ in a pass of its own)");
   att->add_option("--repeats", at.repeats, "timed bursts")->check(CLI::Range(1, 1000))->capture_default_str();
   mnist_app::parse_or_exit(app, argc, argv);  // a bad flag exits 2, as in every app
 

@@ -98,10 +98,12 @@ Tensor arange(const Scalar& start_s, const Scalar& end_s, const Scalar& step_s, 
   MINIDL_CHECK(step != 0 && (end - start) / step >= 0, "arange: the step ", step, " never reaches ", end,
                " from ", start);
   auto n = static_cast<int64_t>(std::ceil((end - start) / step));
-  // Built on the host in double, then converted: ranges are small and made once.
-  std::vector<double> values(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) values[i] = start + static_cast<double>(i) * step;
-  return Tensor::from_vector(values).to(dtype).to(device);
+  MINIDL_CHECK(dtype != kBool, "arange: expected a numeric dtype, got bool");
+  // Made on the device in double, then converted: no copy from the host, which a CUDA graph capture
+  // refuses (positions, causal masks and tril/triu are made inside captured steps).
+  Tensor out = Tensor::empty({n}, dtype, device);
+  kernels_for(device).arange(out, start, step);
+  return out;
 }
 
 Tensor linspace(double start, double end, int64_t steps, TensorOptions options) {

@@ -139,6 +139,9 @@ class Kernels {
   /// dst = src elementwise; same shape, any strides for both, dtypes may differ (converting).
   virtual void copy(const Tensor& src, Tensor& dst) = 0;
   virtual void fill(Tensor& dst, double value) = 0;
+  /// dst (contiguous, any dtype but bool) [i] = start + i * step, computed in double and converted as
+  /// copy converts a double: made where it is used, so a CUDA graph can capture it.
+  virtual void arange(Tensor& dst, double start, double step) = 0;
   /// out takes slice index[k] of src along `dim` as its slice k: index is int64 [K], out is src's
   /// shape with K at `dim`. Any dtype. An index out of range is an error.
   virtual void index_select(const Tensor& src, int64_t dim, const Tensor& index, Tensor& out) = 0;

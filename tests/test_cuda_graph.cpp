@@ -92,6 +92,31 @@ TEST(CudaGraph, ReplayRerunsTheWorkOnNewInputs) {
   }
 }
 
+// Positions and triangular masks are made inside a step (nanoGPT's arange of positions, a causal
+// tril): made on the device, they capture, and each replay gives the eager values.
+TEST(CudaGraph, ArangeAndTrilAreCaptured) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  Tensor x = randn({5, 7}).to(gpu());
+  Tensor positions, lower, upper, steps;
+  cuda::Graph graph;
+  graph.capture_begin();
+  positions = arange(7, kInt64, gpu());
+  steps = arange(1.5, -2.0, -0.5, kFloat32, gpu());
+  lower = tril(x, 1);
+  upper = triu(x, -1);
+  graph.capture_end();
+  for (int i = 0; i < 2; ++i) {
+    Tensor fresh = randn({5, 7}).to(gpu());
+    copy_(x, fresh);
+    graph.replay();
+    EXPECT_TRUE(all_equal(positions.cpu(), arange(7, kInt64))) << "replay " << i;
+    EXPECT_TRUE(all_equal(steps.cpu(), Tensor::from_vector<float>({1.5f, 1.0f, 0.5f, 0.0f, -0.5f, -1.0f, -1.5f})));
+    EXPECT_TRUE(all_equal(lower.cpu(), tril(fresh.cpu(), 1))) << "replay " << i;
+    EXPECT_TRUE(all_equal(upper.cpu(), triu(fresh.cpu(), -1))) << "replay " << i;
+  }
+}
+
 // A copy captured into the graph reads, on each replay, the source set last: 16-byte aligned or
 // not, 1001 floats (whole 16-byte vectors and a tail). The work after it sees the copied values.
 TEST(CudaGraph, CapturedCopyReadsTheSourceSetBeforeTheReplay) {

@@ -77,6 +77,10 @@ TEST(Factories, ArangeDtypeFollowsTheBounds) {
   EXPECT_EQ(arange(5, kFloat64).dtype(), kFloat64);
   EXPECT_EQ(arange(3, kInt64, Device::cpu()).to_vector<int64_t>(), (L{0, 1, 2}));
   expect_error([] { (void)arange(0, 5, -1); }, {"arange", "never reaches"});
+  EXPECT_EQ(arange(1.0, -1.0, -0.5, kBFloat16, Device::cpu()).to(kFloat32).to_vector<float>(),
+            (F{1, 0.5f, 0, -0.5f}));
+  EXPECT_EQ(arange(3, kInt32, Device::cpu()).to(kInt64).to_vector<int64_t>(), (L{0, 1, 2}));
+  expect_error([] { (void)arange(3, kBool, Device::cpu()); }, {"arange", "numeric", "bool"});
 }
 
 TEST(Factories, TensorLiterals) {

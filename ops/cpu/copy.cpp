@@ -64,6 +64,15 @@ void CpuKernels::fill(Tensor& dst, double value) {
   });
 }
 
+void CpuKernels::arange(Tensor& dst, double start, double step) {
+  dispatch_all_and_half(dst.dtype(), "arange", [&](auto tag) {
+    using T = decltype(tag);
+    T* d = dst.data<T>();
+    const int64_t n = dst.numel();
+    for (int64_t i = 0; i < n; ++i) d[i] = convert<T>(start + static_cast<double>(i) * step);
+  });
+}
+
 void CpuKernels::index_select(const Tensor& src, int64_t dim, const Tensor& index, Tensor& out) {
   const IndexGeometry g = index_geometry(src.shape(), dim, index.numel());
   const int64_t* idx = index.data<int64_t>();

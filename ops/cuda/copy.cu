@@ -47,6 +47,11 @@ __global__ void fill_kernel(T* dst, T value, int64_t n) {
     dst[i] = value;
 }
 
+template <class T>
+__global__ void arange_kernel(T* dst, double start, double step, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    dst[i] = convert<T>(start + static_cast<double>(i) * step);
+}
 
 // One thread per gathered element: slice j of out takes slice index[j] of src. An index out of
 // range fills its slice with zeros and is reported to the host (core/cuda/context.h).
@@ -223,6 +228,17 @@ void CudaKernels::fill(Tensor& dst, double value) {
     using T = decltype(tag);
     launch_early("fill_kernel", fill_kernel<T>, blocks_for(n), kThreads, 0, stream_, ptr<T>(dst), convert<T>(value),
                  n);
+  });
+}
+
+void CudaKernels::arange(Tensor& dst, double start, double step) {
+  const int64_t n = dst.numel();
+  if (n == 0) return;
+  cuda::DeviceGuard guard(device_);
+  dispatch_all_and_half(dst.dtype(), "arange", [&](auto tag) {
+    using T = decltype(tag);
+    arange_kernel<T><<<blocks_for(n), kThreads, 0, stream_>>>(ptr<T>(dst), start, step, n);
+    CUDA_LAUNCH_CHECK(arange_kernel);
   });
 }
 

@@ -15,6 +15,7 @@ class CudaKernels final : public Kernels {
 
   void copy(const Tensor& src, Tensor& dst) override;
   void fill(Tensor& dst, double value) override;
+  void arange(Tensor& dst, double start, double step) override;
   void index_select(const Tensor& src, int64_t dim, const Tensor& index, Tensor& out) override;
   void index_add(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst) override;
   void embedding_backward(const Tensor& grad, const Tensor& ids, int64_t padding_idx, bool scale_grad_by_freq,

@@ -114,7 +114,7 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
   Kernels& kernels = kernels_for(q.device());
   Tensor out = Tensor::empty({g.B, g.L, g.Ev}, q.dtype(), q.device());
   Tensor logsumexp = Tensor::empty({g.B, g.L}, kFloat32, q.device());
-  Tensor rng_state = Tensor::empty({2}, kInt64, Device::cpu());
+  Tensor rng_state = zeros({3}, kInt64);  // [seed, offset, device state]: Kernels::attention_forward
   kernels.attention_forward(q, k, v, g.scale, causal, dropout_p, out, logsumexp, rng_state);
   if (autograd::needs_recording({q, k, v})) {
     autograd::record(kOp, out, {q, k, v}, {q, k, v, out},

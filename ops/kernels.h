@@ -279,7 +279,7 @@ class Kernels {
   /// out [B, L, Ev] = dropout(softmax(scores)) v without storing scores; logsumexp (float32 [B, L])
   /// = the log of each row's sum of exp(scores), saved for the backward (-inf for a row that sees
   /// no key). With dropout_p > 0 the kept mask comes from the default generator, and rng_state
-  /// (int64 [2], CPU) records where, so that the backward draws the same mask.
+  /// (int64 [3], CPU: Philox seed, offset, a graph's device state pointer or 0) records where, for the backward.
   virtual void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
                                  double dropout_p, Tensor& out, Tensor& logsumexp, Tensor& rng_state) {
     (void)q, (void)k, (void)v, (void)scale, (void)causal, (void)dropout_p, (void)out, (void)logsumexp,

@@ -2,13 +2,23 @@
 // kernels_for directly: forward output, logsumexp and the three gradients against attention
 // composed of CPU ops in float64 from the same (rounded) inputs, for float32, bfloat16 and float16,
 // head sizes 32 / 64 / 128, odd and unequal lengths, causal or not; the 16-bit backward both ways
-// (dQ by atomics, and the deterministic dQ pass); and a CUDA graph replay.
+// (dQ by atomics, and the deterministic dQ pass); and a CUDA graph replay. With dropout, against
+// the same composition masked by the very keep mask the kernels draw (attention_dropout_mask).
 // GPU tests skip, saying why, where no CUDA device is usable.
 #include <cmath>
 #include <limits>
 
 #include "core/deterministic.h"
 #include "test_cuda_util.h"
+
+#ifdef MINIDL_WITH_CUDA
+namespace minidl::cuda {
+// ops/cuda/attention.cu: the fused kernels' dropout keep mask (1 kept, 0 dropped) as float32
+// [B, L, S] on `device`, for the draws a forward recorded in rng_state. For tests.
+Tensor attention_dropout_mask(int64_t B, int64_t L, int64_t S, const Tensor& rng_state, double dropout_p,
+                              Device device);
+}  // namespace minidl::cuda
+#endif
 
 using namespace minidl;
 using namespace minidl::testing;
@@ -29,9 +39,10 @@ struct Result {
 };
 
 // softmax(scale q k^T, causal: query i sees keys j <= i) v and its gradients for grad_out, by
-// composition on the CPU in float64.
+// composition on the CPU in float64; with `keep` [B, L, S] (1 / 0), the probabilities are
+// multiplied by keep / (1 - dropout_p) before v, as dropout does. lse is the undropped softmax's.
 Result reference(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& grad_out, double scale,
-                 bool causal) {
+                 bool causal, const Tensor& keep = {}, double dropout_p = 0) {
   auto leaf = [](const Tensor& t) { return t.to(Device::cpu()).to(kFloat64).requires_grad_(); };
   Tensor q = leaf(q_in), k = leaf(k_in), v = leaf(v_in);
   const int64_t L = q.size(1), S = k.size(1);
@@ -40,7 +51,9 @@ Result reference(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, con
     Tensor above = gt(triu(ones({L, S}, kFloat64), 1), zeros({L, S}, kFloat64));  // key j > query i
     scores = masked_fill(scores, above, -std::numeric_limits<double>::infinity());
   }
-  Tensor out = matmul(softmax(scores, -1), v);
+  Tensor weights = softmax(scores, -1);
+  if (keep.defined()) weights = weights * (keep.to(Device::cpu()).to(kFloat64) * (1.0 / (1.0 - dropout_p)));
+  Tensor out = matmul(weights, v);
   Result r;
   r.lse = logsumexp(scores, {-1}).detach();
   out.backward(grad_out.to(Device::cpu()).to(kFloat64));
@@ -49,18 +62,21 @@ Result reference(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, con
   return r;
 }
 
-Result fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& grad_out, double scale, bool causal) {
+// The fused forward and backward; rng_state_out (if given) receives the forward's rng_state.
+Result fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& grad_out, double scale, bool causal,
+             double dropout_p = 0.0, Tensor* rng_state_out = nullptr) {
   Kernels& kernels = kernels_for(gpu());
   Result r;
   r.out = Tensor::empty({q.size(0), q.size(1), v.size(2)}, q.dtype(), gpu());
   r.lse = Tensor::empty({q.size(0), q.size(1)}, kFloat32, gpu());
-  Tensor rng_state = Tensor::empty({2}, kInt64, Device::cpu());
-  kernels.attention_forward(q, k, v, scale, causal, 0.0, r.out, r.lse, rng_state);
+  Tensor rng_state = zeros({3}, kInt64);
+  kernels.attention_forward(q, k, v, scale, causal, dropout_p, r.out, r.lse, rng_state);
   r.grad_q = Tensor::empty(q.shape(), q.dtype(), gpu());
   r.grad_k = Tensor::empty(k.shape(), k.dtype(), gpu());
   r.grad_v = Tensor::empty(v.shape(), v.dtype(), gpu());
-  kernels.attention_backward(grad_out, q, k, v, r.out, r.lse, rng_state, scale, causal, 0.0, r.grad_q, r.grad_k,
-                             r.grad_v);
+  kernels.attention_backward(grad_out, q, k, v, r.out, r.lse, rng_state, scale, causal, dropout_p, r.grad_q,
+                             r.grad_k, r.grad_v);
+  if (rng_state_out) *rng_state_out = rng_state;
   return r;
 }
 
@@ -127,12 +143,14 @@ void check_all_lengths(DType dtype, int64_t E) {
 
 }  // namespace
 
-TEST(CudaAttention, SupportsHeadSizes32To128WithoutDropout) {
+TEST(CudaAttention, SupportsHeadSizes32To128WithAndWithoutDropout) {
   MINIDL_REQUIRE_CUDA();
   Kernels& kernels = kernels_for(gpu());
   for (DType dtype : {kFloat32, kBFloat16, kFloat16})
-    for (int64_t e : {32, 64, 128}) EXPECT_TRUE(kernels.fused_attention_supports(dtype, e, e, false)) << dtype << e;
-  EXPECT_FALSE(kernels.fused_attention_supports(kFloat32, 64, 64, true));   // dropout is composed
+    for (int64_t e : {32, 64, 128})
+      for (bool dropout : {false, true})
+        EXPECT_TRUE(kernels.fused_attention_supports(dtype, e, e, dropout)) << dtype << e << dropout;
+  EXPECT_FALSE(kernels.fused_attention_supports(kFloat64, 64, 64, true));
   EXPECT_FALSE(kernels.fused_attention_supports(kFloat64, 64, 64, false));
   EXPECT_FALSE(kernels.fused_attention_supports(kBFloat16, 48, 48, false));
   EXPECT_FALSE(kernels.fused_attention_supports(kBFloat16, 64, 32, false));
@@ -211,16 +229,19 @@ TEST(CudaAttention, ScaledDotProductAttentionOnTheGpuMatchesTheMathPath) {
   }
 }
 
-TEST(CudaAttention, RejectsMismatchedShapesAndDropout) {
+TEST(CudaAttention, RejectsMismatchedShapesAndAShortRngState) {
   MINIDL_REQUIRE_CUDA();
   Kernels& kernels = kernels_for(gpu());
   Tensor q = randn({2, 8, 64}).to(gpu()), k = randn({2, 9, 64}).to(gpu());
   Tensor out = Tensor::empty({2, 8, 64}, kFloat32, gpu()), lse = Tensor::empty({2, 8}, kFloat32, gpu());
-  Tensor rng_state = Tensor::empty({2}, kInt64, Device::cpu());
+  Tensor rng_state = Tensor::empty({3}, kInt64, Device::cpu());
   EXPECT_THROW(kernels.attention_forward(q, k, randn({2, 8, 64}).to(gpu()), 0.125, false, 0.0, out, lse, rng_state),
                Error);  // v's length differs from k's
-  EXPECT_THROW(kernels.attention_forward(q, k, randn({2, 9, 64}).to(gpu()), 0.125, false, 0.1, out, lse, rng_state),
-               Error);  // dropout
+  Tensor short_state = Tensor::empty({2}, kInt64, Device::cpu());
+  EXPECT_THROW(kernels.attention_forward(q, k, randn({2, 9, 64}).to(gpu()), 0.125, false, 0.1, out, lse, short_state),
+               Error);  // dropout needs [seed, offset, device state]
+  EXPECT_THROW(kernels.attention_forward(q, k, randn({2, 9, 64}).to(gpu()), 0.125, false, 1.5, out, lse, rng_state),
+               Error);  // dropout_p past 1
   EXPECT_THROW(kernels.attention_forward(randn({2, 8, 48}).to(gpu()), randn({2, 9, 48}).to(gpu()),
                                          randn({2, 9, 48}).to(gpu()), 0.125, false, 0.0, out, lse, rng_state),
                Error);  // head size
@@ -259,3 +280,180 @@ TEST(CudaAttention, ForwardAndBackwardReplayInACudaGraph) {
     }
   }
 }
+
+#ifdef MINIDL_WITH_CUDA
+// ---- dropout ----
+
+namespace {
+
+constexpr double kDropoutP = 0.3;
+
+// The keep mask a forward drew (float32 1 / 0 [B, L, S] on the CPU), from its rng_state.
+Tensor drawn_mask(int64_t B, int64_t L, int64_t S, const Tensor& rng_state) {
+  return cuda::attention_dropout_mask(B, L, S, rng_state, kDropoutP, gpu()).to(Device::cpu());
+}
+
+double kept_fraction(const Tensor& mask) {
+  const std::vector<float> x = mask.contiguous().to_vector<float>();
+  double kept = 0;
+  for (float m : x) kept += m;
+  return kept / static_cast<double>(x.size());
+}
+
+// The fraction of elements where two 1 / 0 masks agree (0.7^2 + 0.3^2 = 0.58 for independent ones).
+double agreement(const Tensor& a, const Tensor& b) {
+  const std::vector<float> x = a.contiguous().to_vector<float>(), y = b.contiguous().to_vector<float>();
+  size_t same = 0;
+  for (size_t i = 0; i < x.size(); ++i) same += x[i] == y[i];
+  return static_cast<double>(same) / static_cast<double>(x.size());
+}
+
+void check_dropout_case(DType dtype, int64_t B, int64_t L, int64_t S, int64_t E, bool causal) {
+  SCOPED_TRACE(::testing::Message() << dtype << " B=" << B << " L=" << L << " S=" << S << " E=" << E
+                                    << (causal ? " causal" : "") << (is_deterministic() ? " deterministic" : ""));
+  Tensor q = (randn({B, L, E}) * 1.5).to(gpu(), dtype);
+  Tensor k = randn({B, S, E}).to(gpu(), dtype);
+  Tensor v = randn({B, S, E}).to(gpu(), dtype);
+  Tensor grad_out = randn({B, L, E}).to(gpu(), dtype);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(E));
+  Tensor rng_state;
+  const Result got = fused(q, k, v, grad_out, scale, causal, kDropoutP, &rng_state);
+  const Tensor keep = drawn_mask(B, L, S, rng_state);
+  const double kept = kept_fraction(keep);
+  ASSERT_GT(kept, 0.4) << "the mask drops far more than p = " << kDropoutP;
+  ASSERT_LT(kept, 0.95) << "the mask drops far less than p = " << kDropoutP;
+  const Result want = reference(q, k, v, grad_out, scale, causal, keep, kDropoutP);
+  const double tol = tolerance(dtype);
+  EXPECT_TRUE(close_at_scale("out", got.out, want.out, tol));
+  EXPECT_TRUE(all_close(got.lse, want.lse.to(kFloat32), 2e-4, 1e-5)) << "logsumexp (undropped)";
+  EXPECT_TRUE(close_at_scale("grad_q", got.grad_q, want.grad_q, tol));
+  EXPECT_TRUE(close_at_scale("grad_k", got.grad_k, want.grad_k, tol));
+  EXPECT_TRUE(close_at_scale("grad_v", got.grad_v, want.grad_v, tol));
+}
+
+void check_dropout_cases(DType dtype) {
+  constexpr Lengths lengths[] = {{7, 13}, {129, 77}};
+  for (int64_t e : {32, 64, 128})
+    for (const Lengths& n : lengths)
+      for (bool causal : {false, true}) check_dropout_case(dtype, 2, n.L, n.S, e, causal);
+}
+
+}  // namespace
+
+// Forward and backward with dropout 0.3 equal the composition that applies the kernels' own mask:
+// every pass redraws the forward's mask.
+TEST(CudaAttention, DropoutFloat32MatchesTheReferenceWithTheSameMask) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  check_dropout_cases(kFloat32);
+}
+
+// bfloat16 with both backwards (dQ by atomics, and the dQ pass); float16 on one size.
+TEST(CudaAttention, DropoutBFloat16MatchesTheReferenceWithTheSameMask) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  for (bool deterministic : {false, true}) {
+    DeterministicScope scope(deterministic);
+    check_dropout_cases(kBFloat16);
+  }
+  DeterministicScope atomics(false);
+  check_dropout_case(kFloat16, 2, 129, 77, 64, true);
+}
+
+// The mask keeps 1 - p of a large draw (within 5 binomial standard deviations), differs between
+// forwards, batches and rows, and repeats under the same manual_seed.
+TEST(CudaAttention, DropoutMaskKeepsOneMinusPAndFollowsTheGenerator) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  const int64_t B = 4, L = 300, S = 301, E = 32;
+  Tensor q = randn({B, L, E}).to(gpu()), k = randn({B, S, E}).to(gpu()), v = randn({B, S, E}).to(gpu());
+  Tensor grad_out = randn({B, L, E}).to(gpu());
+  Tensor state1, state2;
+  const Result first = fused(q, k, v, grad_out, 0.2, false, kDropoutP, &state1);
+  const Result second = fused(q, k, v, grad_out, 0.2, false, kDropoutP, &state2);
+  const Tensor mask1 = drawn_mask(B, L, S, state1), mask2 = drawn_mask(B, L, S, state2);
+  const double n = static_cast<double>(mask1.numel());
+  EXPECT_NEAR(kept_fraction(mask1), 1 - kDropoutP, 5 * std::sqrt(kDropoutP * (1 - kDropoutP) / n));
+  EXPECT_LT(agreement(mask1, mask2), 0.65) << "two forwards drew the same mask";
+  EXPECT_LT(agreement(select(mask1, 0, 0), select(mask1, 0, 1)), 0.65) << "batches 0 and 1 share a mask";
+  EXPECT_LT(agreement(select(mask1, 1, 0), select(mask1, 1, 1)), 0.65) << "rows 0 and 1 share a mask";
+  EXPECT_FALSE(all_equal(first.out, second.out));
+  EXPECT_FALSE(all_equal(first.grad_k, second.grad_k));
+
+  manual_seed(1234);
+  const Result again1 = fused(q, k, v, grad_out, 0.2, false, kDropoutP);
+  manual_seed(1234);
+  const Result again2 = fused(q, k, v, grad_out, 0.2, false, kDropoutP);
+  EXPECT_TRUE(all_equal(again1.out, again2.out));
+  EXPECT_TRUE(all_equal(again1.grad_v, again2.grad_v));
+}
+
+// Through the op: scaled_dot_product_attention with dropout takes the fused kernels on the GPU (its
+// draw is the generator's next one), and matches the masked math attention in float64.
+TEST(CudaAttention, ScaledDotProductAttentionWithDropoutMatchesTheMaskedMathPath) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  const Shape q_shape{2, 3, 37, 64}, kv_shape{2, 3, 45, 64};
+  const Tensor q0 = randn(q_shape), k0 = randn(kv_shape), v0 = randn(kv_shape), grad0 = randn(q_shape);
+  auto leaf = [](const Tensor& t, Device device, DType dtype) {
+    return t.to(device, dtype).detach().requires_grad_();
+  };
+  Tensor q = leaf(q0, gpu(), kFloat32), k = leaf(k0, gpu(), kFloat32), v = leaf(v0, gpu(), kFloat32);
+  const Generator::State before = default_generator().state();
+  Tensor out = scaled_dot_product_attention(q, k, v, {}, kDropoutP, /*is_causal=*/true);
+  out.backward(grad0.to(gpu()));
+  Tensor rng_state = zeros({3}, kInt64);
+  rng_state.data_ptr<int64_t>()[0] = static_cast<int64_t>(before.seed);
+  rng_state.data_ptr<int64_t>()[1] = static_cast<int64_t>(before.offset);
+  const Tensor keep = reshape(drawn_mask(6, 37, 45, rng_state), {2, 3, 37, 45}).to(kFloat64);
+  Tensor q64 = leaf(q0, Device::cpu(), kFloat64), k64 = leaf(k0, Device::cpu(), kFloat64);
+  Tensor v64 = leaf(v0, Device::cpu(), kFloat64);
+  Tensor scores = matmul(q64, transpose(k64, -2, -1)) * 0.125;
+  scores = masked_fill(scores, gt(triu(ones({37, 45}, kFloat64), 1), zeros({37, 45}, kFloat64)),
+                       -std::numeric_limits<double>::infinity());
+  Tensor want = matmul(softmax(scores, -1) * (keep * (1.0 / (1.0 - kDropoutP))), v64);
+  want.backward(grad0.to(kFloat64));
+  const double tol = tolerance(kFloat32);
+  EXPECT_TRUE(close_at_scale("out", out, want.detach(), tol));
+  EXPECT_TRUE(close_at_scale("q.grad", q.grad(), q64.grad(), tol));
+  EXPECT_TRUE(close_at_scale("k.grad", k.grad(), k64.grad(), tol));
+  EXPECT_TRUE(close_at_scale("v.grad", v.grad(), v64.grad(), tol));
+}
+
+// Captured with dropout, each replay draws a new mask (the graph's device-side Philox state) and
+// its backward uses its own forward's: each replay equals an eager run from the generator state
+// the replay started at, and the two replays differ.
+TEST(CudaAttention, DropoutInACudaGraphDrawsANewMaskEachReplay) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  DeterministicScope atomics(false);
+  for (DType dtype : {kBFloat16, kFloat32}) {
+    SCOPED_TRACE(::testing::Message() << dtype);
+    const int64_t B = 2, L = 100, S = 90, E = 64;
+    Tensor q = randn({B, L, E}).to(gpu(), dtype), k = randn({B, S, E}).to(gpu(), dtype);
+    Tensor v = randn({B, S, E}).to(gpu(), dtype), grad_out = randn({B, L, E}).to(gpu(), dtype);
+    Result graphed;
+    cuda::Graph graph;
+    graph.capture_begin();
+    graphed = fused(q, k, v, grad_out, 0.125, true, kDropoutP);
+    graph.capture_end();
+    Tensor previous_out;
+    for (int replay = 0; replay < 2; ++replay) {
+      const Generator::State before = default_generator().state();
+      graph.replay();
+      default_generator().set_state(before);
+      const Result eager = fused(q, k, v, grad_out, 0.125, true, kDropoutP);
+      EXPECT_TRUE(all_equal(graphed.out, eager.out)) << "replay " << replay;
+      EXPECT_TRUE(all_equal(graphed.lse, eager.lse)) << "replay " << replay;
+      if (dtype == kFloat32) EXPECT_TRUE(all_equal(graphed.grad_q, eager.grad_q)) << "replay " << replay;
+      else EXPECT_TRUE(close_at_scale("grad_q", graphed.grad_q, eager.grad_q, 1e-2)) << "replay " << replay;
+      EXPECT_TRUE(all_equal(graphed.grad_k, eager.grad_k)) << "replay " << replay;
+      EXPECT_TRUE(all_equal(graphed.grad_v, eager.grad_v)) << "replay " << replay;
+      if (replay == 1) {
+        EXPECT_FALSE(all_equal(graphed.out, previous_out)) << "two replays drew the same mask";
+      }
+      previous_out = graphed.out.clone();
+    }
+  }
+}
+#endif  // MINIDL_WITH_CUDA

@@ -17,8 +17,13 @@
 // Each warp's rows stay in shared memory and are re-read with ldmatrix for every tile, not kept in
 // registers: with head size 128 the accumulators of kGradKV (dK and dV, 128 floats a thread) leave
 // no room for them.
+//
+// Dropout (the kernels' Dropout flag, false compiles it out): out = (dropout(P) / keep_prob) V as
+// FlashAttention-2 does it, the keep mask redrawn in every pass from Philox (DropoutMask), so the
+// backward sees the forward's mask without storing it; logsumexp stays the undropped softmax's.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <curand_kernel.h>
 
 #include <cstdint>
 #include <type_traits>
@@ -53,6 +58,56 @@ struct Params {
   int B, L, S;
   float scale;
   bool causal;
+  // Dropout: where the keep mask's Philox draws start (core/random.h's PhiloxDraw: seed and
+  // offset, or offset past a graph's device-side [seed, base offset]), and keep_prob = 1 - p.
+  uint64_t rng_seed, rng_offset;
+  const uint64_t* rng_device_state;
+  float keep_prob, inv_keep;  // inv_keep = 1 / keep_prob, 0 where keep_prob = 0
+};
+
+/// The dropout keep mask as a pure function of (seed, offset, b, query i, key j), so that every pass
+/// and every thread layout draws the same one: element (b, i, j) takes component j % 4 of the
+/// Philox4x32-10 block at counter offset / 4 + (b L + i) ceil(S / 4) + j / 4, i.e. cuRAND's Philox
+/// stream at position offset + 4 (b L + i) ceil(S / 4) + j (curand_init(seed, 0, that)), and is
+/// kept where that draw as a uniform on (0, 1] is <= keep_prob, as ops/cuda/dropout.cu decides.
+/// A forward reserves 4 B L ceil(S / 4) draws. Elements past L or S only read unused draws.
+struct DropoutMask {
+  uint2 key;
+  uint64_t base;        // the counter of element (0, 0, 0)
+  uint64_t row_blocks;  // ceil(S / 4)
+  int L;
+  float keep_prob;
+
+  template <class T>
+  __device__ __forceinline__ static DropoutMask make(const Params<T>& p) {
+    const uint64_t* state = p.rng_device_state;
+    const uint64_t seed = state ? state[0] : p.rng_seed;
+    const uint64_t offset = p.rng_offset + (state ? state[1] : 0);  // both whole Philox blocks
+    DropoutMask m;
+    m.key = make_uint2(static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+    m.base = offset / 4;
+    m.row_blocks = (static_cast<uint64_t>(p.S) + 3) / 4;
+    m.L = p.L;
+    m.keep_prob = p.keep_prob;
+    return m;
+  }
+  /// The four draws of keys j & ~3 .. (j & ~3) + 3 of query i.
+  __device__ __forceinline__ uint4 block(int b, int i, int j) const {
+    const uint64_t c = base + (static_cast<uint64_t>(b) * L + i) * row_blocks + (j >> 2);
+    return curand_Philox4x32_10(make_uint4(static_cast<uint32_t>(c), static_cast<uint32_t>(c >> 32), 0u, 0u), key);
+  }
+  __device__ __forceinline__ bool kept(uint32_t draw) const { return _curand_uniform(draw) <= keep_prob; }
+  __device__ __forceinline__ bool keep(int b, int i, int j) const {
+    const uint4 r = block(b, i, j);
+    const int c = j & 3;
+    return kept(c == 0 ? r.x : c == 1 ? r.y : c == 2 ? r.z : r.w);
+  }
+  /// Whether keys j and j + 1 (j even) of query i are kept: one Philox block for both.
+  __device__ __forceinline__ void keep_pair(int b, int i, int j, bool& first, bool& second) const {
+    const uint4 r = block(b, i, j);
+    first = kept(j & 2 ? r.z : r.x);
+    second = kept(j & 2 ? r.w : r.y);
+  }
 };
 
 /// The row block of a block's blockIdx.x / B. With causal, the query blocks of most work (the
@@ -250,7 +305,7 @@ constexpr int smem_bytes() {
 }
 
 /// grid ceil(rows / 64) * B, 128 threads, smem_bytes<E, P>() of dynamic shared memory.
-template <class T, int E, Pass P>
+template <class T, int E, Pass P, bool Dropout>
 __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Params<T> p) {
   constexpr int Cols = kCols<E, P>;
   constexpr int Nt = Cols / 8;
@@ -271,6 +326,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Params
   const int col_in_tile = 2 * (lane & 3);  // + 8 * nt + {0, 1}
   const int64_t q_off = int64_t(b) * p.L * E, k_off = int64_t(b) * p.S * E;
   const float scale_log2 = p.scale * kLog2e;
+  DropoutMask drop{};
+  if constexpr (Dropout) drop = DropoutMask::make(p);
 
   // The column tiles this block sees: with causal, a query block stops at its last query's
   // diagonal, and a key block starts at its first key's.
@@ -383,8 +440,19 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Params
         for (int e = 0; e < 4; ++e) {
           const float e2 = exp2f(s[nt][e] - m_use[e >> 1]);
           s[nt][e] = e2;
-          row_l[e >> 1] += e2;
+          row_l[e >> 1] += e2;  // the undropped sum: logsumexp and the normalization
         }
+      if constexpr (Dropout) {
+#pragma unroll
+        for (int nt = 0; nt < Nt; ++nt)
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            bool keep_lo, keep_hi;
+            drop.keep_pair(b, half ? row_hi : row_lo, c0 + nt * 8 + col_in_tile, keep_lo, keep_hi);
+            if (!keep_lo) s[nt][2 * half] = 0.f;
+            if (!keep_hi) s[nt][2 * half + 1] = 0.f;
+          }
+      }
 #pragma unroll
       for (int nt = 0; nt < E / 8; ++nt)
 #pragma unroll
@@ -406,8 +474,18 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Params
           const float delta = P == Pass::kGradQ ? row_delta[half] : col_delta[c];
           float prob = exp2f(s[nt][e] * scale_log2 - lse2);
           if ((edge && !valid(half, c0 + c)) || lse2 == -INFINITY) prob = 0.f;
-          s[nt][e] = prob;
-          dp[nt][e] = prob * (dp[nt][e] - delta);  // dS
+          if constexpr (Dropout) {
+            // With Z = mask / keep_prob: dV uses P Z, and dS = P (dP Z - delta) (delta = rowsum(dO O)
+            // already holds the dropped probabilities).
+            const int row = half ? row_hi : row_lo;
+            const bool keep = rows_are_queries ? drop.keep(b, row, c0 + c) : drop.keep(b, c0 + c, row);
+            const float z = keep ? p.inv_keep : 0.f;
+            s[nt][e] = prob * z;
+            dp[nt][e] = prob * (dp[nt][e] * z - delta);
+          } else {
+            s[nt][e] = prob;
+            dp[nt][e] = prob * (dp[nt][e] - delta);  // dS
+          }
         }
       if constexpr (rows_are_keys(P)) {
         p_times_cols<T, E, Nt>(acc, s, tile_b);    // dV += P^T dO
@@ -432,6 +510,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Params
       l += __shfl_xor_sync(0xffffffffu, l, 1);
       l += __shfl_xor_sync(0xffffffffu, l, 2);
       inv[half] = l > 0.f ? 1.f / l : 0.f;
+      if constexpr (Dropout) inv[half] *= p.inv_keep;
       const int row = half ? row_hi : row_lo;
       if ((lane & 3) == 0 && row < p.L)
         p.lse[int64_t(b) * p.L + row] = l > 0.f ? row_m[half] * kLn2 + logf(l) : -INFINITY;

@@ -85,6 +85,21 @@ __device__ __forceinline__ void store_row(float* matrix, const float4 (&src)[C],
         make_float4(src[i].x * f, src[i].y * f, src[i].z * f, src[i].w * f);
 }
 
+// Bit j: whether query `row`'s score against key c0 + j (c0 a multiple of 4) is kept, for the
+// kSimtCols keys of a tile: one Philox block per four keys.
+__device__ __forceinline__ uint32_t simt_keep_bits(const DropoutMask& drop, int b, int row, int c0) {
+  static_assert(kSimtCols == 32, "one bit per key of the tile");
+  uint32_t bits = 0;
+#pragma unroll
+  for (int g = 0; g < kSimtCols / 4; ++g) {
+    const uint4 r = drop.block(b, row, c0 + 4 * g);
+    bits |= (uint32_t(drop.kept(r.x)) | uint32_t(drop.kept(r.y)) << 1 | uint32_t(drop.kept(r.z)) << 2 |
+             uint32_t(drop.kept(r.w)) << 3)
+            << (4 * g);
+  }
+  return bits;
+}
+
 /// Rows a thread holds: two where the registers allow (each value read from shared memory then
 /// feeds two rows' FMAs, halving the shared-memory traffic that bounds this kernel), one at head
 /// size 128.
@@ -96,7 +111,7 @@ constexpr int kSimtBlockRows = kSimtRows * kSimtRowsPerThread<E>;
 
 /// grid ceil(rows / kSimtBlockRows<E>) * B, 128 threads, simt_smem_bytes<E, P>() of dynamic shared
 /// memory. A thread's rows are r0 + threadIdx.x / 4 + 32 r.
-template <int E, Pass P>
+template <int E, Pass P, bool Dropout>
 __global__ void __launch_bounds__(kSimtThreads) attention_simt_kernel(const Params<float> p) {
   constexpr int C = E / 16;  // float4 chunks a thread holds of a head vector
   constexpr int R = kSimtRowsPerThread<E>;
@@ -117,6 +132,8 @@ __global__ void __launch_bounds__(kSimtThreads) attention_simt_kernel(const Para
   for (int r = 0; r < R; ++r) row[r] = r0 + threadIdx.x / 4 + kSimtRows * r;
   const int64_t q_off = int64_t(b) * p.L * E, k_off = int64_t(b) * p.S * E;
   const float scale_log2 = p.scale * kLog2e;
+  DropoutMask drop{};
+  if constexpr (Dropout) drop = DropoutMask::make(p);
 
   int t_begin = 0, t_end = (n_cols + Cols - 1) / Cols;
   if (p.causal) {
@@ -206,19 +223,28 @@ __global__ void __launch_bounds__(kSimtThreads) attention_simt_kernel(const Para
         for (int i = 0; i < C; ++i)
           acc[r][i] = make_float4(acc[r][i].x * alpha, acc[r][i].y * alpha, acc[r][i].z * alpha, acc[r][i].w * alpha);
       }
+      uint32_t keep_bits[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) keep_bits[r] = Dropout ? simt_keep_bits(drop, b, row[r], c0) : ~0u;
 #pragma unroll
       for (int j = 0; j < Cols; ++j) {
         float e2[R];
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           e2[r] = exp2f(s[r][j] - m_use[r]);
-          row_l[r] += e2[r];
+          row_l[r] += e2[r];  // the undropped sum
+          if constexpr (Dropout) e2[r] = keep_bits[r] >> j & 1 ? e2[r] : 0.f;
         }
         axpy_rows(acc, e2, tile_b + j * E, part);
       }
     } else {
       const float* col_lse2 = col_values + (2 * (t & 1)) * Cols;
       const float* col_delta = col_lse2 + Cols;
+      [[maybe_unused]] uint32_t keep_bits[P == Pass::kGradQ ? R : 1];
+      if constexpr (Dropout && P == Pass::kGradQ) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) keep_bits[r] = simt_keep_bits(drop, b, row[r], c0);
+      }
       // Unrolled for the scheduler to overlap the shuffles of several columns; less at head size 128,
       // where the two accumulators leave no registers for more.
 #pragma unroll(E == 128 ? 2 : 4)
@@ -232,7 +258,17 @@ __global__ void __launch_bounds__(kSimtThreads) attention_simt_kernel(const Para
           const float dp = dot(rb[r], tile_b + j * E, part);
           prob[r] = exp2f(s * scale_log2 - lse2);
           if ((edge && !valid(r, c0 + j)) || lse2 == -INFINITY) prob[r] = 0.f;
-          ds[r] = prob[r] * (dp - delta);
+          if constexpr (Dropout) {
+            // Z = mask / keep_prob: dV uses P Z, and dS = P (dP Z - delta), as attention_mma.cuh.
+            bool keep;
+            if constexpr (P == Pass::kGradQ) keep = keep_bits[r] >> j & 1;
+            else keep = drop.keep(b, c0 + j, row[r]);
+            const float z = keep ? p.inv_keep : 0.f;
+            ds[r] = prob[r] * (dp * z - delta);
+            prob[r] *= z;
+          } else {
+            ds[r] = prob[r] * (dp - delta);
+          }
         }
         if constexpr (P == Pass::kGradKV) {
           axpy_rows(acc, prob, tile_b + j * E, part);  // dV += P^T dO
@@ -249,7 +285,8 @@ __global__ void __launch_bounds__(kSimtThreads) attention_simt_kernel(const Para
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     if constexpr (P == Pass::kForward) {
-      store_row(p.out + q_off, acc[r], row[r], p.L, part, row_l[r] > 0.f ? 1.f / row_l[r] : 0.f);
+      store_row(p.out + q_off, acc[r], row[r], p.L, part,
+                (row_l[r] > 0.f ? 1.f / row_l[r] : 0.f) * (Dropout ? p.inv_keep : 1.f));
       if (part == 0 && row[r] < p.L)
         p.lse[int64_t(b) * p.L + row[r]] = row_l[r] > 0.f ? row_m[r] * kLn2 + logf(row_l[r]) : -INFINITY;
     } else if constexpr (P == Pass::kGradKV) {

@@ -466,7 +466,13 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Params
       const float* col_lse2 = col_values + (2 * (t & 1)) * Cols;
       const float* col_delta = col_lse2 + Cols;
 #pragma unroll
-      for (int nt = 0; nt < Nt; ++nt)
+      for (int nt = 0; nt < Nt; ++nt) {
+        // Whether elements e = 0..3 are kept; rows of queries draw their column pairs together.
+        [[maybe_unused]] bool keep[4] = {true, true, true, true};
+        if constexpr (Dropout && !rows_are_keys(P)) {
+          drop.keep_pair(b, row_lo, c0 + nt * 8 + col_in_tile, keep[0], keep[1]);
+          drop.keep_pair(b, row_hi, c0 + nt * 8 + col_in_tile, keep[2], keep[3]);
+        }
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int half = e >> 1, c = nt * 8 + col_in_tile + (e & 1);
@@ -477,9 +483,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Params
           if constexpr (Dropout) {
             // With Z = mask / keep_prob: dV uses P Z, and dS = P (dP Z - delta) (delta = rowsum(dO O)
             // already holds the dropped probabilities).
-            const int row = half ? row_hi : row_lo;
-            const bool keep = rows_are_queries ? drop.keep(b, row, c0 + c) : drop.keep(b, c0 + c, row);
-            const float z = keep ? p.inv_keep : 0.f;
+            if constexpr (rows_are_keys(P)) keep[e] = drop.keep(b, c0 + c, half ? row_hi : row_lo);
+            const float z = keep[e] ? p.inv_keep : 0.f;
             s[nt][e] = prob * z;
             dp[nt][e] = prob * (dp[nt][e] * z - delta);
           } else {
@@ -487,6 +492,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Params
             dp[nt][e] = prob * (dp[nt][e] - delta);  // dS
           }
         }
+      }
       if constexpr (rows_are_keys(P)) {
         p_times_cols<T, E, Nt>(acc, s, tile_b);    // dV += P^T dO
         p_times_cols<T, E, Nt>(acc2, dp, tile_a);  // dK += dS^T Q

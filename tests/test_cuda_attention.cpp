@@ -408,7 +408,7 @@ TEST(CudaAttention, ScaledDotProductAttentionWithDropoutMatchesTheMaskedMathPath
   const Tensor keep = reshape(drawn_mask(6, 37, 45, rng_state), {2, 3, 37, 45}).to(kFloat64);
   Tensor q64 = leaf(q0, Device::cpu(), kFloat64), k64 = leaf(k0, Device::cpu(), kFloat64);
   Tensor v64 = leaf(v0, Device::cpu(), kFloat64);
-  Tensor scores = matmul(q64, transpose(k64, -2, -1)) * 0.125;
+  Tensor scores = matmul(q64, transpose(k64, 2, 3)) * 0.125;
   scores = masked_fill(scores, gt(triu(ones({37, 45}, kFloat64), 1), zeros({37, 45}, kFloat64)),
                        -std::numeric_limits<double>::infinity());
   Tensor want = matmul(softmax(scores, -1) * (keep * (1.0 / (1.0 - kDropoutP))), v64);

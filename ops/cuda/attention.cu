@@ -264,28 +264,28 @@ void CudaKernels::attention_backward(const Tensor& grad_out_in, const Tensor& q_
     p.delta = ptr<const float>(delta);
     if (dropout) set_dropout(p, rng_state, dropout_p);
     dispatch_head_size(s.E, [&](auto e) {
-     dispatch_dropout(dropout, [&](auto drop) {
-      constexpr int E = decltype(e)::value;
-      constexpr bool D = decltype(drop)::value;
-      Params<T> kv = p;
-      kv.out = ptr<T>(grad_k), kv.out2 = ptr<T>(grad_v);
-      if constexpr (!std::is_same_v<T, float>) {
-        if (!is_deterministic()) {
-          Tensor dq_accum = Tensor::empty({s.B, s.L, s.E}, kFloat32, device);
-          CUDA_CHECK(cudaMemsetAsync(dq_accum.raw_data(), 0, dq_accum.nbytes(), stream_));
-          kv.dq_accum = ptr<float>(dq_accum);
-          launch_pass<T, E, Pass::kGradKVQ, D>(kv, stream_);
-          attention_dq_kernel<T><<<blocks_for(dq_accum.numel()), kThreads, 0, stream_>>>(
-              ptr<const float>(dq_accum), ptr<T>(grad_q), dq_accum.numel(), static_cast<float>(scale));
-          CUDA_LAUNCH_CHECK(attention_dq_kernel);
-          return;
+      dispatch_dropout(dropout, [&](auto drop) {
+        constexpr int E = decltype(e)::value;
+        constexpr bool D = decltype(drop)::value;
+        Params<T> kv = p;
+        kv.out = ptr<T>(grad_k), kv.out2 = ptr<T>(grad_v);
+        if constexpr (!std::is_same_v<T, float>) {
+          if (!is_deterministic()) {
+            Tensor dq_accum = Tensor::empty({s.B, s.L, s.E}, kFloat32, device);
+            CUDA_CHECK(cudaMemsetAsync(dq_accum.raw_data(), 0, dq_accum.nbytes(), stream_));
+            kv.dq_accum = ptr<float>(dq_accum);
+            launch_pass<T, E, Pass::kGradKVQ, D>(kv, stream_);
+            attention_dq_kernel<T><<<blocks_for(dq_accum.numel()), kThreads, 0, stream_>>>(
+                ptr<const float>(dq_accum), ptr<T>(grad_q), dq_accum.numel(), static_cast<float>(scale));
+            CUDA_LAUNCH_CHECK(attention_dq_kernel);
+            return;
+          }
         }
-      }
-      launch_pass<T, E, Pass::kGradKV, D>(kv, stream_);
-      Params<T> dq = p;
-      dq.out = ptr<T>(grad_q);
-      launch_pass<T, E, Pass::kGradQ, D>(dq, stream_);
-     });
+        launch_pass<T, E, Pass::kGradKV, D>(kv, stream_);
+        Params<T> dq = p;
+        dq.out = ptr<T>(grad_q);
+        launch_pass<T, E, Pass::kGradQ, D>(dq, stream_);
+      });
     });
   });
 }

@@ -139,10 +139,52 @@ bool linear_widens(const Tensor& x) { return x.device().is_cpu() && is_reduced_f
 
 Tensor widened(const Tensor& t) { return t.defined() ? t.to(kFloat32) : t; }
 
+// Whether the GEMM kernels take a and b as they are: 2-D or 3-D, and two 3-D ones of one batch.
+bool direct_matmul(const Tensor& a, const Tensor& b) {
+  const bool ranks = (a.dim() == 2 || a.dim() == 3) && (b.dim() == 2 || b.dim() == 3);
+  return ranks && (a.dim() == 2 || b.dim() == 2 || a.size(0) == b.size(0));
+}
+
+// torch.matmul's other forms, reduced to the 2-D and 3-D products: a 1-D operand becomes a matrix of
+// one row (a) or one column (b), removed again from the result; batch dims broadcast, and are
+// folded into one (a 2-D b is shared by the folded batch, so a stays a view where it can).
+Tensor matmul_broadcast(const Tensor& a, const Tensor& b) {
+  check_same_device("matmul", {a, b});
+  MINIDL_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: expected tensors of at least one dimension, got shapes ",
+               a.shape(), " and ", b.shape());
+  const Tensor a2 = a.dim() == 1 ? unsqueeze(a, 0) : a, b2 = b.dim() == 1 ? unsqueeze(b, 1) : b;
+  const int64_t m = a2.size(-2), k = a2.size(-1), n = b2.size(-1);
+  MINIDL_CHECK(k == b2.size(-2), "matmul: shapes ", a.shape(), " and ", b.shape(),
+               " cannot be multiplied (inner dimensions ", k, " and ", b2.size(-2), " differ)");
+  const Shape batch_a(a2.shape().begin(), a2.shape().end() - 2), batch_b(b2.shape().begin(), b2.shape().end() - 2);
+  Shape batch;
+  try {
+    batch = broadcast_shapes(batch_a, batch_b, "matmul");
+  } catch (const Error&) {
+    MINIDL_FAIL("matmul: the batch dims of shapes ", a.shape(), " and ", b.shape(), " (", batch_a, " and ", batch_b,
+                ") do not broadcast");
+  }
+  const int64_t count = shape_numel(batch);
+  auto with_matrix = [&](int64_t rows, int64_t cols) {
+    Shape s = batch;
+    s.insert(s.end(), {rows, cols});
+    return s;
+  };
+  auto folded = [&](const Tensor& t, const Shape& own_batch, int64_t rows, int64_t cols) {
+    if (own_batch.empty()) return t;  // a 2-D side, shared by the batch
+    return reshape(own_batch == batch ? t : expand(t, with_matrix(rows, cols)), {count, rows, cols});
+  };
+  Tensor out = reshape(matmul(folded(a2, batch_a, m, k), folded(b2, batch_b, k, n)), with_matrix(m, n));
+  if (b.dim() == 1) out = squeeze(out, -1);
+  if (a.dim() == 1) out = squeeze(out, -1 - (b.dim() == 1 ? 0 : 1));
+  return out;
+}
+
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   MINIDL_AUTOCAST(matmul, matmul, a, b);
+  if (!direct_matmul(a, b)) return matmul_broadcast(a, b);
   check_matmul(a, b);
   const bool batched = a.dim() == 3 || b.dim() == 3;
   Shape out_shape{a.size(-2), b.size(-1)};

@@ -4,8 +4,11 @@
 
 namespace minidl {
 
-/// [M, K] @ [K, N] -> [M, N]; batched [B, M, K] @ [B, K, N] (or a 2-D side shared by the batch)
-/// -> [B, M, N]. Transposed views are passed to the kernel as transposes, without copies.
+/// torch.matmul: [M, K] @ [K, N] -> [M, N]; batched [B, M, K] @ [B, K, N] (or a 2-D side shared by
+/// the batch) -> [B, M, N]; batch dims of any number broadcast ([2, 1, M, K] @ [3, K, N] ->
+/// [2, 3, M, N]); a 1-D operand is a row (left) or a column (right) vector whose dim the result
+/// drops ([K] @ [K] is a 0-d dot product). Transposed views go to the kernel as transposes, without
+/// copies; broadcast batches are copied once, as PyTorch does.   matmul(q, k.transpose(-2, -1))
 Tensor matmul(const Tensor& a, const Tensor& b);
 
 /// x @ weight^T + bias, as nn::Linear computes it; bias may be undefined.   linear(x, w, b)

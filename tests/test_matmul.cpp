@@ -6,8 +6,10 @@
 #include <string>
 
 #include "minidl.h"
+#include "test_cuda_util.h"
 
 using namespace minidl;
+using minidl::testing::all_close;
 
 namespace {
 
@@ -184,6 +186,40 @@ TEST(Matmul, TransposedViewsAreNotCopied) {
   EXPECT_LT(extra_peak([&] { linear(xg, wg, zeros({512}).requires_grad_()).sum().backward(); }), weight_bytes * 5 / 4);
 }
 
+// torch.matmul's vector and broadcast forms, against products of their slices.
+TEST(Matmul, VectorsAndBroadcastBatchesAsTorch) {
+  manual_seed(6);
+  Tensor v = randn({4}, kFloat64), w = randn({4}, kFloat64), m = randn({3, 4}, kFloat64), n = randn({4, 5}, kFloat64);
+  Tensor dot = matmul(v, w);
+  EXPECT_EQ(dot.dim(), 0);
+  EXPECT_NEAR(dot.item<double>(), sum(v * w).item<double>(), 1e-12);
+  EXPECT_TRUE(all_close(matmul(m, v), reshape(matmul(m, reshape(v, {4, 1})), {3}), 1e-12, 1e-12));
+  EXPECT_TRUE(all_close(matmul(v, n), reshape(matmul(reshape(v, {1, 4}), n), {5}), 1e-12, 1e-12));
+  // [2, 1, 3, 4] @ [5, 4, 2] -> [2, 5, 3, 2]: each (i, j) block is a[i, 0] @ b[j].
+  Tensor a = randn({2, 1, 3, 4}, kFloat64), b = randn({5, 4, 2}, kFloat64);
+  Tensor c = matmul(a, b);
+  ASSERT_EQ(c.shape(), (Shape{2, 5, 3, 2}));
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 5; ++j)
+      EXPECT_TRUE(all_close(c.select(0, i).select(0, j), matmul(a.select(0, i).select(0, 0), b.select(0, j)), 1e-12,
+                            1e-12)) << i << ", " << j;
+  // A 4-D batch against a 2-D weight, and a 1-D vector against a batch.
+  EXPECT_EQ(matmul(randn({2, 3, 6, 4}), randn({4, 7})).shape(), (Shape{2, 3, 6, 7}));
+  EXPECT_EQ(matmul(randn({4}), randn({2, 3, 4, 7})).shape(), (Shape{2, 3, 7}));
+  EXPECT_EQ(matmul(randn({2, 3, 6, 4}), randn({4})).shape(), (Shape{2, 3, 6}));
+}
+
+TEST(Matmul, GradcheckOfBroadcastAndVectorForms) {
+  manual_seed(7);
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{2, 1, 3, 4}, {5, 4, 2}}, {{2, 3, 2, 4}, {4, 3}}, {{4}, {2, 4, 3}}, {{2, 3, 4}, {4}}, {{4}, {4}}, {{3, 4}, {2, 2, 4, 5}}};
+  for (const auto& [sa, sb] : cases) {
+    auto r = gradcheck([](const std::vector<Tensor>& in) { return matmul(in[0], in[1]); },
+                       {randn(sa, kFloat64).requires_grad_(), randn(sb, kFloat64).requires_grad_()});
+    EXPECT_TRUE(r) << minidl::testing::shape_str(sa) << " @ " << minidl::testing::shape_str(sb) << ": " << r.message;
+  }
+}
+
 TEST(Matmul, ErrorsNameBothShapes) {
   auto expect_error = [](const std::function<void()>& fn, const std::vector<std::string>& parts) {
     try {
@@ -196,8 +232,9 @@ TEST(Matmul, ErrorsNameBothShapes) {
   };
   expect_error([] { matmul(ones({2, 3}), ones({4, 5})); }, {"[2, 3]", "[4, 5]", "inner"});
   expect_error([] { matmul(ones({2, 2, 3}), ones({3, 3, 4})); }, {"[2, 2, 3]", "[3, 3, 4]", "batch"});
-  expect_error([] { matmul(ones({3}), ones({3, 4})); }, {"[3]", "[3, 4]", "2-D"});
-  expect_error([] { matmul(ones({1, 2, 3, 4}), ones({4, 4})); }, {"[1, 2, 3, 4]", "[4, 4]"});
+  expect_error([] { matmul(ones({3}), ones({4, 5})); }, {"[3]", "[4, 5]", "inner"});
+  expect_error([] { matmul(ones({2, 3, 3, 4}), ones({5, 4, 2})); }, {"[2, 3, 3, 4]", "[5, 4, 2]", "broadcast"});
+  expect_error([] { matmul(ones({}), ones({3})); }, {"matmul", "at least one dimension"});
   expect_error([] { matmul(ones({2, 3}), ones({3, 4}, kFloat64)); }, {"[2, 3]", "[3, 4]", "float32", "float64"});
   expect_error([] { matmul(ones({2, 3}, kInt64), ones({3, 4}, kInt64)); }, {"int64", "[2, 3]", "[3, 4]"});
   expect_error([] { linear(ones({2, 3}), ones({4, 5})); }, {"[2, 3]", "[4, 5]"});

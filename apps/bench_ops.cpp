@@ -18,7 +18,7 @@
 // call, the median of timed bursts, each ended by a synchronize.
 //
 //   build/bench_ops attention [--lengths 256 1024] [--batch 384] [--head 64] [--dtypes bfloat16 float32]
-//                             [--deterministic]
+//                             [--dropout P] [--deterministic]
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -247,6 +247,7 @@ struct AttentionFlags {
   int64_t batch = 384, head = 64;
   std::vector<std::string> dtypes = {"bfloat16", "float32"};
   bool causal = true, deterministic = false;
+  double dropout = 0;
   int repeats = 20;
 };
 
@@ -259,9 +260,11 @@ int run_attention(const AttentionFlags& f) {
               cuda::device_properties(0).name.c_str(), static_cast<long long>(f.batch),
               static_cast<long long>(f.head), f.causal ? "causal" : "not causal", f.repeats);
   std::printf("%-9s %6s %10s %12s %14s\n", "dtype", "L", "fwd_ms", "fwd_bwd_ms", "fwd_bwd_TFLOPs");
-  // Deterministic mode swaps the 16-bit backward's dQ atomics for a dQ pass of its own.
+  // With dropout the 16-bit backward adds dQ with atomics, unless deterministic mode gives dQ a pass
+  // of its own, as it always has without dropout (ops/cuda/attention.cu).
   set_deterministic(f.deterministic);
-  std::printf("backward dQ: %s\n", f.deterministic ? "a pass of its own (deterministic)" : "atomics (16-bit types)");
+  std::printf("dropout %g; backward dQ: %s\n", f.dropout,
+              f.dropout > 0 && !f.deterministic ? "atomics (16-bit types)" : "a pass of its own");
   const Device gpu = Device::cuda(0);
   Kernels& kernels = kernels_for(gpu);
   for (const std::string& name : f.dtypes) {
@@ -272,12 +275,12 @@ int run_attention(const AttentionFlags& f) {
       Tensor grad_out = randn(shape).to(gpu, dtype);
       Tensor out = Tensor::empty(shape, dtype, gpu), lse = Tensor::empty({f.batch, L}, kFloat32, gpu);
       Tensor gq = Tensor::empty(shape, dtype, gpu), gk = Tensor::empty(shape, dtype, gpu);
-      Tensor gv = Tensor::empty(shape, dtype, gpu), rng_state = Tensor::empty({2}, kInt64, Device::cpu());
+      Tensor gv = Tensor::empty(shape, dtype, gpu), rng_state = zeros({3}, kInt64);
       const double scale = 1.0 / std::sqrt(static_cast<double>(f.head));
-      auto forward = [&] { kernels.attention_forward(q, k, v, scale, f.causal, 0.0, out, lse, rng_state); };
+      auto forward = [&] { kernels.attention_forward(q, k, v, scale, f.causal, f.dropout, out, lse, rng_state); };
       auto both = [&] {
         forward();
-        kernels.attention_backward(grad_out, q, k, v, out, lse, rng_state, scale, f.causal, 0.0, gq, gk, gv);
+        kernels.attention_backward(grad_out, q, k, v, out, lse, rng_state, scale, f.causal, f.dropout, gq, gk, gv);
       };
       auto median_ms = [&](const std::function<void()>& work) {
         for (int i = 0; i < 3; ++i) work();
@@ -341,6 +344,8 @@ int main(int argc, char** argv) {
   att->add_option("--dtypes", at.dtypes, "element types")->check(CLI::IsMember({"bfloat16", "float16", "float32"}))
       ->capture_default_str();
   att->add_flag("--causal,!--no-causal", at.causal, "causal (default on)");
+  att->add_option("--dropout", at.dropout, "attention dropout probability")->check(CLI::Range(0.0, 0.99))
+      ->capture_default_str();
   att->add_flag("--deterministic", at.deterministic, "the deterministic backward (dQ in a pass of its own)");
   att->add_option("--repeats", at.repeats, "timed bursts")->check(CLI::Range(1, 1000))->capture_default_str();
   mnist_app::parse_or_exit(app, argc, argv);  // a bad flag exits 2, as in every app

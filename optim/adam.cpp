@@ -78,16 +78,7 @@ void Adam::step() {
   }
 }
 
-void Adam::step_if_finite(const Tensor& found_inf) {
-  MINIDL_CHECK(found_inf.defined() && found_inf.numel() == 1 && found_inf.dtype() == kFloat32, name_,
-               ": step_if_finite expected a one-element float32 found_inf tensor");
-  struct Reset {
-    const Tensor*& slot;
-    ~Reset() { slot = nullptr; }
-  } reset{found_inf_};
-  found_inf_ = &found_inf;
-  step();
-}
+void Adam::step_if_finite(const Tensor& found_inf) { step_reading_found_inf(found_inf); }
 
 int64_t Adam::step_count(const State& s) const {
   if (!s.device_step.defined()) return s.step;

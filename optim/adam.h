@@ -63,7 +63,6 @@ class Adam : public Optimizer {
   AdamOptions options_;
   bool decoupled_;
   std::vector<std::vector<State>> state_;
-  const Tensor* found_inf_ = nullptr;  // set during step_if_finite
 };
 
 /// AdamW: weight decay applied to the weights directly (decoupled); PyTorch's default decay 1e-2.

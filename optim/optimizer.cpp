@@ -121,6 +121,17 @@ void Optimizer::step_if_finite(const Tensor& found_inf) {
   if (found_inf.to(kFloat32).item<float>() == 0) step();
 }
 
+void Optimizer::step_reading_found_inf(const Tensor& found_inf) {
+  MINIDL_CHECK(found_inf.defined() && found_inf.numel() == 1 && found_inf.dtype() == kFloat32, name_,
+               ": step_if_finite expected a one-element float32 found_inf tensor");
+  struct Reset {  // cleared however step() ends
+    const Tensor*& slot;
+    ~Reset() { slot = nullptr; }
+  } reset{found_inf_};
+  found_inf_ = &found_inf;
+  step();
+}
+
 void Optimizer::zero_grad(bool set_to_none) {
   for (ParamGroup& g : groups_) {
     for (Tensor& p : g.params) {

@@ -101,8 +101,12 @@ class Optimizer {
   /// Puts a loaded state tensor into `slot`: in place where `slot` already has its shape, dtype and
   /// device, so that a captured CUDA graph reading the old buffer sees the loaded values.
   static void restore_into(Tensor& slot, Tensor value);
+  /// step_if_finite for an optimizer whose kernels read the flag on the device: step() with
+  /// found_inf_ pointing at `found_inf` (a one-element float32 tensor) for its duration.
+  void step_reading_found_inf(const Tensor& found_inf);
 
   std::vector<ParamGroup> groups_;
+  const Tensor* found_inf_ = nullptr;  // set during step_reading_found_inf
   const char* name_;
   double default_lr_;
   bool group_weight_decay_ = false;

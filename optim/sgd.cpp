@@ -63,16 +63,7 @@ void SGD::step() {
   }
 }
 
-void SGD::step_if_finite(const Tensor& found_inf) {
-  MINIDL_CHECK(found_inf.defined() && found_inf.numel() == 1 && found_inf.dtype() == kFloat32,
-               "SGD: step_if_finite expected a one-element float32 found_inf tensor");
-  struct Reset {
-    const Tensor*& slot;
-    ~Reset() { slot = nullptr; }
-  } reset{found_inf_};
-  found_inf_ = &found_inf;
-  step();
-}
+void SGD::step_if_finite(const Tensor& found_inf) { step_reading_found_inf(found_inf); }
 
 // Only a momentum buffer, and only with momentum: plain SGD keeps nothing between steps.
 std::vector<Optimizer::StateField> SGD::state_fields() const {

@@ -35,7 +35,6 @@ class SGD : public Optimizer {
  private:
   SGDOptions options_;
   std::vector<std::vector<Tensor>> momentum_;  // per group, per parameter; undefined until first used
-  const Tensor* found_inf_ = nullptr;          // set during step_if_finite
 };
 
 }  // namespace minidl::optim

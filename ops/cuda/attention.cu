@@ -11,8 +11,9 @@
 // last bits vary run to run; a last kernel rounds it to the dtype): the dQ pass would draw the
 // whole mask a second time. That choice is not measured yet; set_deterministic(true) takes the dQ
 // pass there too. Float32's kernel holds each key row in one thread quad's registers, with no
-// shared key tile for a block-wide dS K, so it always takes the dQ pass. Nothing here synchronizes with the host and the scratch (delta, the float32
-// dQ) comes from the caching allocator, so the calls can be captured in a CUDA graph.
+// shared key tile for a block-wide dS K, so it always takes the dQ pass. Nothing here synchronizes
+// with the host and the scratch (delta, the float32 dQ) comes from the caching allocator, so the
+// calls can be captured in a CUDA graph.
 //
 // Dropout is fused (attention_mma.cuh's DropoutMask): the forward reserves Philox draws for the
 // B x L x S mask from the default generator and records them in rng_state (int64 [3], CPU: seed,

@@ -133,10 +133,11 @@ inline bool adds_with_atomics(cudnnConvolutionBwdFilterAlgo_t a) {
 }
 
 /// Whether a plan takes record i of a Find query's or cuDNN's heuristics' list: it ran, in a math the
-/// plan allows, and for 16-bit data neither in float32 nor by atomic adds. A plan with tensor ops sets its descriptor to
-/// tensor-op math, which runs an algorithm's tensor-op variant where the list has one: the record of
-/// the same algorithm in another math is not what will run, so it is left out (ranked by algorithm,
-/// its CUDA-core time mixed into the median made the bfloat16 implicit GEMM look ten times slower).
+/// plan allows, and for 16-bit data neither in float32 nor by atomic adds. A plan with tensor ops
+/// sets its descriptor to tensor-op math, which runs an algorithm's tensor-op variant where the list
+/// has one: the record of the same algorithm in another math is not what will run, so it is left out
+/// (ranked by algorithm, its CUDA-core time mixed into the median made the bfloat16 implicit GEMM
+/// look ten times slower).
 template <class Perf>
 bool usable(const Perf* perf, int count, int i, const ConvPlan& p) {
   const Perf& r = perf[i];

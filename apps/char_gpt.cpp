@@ -4,6 +4,7 @@
 //   build/char_gpt --device cuda --checkpoint gpt.safetensors --metrics runs/gpt
 //   build/char_gpt --device cpu --n-layer 2 --n-head 4 --n-embd 64 --block-size 64 --batch-size 16 --max-iters 500
 //   build/char_gpt --checkpoint gpt.safetensors --sample "Q: " --max-new-tokens 300
+//   build/char_gpt --device cuda --precision bf16 --profile      (the kernels of one step and their time)
 //
 // Every iteration draws a batch (random windows, data/text.h), sets the learning rate (linear
 // warm-up, then cosine down to --min-lr) and runs one training step: forward, cross-entropy,
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "apps/common/gpt.h"
+#include "apps/common/gpu_report.h"
 #include "apps/common/mnist_app.h"
 #include "core/cuda.h"
 #include "core/safetensors.h"
@@ -49,7 +51,7 @@ struct Flags {
   int64_t warmup_iters = 100;
   uint64_t seed = 1337;
   int threads = 0;
-  bool cuda_graph = true;
+  bool cuda_graph = true, profile = false;
   std::string checkpoint, resume, metrics;
   std::string sample;  // a prompt: generate from the checkpoint instead of training
   bool sampling = false;
@@ -93,6 +95,8 @@ Flags parse_flags(int argc, char** argv) {
   app.add_option("--threads", f.threads, "CPU threads (0: all cores)")->check(at_least(0));
   app.add_flag("--cuda-graph,!--no-cuda-graph", f.cuda_graph,
                "on cuda, capture the training step as a CUDA graph (default on)");
+  app.add_flag("--profile", f.profile, "on cuda, list each kernel of one training step and its time (CUPTI), "
+               "then stop instead of training");
   app.add_option("--checkpoint", f.checkpoint, "write the model, optimizer, vocabulary and position here at every "
                  "evaluation (atomically); with --sample, the checkpoint to generate from")
       ->check(mnist_app::writable_file());
@@ -330,6 +334,14 @@ int train(const Flags& f, Device device, Precision precision) {
   auto step_options = cuda::GraphedStepOptions().enabled(f.cuda_graph).grad_scaler(mnist_app::step_scaler(scaler));
   if (f.grad_clip > 0) step_options.clip_grad_norm(f.grad_clip);
   cuda::GraphedStep train_step(loss_fn, *optimizer, step_options);
+  if (f.profile) {
+    MINIDL_CHECK(device.is_cuda(), "--profile reports the kernels of a step on cuda; the device is ", device.str());
+    auto [x, y] = corpus.get_batch(data::Split::Train, f.batch_size, config.block_size, device);
+    for (int s = 0; s < 3; ++s) train_step(x, y);  // the first steps run eagerly and capture the graph
+    mnist_app::report_gpu_time([&](int) { train_step(x, y); },
+                               train_step.graphed() ? "one CUDA graph per step" : "eager (no CUDA graph)", true);
+    return 0;
+  }
   JsonLines metrics(f.metrics, !f.resume.empty());
   auto save = [&](int64_t iter) {
     if (f.checkpoint.empty()) return;

@@ -2,7 +2,8 @@
 // start * stride[dim]; slice likewise with ceil((end - start) / step) elements and the stride
 // multiplied by step; cat's output has the sum of the inputs' sizes along dim. Backward: narrow's
 // and slice's gradient is zeros with g copied into the same window; cat's gradient for each input
-// is the narrow of g at that input's place.
+// is the narrow of g at that input's place; split's gradient is its parts' gradients, each in its
+// window of one tensor (zeros where a part got none).
 #include "ops/slice.h"
 
 #include <algorithm>
@@ -137,8 +138,36 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   MINIDL_CHECK(split_size > 0, "split: expected split_size > 0, got ", split_size);
   dim = wrap_dim(dim, x.dim(), "split");
   std::vector<Tensor> parts;
-  for (int64_t start = 0; start < x.size(dim); start += split_size)
-    parts.push_back(narrow(x, dim, start, std::min(split_size, x.size(dim) - start)));
+  std::vector<int64_t> starts;
+  for (int64_t start = 0; start < x.size(dim); start += split_size) {
+    starts.push_back(start);
+    parts.push_back(window(x, dim, start, std::min(split_size, x.size(dim) - start)));
+  }
+  if (autograd::needs_recording({x}) && !parts.empty()) {
+    // One entry for all the parts, whose backward writes each part's gradient into its window of one
+    // tensor: a narrow per part would make a zero tensor of x's size for each and add them up (in
+    // nanoGPT's attention, q, k, v = c_attn(x).split(C): 3 fills, 3 copies and 2 additions of
+    // [B, T, 3C] where 3 copies do).
+    std::vector<Tensor*> outputs;
+    for (Tensor& part : parts) outputs.push_back(&part);
+    autograd::record_multi("split", outputs, {x}, {},
+                           [in_shape = x.shape(), dim, starts](const std::vector<Tensor>& grads,
+                                                               const std::vector<bool>&) {
+                             auto first = std::find_if(grads.begin(), grads.end(),
+                                                       [](const Tensor& g) { return g.defined(); });
+                             if (first == grads.end()) return std::vector<Tensor>{Tensor()};
+                             Tensor grad = Tensor::empty(in_shape, first->dtype(), first->device());
+                             Kernels& kernels = kernels_for(grad.device());
+                             for (size_t i = 0; i < grads.size(); ++i) {
+                               const int64_t length =
+                                   (i + 1 < starts.size() ? starts[i + 1] : in_shape[dim]) - starts[i];
+                               Tensor place = window(grad, dim, starts[i], length);
+                               if (grads[i].defined()) kernels.copy(grads[i], place);
+                               else kernels.fill(place, 0.0);
+                             }
+                             return std::vector<Tensor>{grad};
+                           });
+  }
   return parts;
 }
 

@@ -67,6 +67,10 @@ TEST(Slice, Gradients) {
     auto p = split(in[0], 2, 0);
     return p[0] * p[1] + p[2].sum();
   }, {leaf({6, 2})});
+  expect_gradcheck("split with parts unused", [](auto& in) {
+    auto p = split(in[0], 2, 1);  // widths 2, 2, 1: only the middle one reaches the output
+    return p[1] * 3.0;
+  }, {leaf({3, 5})});
   expect_gradcheck("chunk through matmul", [](auto& in) {
     auto c = chunk(in[0], 2, 1);
     return matmul(c[0], c[1].t());

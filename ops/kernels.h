@@ -131,6 +131,11 @@ struct AdamMultiConfig {
   const Tensor* found_inf = nullptr;
 };
 
+/// Embedding's backward adds each id's rows into this many interleaved partial sums (a fixed order
+/// of the additions, the same on every device: Kernels::embedding_backward), so that the GPU sums
+/// a common id's thousands of rows in parallel chains rather than one.
+inline constexpr int kEmbeddingGradLanes = 32;
+
 class Kernels {
  public:
   virtual ~Kernels() = default;
@@ -150,9 +155,11 @@ class Kernels {
   /// run to run, unless set_deterministic(true): then sorted, in index order). Floating dtypes.
   virtual void index_add(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst) = 0;
   /// Embedding's backward (ops/embedding.cpp): grad_weight [V, D] (overwritten) gets in row v the sum
-  /// of the rows of grad [N, D] whose id (ids int64 [N]) is v, added in position order, divided by
-  /// v's count when `scale_grad_by_freq`; the row of padding_idx (-1: none) stays zero. The same bits
-  /// every run on every device (CUDA sorts the ids; no atomics); 16-bit dtypes sum in float32.
+  /// of the rows of grad [N, D] whose id (ids int64 [N]) is v, divided by v's count when
+  /// `scale_grad_by_freq`; the row of padding_idx (-1: none) stays zero. The order of the additions is
+  /// fixed: v's k-th row in position order goes into partial sum k % kEmbeddingGradLanes, and the
+  /// partial sums are added in lane order. The same bits every run on every device (CUDA sorts the
+  /// ids; no atomics); 16-bit dtypes sum in float32.
   virtual void embedding_backward(const Tensor& grad, const Tensor& ids, int64_t padding_idx, bool scale_grad_by_freq,
                                   Tensor& grad_weight) = 0;
 

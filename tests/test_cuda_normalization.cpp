@@ -123,9 +123,19 @@ TEST(CudaNormalization, BatchNormMatchesCpu) {
 TEST(CudaNormalization, LayerNormAndGroupNormMatchCpu) {
   MINIDL_REQUIRE_CUDA();
   MINIDL_FRESH_SEED();
-  // Rows of up to 1024 elements take a warp each, longer rows a block.
+  // Rows of up to 1024 elements sit in a warp's registers (4, 8, 16 or 32 per lane), longer rows
+  // take the general kernels; the weight and bias gradients of many rows sum over row chunks.
   expect_gpu_matches_cpu("layer_norm [300, 64]", [](auto& in) { return layer_norm(in[0], {64}, in[1], in[2]); },
                          {randn({300, 64}), uniform({64}, 0.5, 2), randn({64})});
+  expect_gpu_matches_cpu("layer_norm [4100, 384]", [](auto& in) { return layer_norm(in[0], {384}, in[1], in[2]); },
+                         {randn({4100, 384}), uniform({384}, 0.5, 2), randn({384})});
+  expect_gpu_matches_cpu("layer_norm [9, 1000]", [](auto& in) { return layer_norm(in[0], {1000}, in[1], in[2]); },
+                         {randn({9, 1000}), uniform({1000}, 0.5, 2), randn({1000})});
+  expect_gpu_matches_cpu("layer_norm [5, 100]", [](auto& in) { return layer_norm(in[0], {100}, in[1], in[2]); },
+                         {randn({5, 100}) * 3.0 + 7.0, uniform({100}, 0.5, 2), randn({100})});
+  expect_gpu_matches_cpu("batch_norm [3000, 40]",
+                         [](auto& in) { return batch_norm(in[0], Tensor(), Tensor(), in[1], in[2], true, 0.1, 1e-5); },
+                         {randn({3000, 40}), uniform({40}, 0.5, 2), randn({40})});
   expect_gpu_matches_cpu("layer_norm [4, 2000]", [](auto& in) { return layer_norm(in[0], {2000}, in[1], in[2]); },
                          {randn({4, 2000}), uniform({2000}, 0.5, 2), randn({2000})});
   expect_gpu_matches_cpu("layer_norm [2, 3, 8, 6] over [8, 6]",

@@ -4,9 +4,15 @@
 //   attn_mask: broadcastable to batch + [L, S]; bool (true = may attend) or floating (added).
 // Two paths, one result:
 //   fused:    no attn_mask and a device kernel for the dtype and head sizes (Kernels::
-//             fused_attention_supports): q, k, v flattened to [B, L, E] ..., one forward kernel that
-//             also returns each row's logsumexp, and one backward kernel that recomputes the
-//             probabilities from it (FlashAttention), so the [B, L, S] scores are never kept.
+//             fused_attention_supports): one forward kernel that also returns each row's
+//             logsumexp, and one backward kernel that recomputes the probabilities from it
+//             (FlashAttention), so the [B, L, S] scores are never kept. 3-D or 4-D q, k, v of one
+//             batch shape go to the kernels as they are, strided views included (a model's
+//             [B, H, T, hs] heads, transposed views of one packed qkv projection, are not copied);
+//             the output and the gradients are made in PyTorch's flash layout [B, T, H, hs], so
+//             that y.transpose(1, 2), the heads merged back, is contiguous. Other inputs (batch
+//             dims that broadcast, more than two of them, or rows off 8-element alignment) are
+//             broadcast, flattened to [B, L, E] and made contiguous first.
 //   composed: matmul, mask, softmax, dropout, matmul, each op recording its own backward; PyTorch's
 //             "math" backend and the reference of the fused kernels.
 // A query row that sees no key: the composed softmax of all -inf gives NaN, as PyTorch's math
@@ -108,23 +114,52 @@ Tensor flatten_batch(const Tensor& t, const Geometry& g, int64_t rows, int64_t c
   return reshape(expand(t, with_matrix(g.batch, rows, cols)), {g.B, rows, cols});
 }
 
-// The fused kernels on q [B, L, E], k [B, S, E], v [B, S, Ev], all contiguous.
+// Whether the kernels can read t [..., rows, cols] where it lies (ops/kernels.h): a unit last
+// stride, and a start and other strides that are multiples of 8 elements, so that every row starts
+// on 16 bytes in every dtype (the CUDA kernels' cp.async and float4 loads; they would copy a
+// tensor without it). A size-1 dim's stride never moves a pointer.
+bool kernel_readable(const Tensor& t) {
+  if (t.stride(-1) != 1 || t.offset() % 8 != 0) return false;
+  for (int64_t d = 0; d + 1 < t.dim(); ++d)
+    if (t.size(d) > 1 && t.stride(d) % 8 != 0) return false;
+  return true;
+}
+
+// Whether q, k, v go to the kernels as they are: 3-D or 4-D, one batch shape, readable in place.
+bool fused_in_place(const Tensor& q, const Tensor& k, const Tensor& v) {
+  return (q.dim() == 3 || q.dim() == 4) && k.dim() == q.dim() && v.dim() == q.dim() &&
+         batch_dims(q) == batch_dims(k) && batch_dims(q) == batch_dims(v) && kernel_readable(q) &&
+         kernel_readable(k) && kernel_readable(v);
+}
+
+// A new batch + [rows, cols] tensor for batch [B] or [B1, B2]; with two batch dims laid out as
+// [B1, rows, B2, cols] (PyTorch's flash attention layout), so that its transpose(1, 2) is contiguous.
+Tensor empty_heads(const Shape& batch, int64_t rows, int64_t cols, DType dtype, Device device) {
+  if (batch.size() == 1) return Tensor::empty({batch[0], rows, cols}, dtype, device);
+  return Tensor::empty({batch[0], rows, batch[1], cols}, dtype, device).transpose(1, 2);
+}
+
+// The fused kernels on q [..., L, E], k [..., S, E], v [..., S, Ev] of one batch shape ([B] or
+// [B1, B2]) that the kernels read in place; the gradients go straight back to q, k and v.
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Geometry& g, bool causal,
                        double dropout_p) {
   Kernels& kernels = kernels_for(q.device());
-  Tensor out = Tensor::empty({g.B, g.L, g.Ev}, q.dtype(), q.device());
+  Tensor out = empty_heads(batch_dims(q), g.L, g.Ev, q.dtype(), q.device());
   Tensor logsumexp = Tensor::empty({g.B, g.L}, kFloat32, q.device());
   Tensor rng_state = zeros({3}, kInt64);  // [seed, offset, device state]: Kernels::attention_forward
   kernels.attention_forward(q, k, v, g.scale, causal, dropout_p, out, logsumexp, rng_state);
   if (autograd::needs_recording({q, k, v})) {
     autograd::record(kOp, out, {q, k, v}, {q, k, v, out},
                      [q = q.detach(), k = k.detach(), v = v.detach(), o = out.detach(), logsumexp, rng_state,
-                      scale = g.scale, causal, dropout_p](const Tensor& grad, const std::vector<bool>&) {
-                       Tensor gq = Tensor::empty(q.shape(), q.dtype(), q.device());
-                       Tensor gk = Tensor::empty(k.shape(), k.dtype(), k.device());
-                       Tensor gv = Tensor::empty(v.shape(), v.dtype(), v.device());
-                       kernels_for(q.device()).attention_backward(grad.contiguous(), q, k, v, o, logsumexp, rng_state,
-                                                                  scale, causal, dropout_p, gq, gk, gv);
+                      g, causal, dropout_p](const Tensor& grad, const std::vector<bool>&) {
+                       const Shape batch = batch_dims(q);
+                       Tensor gq = empty_heads(batch, g.L, g.E, q.dtype(), q.device());
+                       Tensor gk = empty_heads(batch, g.S, g.E, k.dtype(), k.device());
+                       Tensor gv = empty_heads(batch, g.S, g.Ev, v.dtype(), v.device());
+                       // The incoming gradient is often a view too (of the heads merged back).
+                       const Tensor grad_out = kernel_readable(grad) ? grad : grad.contiguous();
+                       kernels_for(q.device()).attention_backward(grad_out, q, k, v, o, logsumexp, rng_state, g.scale,
+                                                                  causal, dropout_p, gq, gk, gv);
                        return std::vector<Tensor>{gq, gk, gv};
                      });
   }
@@ -169,6 +204,7 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   const bool fused = !attn_mask.defined() && g.L > 0 && g.S > 0 && g.E > 0 && g.Ev > 0 &&
                      kernels_for(query.device()).fused_attention_supports(query.dtype(), g.E, g.Ev, dropout_p > 0);
   if (!fused) return math_attention(query, key, value, attn_mask, dropout_p, is_causal, g, nullptr);
+  if (fused_in_place(query, key, value)) return fused_attention(query, key, value, g, is_causal, dropout_p);
   Tensor out = fused_attention(contiguous(flatten_batch(query, g, g.L, g.E)),
                                contiguous(flatten_batch(key, g, g.S, g.E)),
                                contiguous(flatten_batch(value, g, g.S, g.Ev)), g, is_causal, dropout_p);

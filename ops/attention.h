@@ -12,6 +12,10 @@ namespace minidl {
 /// excludes attn_mask; scale defaults to 1/sqrt(E); dropout_p > 0 drops attention weights (pass 0 in
 /// evaluation). Without a mask, where the device has a fused kernel for the dtype and head sizes, it
 /// runs fused (the L x S scores are never stored); otherwise as scaled_dot_product_attention_math.
+/// Fused, 4-D [B, H, L, E] views with a unit last stride and rows on multiples of 8 elements (a
+/// model's heads: transposed views of one qkv projection) are read in place, and the output is a
+/// [B, H, L, Ev] view of [B, L, H, Ev] memory, as PyTorch's flash attention makes it, so that
+/// y.transpose(1, 2).contiguous() copies nothing.
 /// A query row that sees no key gives NaN on the composed path, as PyTorch's math backend does.
 ///   Tensor y = scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,

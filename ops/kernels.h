@@ -275,9 +275,14 @@ class Kernels {
                                            const GemmCall* second);
 
   // ---- fused attention (ops/attention.cpp) ----
-  // q [B, L, E], k [B, S, E], v [B, S, Ev], all contiguous and of one floating dtype; B is every
-  // batch and head dim flattened. scores = scale * q k^T; with `causal`, query i sees keys j <= i
-  // (PyTorch's top-left tril(ones(L, S))). No other mask: the op composes masked attention.
+  // q [B, L, E], k [B, S, E], v [B, S, Ev] of one floating dtype, each 3-D or each 4-D [B1, B2, rows,
+  // cols] (B = B1 B2: batch b1 B2 + b2) with the same batch dims; any strides but a unit last one, so
+  // that [batch, heads] views of a packed projection are read in place. The CUDA kernels read rows
+  // with 16-byte loads: an input whose start or strides are not multiples of 16 bytes is copied
+  // first, and outputs (out, grad_q/k/v: the inputs' shapes, any strides, unit last) must have them.
+  // logsumexp is float32 [B, L] or [B1, B2, L], contiguous. scores = scale * q k^T; with `causal`,
+  // query i sees keys j <= i (PyTorch's top-left tril(ones(L, S))). No other mask: the op composes
+  // masked attention.
   /// Whether this device has a fused kernel for this dtype, head sizes and dropout.
   virtual bool fused_attention_supports(DType dtype, int64_t e, int64_t ev, bool dropout) const {
     (void)dtype, (void)e, (void)ev, (void)dropout;
@@ -293,8 +298,8 @@ class Kernels {
         (void)rng_state;
     MINIDL_FAIL("attention_forward: this device has no fused attention kernel");
   }
-  /// grad_q, grad_k, grad_v (overwritten, the shapes of q, k, v) from grad_out [B, L, Ev], recomputing
-  /// the probabilities from q, k, logsumexp and rng_state.
+  /// grad_q, grad_k, grad_v (overwritten, the shapes of q, k, v) from grad_out (out's shape, any
+  /// strides but a unit last one), recomputing the probabilities from q, k, logsumexp and rng_state.
   virtual void attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
                                   const Tensor& out, const Tensor& logsumexp, const Tensor& rng_state,
                                   double scale, bool causal, double dropout_p, Tensor& grad_q, Tensor& grad_k,

@@ -145,6 +145,83 @@ TEST(Attention, FusedMatchesComposedInFloat32) {
   }
 }
 
+namespace {
+
+// q, k, v as a GPT block makes them (apps/common/gpt.h): one [B, T, 3C] projection split in three,
+// each viewed as [B, T, H, hs] and transposed to [B, H, T, hs] (strides T 3C, hs, 3C, 1).
+std::vector<Tensor> packed_heads(const Tensor& qkv, int64_t H) {
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3;
+  std::vector<Tensor> heads;
+  for (const Tensor& t : qkv.split(C, 2)) heads.push_back(t.view({B, T, H, C / H}).transpose(1, 2));
+  return heads;
+}
+
+// Attention of those heads [B, H, T, hs], fused or composed.
+Tensor packed_attention(const Tensor& qkv, int64_t H, bool causal, bool fused) {
+  const std::vector<Tensor> h = packed_heads(qkv, H);
+  return fused ? scaled_dot_product_attention(h[0], h[1], h[2], {}, 0, causal)
+               : scaled_dot_product_attention_math(h[0], h[1], h[2], {}, 0, causal);
+}
+
+// The heads merged back to [B, T, C], as gpt.h does.
+Tensor merge_heads(const Tensor& y) {
+  return y.transpose(1, 2).contiguous().view({y.size(0), y.size(2), y.size(1) * y.size(3)});
+}
+
+}  // namespace
+
+// The fused path takes such views in place (rows 8-element aligned: hs = 8, 3C = 48): its output is
+// made in [B, T, H, hs] memory (its transpose(1, 2) is contiguous), and its values and gradients,
+// through the split views back to the projection, are the composed path's; in float64 by gradcheck.
+TEST(Attention, FusedReadsPackedHeadViewsInPlace) {
+  manual_seed(12);
+  const int64_t B = 2, H = 2;
+  {
+    const std::vector<Tensor> h = packed_heads(randn({B, 5, 3 * H * 8}, kFloat64), H);
+    EXPECT_FALSE(h[0].is_contiguous());
+    const Tensor y = scaled_dot_product_attention(h[0], h[1], h[2]);
+    EXPECT_EQ(y.shape(), (Shape{B, H, 5, 8}));
+    EXPECT_TRUE(y.transpose(1, 2).is_contiguous()) << "the output is not in [B, T, H, hs] memory";
+  }
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(causal ? "causal" : "not causal");
+    expect_gradcheck("packed qkv", [causal](auto& in) { return merge_heads(packed_attention(in[0], H, causal, true)); },
+                     {leaf({B, 3, 3 * H * 8})});
+    // Against the composed path in float32, T = 37 (odd) and hs = 16. The seed gradient reaches the
+    // op as the merge's backward makes it (a transposed view, read in place), or with a non-unit
+    // last stride (made contiguous).
+    const int64_t T = 37, hs = 16;
+    const Tensor qkv = randn({B, T, 3 * H * hs}), seed = randn({B, T, H * hs}), seed_t = randn({B, H, hs, T});
+    auto run = [&](bool fused, bool strided_seed) {
+      Tensor x = qkv.clone().requires_grad_();
+      Tensor y = packed_attention(x, H, causal, fused);
+      if (strided_seed) sum(mul(y.transpose(2, 3).contiguous(), seed_t)).backward();
+      else sum(mul(merge_heads(y), seed)).backward();
+      return std::pair{y.detach(), x.grad()};
+    };
+    for (bool strided_seed : {false, true}) {
+      const auto got = run(true, strided_seed), want = run(false, strided_seed);
+      EXPECT_TRUE(all_close(got.first, want.first, 2e-5, 2e-5)) << "out";
+      EXPECT_TRUE(all_close(got.second, want.second, 2e-5, 2e-5)) << "grad of qkv, strided seed " << strided_seed;
+    }
+  }
+}
+
+// Head views that the kernels cannot read in place (rows 4 elements apart: hs = 4, 3C = 24) take
+// the copying path, with the same values and gradients.
+TEST(Attention, FusedCopiesHeadViewsItCannotReadInPlace) {
+  manual_seed(13);
+  expect_gradcheck("hs = 4", [](auto& in) { return merge_heads(packed_attention(in[0], 2, true, true)); },
+                   {leaf({2, 3, 24})});
+  const Tensor qkv = randn({2, 6, 24}), seed = randn({2, 6, 8});
+  Tensor a = qkv.clone().requires_grad_(), b = qkv.clone().requires_grad_();
+  Tensor ya = merge_heads(packed_attention(a, 2, false, true)), yb = merge_heads(packed_attention(b, 2, false, false));
+  sum(mul(ya, seed)).backward();
+  sum(mul(yb, seed)).backward();
+  EXPECT_TRUE(all_close(ya, yb, 1e-5, 1e-5));
+  EXPECT_TRUE(all_close(a.grad(), b.grad(), 1e-5, 1e-5));
+}
+
 TEST(Attention, KernelLogsumexpOfEachRow) {
   manual_seed(5);
   const Tensor q = randn({2, 5, 4}), k = randn({2, 6, 4}), v = randn({2, 6, 3});

@@ -10,6 +10,7 @@
 
 #include "core/deterministic.h"
 #include "test_cuda_util.h"
+#include "test_util.h"
 
 #ifdef MINIDL_WITH_CUDA
 namespace minidl::cuda {
@@ -227,6 +228,128 @@ TEST(CudaAttention, ScaledDotProductAttentionOnTheGpuMatchesTheMathPath) {
     EXPECT_TRUE(close_at_scale("k.grad", k.grad(), k64.grad(), tol));
     EXPECT_TRUE(close_at_scale("v.grad", v.grad(), v64.grad(), tol));
   }
+}
+
+namespace {
+
+// [B, H, T, hs] views of one [B, T, 3C] projection, as a GPT block makes q, k, v (apps/common/gpt.h):
+// strides (T 3C, hs, 3C, 1).
+std::vector<Tensor> packed_heads(const Tensor& qkv, int64_t H) {
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3;
+  std::vector<Tensor> heads;
+  for (const Tensor& t : qkv.split(C, 2)) heads.push_back(t.view({B, T, H, C / H}).transpose(1, 2));
+  return heads;
+}
+
+// A new [B, H, rows, E] tensor in [B, rows, H, E] memory, as the op makes outputs and gradients.
+Tensor flash_layout(int64_t B, int64_t H, int64_t rows, int64_t E, DType dtype) {
+  return Tensor::empty({B, rows, H, E}, dtype, gpu()).transpose(1, 2);
+}
+
+}  // namespace
+
+// Through the op, q, k, v as a GPT block makes them: the kernels read the views in place, the
+// output comes in [B, T, H, hs] memory (its transpose(1, 2) contiguous), and the output and the
+// projection's gradient (through the merge of the heads, as gpt.h does it) agree with the
+// composed path in float64 on the CPU from the same rounded inputs.
+TEST(CudaAttention, PackedHeadViewsThroughTheOpMatchTheMathPath) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  const int64_t B = 2, H = 3;
+  for (DType dtype : {kFloat32, kBFloat16})
+    for (int64_t hs : {32, 64, 128})
+      for (int64_t T : {37, 100})
+        for (bool causal : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << dtype << " hs=" << hs << " T=" << T << (causal ? " causal" : ""));
+          const int64_t C = H * hs;
+          const Tensor qkv0 = randn({B, T, 3 * C}).to(dtype), seed0 = randn({B, T, C}).to(dtype);
+          auto run = [&](Device device, DType type, bool fused) {
+            Tensor x = qkv0.to(device, type).detach().requires_grad_();
+            const std::vector<Tensor> h = packed_heads(x, H);
+            Tensor y = fused ? scaled_dot_product_attention(h[0], h[1], h[2], {}, 0.0, causal)
+                             : scaled_dot_product_attention_math(h[0], h[1], h[2], {}, 0.0, causal);
+            sum(mul(y.transpose(1, 2).contiguous().view({B, T, C}), seed0.to(device, type))).backward();
+            return std::pair{y.detach(), x.grad()};
+          };
+          const auto got = run(gpu(), dtype, true);
+          EXPECT_TRUE(got.first.transpose(1, 2).is_contiguous()) << "the output is not in [B, T, H, hs] memory";
+          EXPECT_EQ(got.second.dtype(), dtype);
+          const auto want = run(Device::cpu(), kFloat64, false);
+          const double tol = tolerance(dtype);
+          EXPECT_TRUE(close_at_scale("out", got.first, want.first, tol));
+          EXPECT_TRUE(close_at_scale("grad of qkv", got.second, want.second, tol));
+        }
+}
+
+// The kernels on strided operands (q, k, v views of one packed projection, one of them on a start
+// off 16 bytes, which the kernels copy; grad_out a transposed view; out, logsumexp [B, H, T] and the
+// gradients in [B, T, H, E] memory) give bit for bit what they give on contiguous copies: a layout
+// moves where rows are read and written, not the arithmetic. With dropout (the same generator
+// state, so the same mask), the 16-bit types add dQ by atomics into a buffer that a last kernel
+// writes through grad_q's layout; only those dQ bits may differ between runs.
+TEST(CudaAttention, StridedOperandsGiveTheBitsOfContiguousOnes) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  DeterministicScope atomics(false);
+  Kernels& kernels = kernels_for(gpu());
+  const int64_t B = 2, H = 3, T = 37;
+  for (DType dtype : {kFloat32, kBFloat16, kFloat16})
+    for (int64_t E : {32, 64, 128})
+      for (bool causal : {false, true})
+        for (double dropout_p : {0.0, 0.3}) {
+          SCOPED_TRACE(::testing::Message() << dtype << " E=" << E << (causal ? " causal" : "")
+                                            << " dropout " << dropout_p);
+          const std::vector<Tensor> h = packed_heads(randn({B, T, 3 * H * E}).to(gpu(), dtype), H);
+          Tensor q = h[0];
+          const Tensor &k = h[1], &v = h[2];
+          if (E == 64) {  // q on a start 2 or 4 bytes past 16: the kernels read a copy
+            Tensor buffer = Tensor::empty({B * H * T * E + 8}, dtype, gpu());
+            Tensor odd = buffer.narrow(0, 1, B * H * T * E).view({B, H, T, E});
+            copy_(odd, h[0]);
+            q = odd;
+          }
+          const Tensor grad_out = randn({B, T, H, E}).to(gpu(), dtype).transpose(1, 2);
+          const double scale = 1.0 / std::sqrt(static_cast<double>(E));
+
+          Result strided;
+          strided.out = flash_layout(B, H, T, E, dtype);
+          strided.lse = Tensor::empty({B, H, T}, kFloat32, gpu());
+          strided.grad_q = flash_layout(B, H, T, E, dtype);
+          strided.grad_k = flash_layout(B, H, T, E, dtype);
+          strided.grad_v = flash_layout(B, H, T, E, dtype);
+          Tensor rng_state = zeros({3}, kInt64);
+          manual_seed(77);
+          kernels.attention_forward(q, k, v, scale, causal, dropout_p, strided.out, strided.lse, rng_state);
+          kernels.attention_backward(grad_out, q, k, v, strided.out, strided.lse, rng_state, scale, causal, dropout_p,
+                                     strided.grad_q, strided.grad_k, strided.grad_v);
+
+          Result dense;
+          const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous(), gc = grad_out.contiguous();
+          dense.out = Tensor::empty({B, H, T, E}, dtype, gpu());
+          dense.lse = Tensor::empty({B * H, T}, kFloat32, gpu());
+          dense.grad_q = Tensor::empty({B, H, T, E}, dtype, gpu());
+          dense.grad_k = Tensor::empty({B, H, T, E}, dtype, gpu());
+          dense.grad_v = Tensor::empty({B, H, T, E}, dtype, gpu());
+          manual_seed(77);
+          kernels.attention_forward(qc, kc, vc, scale, causal, dropout_p, dense.out, dense.lse, rng_state);
+          kernels.attention_backward(gc, qc, kc, vc, dense.out, dense.lse, rng_state, scale, causal, dropout_p,
+                                     dense.grad_q, dense.grad_k, dense.grad_v);
+
+          EXPECT_TRUE(all_equal(strided.out, dense.out)) << "out";
+          EXPECT_TRUE(all_equal(strided.lse.view({B * H, T}), dense.lse)) << "logsumexp";
+          EXPECT_TRUE(all_equal(strided.grad_k, dense.grad_k)) << "grad_k";
+          EXPECT_TRUE(all_equal(strided.grad_v, dense.grad_v)) << "grad_v";
+          if (dtype != kFloat32 && dropout_p > 0)
+            EXPECT_TRUE(close_at_scale("grad_q", strided.grad_q, dense.grad_q, 1e-2));
+          else
+            EXPECT_TRUE(all_equal(strided.grad_q, dense.grad_q)) << "grad_q";
+        }
+  // An output the kernels' vector stores cannot write in place is refused, saying why.
+  Tensor q = randn({2, 3, 9, 32}).to(gpu()), buffer = Tensor::empty({2 * 3 * 9 * 32 + 4}, kFloat32, gpu());
+  Tensor odd_out = buffer.narrow(0, 1, 2 * 3 * 9 * 32).view({2, 3, 9, 32});
+  Tensor lse = Tensor::empty({6, 9}, kFloat32, gpu()), rng_state = zeros({3}, kInt64);
+  expect_error([&] { kernels.attention_forward(q, q, q, 0.2, false, 0.0, odd_out, lse, rng_state); },
+               {"fused attention", "out", "16 bytes"});
 }
 
 TEST(CudaAttention, RejectsMismatchedShapesAndAShortRngState) {

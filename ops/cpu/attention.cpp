@@ -10,6 +10,9 @@
 // op composes it (fused_attention_supports answers false).
 // Threads: the forward splits (batch, query block) pairs, the backward batch rows (dK and dV sum
 // over every query block of their row); each unit's arithmetic is independent of the thread count.
+// The interface lets q, k, v and the outputs be strided [batch, heads] views (ops/kernels.h); the
+// loops below read dense [B, rows, E] memory, so such views pass through contiguous copies here:
+// the CPU path is the reference, and a copy costs little beside its GEMMs.
 #define EIGEN_DONT_PARALLELIZE  // as ops/cpu/matmul.cpp: one setting for every instantiation of Eigen's GEMM
 #include <Eigen/Core>
 #include <algorithm>
@@ -126,9 +129,38 @@ void backward(const T* dout, const T* q, const T* k, const T* v, const T* out, c
   }
 }
 
+// q [..., L, E], k [..., S, E], v [..., S, Ev] with one batch shape (3-D or 4-D).
 Sizes sizes_of(const Tensor& q, const Tensor& k, const Tensor& v) {
-  return {q.size(0), q.size(1), k.size(1), q.size(2), v.size(2)};
+  MINIDL_CHECK((q.dim() == 3 || q.dim() == 4) && k.dim() == q.dim() && v.dim() == q.dim(),
+               "fused attention (CPU): expected q, k, v all [B, rows, E] or all [B1, B2, rows, E], got ", q.shape(),
+               ", ", k.shape(), ", ", v.shape());
+  return {shape_numel(Shape(q.shape().begin(), q.shape().end() - 2)), q.size(-2), k.size(-2), q.size(-1), v.size(-1)};
 }
+
+// t itself where contiguous, else a contiguous copy.
+Tensor dense(Kernels& kernels, const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  Tensor copy = Tensor::empty(t.shape(), t.dtype(), t.device());
+  kernels.copy(t, copy);
+  return copy;
+}
+
+// A contiguous stand-in for an output of another layout, copied into it by finish().
+class DenseOutput {
+ public:
+  DenseOutput(Kernels& kernels, Tensor& target)
+      : kernels_(kernels), target_(target),
+        dense_(target.is_contiguous() ? target : Tensor::empty(target.shape(), target.dtype(), target.device())) {}
+  Tensor& get() { return dense_; }
+  void finish() {
+    if (!dense_.is_same(target_)) kernels_.copy(dense_, target_);
+  }
+
+ private:
+  Kernels& kernels_;
+  Tensor& target_;
+  Tensor dense_;
+};
 
 }  // namespace
 
@@ -149,10 +181,17 @@ void CpuKernels::attention_forward(const Tensor& q, const Tensor& k, const Tenso
     return;
   }
   const Sizes n = sizes_of(q, k, v);
+  MINIDL_CHECK(logsumexp.is_contiguous() && logsumexp.dtype() == kFloat32 && logsumexp.numel() == n.B * n.L,
+               "attention_forward (CPU): expected logsumexp a contiguous float32 of ", n.B, " x ", n.L,
+               " elements, got ", logsumexp.shape(), " ", logsumexp.dtype());
+  const Tensor qd = dense(*this, q), kd = dense(*this, k), vd = dense(*this, v);
+  DenseOutput o(*this, out);
   dispatch_floating(q.dtype(), "attention_forward", [&](auto tag) {
     using T = decltype(tag);
-    forward<T>(q.data<T>(), k.data<T>(), v.data<T>(), n, T(scale), causal, out.data<T>(), logsumexp.data<float>());
+    forward<T>(qd.data<T>(), kd.data<T>(), vd.data<T>(), n, T(scale), causal, o.get().data<T>(),
+               logsumexp.data<float>());
   });
+  o.finish();
 }
 
 void CpuKernels::attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -169,11 +208,15 @@ void CpuKernels::attention_backward(const Tensor& grad_out, const Tensor& q, con
     return;
   }
   const Sizes n = sizes_of(q, k, v);
+  const Tensor dod = dense(*this, grad_out), qd = dense(*this, q), kd = dense(*this, k), vd = dense(*this, v);
+  const Tensor od = dense(*this, out), lse = dense(*this, logsumexp);
+  DenseOutput gq(*this, grad_q), gk(*this, grad_k), gv(*this, grad_v);
   dispatch_floating(q.dtype(), "attention_backward", [&](auto tag) {
     using T = decltype(tag);
-    backward<T>(grad_out.data<T>(), q.data<T>(), k.data<T>(), v.data<T>(), out.data<T>(), logsumexp.data<float>(), n,
-                T(scale), causal, grad_q.data<T>(), grad_k.data<T>(), grad_v.data<T>());
+    backward<T>(dod.data<T>(), qd.data<T>(), kd.data<T>(), vd.data<T>(), od.data<T>(), lse.data<float>(), n, T(scale),
+                causal, gq.get().data<T>(), gk.get().data<T>(), gv.get().data<T>());
   });
+  gq.finish(), gk.finish(), gv.finish();
 }
 
 }  // namespace minidl

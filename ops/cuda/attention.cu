@@ -2,6 +2,14 @@
 // with the scores and probabilities never leaving the chip. bfloat16 and float16 run on tensor
 // cores (attention_mma.cuh), float32 on FP32 FMA (attention_simt.cuh); head sizes 32, 64 and 128.
 //
+// The kernels read q, k, v and dO in place, as PyTorch's flash attention does: any [B1, B2, rows, E]
+// view with a unit last stride (attention_mma.cuh's HeadLayout), e.g. the [batch, heads] views of a
+// packed qkv projection, with no copy before the launch. Their rows must start on 16 bytes (the
+// cp.async and float4 loads); an input that does not is copied first. The outputs are written
+// through their own layouts, so the op can give out, dQ, dK and dV PyTorch's [B1, rows, B2, E]
+// memory, whose transpose(1, 2) (the heads merged back) is contiguous. logsumexp, delta and the
+// float32 dQ buffer are contiguous [B, L] / [B, L, E].
+//
 // The backward first takes delta = rowsum(dO * O). Then one pass parallel over key blocks writes dK
 // and dV, and dQ gets a pass of its own, parallel over query blocks: two more products per tile
 // pair, but every gradient is bit-reproducible, and on an H100 (bfloat16, 384 heads of 64, causal,
@@ -31,29 +39,37 @@ namespace {
 using namespace cuda;
 using namespace cuda::attention;
 
-// delta[r] = sum over e of grad_out[r, e] * out[r, e] in float32, one warp a row.
+// delta[r] = sum over e of grad_out[r, e] * out[r, e] in float32, one warp a row r = bh L + i (bh
+// the batch, i the query).
 template <class T>
-__global__ void attention_delta_kernel(const T* __restrict__ grad_out, const T* __restrict__ out, float* delta,
-                                       int64_t rows, int e) {
+__global__ void attention_delta_kernel(const T* __restrict__ grad_out, HeadLayout grad_out_at,
+                                       const T* __restrict__ out, HeadLayout out_at, float* delta, int64_t rows,
+                                       int L, int e) {
   const int64_t row = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
   if (row >= rows) return;
+  const int bh = static_cast<int>(row / L), i = static_cast<int>(row % L);
+  const T* go = grad_out + grad_out_at.batch(bh) + int64_t(i) * grad_out_at.row;
+  const T* o = out + out_at.batch(bh) + int64_t(i) * out_at.row;
   const int lane = threadIdx.x & 31;
   float sum = 0.f;
-  for (int i = lane; i < e; i += 32) {
-    if constexpr (std::is_same_v<T, float>) sum = fmaf(grad_out[row * e + i], out[row * e + i], sum);
-    else sum = fmaf(to_float(grad_out[row * e + i]), to_float(out[row * e + i]), sum);
+  for (int c = lane; c < e; c += 32) {
+    if constexpr (std::is_same_v<T, float>) sum = fmaf(go[c], o[c], sum);
+    else sum = fmaf(to_float(go[c]), to_float(o[c]), sum);
   }
   for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
   if (lane == 0) delta[row] = sum;
 }
 
-// grad_q = dq_accum * scale in the dtype.
+// grad_q = dq_accum * scale in the dtype: dq_accum contiguous [B, L, E], grad_q where grad_q_at says.
 template <class T>
-__global__ void attention_dq_kernel(const float* __restrict__ dq_accum, T* __restrict__ grad_q, int64_t n,
-                                    float scale) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) grad_q[i] = __float2bfloat16(dq_accum[i] * scale);
-    else grad_q[i] = __float2half(dq_accum[i] * scale);
+__global__ void attention_dq_kernel(const float* __restrict__ dq_accum, T* __restrict__ grad_q, HeadLayout grad_q_at,
+                                    int L, int e, int64_t n, float scale) {
+  for (int64_t x = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; x < n; x += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t row = x / e;
+    const int bh = static_cast<int>(row / L), i = static_cast<int>(row % L), c = static_cast<int>(x % e);
+    T& to = grad_q[grad_q_at.batch(bh) + int64_t(i) * grad_q_at.row + c];
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) to = __float2bfloat16(dq_accum[x] * scale);
+    else to = __float2half(dq_accum[x] * scale);
   }
 }
 
@@ -105,31 +121,90 @@ void dispatch_attention_dtype(DType dtype, Fn&& fn) {
   else MINIDL_FAIL("fused attention: expected float32, bfloat16 or float16, got ", dtype);
 }
 
-// cp.async reads 16-byte chunks: a contiguous view that starts off that alignment is copied.
-Tensor aligned_16(const Tensor& t) {
-  return reinterpret_cast<uintptr_t>(t.raw_data()) % 16 == 0 ? t : t.clone();
+// Whether the kernels' 16-byte loads (cp.async, float4) can read t's rows where they are: its start
+// and every stride but the last (1) a multiple of 16 bytes; a size-1 dim's stride never moves a pointer.
+bool rows_aligned_16(const Tensor& t) {
+  if (reinterpret_cast<uintptr_t>(t.raw_data()) % 16 != 0) return false;
+  const int64_t bytes = static_cast<int64_t>(element_size(t.dtype()));
+  for (int64_t d = 0; d + 1 < t.dim(); ++d)
+    if (t.size(d) > 1 && t.stride(d) * bytes % 16 != 0) return false;
+  return true;
 }
 
-void check_tensor(const char* what, const Tensor& t, const Shape& shape, DType dtype, Device device) {
+// An input as the kernels can read it: itself, or a contiguous copy where its rows are not 16-byte
+// aligned (an odd view; the op passes its inputs in place only where they are).
+Tensor readable(Kernels& kernels, const Tensor& t) {
+  if (rows_aligned_16(t)) return t;
+  Tensor dense = Tensor::empty(t.shape(), t.dtype(), t.device());
+  kernels.copy(t, dense);
+  return dense;
+}
+
+// t = value through any layout (Kernels::fill writes contiguous memory).
+void fill_any_layout(Kernels& kernels, Tensor& t, double value) {
+  if (t.numel() == 0) return;
+  if (t.is_contiguous()) return kernels.fill(t, value);
+  Tensor dense = Tensor::empty(t.shape(), t.dtype(), t.device());
+  kernels.fill(dense, value);
+  kernels.copy(dense, t);
+}
+
+// Where t's rows are (attention_mma.cuh): 4-D [B1, B2, rows, E], or 3-D [B, rows, E] as B2 = 1.
+HeadLayout layout_of(const Tensor& t) {
+  if (t.dim() == 3) return {1, t.stride(0), 0, t.stride(1)};
+  return {std::max<int64_t>(t.size(1), 1), t.stride(0), t.stride(1), t.stride(2)};
+}
+
+// q [..., L, E], k and v [..., S, E] with one batch shape `batch` ([B] or [B1, B2], B its product).
+struct Sizes {
+  int64_t B, L, S, E;
+  Shape batch;
+};
+
+// A kernel operand of shape batch + [rows, cols] with a unit last stride (any other strides).
+void check_tensor(const char* what, const Tensor& t, const Shape& batch, int64_t rows, int64_t cols, DType dtype,
+                  Device device) {
   MINIDL_CHECK(t.defined(), "fused attention: ", what, " is undefined");
+  Shape shape = batch;
+  shape.push_back(rows);
+  shape.push_back(cols);
   MINIDL_CHECK(t.shape() == shape, "fused attention: expected ", what, " of shape ", shape, ", got ", t.shape());
   MINIDL_CHECK(t.dtype() == dtype, "fused attention: expected ", what, " of dtype ", dtype, ", got ", t.dtype());
   MINIDL_CHECK(t.device() == device, "fused attention: expected ", what, " on ", device, ", got ", t.device());
-  MINIDL_CHECK(t.is_contiguous(), "fused attention: expected a contiguous ", what);
+  MINIDL_CHECK(t.stride(-1) == 1, "fused attention: expected ", what, " with a unit last stride, got strides ",
+               t.strides());
 }
 
-// q [B, L, E], k [B, S, E], v [B, S, E]: the sizes, after checking them.
-struct Sizes {
-  int64_t B, L, S, E;
-};
+// An output: an operand whose rows the kernels' vector stores can write in place.
+void check_output(const char* what, const Tensor& t, const Shape& batch, int64_t rows, int64_t cols, DType dtype,
+                  Device device) {
+  check_tensor(what, t, batch, rows, cols, dtype, device);
+  MINIDL_CHECK(t.numel() == 0 || rows_aligned_16(t), "fused attention: expected ", what,
+               " to start and have its row and batch strides on 16 bytes, got strides ", t.strides(), " of ",
+               t.dtype());
+}
+
+void check_logsumexp(const Tensor& lse, const Sizes& s, Device device) {
+  Shape batch_shape = s.batch;
+  batch_shape.push_back(s.L);
+  MINIDL_CHECK(lse.defined() && (lse.shape() == Shape{s.B, s.L} || lse.shape() == batch_shape) &&
+                   lse.dtype() == kFloat32 && lse.device() == device && lse.is_contiguous(),
+               "fused attention: expected logsumexp a contiguous float32 [", s.B, ", ", s.L, "] or ", batch_shape,
+               " on ", device, ", got ", lse.defined() ? lse.shape() : Shape{}, " ",
+               lse.defined() ? lse.dtype() : kFloat32);
+}
+
+// The sizes of q, k, v, after checking them.
 Sizes check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, double dropout_p) {
   MINIDL_CHECK(dropout_p >= 0 && dropout_p <= 1, "fused attention: expected dropout_p in [0, 1], got ", dropout_p);
-  MINIDL_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3, "fused attention: expected q, k, v of 3 dims, got ",
-               q.shape(), ", ", k.shape(), ", ", v.shape());
-  const Sizes s{q.size(0), q.size(1), k.size(1), q.size(2)};
-  check_tensor("q", q, {s.B, s.L, s.E}, q.dtype(), q.device());
-  check_tensor("k", k, {s.B, s.S, s.E}, q.dtype(), q.device());
-  check_tensor("v", v, {s.B, s.S, s.E}, q.dtype(), q.device());
+  MINIDL_CHECK((q.dim() == 3 || q.dim() == 4) && k.dim() == q.dim() && v.dim() == q.dim(),
+               "fused attention: expected q, k, v all [B, rows, E] or all [B1, B2, rows, E], got ", q.shape(), ", ",
+               k.shape(), ", ", v.shape());
+  Sizes s{0, q.size(-2), k.size(-2), q.size(-1), Shape(q.shape().begin(), q.shape().end() - 2)};
+  s.B = shape_numel(s.batch);
+  check_tensor("q", q, s.batch, s.L, s.E, q.dtype(), q.device());
+  check_tensor("k", k, s.batch, s.S, s.E, q.dtype(), q.device());
+  check_tensor("v", v, s.batch, s.S, s.E, q.dtype(), q.device());
   MINIDL_CHECK(s.E == 32 || s.E == 64 || s.E == 128, "fused attention: expected a head size of 32, 64 or 128, got ",
                s.E);
   MINIDL_CHECK(s.L < (int64_t{1} << 31) && s.S < (int64_t{1} << 31) && s.B < (int64_t{1} << 31),
@@ -190,8 +265,10 @@ bool CudaKernels::fused_attention_supports(DType dtype, int64_t e, int64_t ev, b
 void CudaKernels::attention_forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, double scale,
                                     bool causal, double dropout_p, Tensor& out, Tensor& logsumexp, Tensor& rng_state) {
   const Sizes s = check_inputs(q_in, k_in, v_in, dropout_p);
-  check_tensor("out", out, {s.B, s.L, s.E}, q_in.dtype(), q_in.device());
-  check_tensor("logsumexp", logsumexp, {s.B, s.L}, kFloat32, q_in.device());
+  const DType dtype = q_in.dtype();
+  const Device device = q_in.device();
+  check_output("out", out, s.batch, s.L, s.E, dtype, device);
+  check_logsumexp(logsumexp, s, device);
   const bool dropout = dropout_p > 0;
   if (dropout) {
     check_rng_state(rng_state);
@@ -205,17 +282,17 @@ void CudaKernels::attention_forward(const Tensor& q_in, const Tensor& k_in, cons
   if (s.B == 0 || s.L == 0) return;
   cuda::DeviceGuard guard(device_);
   if (s.S == 0) {  // every row sees no key
-    fill(out, 0.0);
+    fill_any_layout(*this, out, 0.0);
     fill(logsumexp, -INFINITY);
     return;
   }
-  const Tensor q = aligned_16(q_in), k = aligned_16(k_in), v = aligned_16(v_in);
-  MINIDL_CHECK(reinterpret_cast<uintptr_t>(out.raw_data()) % 16 == 0, "fused attention: expected out 16-byte aligned");
-  dispatch_attention_dtype(q.dtype(), [&](auto tag) {
+  const Tensor q = readable(*this, q_in), k = readable(*this, k_in), v = readable(*this, v_in);
+  dispatch_attention_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
     Params<T> p = make_params<T>(s, scale, causal);
     p.q = ptr<const T>(q), p.k = ptr<const T>(k), p.v = ptr<const T>(v);
-    p.out = ptr<T>(out);
+    p.q_at = layout_of(q), p.k_at = layout_of(k), p.v_at = layout_of(v);
+    p.out = ptr<T>(out), p.out_at = layout_of(out);
     p.lse = ptr<float>(logsumexp);
     if (dropout) set_dropout(p, rng_state, dropout_p);
     dispatch_head_size(s.E, [&](auto e) {
@@ -235,24 +312,22 @@ void CudaKernels::attention_backward(const Tensor& grad_out_in, const Tensor& q_
   if (dropout) check_rng_state(rng_state);
   const DType dtype = q_in.dtype();
   const Device device = q_in.device();
-  check_tensor("grad_out", grad_out_in, {s.B, s.L, s.E}, dtype, device);
-  check_tensor("out", out, {s.B, s.L, s.E}, dtype, device);
-  check_tensor("logsumexp", logsumexp, {s.B, s.L}, kFloat32, device);
-  check_tensor("grad_q", grad_q, q_in.shape(), dtype, device);
-  check_tensor("grad_k", grad_k, k_in.shape(), dtype, device);
-  check_tensor("grad_v", grad_v, v_in.shape(), dtype, device);
-  for (const Tensor* g : {&grad_q, &grad_k, &grad_v})
-    MINIDL_CHECK(reinterpret_cast<uintptr_t>(g->raw_data()) % 16 == 0,
-                 "fused attention: expected the gradients 16-byte aligned");
+  check_tensor("grad_out", grad_out_in, s.batch, s.L, s.E, dtype, device);
+  check_tensor("out", out, s.batch, s.L, s.E, dtype, device);
+  check_logsumexp(logsumexp, s, device);
+  check_output("grad_q", grad_q, s.batch, s.L, s.E, dtype, device);
+  check_output("grad_k", grad_k, s.batch, s.S, s.E, dtype, device);
+  check_output("grad_v", grad_v, s.batch, s.S, s.E, dtype, device);
   if (s.B == 0) return;
   cuda::DeviceGuard guard(device_);
   if (s.L == 0 || s.S == 0) {  // no score: every gradient is zero
-    if (grad_q.numel()) fill(grad_q, 0.0);
-    if (grad_k.numel()) fill(grad_k, 0.0);
-    if (grad_v.numel()) fill(grad_v, 0.0);
+    fill_any_layout(*this, grad_q, 0.0);
+    fill_any_layout(*this, grad_k, 0.0);
+    fill_any_layout(*this, grad_v, 0.0);
     return;
   }
-  const Tensor q = aligned_16(q_in), k = aligned_16(k_in), v = aligned_16(v_in), grad_out = aligned_16(grad_out_in);
+  const Tensor q = readable(*this, q_in), k = readable(*this, k_in), v = readable(*this, v_in);
+  const Tensor grad_out = readable(*this, grad_out_in);
   // Scratch from the caching allocator (a graph's private pool while capturing).
   Tensor delta = Tensor::empty({s.B, s.L}, kFloat32, device);
   dispatch_attention_dtype(dtype, [&](auto tag) {
@@ -260,10 +335,12 @@ void CudaKernels::attention_backward(const Tensor& grad_out_in, const Tensor& q_
     const int64_t rows = s.B * s.L;
     constexpr int warps = 8;
     attention_delta_kernel<T><<<static_cast<unsigned>((rows + warps - 1) / warps), warps * 32, 0, stream_>>>(
-        ptr<const T>(grad_out), ptr<const T>(out), ptr<float>(delta), rows, static_cast<int>(s.E));
+        ptr<const T>(grad_out), layout_of(grad_out), ptr<const T>(out), layout_of(out), ptr<float>(delta), rows,
+        static_cast<int>(s.L), static_cast<int>(s.E));
     CUDA_LAUNCH_CHECK(attention_delta_kernel);
     Params<T> p = make_params<T>(s, scale, causal);
     p.q = ptr<const T>(q), p.k = ptr<const T>(k), p.v = ptr<const T>(v), p.grad_out = ptr<const T>(grad_out);
+    p.q_at = layout_of(q), p.k_at = layout_of(k), p.v_at = layout_of(v), p.grad_out_at = layout_of(grad_out);
     p.lse = ptr<float>(logsumexp);
     p.delta = ptr<const float>(delta);
     if (dropout) set_dropout(p, rng_state, dropout_p);
@@ -272,7 +349,8 @@ void CudaKernels::attention_backward(const Tensor& grad_out_in, const Tensor& q_
         constexpr int E = decltype(e)::value;
         constexpr bool D = decltype(drop)::value;
         Params<T> kv = p;
-        kv.out = ptr<T>(grad_k), kv.out2 = ptr<T>(grad_v);
+        kv.out = ptr<T>(grad_k), kv.out_at = layout_of(grad_k);
+        kv.out2 = ptr<T>(grad_v), kv.out2_at = layout_of(grad_v);
         if constexpr (!std::is_same_v<T, float>) {
           if (D && !is_deterministic()) {
             Tensor dq_accum = Tensor::empty({s.B, s.L, s.E}, kFloat32, device);
@@ -280,14 +358,15 @@ void CudaKernels::attention_backward(const Tensor& grad_out_in, const Tensor& q_
             kv.dq_accum = ptr<float>(dq_accum);
             launch_pass<T, E, Pass::kGradKVQ, D>(kv, stream_);
             attention_dq_kernel<T><<<blocks_for(dq_accum.numel()), kThreads, 0, stream_>>>(
-                ptr<const float>(dq_accum), ptr<T>(grad_q), dq_accum.numel(), static_cast<float>(scale));
+                ptr<const float>(dq_accum), ptr<T>(grad_q), layout_of(grad_q), static_cast<int>(s.L), E,
+                dq_accum.numel(), static_cast<float>(scale));
             CUDA_LAUNCH_CHECK(attention_dq_kernel);
             return;
           }
         }
         launch_pass<T, E, Pass::kGradKV, D>(kv, stream_);
         Params<T> dq = p;
-        dq.out = ptr<T>(grad_q);
+        dq.out = ptr<T>(grad_q), dq.out_at = layout_of(grad_q);
         launch_pass<T, E, Pass::kGradQ, D>(dq, stream_);
       });
     });

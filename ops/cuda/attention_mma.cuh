@@ -42,8 +42,18 @@ constexpr int kRows = 16 * kWarps;  // rows of a block
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-/// The problem, shared by the kernels of all passes. Strides are in elements of contiguous
-/// [B, L, E] / [B, S, E] tensors; lse and delta are float32 [B, L].
+/// Where a [B1, B2, rows, E] view (any strides, a unit last one) keeps row i of the kernels' batch
+/// bh = b1 B2 + b2: at element batch(bh) + i * row. So q, k, v read in place from [batch, heads]
+/// views of one packed projection, and outputs go to PyTorch's [B1, rows, B2, E] layout. A 3-D
+/// [B, rows, E] tensor is b2 = 1. The strides are int64: a batch's offset can pass 2^31.
+struct HeadLayout {
+  int64_t b2 = 1;                   // B2, the inner batch dim (heads)
+  int64_t s0 = 0, s1 = 0, row = 0;  // the strides of b1, b2 and the rows, in elements
+  __host__ __device__ __forceinline__ int64_t batch(int bh) const { return bh / b2 * s0 + bh % b2 * s1; }
+};
+
+/// The problem, shared by the kernels of all passes. Each tensor's rows are where its HeadLayout
+/// says; lse and delta are contiguous float32 [B, L].
 template <class T>
 struct Params {
   const T* q;
@@ -55,6 +65,7 @@ struct Params {
   float* dq_accum;    // kGradKVQ: float32 [B, L, E], zero before the launch; dQ / scale after it
   float* lse;         // written by kForward, read by the backward (natural log)
   const float* delta;  // rowsum(dO * O), the backward
+  HeadLayout q_at, k_at, v_at, grad_out_at, out_at, out2_at;
   int B, L, S;
   float scale;
   bool causal;
@@ -142,18 +153,20 @@ __device__ __forceinline__ float to_float(T x) {
 template <int E>
 constexpr int kPitch = E + 8;
 
-// Rows [first, first + rows) of a [n, E] matrix into a tile of kPitch<E>; rows at or past n read
-// as zeros (a zero key or value contributes nothing once its probability is masked to 0, and
-// uninitialized memory could hold NaN, which 0 * NaN would spread).
+// Rows [first, first + rows) of a [n, E] matrix (rows `row_stride` elements apart, a multiple of 8)
+// into a tile of kPitch<E>; rows at or past n read as zeros (a zero key or value contributes
+// nothing once its probability is masked to 0, and uninitialized memory could hold NaN, which
+// 0 * NaN would spread).
 template <int E, int Rows>
-__device__ __forceinline__ void load_tile(const uint16_t* tile_base, const void* matrix, int first, int n) {
+__device__ __forceinline__ void load_tile(const uint16_t* tile_base, const void* matrix, int64_t row_stride, int first,
+                                          int n) {
   constexpr int chunks_per_row = E / 8;  // 16-byte chunks
   const uint32_t base = smem_addr(tile_base);
   const char* src = static_cast<const char*>(matrix);
   for (int c = threadIdx.x; c < Rows * chunks_per_row; c += kWarps * 32) {
     const int r = c / chunks_per_row, col = c % chunks_per_row;
     const bool valid = first + r < n;
-    const char* from = valid ? src + (int64_t(first + r) * E + col * 8) * 2 : src;
+    const char* from = valid ? src + (int64_t(first + r) * row_stride + col * 8) * 2 : src;
     cp_async_16(base + (r * kPitch<E> + col * 8) * 2, from, valid);
   }
 }
@@ -217,11 +230,12 @@ __device__ __forceinline__ void zero(float (&x)[N][4]) {
   for (int i = 0; i < N; ++i) x[i][0] = x[i][1] = x[i][2] = x[i][3] = 0.f;
 }
 
-// Stores the warp's 16 rows x E of acc (times `factor`) into rows of a [n, E] matrix, skipping rows
-// at or past n. Each thread writes pairs of neighbouring elements.
+// Stores the warp's 16 rows x E of acc (times `factor`) into rows of a [n, E] matrix (rows
+// `row_stride` elements apart), skipping rows at or past n. Each thread writes pairs of
+// neighbouring elements.
 template <class T, int E>
-__device__ __forceinline__ void store_rows(T* dst, const float (&acc)[E / 8][4], int row_lo, int n, float factor_lo,
-                                           float factor_hi) {
+__device__ __forceinline__ void store_rows(T* dst, int64_t row_stride, const float (&acc)[E / 8][4], int row_lo, int n,
+                                           float factor_lo, float factor_hi) {
   const int lane = threadIdx.x & 31;
   const int col = 2 * (lane & 3);
 #pragma unroll
@@ -229,7 +243,7 @@ __device__ __forceinline__ void store_rows(T* dst, const float (&acc)[E / 8][4],
     const int row = row_lo + 8 * half;
     if (row >= n) continue;
     const float f = half ? factor_hi : factor_lo;
-    uint32_t* out = reinterpret_cast<uint32_t*>(dst + int64_t(row) * E + col);
+    uint32_t* out = reinterpret_cast<uint32_t*>(dst + int64_t(row) * row_stride + col);
 #pragma unroll
     for (int nt = 0; nt < E / 8; ++nt) out[nt * 4] = pack2<T>(acc[nt][2 * half] * f, acc[nt][2 * half + 1] * f);
   }
@@ -324,7 +338,12 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Params
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int row_lo = r0 + warp * 16 + (lane >> 2), row_hi = row_lo + 8;
   const int col_in_tile = 2 * (lane & 3);  // + 8 * nt + {0, 1}
-  const int64_t q_off = int64_t(b) * p.L * E, k_off = int64_t(b) * p.S * E;
+  // This batch's q, k, v and dO, each where its HeadLayout places it (the outputs' at the end, so
+  // that their pointers hold no registers through the loop).
+  const T* q = p.q + p.q_at.batch(b);
+  const T* k = p.k + p.k_at.batch(b);
+  const T* v = p.v + p.v_at.batch(b);
+  const T* grad_out = P == Pass::kForward ? nullptr : p.grad_out + p.grad_out_at.batch(b);
   const float scale_log2 = p.scale * kLog2e;
   DropoutMask drop{};
   if constexpr (Dropout) drop = DropoutMask::make(p);
@@ -338,12 +357,14 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Params
   }
 
   // The two column operands: K and V for the query-row passes, Q and dO for kGradKV.
-  const T* col_a = rows_are_queries ? p.k + k_off : p.q + q_off;
-  const T* col_b = rows_are_queries ? p.v + k_off : p.grad_out + q_off;
+  const T* col_a = rows_are_queries ? k : q;
+  const T* col_b = rows_are_queries ? v : grad_out;
+  const int64_t col_a_stride = rows_are_queries ? p.k_at.row : p.q_at.row;
+  const int64_t col_b_stride = rows_are_queries ? p.v_at.row : p.grad_out_at.row;
   auto load_cols = [&](int t) {
     const int stage = t & 1;
-    load_tile<E, Cols>(col_tiles + (2 * stage) * tile_elems, col_a, t * Cols, n_cols);
-    load_tile<E, Cols>(col_tiles + (2 * stage + 1) * tile_elems, col_b, t * Cols, n_cols);
+    load_tile<E, Cols>(col_tiles + (2 * stage) * tile_elems, col_a, col_a_stride, t * Cols, n_cols);
+    load_tile<E, Cols>(col_tiles + (2 * stage + 1) * tile_elems, col_b, col_b_stride, t * Cols, n_cols);
     if constexpr (rows_are_keys(P)) {
       load_column_values<Cols>(col_values + (2 * stage) * Cols, p.lse + int64_t(b) * p.L, t * Cols, p.L, kLog2e);
       load_column_values<Cols>(col_values + (2 * stage + 1) * Cols, p.delta + int64_t(b) * p.L, t * Cols, p.L, 1.f);
@@ -351,13 +372,13 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Params
   };
 
   if constexpr (P == Pass::kForward) {
-    load_tile<E, kRows>(row_a, p.q + q_off, r0, n_rows);
+    load_tile<E, kRows>(row_a, q, p.q_at.row, r0, n_rows);
   } else if constexpr (P == Pass::kGradQ) {
-    load_tile<E, kRows>(row_a, p.q + q_off, r0, n_rows);
-    load_tile<E, kRows>(row_b, p.grad_out + q_off, r0, n_rows);
+    load_tile<E, kRows>(row_a, q, p.q_at.row, r0, n_rows);
+    load_tile<E, kRows>(row_b, grad_out, p.grad_out_at.row, r0, n_rows);
   } else {
-    load_tile<E, kRows>(row_a, p.k + k_off, r0, n_rows);
-    load_tile<E, kRows>(row_b, p.v + k_off, r0, n_rows);
+    load_tile<E, kRows>(row_a, k, p.k_at.row, r0, n_rows);
+    load_tile<E, kRows>(row_b, v, p.v_at.row, r0, n_rows);
   }
   if (t_begin < t_end) load_cols(t_begin);
   cp_async_commit();
@@ -499,7 +520,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Params
         if constexpr (P == Pass::kGradKVQ) {
           store_ds_t<T, E, Nt>(ds_tile, dp);
           __syncthreads();
-          add_ds_times_keys<T, E, Cols>(p.dq_accum + q_off, ds_tile, row_a, c0, p.L);
+          add_ds_times_keys<T, E, Cols>(p.dq_accum + int64_t(b) * p.L * E, ds_tile, row_a, c0, p.L);
         }
       } else {
         p_times_cols<T, E, Nt>(acc, dp, tile_a);  // dQ += dS K
@@ -521,12 +542,12 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Params
       if ((lane & 3) == 0 && row < p.L)
         p.lse[int64_t(b) * p.L + row] = l > 0.f ? row_m[half] * kLn2 + logf(l) : -INFINITY;
     }
-    store_rows<T, E>(p.out + q_off, acc, row_lo, p.L, inv[0], inv[1]);
+    store_rows<T, E>(p.out + p.out_at.batch(b), p.out_at.row, acc, row_lo, p.L, inv[0], inv[1]);
   } else if constexpr (rows_are_keys(P)) {
-    store_rows<T, E>(p.out2 + k_off, acc, row_lo, p.S, 1.f, 1.f);            // dV
-    store_rows<T, E>(p.out + k_off, acc2, row_lo, p.S, p.scale, p.scale);    // dK
+    store_rows<T, E>(p.out2 + p.out2_at.batch(b), p.out2_at.row, acc, row_lo, p.S, 1.f, 1.f);         // dV
+    store_rows<T, E>(p.out + p.out_at.batch(b), p.out_at.row, acc2, row_lo, p.S, p.scale, p.scale);   // dK
   } else {
-    store_rows<T, E>(p.out + q_off, acc, row_lo, p.L, p.scale, p.scale);     // dQ
+    store_rows<T, E>(p.out + p.out_at.batch(b), p.out_at.row, acc, row_lo, p.L, p.scale, p.scale);    // dQ
   }
 }
 

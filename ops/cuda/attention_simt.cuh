@@ -21,14 +21,17 @@ constexpr int simt_smem_bytes() {
   return bytes;
 }
 
+// Rows [first, first + kSimtCols) of a [n, E] matrix (rows `row_stride` elements apart, a multiple
+// of 4) into a dense tile; rows at or past n read as zeros.
 template <int E>
-__device__ __forceinline__ void simt_load_tile(float* tile, const float* matrix, int first, int n) {
+__device__ __forceinline__ void simt_load_tile(float* tile, const float* matrix, int64_t row_stride, int first,
+                                               int n) {
   constexpr int chunks_per_row = E / 4;
   const uint32_t base = smem_addr(tile);
   for (int c = threadIdx.x; c < kSimtCols * chunks_per_row; c += kSimtThreads) {
     const int r = c / chunks_per_row, col = c % chunks_per_row;
     const bool valid = first + r < n;
-    const float* from = valid ? matrix + int64_t(first + r) * E + col * 4 : matrix;
+    const float* from = valid ? matrix + int64_t(first + r) * row_stride + col * 4 : matrix;
     cp_async_16(base + (r * E + col * 4) * 4, from, valid);
   }
 }
@@ -68,20 +71,24 @@ __device__ __forceinline__ void axpy_rows(float4 (&acc)[R][C], const float (&a)[
   }
 }
 
+// The thread's quarter (`part`) of row `row` of a [n, 16 C] matrix, rows `row_stride` elements apart;
+// zeros past n.
 template <int C>
-__device__ __forceinline__ void load_row(float4 (&dst)[C], const float* matrix, int row, int n, int part) {
+__device__ __forceinline__ void load_row(float4 (&dst)[C], const float* matrix, int64_t row_stride, int row, int n,
+                                         int part) {
 #pragma unroll
   for (int i = 0; i < C; ++i)
-    dst[i] = row < n ? reinterpret_cast<const float4*>(matrix + int64_t(row) * (16 * C))[4 * i + part]
+    dst[i] = row < n ? reinterpret_cast<const float4*>(matrix + int64_t(row) * row_stride)[4 * i + part]
                      : make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
 template <int C>
-__device__ __forceinline__ void store_row(float* matrix, const float4 (&src)[C], int row, int n, int part, float f) {
+__device__ __forceinline__ void store_row(float* matrix, int64_t row_stride, const float4 (&src)[C], int row, int n,
+                                          int part, float f) {
   if (row >= n) return;
 #pragma unroll
   for (int i = 0; i < C; ++i)
-    reinterpret_cast<float4*>(matrix + int64_t(row) * (16 * C))[4 * i + part] =
+    reinterpret_cast<float4*>(matrix + int64_t(row) * row_stride)[4 * i + part] =
         make_float4(src[i].x * f, src[i].y * f, src[i].z * f, src[i].w * f);
 }
 
@@ -130,7 +137,11 @@ __global__ void __launch_bounds__(kSimtThreads) attention_simt_kernel(const Para
   int row[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) row[r] = r0 + threadIdx.x / 4 + kSimtRows * r;
-  const int64_t q_off = int64_t(b) * p.L * E, k_off = int64_t(b) * p.S * E;
+  // This batch's q, k, v and dO, each where its HeadLayout places it (attention_mma.cuh).
+  const float* q = p.q + p.q_at.batch(b);
+  const float* k = p.k + p.k_at.batch(b);
+  const float* v = p.v + p.v_at.batch(b);
+  const float* grad_out = P == Pass::kForward ? nullptr : p.grad_out + p.grad_out_at.batch(b);
   const float scale_log2 = p.scale * kLog2e;
   DropoutMask drop{};
   if constexpr (Dropout) drop = DropoutMask::make(p);
@@ -140,12 +151,14 @@ __global__ void __launch_bounds__(kSimtThreads) attention_simt_kernel(const Para
     if (rows_are_queries) t_end = min(t_end, (min(r0 + Rows, n_rows) - 1) / Cols + 1);
     else t_begin = r0 / Cols;
   }
-  const float* col_a = rows_are_queries ? p.k + k_off : p.q + q_off;
-  const float* col_b = rows_are_queries ? p.v + k_off : p.grad_out + q_off;
+  const float* col_a = rows_are_queries ? k : q;
+  const float* col_b = rows_are_queries ? v : grad_out;
+  const int64_t col_a_stride = rows_are_queries ? p.k_at.row : p.q_at.row;
+  const int64_t col_b_stride = rows_are_queries ? p.v_at.row : p.grad_out_at.row;
   auto load_cols = [&](int t) {
     const int stage = t & 1;
-    simt_load_tile<E>(col_tiles + (2 * stage) * tile_elems, col_a, t * Cols, n_cols);
-    simt_load_tile<E>(col_tiles + (2 * stage + 1) * tile_elems, col_b, t * Cols, n_cols);
+    simt_load_tile<E>(col_tiles + (2 * stage) * tile_elems, col_a, col_a_stride, t * Cols, n_cols);
+    simt_load_tile<E>(col_tiles + (2 * stage + 1) * tile_elems, col_b, col_b_stride, t * Cols, n_cols);
     if constexpr (P == Pass::kGradKV) {
       load_column_values<Cols>(col_values + (2 * stage) * Cols, p.lse + int64_t(b) * p.L, t * Cols, p.L, kLog2e);
       load_column_values<Cols>(col_values + (2 * stage + 1) * Cols, p.delta + int64_t(b) * p.L, t * Cols, p.L, 1.f);
@@ -161,11 +174,11 @@ __global__ void __launch_bounds__(kSimtThreads) attention_simt_kernel(const Para
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     if constexpr (P == Pass::kGradKV) {
-      load_row(ra[r], p.k + k_off, row[r], n_rows, part);
-      load_row(rb[r], p.v + k_off, row[r], n_rows, part);
+      load_row(ra[r], k, p.k_at.row, row[r], n_rows, part);
+      load_row(rb[r], v, p.v_at.row, row[r], n_rows, part);
     } else {
-      load_row(ra[r], p.q + q_off, row[r], n_rows, part);
-      if constexpr (P == Pass::kGradQ) load_row(rb[r], p.grad_out + q_off, row[r], n_rows, part);
+      load_row(ra[r], q, p.q_at.row, row[r], n_rows, part);
+      if constexpr (P == Pass::kGradQ) load_row(rb[r], grad_out, p.grad_out_at.row, row[r], n_rows, part);
     }
     const bool in = row[r] < p.L;
     row_lse2[r] = P == Pass::kGradQ && in ? p.lse[int64_t(b) * p.L + row[r]] * kLog2e : 0.f;
@@ -285,15 +298,15 @@ __global__ void __launch_bounds__(kSimtThreads) attention_simt_kernel(const Para
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     if constexpr (P == Pass::kForward) {
-      store_row(p.out + q_off, acc[r], row[r], p.L, part,
+      store_row(p.out + p.out_at.batch(b), p.out_at.row, acc[r], row[r], p.L, part,
                 (row_l[r] > 0.f ? 1.f / row_l[r] : 0.f) * (Dropout ? p.inv_keep : 1.f));
       if (part == 0 && row[r] < p.L)
         p.lse[int64_t(b) * p.L + row[r]] = row_l[r] > 0.f ? row_m[r] * kLn2 + logf(row_l[r]) : -INFINITY;
     } else if constexpr (P == Pass::kGradKV) {
-      store_row(p.out2 + k_off, acc[r], row[r], p.S, part, 1.f);
-      store_row(p.out + k_off, acc2[r], row[r], p.S, part, p.scale);
+      store_row(p.out2 + p.out2_at.batch(b), p.out2_at.row, acc[r], row[r], p.S, part, 1.f);   // dV
+      store_row(p.out + p.out_at.batch(b), p.out_at.row, acc2[r], row[r], p.S, part, p.scale);  // dK
     } else {
-      store_row(p.out + q_off, acc[r], row[r], p.L, part, p.scale);
+      store_row(p.out + p.out_at.batch(b), p.out_at.row, acc[r], row[r], p.L, part, p.scale);  // dQ
     }
   }
 }

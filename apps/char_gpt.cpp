@@ -246,6 +246,7 @@ int sample(const Flags& f, Device device, Precision precision) {
   auto optimizer = make_optimizer(*model, f);
   optim::load_checkpoint(path, *model, *optimizer);
   manual_seed(f.seed);  // the checkpoint put back its own generator
+  set_gemm_autotune(false);  // each new token is a new sequence length: timing every shape would cost more
   const std::vector<int64_t> ids = generate(*model, prompt, f, device, precision);
   std::printf("%s\n", vocab.decode(ids).c_str());
   return 0;

@@ -121,4 +121,17 @@ std::string float32_matmul_precision() {
   return g_medium.load() ? "medium" : "high";
 }
 
+namespace {
+std::atomic<int> g_gemm_autotune{kUnset};
+}  // namespace
+
+void set_gemm_autotune(bool on) { g_gemm_autotune.store(on ? 1 : 0); }
+
+bool gemm_autotune() {
+  const int set = g_gemm_autotune.load();
+  if (set != kUnset) return set == 1;
+  const char* v = std::getenv("MINIDL_GEMM_TUNE");
+  return !(v && std::string(v) == "0");
+}
+
 }  // namespace minidl

@@ -64,4 +64,13 @@ void set_float32_matmul_precision(const std::string& precision);
 /// "highest" while allow_tf32_matmul() is off, else "high" (or "medium" where set so).
 std::string float32_matmul_precision();
 
+/// Whether CUDA GEMM shapes are timed: each new shape's cuBLASLt configurations are run and the
+/// fastest kept (ops/cuda/cublaslt.cpp), as cudnn.benchmark does for convolutions. On unless
+/// set_gemm_autotune(false), or the environment variable MINIDL_GEMM_TUNE=0 until set_gemm_autotune
+/// overrides it. Off, a shape runs the heuristic's first pick. Turn it off where the shapes keep
+/// changing: generating text, every token brings a new length, and timing costs milliseconds a shape.
+///   set_gemm_autotune(false);
+void set_gemm_autotune(bool on);
+bool gemm_autotune();
+
 }  // namespace minidl

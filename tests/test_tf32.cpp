@@ -95,6 +95,16 @@ TEST(Tf32Settings, InvalidPrecisionIsAClearError) {
 // A float32 product on CUDA: strict equals the float64 reference to float32's tolerance; with TF32
 // it differs from strict by about TF32's rounding, no more. One call per setting: the first call of
 // a shape runs cuBLASLt's heuristic pick, a tensor-core kernel under TF32 at this size.
+// The GEMM timing switch beside the TF32 ones (ops/backend_setting.h): set wins over the environment.
+TEST(BackendSettings, GemmAutotuneSetAndGet) {
+  const bool before = gemm_autotune();
+  set_gemm_autotune(false);
+  EXPECT_FALSE(gemm_autotune());
+  set_gemm_autotune(true);
+  EXPECT_TRUE(gemm_autotune());
+  set_gemm_autotune(before);
+}
+
 TEST(CudaTf32, MatmulDiffersFromStrictByTf32Rounding) {
   MINIDL_REQUIRE_CUDA();
   Tf32Scope scope;

@@ -20,8 +20,9 @@
 // A product may also be a batch of products of one shape at fixed strides (LtBatch): the slices of
 // a linear layer's product split along k (ops/cuda/matmul.cpp, gemm_bias_split_k), timed as one.
 //
-// MINIDL_GEMM_TUNE=0 keeps the heuristic's first pick instead of timing; =verbose also prints, for
-// every shape timed, the time of the pick and of the heuristic's first. Deterministic mode
+// set_gemm_autotune(false) or MINIDL_GEMM_TUNE=0 (ops/backend_setting.h) keeps the heuristic's first
+// pick instead of timing; MINIDL_GEMM_TUNE=verbose also prints, for every shape timed, the time of
+// the pick and of the heuristic's first. Deterministic mode
 // (core/deterministic.h) also runs the heuristic's first pick, whatever was timed: every
 // configuration is deterministic by itself (split-K reductions are ordered), but which one timing
 // picks can change from run to run.
@@ -47,6 +48,7 @@
 #include "core/allocator.h"
 #include "core/cuda/check.h"
 #include "core/deterministic.h"
+#include "ops/backend_setting.h"
 #include "ops/cuda/timing.h"
 
 namespace minidl::cuda {
@@ -394,7 +396,7 @@ int64_t side_stream_blocks(int device) {
   return blocks.at(static_cast<size_t>(device));
 }
 
-bool gemm_tuning_enabled() { return std::strcmp(tune_setting(), "0") != 0; }
+bool gemm_tuning_enabled() { return gemm_autotune(); }
 bool gemm_tuning_verbose() { return std::strcmp(tune_setting(), "verbose") == 0; }
 
 bool lt_keeps_within(int device, int64_t m, int64_t n, int64_t k, bool trans_a, const void* a, bool trans_b,

@@ -381,7 +381,7 @@ Tensor attention_dropout_mask(int64_t B, int64_t L, int64_t S, const Tensor& rng
   MINIDL_CHECK(device.is_cuda(), "attention_dropout_mask: expected a CUDA device, got ", device);
   Tensor mask = Tensor::empty({B, L, S}, kFloat32, device);
   if (mask.numel() == 0) return mask;
-  Params<float> p = make_params<float>(Sizes{B, L, S, 0}, 1.0, false);
+  Params<float> p = make_params<float>(Sizes{B, L, S, 0, {}}, 1.0, false);
   set_dropout(p, rng_state, dropout_p);
   DeviceGuard guard(device.index);
   attention_dropout_mask_kernel<<<blocks_for(mask.numel()), kThreads, 0, compute_stream(device.index)>>>(

@@ -160,14 +160,20 @@ constexpr int kPitch = E + 8;
 template <int E, int Rows>
 __device__ __forceinline__ void load_tile(const uint16_t* tile_base, const void* matrix, int64_t row_stride, int first,
                                           int n) {
-  constexpr int chunks_per_row = E / 8;  // 16-byte chunks
-  const uint32_t base = smem_addr(tile_base);
-  const char* src = static_cast<const char*>(matrix);
-  for (int c = threadIdx.x; c < Rows * chunks_per_row; c += kWarps * 32) {
-    const int r = c / chunks_per_row, col = c % chunks_per_row;
+  constexpr int chunks_per_row = E / 8;                         // 16-byte chunks
+  constexpr int rows_per_step = kWarps * 32 / chunks_per_row;  // rows the block's threads cover at once
+  static_assert(kWarps * 32 % chunks_per_row == 0 && Rows % rows_per_step == 0, "whole rows per step");
+  // Each thread keeps its column and walks its rows by pointer steps: a runtime row stride, unlike
+  // the constant E of a contiguous matrix, would otherwise have every row's offset held in registers.
+  const int col = threadIdx.x % chunks_per_row;
+  int r = threadIdx.x / chunks_per_row;
+  const char* from = static_cast<const char*>(matrix) + (int64_t(first + r) * row_stride + col * 8) * 2;
+  const int64_t step = rows_per_step * row_stride * 2;
+  uint32_t to = smem_addr(tile_base) + (r * kPitch<E> + col * 8) * 2;
+#pragma unroll
+  for (; r < Rows; r += rows_per_step, from += step, to += rows_per_step * kPitch<E> * 2) {
     const bool valid = first + r < n;
-    const char* from = valid ? src + (int64_t(first + r) * row_stride + col * 8) * 2 : src;
-    cp_async_16(base + (r * kPitch<E> + col * 8) * 2, from, valid);
+    cp_async_16(to, valid ? from : matrix, valid);
   }
 }
 

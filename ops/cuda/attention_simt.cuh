@@ -26,13 +26,19 @@ constexpr int simt_smem_bytes() {
 template <int E>
 __device__ __forceinline__ void simt_load_tile(float* tile, const float* matrix, int64_t row_stride, int first,
                                                int n) {
-  constexpr int chunks_per_row = E / 4;
-  const uint32_t base = smem_addr(tile);
-  for (int c = threadIdx.x; c < kSimtCols * chunks_per_row; c += kSimtThreads) {
-    const int r = c / chunks_per_row, col = c % chunks_per_row;
+  constexpr int chunks_per_row = E / 4;                       // 16-byte chunks
+  constexpr int rows_per_step = kSimtThreads / chunks_per_row;  // rows the block's threads cover at once
+  static_assert(kSimtThreads % chunks_per_row == 0 && kSimtCols % rows_per_step == 0, "whole rows per step");
+  // Pointer steps down the rows, as attention_mma.cuh's load_tile.
+  const int col = threadIdx.x % chunks_per_row;
+  int r = threadIdx.x / chunks_per_row;
+  const float* from = matrix + int64_t(first + r) * row_stride + col * 4;
+  const int64_t step = rows_per_step * row_stride;
+  uint32_t to = smem_addr(tile) + (r * E + col * 4) * 4;
+#pragma unroll
+  for (; r < kSimtCols; r += rows_per_step, from += step, to += rows_per_step * E * 4) {
     const bool valid = first + r < n;
-    const float* from = valid ? matrix + int64_t(first + r) * row_stride + col * 4 : matrix;
-    cp_async_16(base + (r * E + col * 4) * 4, from, valid);
+    cp_async_16(to, valid ? from : matrix, valid);
   }
 }
 

@@ -156,14 +156,17 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
                              auto first = std::find_if(grads.begin(), grads.end(),
                                                        [](const Tensor& g) { return g.defined(); });
                              if (first == grads.end()) return std::vector<Tensor>{Tensor()};
-                             Tensor grad = Tensor::empty(in_shape, first->dtype(), first->device());
+                             const bool all = std::all_of(grads.begin(), grads.end(),
+                                                          [](const Tensor& g) { return g.defined(); });
+                             Tensor grad = all ? Tensor::empty(in_shape, first->dtype(), first->device())
+                                               : zeros(in_shape, first->dtype(), first->device());
                              Kernels& kernels = kernels_for(grad.device());
                              for (size_t i = 0; i < grads.size(); ++i) {
+                               if (!grads[i].defined()) continue;
                                const int64_t length =
                                    (i + 1 < starts.size() ? starts[i + 1] : in_shape[dim]) - starts[i];
                                Tensor place = window(grad, dim, starts[i], length);
-                               if (grads[i].defined()) kernels.copy(grads[i], place);
-                               else kernels.fill(place, 0.0);
+                               kernels.copy(grads[i], place);
                              }
                              return std::vector<Tensor>{grad};
                            });

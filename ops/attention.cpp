@@ -21,6 +21,7 @@
 #include "ops/attention.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -139,6 +140,35 @@ Tensor empty_heads(const Shape& batch, int64_t rows, int64_t cols, DType dtype, 
   return Tensor::empty({batch[0], rows, batch[1], cols}, dtype, device).transpose(1, 2);
 }
 
+// Whether q, k and v are the heads of one packed projection: qkv [B, T, 3C] contiguous, split in
+// three along its last dim and each viewed as [B, T, H, E] and transposed to [B, H, T, E] (nanoGPT's
+// and MultiheadAttention's in-projection). One storage, one layout, k C elements after q, v after k.
+bool packed_heads(const Tensor& q, const Tensor& k, const Tensor& v) {
+  if (q.dim() != 4 || k.shape() != q.shape() || v.shape() != q.shape() || k.strides() != q.strides() ||
+      v.strides() != q.strides() || k.dtype() != q.dtype() || v.dtype() != q.dtype() ||
+      k.impl().storage != q.impl().storage || v.impl().storage != q.impl().storage)
+    return false;
+  const int64_t heads = q.size(1), T = q.size(2), E = q.size(3), C = heads * E;
+  const Strides& s = q.strides();
+  return s[3] == 1 && s[1] == E && s[2] == 3 * C && s[0] == T * 3 * C && k.offset() == q.offset() + C &&
+         v.offset() == k.offset() + C;
+}
+
+// The gradients of q, k and v in new memory: for packed heads, at their places in one new
+// [B, T, 3C] tensor, so that split's backward takes that tensor whole (ops/slice.cpp) instead of
+// copying three gradients into one; else each in the [B1, rows, B2, cols] layout of empty_heads.
+std::array<Tensor, 3> gradient_tensors(const Tensor& q, const Tensor& k, const Tensor& v, const Geometry& g) {
+  if (packed_heads(q, k, v)) {
+    const int64_t C = q.size(1) * q.size(3);
+    Tensor packed = Tensor::empty({q.size(0), q.size(2), 3 * C}, q.dtype(), q.device());
+    return {Tensor::make_view(packed, q.shape(), q.strides(), 0), Tensor::make_view(packed, k.shape(), k.strides(), C),
+            Tensor::make_view(packed, v.shape(), v.strides(), 2 * C)};
+  }
+  const Shape batch = batch_dims(q);
+  return {empty_heads(batch, g.L, g.E, q.dtype(), q.device()), empty_heads(batch, g.S, g.E, k.dtype(), k.device()),
+          empty_heads(batch, g.S, g.Ev, v.dtype(), v.device())};
+}
+
 // The fused kernels on q [..., L, E], k [..., S, E], v [..., S, Ev] of one batch shape ([B] or
 // [B1, B2]) that the kernels read in place; the gradients go straight back to q, k and v.
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Geometry& g, bool causal,
@@ -152,10 +182,7 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
     autograd::record(kOp, out, {q, k, v}, {q, k, v, out},
                      [q = q.detach(), k = k.detach(), v = v.detach(), o = out.detach(), logsumexp, rng_state,
                       g, causal, dropout_p](const Tensor& grad, const std::vector<bool>&) {
-                       const Shape batch = batch_dims(q);
-                       Tensor gq = empty_heads(batch, g.L, g.E, q.dtype(), q.device());
-                       Tensor gk = empty_heads(batch, g.S, g.E, k.dtype(), k.device());
-                       Tensor gv = empty_heads(batch, g.S, g.Ev, v.dtype(), v.device());
+                       auto [gq, gk, gv] = gradient_tensors(q, k, v, g);
                        // The incoming gradient is often a view too (of the heads merged back).
                        const Tensor grad_out = kernel_readable(grad) ? grad : grad.contiguous();
                        kernels_for(q.device()).attention_backward(grad_out, q, k, v, o, logsumexp, rng_state, g.scale,

@@ -133,6 +133,28 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   return cat(expanded, dim);
 }
 
+namespace {
+
+// The parts' gradients as one tensor of x's shape where they already lie side by side in one
+// storage, each at its part's place in a contiguous layout (the fused attention writes q, k and v's
+// gradients so, ops/attention.cpp); undefined otherwise.
+Tensor adjacent_whole(const std::vector<Tensor>& grads, const Shape& in_shape, int64_t dim,
+                      const std::vector<int64_t>& starts) {
+  const Strides strides = contiguous_strides(in_shape);
+  const Tensor& first = grads[0];
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const Tensor& g = grads[i];
+    Shape part = in_shape;
+    part[dim] = (i + 1 < starts.size() ? starts[i + 1] : in_shape[dim]) - starts[i];
+    if (!g.defined() || g.impl().storage != first.impl().storage || g.dtype() != first.dtype() || g.shape() != part ||
+        g.strides() != strides || g.offset() != first.offset() + starts[i] * strides[dim])
+      return Tensor();
+  }
+  return Tensor::make_view(first, in_shape, strides, first.offset());
+}
+
+}  // namespace
+
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   MINIDL_CHECK(x.dim() > 0, "split: expected a tensor with at least one dimension, got a scalar");
   MINIDL_CHECK(split_size > 0, "split: expected split_size > 0, got ", split_size);
@@ -156,6 +178,8 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
                              auto first = std::find_if(grads.begin(), grads.end(),
                                                        [](const Tensor& g) { return g.defined(); });
                              if (first == grads.end()) return std::vector<Tensor>{Tensor()};
+                             if (Tensor whole = adjacent_whole(grads, in_shape, dim, starts); whole.defined())
+                               return std::vector<Tensor>{whole};
                              const bool all = std::all_of(grads.begin(), grads.end(),
                                                           [](const Tensor& g) { return g.defined(); });
                              Tensor grad = all ? Tensor::empty(in_shape, first->dtype(), first->device())

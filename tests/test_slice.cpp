@@ -71,6 +71,15 @@ TEST(Slice, Gradients) {
     auto p = split(in[0], 2, 1);  // widths 2, 2, 1: only the middle one reaches the output
     return p[1] * 3.0;
   }, {leaf({3, 5})});
+  // cat's backward hands split's parts windows of one gradient: in their places (taken whole) or not.
+  expect_gradcheck("split then cat in order", [](auto& in) {
+    auto p = split(in[0], 2, 1);
+    return cat({p[0], p[1], p[2]}, 1) * in[0];
+  }, {leaf({3, 5})});
+  expect_gradcheck("split then cat out of order", [](auto& in) {
+    auto p = split(in[0], 2, 1);
+    return cat({p[1], p[0], p[2]}, 1) * 2.0;
+  }, {leaf({3, 5})});
   expect_gradcheck("chunk through matmul", [](auto& in) {
     auto c = chunk(in[0], 2, 1);
     return matmul(c[0], c[1].t());

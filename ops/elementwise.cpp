@@ -150,7 +150,31 @@ Tensor& zero_(Tensor& t) {
 }
 
 
+namespace {
+
+// float32 + a 16-bit tensor of the same shape (a residual stream plus a branch computed under
+// autocast), where the device adds them in one pass: the result and gradients of promotion (the
+// 16-bit operand widened, then added; its gradient narrowed back), without the widened copy.
+Tensor add_widening(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined() || a.shape() != b.shape() || a.dim() == 0 || a.device() != b.device()) return {};
+  const bool a_wide = a.dtype() == kFloat32 && is_reduced_floating(b.dtype());
+  if (!a_wide && !(b.dtype() == kFloat32 && is_reduced_floating(a.dtype()))) return {};
+  const Tensor& wide = a_wide ? a : b;
+  const Tensor& narrow = a_wide ? b : a;
+  Tensor out = Tensor::empty(a.shape(), kFloat32, a.device());
+  if (!kernels_for(a.device()).add_widening(wide, narrow, out)) return {};
+  if (autograd::needs_recording({a, b})) {
+    autograd::record("add", out, {a, b}, [da = a.dtype(), db = b.dtype()](const Tensor& g, const std::vector<bool>& needs) {
+      return std::vector<Tensor>{needs[0] ? g.to(da) : Tensor(), needs[1] ? g.to(db) : Tensor()};
+    }, true);
+  }
+  return out;
+}
+
+}  // namespace
+
 Tensor add(const Tensor& a_in, const Tensor& b_in) {
+  if (Tensor out = add_widening(a_in, b_in); out.defined()) return out;
   auto [a, b] = arithmetic_operands("add", a_in, b_in);
   Tensor out = binary_forward(BinaryOp::Add, "add", a, b);
   if (autograd::needs_recording({a, b})) {

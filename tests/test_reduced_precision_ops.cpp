@@ -528,3 +528,31 @@ TEST(CudaReducedPrecisionOps, DropoutCreationNanToNum) {
   }
 }
 
+
+// float32 + a 16-bit tensor of one shape takes one widening kernel on CUDA (ops/elementwise.cpp):
+// the bits and gradients of promotion (widen, then add), in either order, at sizes with a tail and at
+// a start that is not 16-byte aligned.
+TEST(CudaReducedPrecisionOps, AddWideningEqualsPromotion) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  const Device gpu = Device::cuda(0);
+  for (DType dtype : {kBFloat16, kFloat16}) {
+    for (int64_t n : {int64_t(1), int64_t(8), int64_t(1003), int64_t(4096)}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " n " + std::to_string(n));
+      const Tensor wide = randn({n + 1}, kFloat32, gpu), narrow = randn({n + 1}, kFloat32, gpu).to(dtype);
+      for (int64_t start : {int64_t(0), int64_t(1)}) {
+        Tensor a = wide.narrow(0, start, n).detach().requires_grad_();
+        Tensor b = narrow.narrow(0, start, n).detach().requires_grad_();
+        Tensor out = a + b, promoted = a.detach() + b.detach().to(kFloat32);
+        ASSERT_EQ(out.dtype(), kFloat32);
+        EXPECT_TRUE(out.detach().equal(promoted));
+        EXPECT_TRUE((b + a).detach().equal(promoted));
+        const Tensor g = randn({n}, kFloat32, gpu);
+        out.backward(g);
+        EXPECT_TRUE(a.grad().equal(g));
+        ASSERT_EQ(b.grad().dtype(), dtype);
+        EXPECT_TRUE(b.grad().equal(g.to(dtype)));
+      }
+    }
+  }
+}

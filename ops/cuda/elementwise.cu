@@ -292,7 +292,62 @@ bool binary_strided_vec_if(BinaryOp op, const T* a, const T* b, T* out, const St
 // `out` may alias `x` or `a` (in-place ops): each thread reads its element before it writes the same
 // element, so the pointers carry no __restrict__ and aliasing stays correct.
 
+// out = wide + float(narrow), 8 elements a thread (16 bytes of narrow, 32 of wide and out).
+template <class N>
+__global__ void add_widening_vec(const float* __restrict__ wide, const N* __restrict__ narrow, float* __restrict__ out,
+                                 int64_t packs) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < packs; i += int64_t(gridDim.x) * blockDim.x) {
+    const VecPack<N, 8> n = reinterpret_cast<const VecPack<N, 8>*>(narrow)[i];
+    const float4* w = reinterpret_cast<const float4*>(wide) + 2 * i;
+    float4 lo = w[0], hi = w[1];
+    lo.x += static_cast<float>(n.v[0]), lo.y += static_cast<float>(n.v[1]);
+    lo.z += static_cast<float>(n.v[2]), lo.w += static_cast<float>(n.v[3]);
+    hi.x += static_cast<float>(n.v[4]), hi.y += static_cast<float>(n.v[5]);
+    hi.z += static_cast<float>(n.v[6]), hi.w += static_cast<float>(n.v[7]);
+    float4* o = reinterpret_cast<float4*>(out) + 2 * i;
+    o[0] = lo, o[1] = hi;
+  }
+}
+
+template <class N>
+__global__ void add_widening_flat(const float* wide, const N* narrow, float* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = wide[i] + static_cast<float>(narrow[i]);
+}
+
 }  // namespace
+
+bool CudaKernels::add_widening(const Tensor& wide, const Tensor& narrow, Tensor& out) {
+  const int64_t n = out.numel();
+  if (wide.dtype() != kFloat32 || out.dtype() != kFloat32 || !is_reduced_floating(narrow.dtype()) ||
+      wide.numel() != n || narrow.numel() != n || !wide.is_contiguous() || !narrow.is_contiguous() ||
+      !out.is_contiguous())
+    return false;
+  if (n == 0) return true;
+  cuda::DeviceGuard guard(device_);
+  dispatch_floating_and_half(narrow.dtype(), "add_widening", [&](auto tag) {
+    using N = decltype(tag);
+    if constexpr (is_16bit_float_v<N>) {
+      const float* w = ptr<const float>(wide);
+      const N* a = ptr<const N>(narrow);
+      float* o = ptr<float>(out);
+      int64_t done = 0;
+      if (aligned_to(32, {w, o}) && aligned_to(16, {a})) {
+        const int64_t packs = n / 8;
+        if (packs > 0) {
+          add_widening_vec<N><<<blocks_for(packs), kThreads, 0, stream_>>>(w, a, o, packs);
+          CUDA_LAUNCH_CHECK(add_widening_vec);
+        }
+        done = packs * 8;
+      }
+      if (done < n) {
+        add_widening_flat<N><<<blocks_for(n - done), kThreads, 0, stream_>>>(w + done, a + done, o + done, n - done);
+        CUDA_LAUNCH_CHECK(add_widening_flat);
+      }
+    }
+  });
+  return true;
+}
 
 void CudaKernels::unary(UnaryOp op, const Tensor& x, Tensor& out, double scalar_arg) {
   const int64_t n = out.numel();

@@ -1,7 +1,9 @@
 // batch_norm, layer_norm and group_norm on CUDA: float64 gradient checks on the GPU for x, weight
 // and bias; the CUDA kernels against the CPU ones in float32 (outputs, running statistics,
 // gradients) on shapes that take every reduction path (column tiles where L == 1 and a block per
-// channel otherwise; a warp per row up to 1024 elements and a block beyond); the modules on the GPU.
+// channel otherwise; a warp per row up to 1024 elements and a block beyond); layer norm's rows in
+// registers both as 16-byte packs and as single elements (rows of d % 4 != 0, views that start off a
+// 16-byte boundary), with the weight and bias gradients summed in grad_x's pass; the modules on the GPU.
 // Each test skips, saying why, where no CUDA device is usable.
 #include <functional>
 
@@ -46,6 +48,27 @@ void expect_gpu_matches_cpu(const std::string& what, const Fn& f, const std::vec
 
 const std::vector<Shape> kGradcheckShapes = {{5, 3}, {4, 3, 7}, {2, 3, 5, 4}, {1, 2, 3, 3}};
 
+// A contiguous view of `shape` one element into `flat`: 4 (float) or 8 (double) bytes past the
+// 16-byte boundary the allocator gives, so the layer norm kernels take their single-element path.
+Tensor offset_view(const Tensor& flat, const Shape& shape) {
+  return view(narrow(flat, 0, 1, shape_numel(shape)), shape);
+}
+
+struct LayerNormGrads {
+  Tensor out, x, weight, bias;
+};
+
+// layer_norm of [rows, d] float32 x on `device`, backpropagating `seed` (an offset view of a flat
+// [rows * d + 1] tensor where seed_off_boundary).
+LayerNormGrads layer_norm_grads(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& seed_flat,
+                                bool seed_off_boundary, Device device) {
+  Tensor xd = x.to(device).requires_grad_(), wd = w.to(device).requires_grad_(), bd = b.to(device).requires_grad_();
+  Tensor out = layer_norm(xd, {x.size(1)}, wd, bd);
+  const Tensor flat = seed_flat.to(device);
+  out.backward(seed_off_boundary ? offset_view(flat, x.shape()) : view(narrow(flat, 0, 0, x.numel()), x.shape()));
+  return {out, xd.grad(), wd.grad(), bd.grad()};
+}
+
 }  // namespace
 
 TEST(CudaNormalization, GradcheckBatchNorm) {
@@ -78,6 +101,17 @@ TEST(CudaNormalization, GradcheckLayerNormAndGroupNorm) {
   expect_gradcheck("layer_norm two dims", [](auto& in) { return layer_norm(in[0], {3, 4}, in[1], in[2]); },
                    {leaf({2, 3, 4}), positive_leaf({3, 4}), leaf({3, 4})});
   expect_gradcheck("layer_norm no affine", [](auto& in) { return layer_norm(in[0], {6}); }, {leaf({1, 6})});
+  // Rows in registers: double2 packs (d even), single elements (d odd, views off a 16-byte boundary),
+  // the weight and bias gradients over several chunks of rows.
+  expect_gradcheck("layer_norm [20, 8]", [](auto& in) { return layer_norm(in[0], {8}, in[1], in[2]); },
+                   {leaf({20, 8}), positive_leaf({8}), leaf({8})});
+  expect_gradcheck("layer_norm [6, 7]", [](auto& in) { return layer_norm(in[0], {7}, in[1], in[2]); },
+                   {leaf({6, 7}), positive_leaf({7}), leaf({7})});
+  expect_gradcheck("layer_norm offset views [4, 6]",
+                   [](auto& in) {
+                     return layer_norm(offset_view(in[0], {4, 6}), {6}, offset_view(in[1], {6}), offset_view(in[2], {6}));
+                   },
+                   {leaf({25}), positive_leaf({7}), leaf({7})});
   expect_gradcheck("group_norm", [](auto& in) { return group_norm(in[0], 3, in[1], in[2]); },
                    {leaf({2, 6, 5}), positive_leaf({6}), leaf({6})});
   expect_gradcheck("group_norm images", [](auto& in) { return group_norm(in[0], 2, in[1], in[2]); },
@@ -151,6 +185,72 @@ TEST(CudaNormalization, LayerNormAndGroupNormMatchCpu) {
   expect_gpu_matches_cpu("group_norm a group per channel", [](auto& in) { return group_norm(in[0], 6, in[1], in[2]); },
                          {randn({3, 6, 10}), uniform({6}, 0.5, 2), randn({6})});
   expect_gpu_matches_cpu("group_norm no affine", [](auto& in) { return group_norm(in[0], 2); }, {randn({3, 4, 9})});
+}
+
+TEST(CudaNormalization, LayerNormPackedAndSingleElementRowsMatchCpu) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  // d % 4 == 0: float4 packs at 4, 8, 16 and 32 per lane; otherwise single elements. Up to 512 per
+  // row the backward sums the weight and bias gradients itself, over chunks of rows (601 rows: a
+  // last chunk of one row).
+  for (const int64_t d : {64, 256, 384, 1024, 7, 130, 383, 510, 1022}) {
+    const int64_t rows = d <= 512 ? 601 : 40;
+    const std::string s = "[" + std::to_string(rows) + ", " + std::to_string(d) + "]";
+    expect_gpu_matches_cpu("layer_norm " + s, [d](auto& in) { return layer_norm(in[0], {d}, in[1], in[2]); },
+                           {randn({rows, d}) * 2.0 + 1.0, uniform({d}, 0.5, 2), randn({d})});
+  }
+  // Only one of the parameters, none, or only the parameters needing a gradient.
+  expect_gpu_matches_cpu("layer_norm weight only", [](auto& in) { return layer_norm(in[0], {384}, in[1]); },
+                         {randn({100, 384}), uniform({384}, 0.5, 2)});
+  expect_gpu_matches_cpu("layer_norm bias only",
+                         [](auto& in) { return layer_norm(in[0], {384}, Tensor(), in[1]); },
+                         {randn({100, 384}), randn({384})});
+  expect_gpu_matches_cpu("layer_norm no affine [100, 384]", [](auto& in) { return layer_norm(in[0], {384}); },
+                         {randn({100, 384})});
+  const Tensor data = randn({100, 384}), data_gpu = data.to(gpu());
+  expect_gpu_matches_cpu("layer_norm, x without gradient",
+                         [&](auto& in) {
+                           return layer_norm(in[0].device() == gpu() ? data_gpu : data, {384}, in[0], in[1]);
+                         },
+                         {uniform({384}, 0.5, 2), randn({384})});
+  // x, weight and bias 4 bytes past a 16-byte boundary, d % 4 == 0: single elements.
+  for (const int64_t d : {128, 384}) {
+    expect_gpu_matches_cpu("layer_norm offset views d = " + std::to_string(d),
+                           [d](auto& in) {
+                             return layer_norm(offset_view(in[0], {50, d}), {d}, offset_view(in[1], {d}),
+                                               offset_view(in[2], {d}));
+                           },
+                           {randn({50 * d + 1}), uniform({d + 1}, 0.5, 2), randn({d + 1})});
+  }
+}
+
+TEST(CudaNormalization, LayerNormOffsetGradientMatchesCpu) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  // The upstream gradient 4 bytes past a 16-byte boundary: the backward reads it element by element.
+  for (const int64_t d : {384, 1024}) {
+    SCOPED_TRACE("d = " + std::to_string(d));
+    const Tensor x = randn({70, d}), w = uniform({d}, 0.5, 2), b = randn({d}), seed = randn({70 * d + 1});
+    const LayerNormGrads on_cpu = layer_norm_grads(x, w, b, seed, true, Device::cpu());
+    const LayerNormGrads on_gpu = layer_norm_grads(x, w, b, seed, true, gpu());
+    EXPECT_TRUE(all_close(on_gpu.out, on_cpu.out, 1e-3, 1e-3)) << "output";
+    EXPECT_TRUE(all_close(on_gpu.x, on_cpu.x, 1e-3, 1e-3)) << "grad x";
+    EXPECT_TRUE(all_close(on_gpu.weight, on_cpu.weight, 1e-3, 1e-3)) << "grad weight";
+    EXPECT_TRUE(all_close(on_gpu.bias, on_cpu.bias, 1e-3, 1e-3)) << "grad bias";
+  }
+}
+
+TEST(CudaNormalization, LayerNormGradientsSameBitsEveryRun) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  // The weight and bias gradients are summed over chunks of rows in a fixed order.
+  const Tensor x = randn({3000, 384}), w = uniform({384}, 0.5, 2), b = randn({384}), seed = randn({3000 * 384});
+  const LayerNormGrads first = layer_norm_grads(x, w, b, seed, false, gpu());
+  const LayerNormGrads second = layer_norm_grads(x, w, b, seed, false, gpu());
+  EXPECT_TRUE(equal(first.out, second.out));
+  EXPECT_TRUE(equal(first.x, second.x));
+  EXPECT_TRUE(equal(first.weight, second.weight));
+  EXPECT_TRUE(equal(first.bias, second.bias));
 }
 
 TEST(CudaNormalization, BatchNormModuleOnGpu) {

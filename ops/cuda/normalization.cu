@@ -6,7 +6,8 @@
 //  - Per-channel reductions over N and L (batch norm's statistics, every weight and bias gradient):
 //    a block per channel with cub::BlockReduce where planes are long (L > 1); where L == 1 ([N, C]
 //    inputs, layer norm's columns) a 32-column tile per block, which reads rows coalesced, over a
-//    chunk of the rows, then a kernel that combines the chunks' partials in order.
+//    chunk of the rows, then a kernel that combines the chunks' partials in order. Layer norm's rows
+//    of up to 512 sum their weight and bias gradients in grad_x's kernel instead (see below).
 //  - Per-row reductions (a group norm's sample and group, a layer norm's row: contiguous): a warp
 //    per row up to 1024 elements (cub::WarpReduce), a block per row beyond.
 //  - The elementwise passes use the CPU's formulas (ops/cpu/normalization.cpp).
@@ -320,7 +321,33 @@ __global__ void running_stats_kernel(const T* running_mean, const T* running_var
 // passes over the registers, in AccT) and writes the output in one kernel; the backward takes both
 // sums and writes grad_x in one. The general path above reads x three times in two kernels (on an
 // H100, nanoGPT's [16384, 384]: 62 us forward, 73 us backward).
+// Lanes move 16-byte packs (float4, double2: V = 16 / sizeof(T) elements, element (lane + 32k) * V + e)
+// where d is a multiple of V and every pointer is 16-byte aligned, else single elements (V = 1,
+// element lane + 32k): a 4-byte load per lane left the forward at 27.7 us for [16384, 384], against
+// about 17 us for its 50 MB at full bandwidth. Either way a lane keeps the same columns on every row.
 constexpr int kMaxPerLane = 32;
+constexpr int kPackBytes = 16;
+
+template <class T>
+constexpr int kPackOf = kPackBytes / static_cast<int>(sizeof(T));
+
+template <int V, class T>
+__device__ __forceinline__ VecPack<T, V> load_pack(const T* p, int pack) {
+  return reinterpret_cast<const VecPack<T, V>*>(p)[pack];
+}
+
+template <int V, class T>
+__device__ __forceinline__ void store_pack(T* p, int pack, const VecPack<T, V>& v) {
+  reinterpret_cast<VecPack<T, V>*>(p)[pack] = v;
+}
+
+template <int V, class T>
+__device__ __forceinline__ VecPack<T, V> filled(T value) {
+  VecPack<T, V> p;
+#pragma unroll
+  for (int e = 0; e < V; ++e) p.v[e] = value;
+  return p;
+}
 
 template <class A>
 __device__ __forceinline__ A warp_sum(A v) {
@@ -328,71 +355,160 @@ __device__ __forceinline__ A warp_sum(A v) {
   return v;
 }
 
-template <class T, int kPerLane>
+template <class T, int kPerLane, int V>
 __global__ void layer_norm_rows(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
                                 T* __restrict__ out, T* __restrict__ mean, T* __restrict__ invstd, int64_t rows,
                                 int d, double eps) {
   using A = AccT<T>;
+  using Pack = VecPack<T, V>;
+  constexpr int kPacks = kPerLane / V;
   const int lane = static_cast<int>(threadIdx.x) & 31, warps = static_cast<int>(blockDim.x) / 32;
   for (int64_t row = blockIdx.x * int64_t(warps) + threadIdx.x / 32; row < rows; row += int64_t(gridDim.x) * warps) {
     const T* xr = x + row * d;
-    T v[kPerLane];
+    Pack v[kPacks];
     A sum = 0;
 #pragma unroll
-    for (int k = 0; k < kPerLane; ++k) {
-      const int j = lane + 32 * k;
-      v[k] = j < d ? xr[j] : T(0);
-      sum += A(v[k]);
+    for (int k = 0; k < kPacks; ++k) {
+      const int p = lane + 32 * k;
+      v[k] = p * V < d ? load_pack<V>(xr, p) : filled<V>(T(0));
+#pragma unroll
+      for (int e = 0; e < V; ++e) sum += A(v[k].v[e]);
     }
     const A mu = warp_sum(sum) / A(d);
     A squares = 0;
 #pragma unroll
-    for (int k = 0; k < kPerLane; ++k) {
-      const A dev = A(v[k]) - mu;
-      if (lane + 32 * k < d) squares += dev * dev;
+    for (int k = 0; k < kPacks; ++k) {
+      if ((lane + 32 * k) * V >= d) continue;
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        const A dev = A(v[k].v[e]) - mu;
+        squares += dev * dev;
+      }
     }
     const T m = T(mu), r = T(A(1) / d_sqrt(warp_sum(squares) / A(d) + A(eps)));
     if (lane == 0) mean[row] = m, invstd[row] = r;
     T* o = out + row * d;
 #pragma unroll
-    for (int k = 0; k < kPerLane; ++k) {
-      const int j = lane + 32 * k;
-      if (j < d) o[j] = (v[k] - m) * r * (w ? w[j] : T(1)) + (b ? b[j] : T(0));
+    for (int k = 0; k < kPacks; ++k) {
+      const int p = lane + 32 * k;
+      if (p * V >= d) continue;
+      const Pack wk = w ? load_pack<V>(w, p) : filled<V>(T(1)), bk = b ? load_pack<V>(b, p) : filled<V>(T(0));
+      Pack ok;
+#pragma unroll
+      for (int e = 0; e < V; ++e) ok.v[e] = (v[k].v[e] - m) * r * wk.v[e] + bk.v[e];
+      store_pack<V>(o, p, ok);
     }
   }
 }
 
 // gx = invstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat)), the formula of normalize_backward_kernel.
-template <class T, int kPerLane>
+// With kParamSums the kernel also sums the weight and bias gradients (sum g*xhat and sum g, the
+// terms of ChannelGradSums) as it reads g and x, instead of a second pass over both: block b takes
+// rows [b * chunk_rows, (b + 1) * chunk_rows), each lane adds up its columns over its warp's rows in
+// row order, the warps' sums are added in warp order, and the block writes them to chunk_sums[b];
+// reduce_chunk_sums adds the chunks in order. A fixed order throughout: the same bits every run.
+template <class T, int kPerLane, int V, bool kParamSums>
 __global__ void layer_norm_rows_backward(const T* __restrict__ g, const T* __restrict__ x,
                                          const T* __restrict__ mean, const T* __restrict__ invstd,
-                                         const T* __restrict__ w, T* __restrict__ gx, int64_t rows, int d) {
+                                         const T* __restrict__ w, T* __restrict__ gx, int64_t rows, int d,
+                                         int64_t chunk_rows, Sums<AccT<T>>* __restrict__ chunk_sums) {
   using A = AccT<T>;
-  const int lane = static_cast<int>(threadIdx.x) & 31, warps = static_cast<int>(blockDim.x) / 32;
-  for (int64_t row = blockIdx.x * int64_t(warps) + threadIdx.x / 32; row < rows; row += int64_t(gridDim.x) * warps) {
+  using Pack = VecPack<T, V>;
+  constexpr int kPacks = kPerLane / V;
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) / 32;
+  const int warps = static_cast<int>(blockDim.x) / 32;
+  int64_t row, end, step;
+  if constexpr (kParamSums) {
+    row = blockIdx.x * chunk_rows + warp;
+    end = std::min(rows, (blockIdx.x + int64_t(1)) * chunk_rows);
+    step = warps;
+  } else {
+    row = blockIdx.x * int64_t(warps) + warp;
+    end = rows;
+    step = int64_t(gridDim.x) * warps;
+  }
+  Sums<A> column[kParamSums ? kPerLane : 1] = {};  // this lane's columns k * V + e, over its rows
+  for (; row < end; row += step) {
     const T m = mean[row], r = invstd[row];
     const T *gr = g + row * d, *xr = x + row * d;
-    T xhat[kPerLane], gw[kPerLane];
+    Pack xhat[kPacks], gw[kPacks];
     A s1 = 0, s2 = 0;
 #pragma unroll
-    for (int k = 0; k < kPerLane; ++k) {
-      const int j = lane + 32 * k;
-      xhat[k] = j < d ? (xr[j] - m) * r : T(0);
-      gw[k] = j < d ? gr[j] * (w ? w[j] : T(1)) : T(0);
-      s1 += A(gw[k]);
-      s2 += A(gw[k]) * A(xhat[k]);
+    for (int k = 0; k < kPacks; ++k) {
+      const int p = lane + 32 * k;
+      const bool in_row = p * V < d;
+      const Pack gk = in_row ? load_pack<V>(gr, p) : filled<V>(T(0));
+      const Pack xk = in_row ? load_pack<V>(xr, p) : filled<V>(T(0));
+      const Pack wk = w && in_row ? load_pack<V>(w, p) : filled<V>(T(1));
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        xhat[k].v[e] = in_row ? (xk.v[e] - m) * r : T(0);
+        gw[k].v[e] = gk.v[e] * wk.v[e];
+        s1 += A(gw[k].v[e]);
+        s2 += A(gw[k].v[e]) * A(xhat[k].v[e]);
+        if constexpr (kParamSums) {
+          const A gv = A(gk.v[e]);
+          column[k * V + e].a += gv;
+          column[k * V + e].b += gv * (A(xk.v[e]) - A(m)) * A(r);
+        }
+      }
     }
     const T m1 = T(warp_sum(s1) / A(d)), m2 = T(warp_sum(s2) / A(d));
     T* o = gx + row * d;
 #pragma unroll
-    for (int k = 0; k < kPerLane; ++k) {
-      const int j = lane + 32 * k;
-      if (j < d) o[j] = r * (gw[k] - m1 - xhat[k] * m2);
+    for (int k = 0; k < kPacks; ++k) {
+      const int p = lane + 32 * k;
+      if (p * V >= d) continue;
+      Pack ok;
+#pragma unroll
+      for (int e = 0; e < V; ++e) ok.v[e] = r * (gw[k].v[e] - m1 - xhat[k].v[e] * m2);
+      store_pack<V>(o, p, ok);
     }
+  }
+  if constexpr (kParamSums) {
+    __shared__ Sums<A> block_sums[32 * kPerLane];
+    for (int turn = 0; turn < warps; ++turn) {
+      if (warp == turn) {
+#pragma unroll
+        for (int k = 0; k < kPacks; ++k) {
+#pragma unroll
+          for (int e = 0; e < V; ++e) {
+            const int j = (lane + 32 * k) * V + e;
+            if (j < d) block_sums[j] = turn == 0 ? column[k * V + e] : block_sums[j] + column[k * V + e];
+          }
+        }
+      }
+      __syncthreads();
+    }
+    Sums<A>* mine = chunk_sums + int64_t(blockIdx.x) * d;
+    for (int j = static_cast<int>(threadIdx.x); j < d; j += static_cast<int>(blockDim.x)) mine[j] = block_sums[j];
   }
 }
 
+// Layer norm's weight and bias gradients from the backward's [chunks, d] chunk sums.
+template <class T, class I>
+struct ChunkSums {
+  using A = AccT<T>;
+  const Sums<A>* chunk_sums;
+  I channels;
+  T *grad_weight, *grad_bias;
+  __device__ Sums<A> load(I s, I c, I) const { return chunk_sums[s * channels + c]; }
+  __device__ void finish(I c, const Sums<A>& v) const {
+    if (grad_bias) grad_bias[c] = T(v.a);
+    if (grad_weight) grad_weight[c] = T(v.b);
+  }
+};
+
 constexpr int kRowsPerBlock = 8;
+// The weight and bias gradients' sums ride along in registers up to 16 per lane (d <= 512): two AccT
+// sums per column beside the row. ptxas (sm_90) gives the float kernel 225 registers at 16 per lane
+// (one block of 8 warps per SM), no spills; capped at 128 for two blocks it spills about 600 bytes.
+// At 32 per lane the sums alone would take 128 registers.
+constexpr int kMaxPerLaneWithSums = 16;
+// Chunks of rows, one a block, where the backward sums the weight and bias gradients: about two
+// waves of an H100 at one block per SM, and [256, d] partial sums in AccT (1.5 MB for d = 384).
+// A count fixed by the shape alone, so that the summation order is too.
+constexpr int64_t kParamChunks = 256;
 
 // Calls fn(std::integral_constant<int, P>{}) with the fewest elements per lane P (4, 8, 16 or 32)
 // that hold a row of d; false where d is longer than that.
@@ -404,6 +520,53 @@ bool dispatch_per_lane(int64_t d, Fn&& fn) {
   else if (d <= 32 * kMaxPerLane) fn(std::integral_constant<int, kMaxPerLane>{});
   else return false;
   return true;
+}
+
+// dispatch_per_lane, and the pack width V as a second constant: 16 bytes where d is a multiple of it
+// and every pointer is 16-byte aligned (views with an offset need not be), else one element.
+template <class T, class Fn>
+bool dispatch_row_layout(int64_t d, std::initializer_list<const void*> pointers, Fn&& fn) {
+  const bool packed = d % kPackOf<T> == 0 && aligned_to(kPackBytes, pointers);
+  return dispatch_per_lane(d, [&](auto per_lane) {
+    if (packed) fn(per_lane, std::integral_constant<int, kPackOf<T>>{});
+    else fn(per_lane, std::integral_constant<int, 1>{});
+  });
+}
+
+// Layer norm's backward with its rows in registers (d <= 32 * kMaxPerLane): grad_x, and where asked
+// (d <= 32 * kMaxPerLaneWithSums) the weight and bias gradients from the same pass.
+template <class T, class I>
+void layer_norm_rows_backward_launch(const T* g, const T* x, const T* mean, const T* invstd, const T* w, T* gx,
+                                     T* grad_weight, T* grad_bias, int64_t rows, int64_t d, Device device,
+                                     cudaStream_t stream) {
+  using A = AccT<T>;
+  const bool param_sums = grad_weight || grad_bias;
+  dispatch_row_layout<T>(d, {g, x, w, gx}, [&](auto per_lane, auto pack) {
+    if constexpr (per_lane() <= kMaxPerLaneWithSums) {
+      if (param_sums) {
+        const int64_t most_rows = (rows + kParamChunks - 1) / kParamChunks;
+        const int64_t chunk_rows = (most_rows + kRowsPerBlock - 1) / kRowsPerBlock * kRowsPerBlock;
+        const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
+        Tensor sums = Tensor::empty({chunks * d * int64_t(sizeof(Sums<A>))}, kUInt8, device);  // caching allocator
+        Sums<A>* sums_ptr = static_cast<Sums<A>*>(sums.raw_data());
+        layer_norm_rows_backward<T, per_lane(), pack(), true>
+            <<<static_cast<unsigned>(chunks), kRowsPerBlock * 32, 0, stream>>>(
+                g, x, mean, invstd, w, gx, rows, static_cast<int>(d), chunk_rows, sums_ptr);
+        CUDA_LAUNCH_CHECK(layer_norm_rows_backward);
+        // The chunks as the rows of a [chunks, d] column reduction, in one pass over them.
+        const ChunkSums<T, I> op{sums_ptr, I(d), grad_weight, grad_bias};
+        const dim3 grid(static_cast<unsigned>((d + kColTile - 1) / kColTile), 1);
+        channel_reduce_columns<Sums<A>, I, ChunkSums<T, I>>
+            <<<grid, dim3(kColTile, kColRows), 0, stream>>>(I(chunks), I(d), I(chunks), op, nullptr);
+        CUDA_LAUNCH_CHECK(channel_reduce_columns);
+        return;
+      }
+    }
+    layer_norm_rows_backward<T, per_lane(), pack(), false>
+        <<<blocks_for(rows, kRowsPerBlock), kRowsPerBlock * 32, 0, stream>>>(
+            g, x, mean, invstd, w, gx, rows, static_cast<int>(d), int64_t(0), nullptr);
+    CUDA_LAUNCH_CHECK(layer_norm_rows_backward);
+  });
 }
 
 template <class T>
@@ -499,11 +662,12 @@ void CudaKernels::group_norm(const Tensor& x, int64_t groups, const Tensor* weig
     using I = decltype(index);
     T* mean = ptr<T>(save_mean);
     T* invstd = ptr<T>(save_invstd);
+    const T *xp = ptr<const T>(x), *w = cptr_or_null<T>(weight), *b = cptr_or_null<T>(bias);
+    T* o = ptr<T>(out);
     if (l == 1 && groups == 1 &&
-        dispatch_per_lane(d, [&](auto per_lane) {
-          layer_norm_rows<T, per_lane()><<<blocks_for(rows, kRowsPerBlock), kRowsPerBlock * 32, 0, stream_>>>(
-              ptr<const T>(x), cptr_or_null<T>(weight), cptr_or_null<T>(bias), ptr<T>(out), mean, invstd, rows,
-              static_cast<int>(d), eps);
+        dispatch_row_layout<T>(d, {xp, w, b, o}, [&](auto per_lane, auto pack) {
+          layer_norm_rows<T, per_lane(), pack()><<<blocks_for(rows, kRowsPerBlock), kRowsPerBlock * 32, 0, stream_>>>(
+              xp, w, b, o, mean, invstd, rows, static_cast<int>(d), eps);
           CUDA_LAUNCH_CHECK(layer_norm_rows);
         }))
       return;
@@ -525,6 +689,8 @@ void CudaKernels::group_norm_backward(const Tensor& grad_out, const Tensor& x, i
   const int64_t per_group = channels / groups, rows = n * groups, d = per_group * l;
   cuda::DeviceGuard guard(device_);
   const bool rows_in_registers = l == 1 && groups == 1 && d <= 32 * kMaxPerLane;
+  // The weight and bias gradients from grad_x's pass over g and x, where that pass runs.
+  const bool param_sums_with_x = rows_in_registers && grad_x && x.numel() > 0 && d <= 32 * kMaxPerLaneWithSums;
   Tensor s1, s2;
   if (grad_x && rows > 0 && !rows_in_registers) {
     s1 = Tensor::empty({rows}, x.dtype(), x.device());
@@ -538,7 +704,7 @@ void CudaKernels::group_norm_backward(const Tensor& grad_out, const Tensor& x, i
     const T* mean = ptr<const T>(save_mean);
     const T* invstd = ptr<const T>(save_invstd);
     const T* w = cptr_or_null<T>(weight);
-    if (grad_weight || grad_bias) {
+    if ((grad_weight || grad_bias) && !param_sums_with_x) {
       ChannelGradSums<T, I> op{g, xp, mean, invstd, w, I(channels), I(l), I(groups), I(per_group),
                                ptr_or_null<T>(grad_weight), ptr_or_null<T>(grad_bias), nullptr, nullptr};
       reduce_channels<Sums<AccT<T>>, I>(I(n), I(channels), I(l), op, x.device(), stream_);
@@ -546,11 +712,10 @@ void CudaKernels::group_norm_backward(const Tensor& grad_out, const Tensor& x, i
     const int64_t total = x.numel();
     if (!grad_x || total == 0) return;
     if (rows_in_registers) {
-      dispatch_per_lane(d, [&](auto per_lane) {
-        layer_norm_rows_backward<T, per_lane()><<<blocks_for(rows, kRowsPerBlock), kRowsPerBlock * 32, 0, stream_>>>(
-            g, xp, mean, invstd, w, ptr<T>(*grad_x), rows, static_cast<int>(d));
-        CUDA_LAUNCH_CHECK(layer_norm_rows_backward);
-      });
+      layer_norm_rows_backward_launch<T, I>(g, xp, mean, invstd, w, ptr<T>(*grad_x),
+                                            param_sums_with_x ? ptr_or_null<T>(grad_weight) : nullptr,
+                                            param_sums_with_x ? ptr_or_null<T>(grad_bias) : nullptr, rows, d,
+                                            x.device(), stream_);
       return;
     }
     RowGradSums<T, I> op{g, xp, mean, invstd, w, I(d), I(l), I(groups), I(per_group), ptr<T>(s1), ptr<T>(s2)};

@@ -1,32 +1,23 @@
 // Adam and AdamW as torch's fused, capturable multi-tensor step: up to kMaxTensors parameters per
-// launch, and the learning rate, the step counts and GradScaler's found_inf read on the device, so
-// that a captured step replays with the current rate and the right bias corrections. The arithmetic
-// is that of ops/cpu/optim.cpp (the bias corrections in float64, as there).
+// launch (ops/cuda/multi_tensor.cuh), and the learning rate, the step counts and GradScaler's
+// found_inf read on the device, so that a captured step replays with the current rate and the right
+// bias corrections. The arithmetic is that of ops/cpu/optim.cpp (the bias corrections in float64,
+// as there).
 #include "core/cuda/launch.cuh"
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/multi_tensor.cuh"
 
 namespace minidl {
 
 namespace {
 
 using namespace cuda;
+using namespace cuda::multi_tensor;
 
-constexpr int kMaxTensors = 32;  // 32 * 60 bytes of pointers and sizes: well under the 4 KB of kernel arguments
-constexpr int kPerThread = 4;
-constexpr int64_t kChunk = kPerThread * kThreads;
-
-template <class T>
-struct AdamList {
-  T* p[kMaxTensors];
-  const T* g[kMaxTensors];
-  T* m[kMaxTensors];
-  T* v[kMaxTensors];
-  T* v_max[kMaxTensors];  // null without amsgrad
-  const float* step[kMaxTensors];
-  int64_t n[kMaxTensors];
-  unsigned block_start[kMaxTensors + 1];
-  int count;
-};
+// Parameters per launch (six lists: about 2 KB of kernel argument).
+constexpr int kMaxTensors = 32;
+enum AdamList { kParam, kGrad, kExpAvg, kExpAvgSq, kMaxExpAvgSq, kStep };  // kMaxExpAvgSq null without amsgrad
+using AdamLists = TensorLists<6, kMaxTensors>;
 
 struct StepList {
   float* step[kMaxTensors];
@@ -52,30 +43,29 @@ __global__ void advance_steps_kernel(StepList list, const float* found_inf) {
 }
 
 template <class T>
-__global__ void adam_multi_kernel(AdamList<T> list, AdamArgs<T> c) {
+__global__ void adam_multi_kernel(AdamLists list, AdamArgs<T> c) {
   wait_for_earlier_kernels();
   let_next_kernel_start();
   if (c.found_inf && *c.found_inf != 0.0f) return;
-  int t = 0;
-  while (t + 1 < list.count && blockIdx.x >= list.block_start[t + 1]) ++t;
+  const int t = tensor_of_block(list);
   const T lr = *c.lr;
   // The bias corrections in float64 once per block rather than per thread (two pow calls each).
   __shared__ T block_step_size, block_bias2_sqrt;
   if (threadIdx.x == 0) {
-    const double step = *list.step[t];
+    const double step = *static_cast<const float*>(list.ptr[kStep][t]);
     block_step_size = T(static_cast<double>(lr) / (1 - pow(c.beta1, step)));
     block_bias2_sqrt = T(sqrt(1 - pow(c.beta2, step)));
   }
   __syncthreads();
   const T step_size = block_step_size, bias2_sqrt = block_bias2_sqrt;
   const T decay = T(1) - lr * c.wd;
-  T* __restrict__ p = list.p[t];
-  const T* __restrict__ g = list.g[t];
-  T* __restrict__ m = list.m[t];
-  T* __restrict__ v = list.v[t];
-  T* __restrict__ v_max = list.v_max[t];
-  const int64_t begin = (blockIdx.x - list.block_start[t]) * kChunk + threadIdx.x;
-  const int64_t n = list.n[t];
+  T* __restrict__ p = static_cast<T*>(list.ptr[kParam][t]);
+  const T* __restrict__ g = static_cast<const T*>(list.ptr[kGrad][t]);
+  T* __restrict__ m = static_cast<T*>(list.ptr[kExpAvg][t]);
+  T* __restrict__ v = static_cast<T*>(list.ptr[kExpAvgSq][t]);
+  T* __restrict__ v_max = static_cast<T*>(list.ptr[kMaxExpAvgSq][t]);
+  const int64_t begin = chunk_begin(list, t) + threadIdx.x;
+  const int64_t n = list.numel[t];
   // Every load first, then the arithmetic and the stores, as the SGD kernel: one memory round trip
   // per thread.
   T gv[kPerThread], pv[kPerThread], mv[kPerThread], vv[kPerThread], xv[kPerThread];
@@ -128,31 +118,26 @@ void CudaKernels::adam_step_multi(AdamTensorLists& t, const AdamMultiConfig& c) 
                      c.maximize,
                      ptr<const T>(*c.lr),
                      c.found_inf ? ptr<const float>(*c.found_inf) : nullptr};
-    for (size_t i = 0; i < t.params.size();) {
-      AdamList<T> list{};
+    // kMaxTensors parameters at a time: their step counts advance (an empty parameter's too, as in
+    // torch), then the update of those with elements reads the new counts.
+    for (size_t first = 0; first < t.params.size(); first += kMaxTensors) {
+      const size_t count = std::min<size_t>(kMaxTensors, t.params.size() - first);
       StepList steps{};
-      unsigned blocks = 0;
-      // Every parameter's count advances (an empty one's too, as in torch); only those with
-      // elements take a place in the update's list.
-      for (; i < t.params.size() && steps.count < kMaxTensors; ++i) {
-        steps.step[steps.count++] = ptr<float>(t.steps[i]);
-        const int64_t n = t.params[i].numel();
-        if (n == 0) continue;
-        const int k = list.count++;
-        list.p[k] = ptr<T>(t.params[i]);
-        list.g[k] = ptr<const T>(t.grads[i]);
-        list.m[k] = ptr<T>(t.exp_avgs[i]);
-        list.v[k] = ptr<T>(t.exp_avg_sqs[i]);
-        list.v_max[k] = c.amsgrad ? ptr<T>(t.max_exp_avg_sqs[i]) : nullptr;
-        list.step[k] = ptr<const float>(t.steps[i]);
-        list.n[k] = n;
-        list.block_start[k] = blocks;
-        blocks += static_cast<unsigned>((n + kChunk - 1) / kChunk);
-      }
+      for (size_t j = 0; j < count; ++j) steps.step[steps.count++] = ptr<float>(t.steps[first + j]);
       launch_early("advance_steps_kernel", advance_steps_kernel, 1, kMaxTensors, 0, stream_, steps, args.found_inf);
-      if (list.count == 0) continue;
-      list.block_start[list.count] = blocks;
-      launch_early("adam_multi_kernel", adam_multi_kernel<T>, blocks, kThreads, 0, stream_, list, args);
+      for_each_list<6, kMaxTensors>(
+          count,
+          [&](size_t j) -> TensorEntry<6> {
+            const size_t i = first + j;
+            const int64_t n = t.params[i].numel();
+            if (n == 0) return {};
+            return {{ptr<T>(t.params[i]), ptr<T>(t.grads[i]), ptr<T>(t.exp_avgs[i]), ptr<T>(t.exp_avg_sqs[i]),
+                     c.amsgrad ? ptr<T>(t.max_exp_avg_sqs[i]) : nullptr, ptr<float>(t.steps[i])},
+                    n};
+          },
+          [&](const AdamLists& list, unsigned blocks) {
+            launch_early("adam_multi_kernel", adam_multi_kernel<T>, blocks, kThreads, 0, stream_, list, args);
+          });
     }
   });
 }

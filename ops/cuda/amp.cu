@@ -5,34 +5,25 @@
 
 #include "core/half.h"
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/multi_tensor.cuh"
 
 namespace minidl {
 
 namespace {
 
 using namespace cuda;
+using namespace cuda::multi_tensor;
 
-// Up to kMaxTensors gradients per launch: block b works on the gradient whose block range holds b,
-// kChunk elements of it. The list travels by value as the kernel's argument (under 4 KB).
+// Gradients per launch (one list: under 1 KB of kernel argument).
 constexpr int kMaxTensors = 48;
-constexpr int kPerThread = 4;
-constexpr int64_t kChunk = kPerThread * kThreads;
+using GradLists = TensorLists<1, kMaxTensors>;
 
 template <class T>
-struct GradList {
-  T* p[kMaxTensors];
-  int64_t n[kMaxTensors];
-  unsigned block_start[kMaxTensors + 1];
-  int count;
-};
-
-template <class T>
-__global__ void unscale_kernel(GradList<T> list, float* found_inf, const float* inv_scale) {
-  int t = 0;
-  while (t + 1 < list.count && blockIdx.x >= list.block_start[t + 1]) ++t;
-  T* __restrict__ p = list.p[t];
-  const int64_t n = list.n[t];
-  const int64_t begin = (blockIdx.x - list.block_start[t]) * kChunk + threadIdx.x;
+__global__ void unscale_kernel(GradLists list, float* found_inf, const float* inv_scale) {
+  const int t = tensor_of_block(list);
+  T* __restrict__ p = static_cast<T*>(list.ptr[0][t]);
+  const int64_t n = list.numel[t];
+  const int64_t begin = chunk_begin(list, t) + threadIdx.x;
   using C = compute_t<T>;
   const C inv = static_cast<C>(*inv_scale);
   bool bad = false;
@@ -75,27 +66,18 @@ void CudaKernels::amp_non_finite_check_and_unscale(std::vector<Tensor>& grads, T
   for (DType dtype : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
     dispatch_floating_and_half(dtype, "amp_non_finite_check_and_unscale", [&](auto tag) {
       using T = decltype(tag);
-      GradList<T> list{};
-      unsigned blocks = 0;
-      auto flush = [&] {
-        if (list.count == 0) return;
-        list.block_start[list.count] = blocks;
-        unscale_kernel<T><<<blocks, kThreads, 0, stream_>>>(list, ptr<float>(found_inf), ptr<const float>(inv_scale));
-        CUDA_LAUNCH_CHECK(unscale_kernel);
-        list = GradList<T>{};
-        blocks = 0;
-      };
-      for (const Tensor& g : grads) {
-        if (g.dtype() != dtype || g.numel() == 0) continue;
-        MINIDL_CHECK(g.is_contiguous(), "amp_non_finite_check_and_unscale: expected contiguous gradients");
-        const int k = list.count++;
-        list.p[k] = ptr<T>(g);
-        list.n[k] = g.numel();
-        list.block_start[k] = blocks;
-        blocks += static_cast<unsigned>((g.numel() + kChunk - 1) / kChunk);
-        if (list.count == kMaxTensors) flush();
-      }
-      flush();
+      for_each_list<1, kMaxTensors>(
+          grads.size(),
+          [&](size_t i) -> TensorEntry<1> {
+            const Tensor& g = grads[i];
+            if (g.dtype() != dtype || g.numel() == 0) return {};
+            MINIDL_CHECK(g.is_contiguous(), "amp_non_finite_check_and_unscale: expected contiguous gradients");
+            return {{ptr<T>(g)}, g.numel()};
+          },
+          [&](const GradLists& list, unsigned blocks) {
+            unscale_kernel<T><<<blocks, kThreads, 0, stream_>>>(list, ptr<float>(found_inf), ptr<const float>(inv_scale));
+            CUDA_LAUNCH_CHECK(unscale_kernel);
+          });
     });
   }
 }

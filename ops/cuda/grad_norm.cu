@@ -4,31 +4,18 @@
 // are float64 whatever the gradients' dtype, so the order of a float32 sum matters little.
 #include "core/cuda/launch.cuh"
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/multi_tensor.cuh"
 
 namespace minidl {
 
 namespace {
 
 using namespace cuda;
+using namespace cuda::multi_tensor;
 
+// Gradients per launch (one list: under 1 KB of kernel argument).
 constexpr int kMaxTensors = 48;
-constexpr int kPerThread = 4;
-constexpr int64_t kChunk = kPerThread * kThreads;
-
-template <class T>
-struct GradList {
-  T* g[kMaxTensors];
-  int64_t n[kMaxTensors];
-  unsigned block_start[kMaxTensors + 1];
-  int count;
-};
-
-template <class T>
-__device__ int tensor_of_block(const GradList<T>& list) {
-  int t = 0;
-  while (t + 1 < list.count && blockIdx.x >= list.block_start[t + 1]) ++t;
-  return t;
-}
+using GradLists = TensorLists<1, kMaxTensors>;
 
 // The block's sum, in thread 0 (kThreads threads).
 __device__ double block_sum(double x) {
@@ -43,17 +30,17 @@ __device__ double block_sum(double x) {
 }
 
 template <class T>
-__global__ void sum_squares_kernel(GradList<T> list, double* partials) {
+__global__ void sum_squares_kernel(GradLists list, double* partials) {
   wait_for_earlier_kernels();
   let_next_kernel_start();
   const int t = tensor_of_block(list);
-  const T* __restrict__ g = list.g[t];
-  const int64_t begin = (blockIdx.x - list.block_start[t]) * kChunk + threadIdx.x;
+  const T* __restrict__ g = static_cast<const T*>(list.ptr[0][t]);
+  const int64_t begin = chunk_begin(list, t) + threadIdx.x;
   double acc = 0;
 #pragma unroll
   for (int u = 0; u < kPerThread; ++u) {
     const int64_t i = begin + int64_t(u) * blockDim.x;
-    if (i < list.n[t]) {
+    if (i < list.numel[t]) {
       const double x = static_cast<double>(g[i]);
       acc += x * x;
     }
@@ -81,39 +68,18 @@ __global__ void finish_norm_kernel(double* partials, int64_t count, T* total_nor
 }
 
 template <class T>
-__global__ void scale_kernel(GradList<T> list, const double* coef_at) {
+__global__ void scale_kernel(GradLists list, const double* coef_at) {
   wait_for_earlier_kernels();
   let_next_kernel_start();
   const T coef = T(*coef_at);
   const int t = tensor_of_block(list);
-  T* __restrict__ g = list.g[t];
-  const int64_t begin = (blockIdx.x - list.block_start[t]) * kChunk + threadIdx.x;
+  T* __restrict__ g = static_cast<T*>(list.ptr[0][t]);
+  const int64_t begin = chunk_begin(list, t) + threadIdx.x;
 #pragma unroll
   for (int u = 0; u < kPerThread; ++u) {
     const int64_t i = begin + int64_t(u) * blockDim.x;
-    if (i < list.n[t]) g[i] *= coef;
+    if (i < list.numel[t]) g[i] *= coef;
   }
-}
-
-// The gradients in lists of up to kMaxTensors, each with its blocks counted from `first_block`.
-template <class T>
-std::vector<GradList<T>> lists_of(std::vector<Tensor>& grads, unsigned& total_blocks) {
-  std::vector<GradList<T>> lists;
-  total_blocks = 0;
-  for (Tensor& grad : grads) {
-    const int64_t n = grad.numel();
-    if (n == 0) continue;
-    if (lists.empty() || lists.back().count == kMaxTensors) lists.emplace_back();
-    GradList<T>& l = lists.back();
-    if (l.count == 0) l.block_start[0] = 0;
-    const int k = l.count++;
-    l.g[k] = ptr<T>(grad);
-    l.n[k] = n;
-    const unsigned blocks = static_cast<unsigned>((n + kChunk - 1) / kChunk);
-    l.block_start[k + 1] = l.block_start[k] + blocks;
-    total_blocks += blocks;
-  }
-  return lists;
 }
 
 }  // namespace
@@ -124,21 +90,33 @@ bool CudaKernels::clip_grad_norm_multi(std::vector<Tensor>& grads, double max_no
   cuda::DeviceGuard guard(device_);
   dispatch_floating(dtype, "clip_grad_norm_multi", [&](auto tag) {
     using T = decltype(tag);
+    // Every list first: the scratch below takes one partial sum per block of them all.
+    std::vector<GradLists> lists;
     unsigned total_blocks = 0;
-    std::vector<GradList<T>> lists = lists_of<T>(grads, total_blocks);
+    for_each_list<1, kMaxTensors>(
+        grads.size(),
+        [&](size_t i) -> TensorEntry<1> {
+          const int64_t n = grads[i].numel();
+          if (n == 0) return {};
+          return {{ptr<T>(grads[i])}, n};
+        },
+        [&](const GradLists& l, unsigned blocks) {
+          lists.push_back(l);
+          total_blocks += blocks;
+        });
     // One partial sum per block of every list, then the coefficient; from the stream's pool, so
     // inside a capture the buffer is the graph's.
     Tensor scratch = Tensor::empty({static_cast<int64_t>(total_blocks) + 1}, kFloat64, grads[0].device());
     double* partials = ptr<double>(scratch);
     unsigned offset = 0;
-    for (const GradList<T>& l : lists) {
+    for (const GradLists& l : lists) {
       const unsigned blocks = l.block_start[l.count];
       launch_early("sum_squares_kernel", sum_squares_kernel<T>, blocks, kThreads, 0, stream_, l, partials + offset);
       offset += blocks;
     }
     launch_early("finish_norm_kernel", finish_norm_kernel<T>, 1, kThreads, 0, stream_, partials,
                  static_cast<int64_t>(total_blocks), ptr<T>(total_norm), max_norm);
-    for (const GradList<T>& l : lists) {
+    for (const GradLists& l : lists) {
       launch_early("scale_kernel", scale_kernel<T>, l.block_start[l.count], kThreads, 0, stream_, l,
                    static_cast<const double*>(partials + total_blocks));
     }

@@ -2,12 +2,14 @@
 // SGD and Adam/AdamW), in the parameter's dtype.
 #include "core/cuda/launch.cuh"
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/multi_tensor.cuh"
 
 namespace minidl {
 
 namespace {
 
 using namespace cuda;
+using namespace cuda::multi_tensor;
 
 template <class T>
 struct SgdArgs {
@@ -17,35 +19,23 @@ struct SgdArgs {
   const float* found_inf;  // GradScaler's flag: nonzero skips the step (all of it, momentum included)
 };
 
-// Up to kMaxTensors parameters in one launch: block b works on the parameter whose block range holds b,
-// kChunk elements of it. The list travels by value as the kernel's argument (well under 4 KB).
+// Parameters per launch (three lists: under 1 KB of kernel argument).
 constexpr int kMaxTensors = 24;
-constexpr int kPerThread = 4;
-constexpr int64_t kChunk = kPerThread * kThreads;
+enum SgdList { kParam, kGrad, kMomentumBuf };  // null momentum buffers without momentum
+using SgdLists = TensorLists<3, kMaxTensors>;
 
 template <class T>
-struct SgdList {
-  T* p[kMaxTensors];
-  const T* g[kMaxTensors];
-  T* buf[kMaxTensors];
-  int64_t n[kMaxTensors];
-  unsigned block_start[kMaxTensors + 1];
-  int count;
-};
-
-template <class T>
-__global__ void sgd_multi_kernel(SgdList<T> list, SgdArgs<T> c) {
+__global__ void sgd_multi_kernel(SgdLists list, SgdArgs<T> c) {
   wait_for_earlier_kernels();
   let_next_kernel_start();
   if (c.found_inf && *c.found_inf != 0.0f) return;
   if (c.lr_on_device) c.lr = *c.lr_on_device;
-  int t = 0;
-  while (t + 1 < list.count && blockIdx.x >= list.block_start[t + 1]) ++t;
-  T* __restrict__ p = list.p[t];
-  const T* __restrict__ g = list.g[t];
-  T* __restrict__ buf = list.buf[t];
-  const int64_t begin = (blockIdx.x - list.block_start[t]) * kChunk + threadIdx.x;
-  const int64_t n = list.n[t];
+  const int t = tensor_of_block(list);
+  T* __restrict__ p = static_cast<T*>(list.ptr[kParam][t]);
+  const T* __restrict__ g = static_cast<const T*>(list.ptr[kGrad][t]);
+  T* __restrict__ buf = static_cast<T*>(list.ptr[kMomentumBuf][t]);
+  const int64_t begin = chunk_begin(list, t) + threadIdx.x;
+  const int64_t n = list.numel[t];
   // Every load first, then the arithmetic and the stores: one memory round trip per thread instead
   // of one per element (a step's update is short, so its latency is what counts).
   T gv[kPerThread], pv[kPerThread], bv[kPerThread];
@@ -111,24 +101,16 @@ void CudaKernels::sgd_step_multi(std::vector<Tensor>& params, const std::vector<
                     T(1 - c.dampening), c.nesterov,   c.first_step,
                     c.lr_on_device ? ptr<const T>(*c.lr_on_device) : nullptr,
                     c.found_inf ? ptr<const float>(*c.found_inf) : nullptr};
-    for (size_t i = 0; i < params.size();) {
-      SgdList<T> list{};
-      unsigned blocks = 0;
-      for (; i < params.size() && list.count < kMaxTensors; ++i) {
-        const int64_t n = params[i].numel();
-        if (n == 0) continue;
-        const int k = list.count++;
-        list.p[k] = ptr<T>(params[i]);
-        list.g[k] = ptr<const T>(grads[i]);
-        list.buf[k] = momentum_bufs.empty() ? nullptr : ptr<T>(momentum_bufs[i]);
-        list.n[k] = n;
-        list.block_start[k] = blocks;
-        blocks += static_cast<unsigned>((n + kChunk - 1) / kChunk);
-      }
-      if (list.count == 0) continue;
-      list.block_start[list.count] = blocks;
-      launch_early("sgd_multi_kernel", sgd_multi_kernel<T>, blocks, kThreads, 0, stream_, list, args);
-    }
+    for_each_list<3, kMaxTensors>(
+        params.size(),
+        [&](size_t i) -> TensorEntry<3> {
+          const int64_t n = params[i].numel();
+          if (n == 0) return {};
+          return {{ptr<T>(params[i]), ptr<T>(grads[i]), momentum_bufs.empty() ? nullptr : ptr<T>(momentum_bufs[i])}, n};
+        },
+        [&](const SgdLists& list, unsigned blocks) {
+          launch_early("sgd_multi_kernel", sgd_multi_kernel<T>, blocks, kThreads, 0, stream_, list, args);
+        });
   });
 }
 

@@ -62,7 +62,9 @@ struct LayerNormGrads {
 // [rows * d + 1] tensor where seed_off_boundary).
 LayerNormGrads layer_norm_grads(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& seed_flat,
                                 bool seed_off_boundary, Device device) {
-  Tensor xd = x.to(device).requires_grad_(), wd = w.to(device).requires_grad_(), bd = b.to(device).requires_grad_();
+  // Detached first: on the CPU to() returns the caller's tensor itself, which must stay a plain input.
+  Tensor xd = x.detach().to(device).requires_grad_(), wd = w.detach().to(device).requires_grad_();
+  Tensor bd = b.detach().to(device).requires_grad_();
   Tensor out = layer_norm(xd, {x.size(1)}, wd, bd);
   const Tensor flat = seed_flat.to(device);
   out.backward(seed_off_boundary ? offset_view(flat, x.shape()) : view(narrow(flat, 0, 0, x.numel()), x.shape()));

@@ -35,19 +35,21 @@ void CpuKernels::embedding_backward(const Tensor& grad, const Tensor& ids, int64
       for (int64_t b = 0; b < blocks; ++b) {
         const int64_t begin = b * kBlock, end = std::min(d, begin + kBlock);
         const int64_t first = run_start[static_cast<size_t>(v)], last = run_start[static_cast<size_t>(v + 1)];
-        Acc partial[kEmbeddingGradLanes][kBlock] = {};
-        if (v != padding_idx) {
-          for (int64_t k = first; k < last; ++k) {
-            Acc* to = partial[(k - first) % kEmbeddingGradLanes];
-            const T* from = g + order[static_cast<size_t>(k)] * d;
-            for (int64_t c = begin; c < end; ++c) to[c - begin] += static_cast<Acc>(from[c]);
-          }
-        }
         const int64_t count = last - first;
+        // Lanes past the run's length hold zero: leaving them out adds nothing to a sum that began
+        // at +0 (it is never -0), so the bits are the CUDA kernel's.
+        const int64_t lanes = v == padding_idx ? 0 : std::min<int64_t>(count, kEmbeddingGradLanes);
+        Acc partial[kEmbeddingGradLanes][kBlock];
+        for (int64_t lane = 0; lane < lanes; ++lane) std::fill_n(partial[lane], end - begin, Acc(0));
+        for (int64_t k = first; lanes > 0 && k < last; ++k) {
+          Acc* to = partial[(k - first) % kEmbeddingGradLanes];
+          const T* from = g + order[static_cast<size_t>(k)] * d;
+          for (int64_t c = begin; c < end; ++c) to[c - begin] += static_cast<Acc>(from[c]);
+        }
         const bool scale = scale_grad_by_freq && count > 1;
         for (int64_t c = begin; c < end; ++c) {
-          Acc s = partial[0][c - begin];
-          for (int lane = 1; lane < kEmbeddingGradLanes; ++lane) s += partial[lane][c - begin];
+          Acc s = lanes > 0 ? partial[0][c - begin] : Acc(0);
+          for (int64_t lane = 1; lane < lanes; ++lane) s += partial[lane][c - begin];
           out[v * d + c] = static_cast<T>(scale ? s / static_cast<Acc>(count) : s);
         }
       }

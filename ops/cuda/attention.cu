@@ -39,13 +39,6 @@ namespace {
 using namespace cuda;
 using namespace cuda::attention;
 
-// The offset of batch bh (b1 B2 + b2) in 32-bit arithmetic: the elementwise kernels below compute
-// it for every few elements, where HeadLayout::batch's 64-bit division would cost more than the loads.
-__device__ __forceinline__ int64_t batch_offset(const HeadLayout& at, int bh) {
-  const int b2 = static_cast<int>(at.b2), outer = bh / b2;
-  return outer * at.s0 + (bh - outer * b2) * at.s1;
-}
-
 // 8 adjacent elements (16 bytes of a 16-bit type, 32 of float32) from 16-byte aligned memory, as float.
 template <class T>
 __device__ __forceinline__ void load8(const T* p, float (&f)[8]) {
@@ -75,8 +68,8 @@ __global__ void attention_delta_kernel(const T* __restrict__ grad_out, HeadLayou
   if (row < rows) {
     const int bh = static_cast<int>(row / L), i = static_cast<int>(row - int64_t(bh) * L);
     float go[8], o[8];
-    load8(grad_out + batch_offset(grad_out_at, bh) + int64_t(i) * grad_out_at.row + part * 8, go);
-    load8(out + batch_offset(out_at, bh) + int64_t(i) * out_at.row + part * 8, o);
+    load8(grad_out + grad_out_at.batch(bh) + int64_t(i) * grad_out_at.row + part * 8, go);
+    load8(out + out_at.batch(bh) + int64_t(i) * out_at.row + part * 8, o);
 #pragma unroll
     for (int k = 0; k < 8; ++k) sum = fmaf(go[k], o[k], sum);
   }
@@ -103,7 +96,7 @@ __global__ void attention_dq_kernel(const float* __restrict__ dq_accum, T* __res
       if constexpr (std::is_same_v<T, __nv_bfloat16>) h[k] = __float2bfloat16(f[k] * scale);
       else h[k] = __float2half(f[k] * scale);
     }
-    *reinterpret_cast<uint4*>(grad_q + batch_offset(grad_q_at, bh) + int64_t(i) * grad_q_at.row + part * 8) = raw;
+    *reinterpret_cast<uint4*>(grad_q + grad_q_at.batch(bh) + int64_t(i) * grad_q_at.row + part * 8) = raw;
   }
 }
 

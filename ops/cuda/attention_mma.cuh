@@ -49,7 +49,12 @@ constexpr float kLn2 = 0.6931471805599453f;
 struct HeadLayout {
   int64_t b2 = 1;                   // B2, the inner batch dim (heads)
   int64_t s0 = 0, s1 = 0, row = 0;  // the strides of b1, b2 and the rows, in elements
-  __host__ __device__ __forceinline__ int64_t batch(int bh) const { return bh / b2 * s0 + bh % b2 * s1; }
+  // In 32-bit arithmetic (bh, and so B2, fit an int): the elementwise kernels of the backward take
+  // it every few elements, where a 64-bit division would cost more than their loads.
+  __host__ __device__ __forceinline__ int64_t batch(int bh) const {
+    const int heads = static_cast<int>(b2), outer = bh / heads;
+    return outer * s0 + (bh - outer * heads) * s1;
+  }
 };
 
 /// The problem, shared by the kernels of all passes. Each tensor's rows are where its HeadLayout

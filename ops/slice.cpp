@@ -138,16 +138,16 @@ namespace {
 // The parts' gradients as one tensor of x's shape where they already lie side by side in one
 // storage, each at its part's place in a contiguous layout (the fused attention writes q, k and v's
 // gradients so, ops/attention.cpp); undefined otherwise.
-Tensor adjacent_whole(const std::vector<Tensor>& grads, const Shape& in_shape, int64_t dim,
-                      const std::vector<int64_t>& starts) {
+Tensor adjacent_whole(const std::vector<Tensor>& grads, const Shape& in_shape, int64_t dim, int64_t split_size) {
   const Strides strides = contiguous_strides(in_shape);
   const Tensor& first = grads[0];
   for (size_t i = 0; i < grads.size(); ++i) {
     const Tensor& g = grads[i];
+    const int64_t start = static_cast<int64_t>(i) * split_size;
     Shape part = in_shape;
-    part[dim] = (i + 1 < starts.size() ? starts[i + 1] : in_shape[dim]) - starts[i];
+    part[dim] = std::min(split_size, in_shape[dim] - start);
     if (!g.defined() || g.impl().storage != first.impl().storage || g.dtype() != first.dtype() || g.shape() != part ||
-        g.strides() != strides || g.offset() != first.offset() + starts[i] * strides[dim])
+        g.strides() != strides || g.offset() != first.offset() + start * strides[dim])
       return Tensor();
   }
   return Tensor::make_view(first, in_shape, strides, first.offset());
@@ -159,12 +159,9 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   MINIDL_CHECK(x.dim() > 0, "split: expected a tensor with at least one dimension, got a scalar");
   MINIDL_CHECK(split_size > 0, "split: expected split_size > 0, got ", split_size);
   dim = wrap_dim(dim, x.dim(), "split");
-  std::vector<Tensor> parts;
-  std::vector<int64_t> starts;
-  for (int64_t start = 0; start < x.size(dim); start += split_size) {
-    starts.push_back(start);
+  std::vector<Tensor> parts;  // part i starts at i * split_size
+  for (int64_t start = 0; start < x.size(dim); start += split_size)
     parts.push_back(window(x, dim, start, std::min(split_size, x.size(dim) - start)));
-  }
   if (autograd::needs_recording({x}) && !parts.empty()) {
     // One entry for all the parts, whose backward writes each part's gradient into its window of one
     // tensor: a narrow per part would make a zero tensor of x's size for each and add them up (in
@@ -173,12 +170,12 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
     std::vector<Tensor*> outputs;
     for (Tensor& part : parts) outputs.push_back(&part);
     autograd::record_multi("split", outputs, {x}, {},
-                           [in_shape = x.shape(), dim, starts](const std::vector<Tensor>& grads,
-                                                               const std::vector<bool>&) {
+                           [in_shape = x.shape(), dim, split_size](const std::vector<Tensor>& grads,
+                                                                   const std::vector<bool>&) {
                              auto first = std::find_if(grads.begin(), grads.end(),
                                                        [](const Tensor& g) { return g.defined(); });
                              if (first == grads.end()) return std::vector<Tensor>{Tensor()};
-                             if (Tensor whole = adjacent_whole(grads, in_shape, dim, starts); whole.defined())
+                             if (Tensor whole = adjacent_whole(grads, in_shape, dim, split_size); whole.defined())
                                return std::vector<Tensor>{whole};
                              const bool all = std::all_of(grads.begin(), grads.end(),
                                                           [](const Tensor& g) { return g.defined(); });
@@ -187,9 +184,8 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
                              Kernels& kernels = kernels_for(grad.device());
                              for (size_t i = 0; i < grads.size(); ++i) {
                                if (!grads[i].defined()) continue;
-                               const int64_t length =
-                                   (i + 1 < starts.size() ? starts[i + 1] : in_shape[dim]) - starts[i];
-                               Tensor place = window(grad, dim, starts[i], length);
+                               Tensor place = window(grad, dim, static_cast<int64_t>(i) * split_size,
+                                                     grads[i].size(dim));
                                kernels.copy(grads[i], place);
                              }
                              return std::vector<Tensor>{grad};

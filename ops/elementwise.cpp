@@ -159,10 +159,8 @@ Tensor add_widening(const Tensor& a, const Tensor& b) {
   if (!a.defined() || !b.defined() || a.shape() != b.shape() || a.dim() == 0 || a.device() != b.device()) return {};
   const bool a_wide = a.dtype() == kFloat32 && is_reduced_floating(b.dtype());
   if (!a_wide && !(b.dtype() == kFloat32 && is_reduced_floating(a.dtype()))) return {};
-  const Tensor& wide = a_wide ? a : b;
-  const Tensor& narrow = a_wide ? b : a;
-  Tensor out = Tensor::empty(a.shape(), kFloat32, a.device());
-  if (!kernels_for(a.device()).add_widening(wide, narrow, out)) return {};
+  Tensor out = kernels_for(a.device()).add_widening(a_wide ? a : b, a_wide ? b : a);
+  if (!out.defined()) return {};
   if (autograd::needs_recording({a, b})) {
     autograd::record("add", out, {a, b}, [da = a.dtype(), db = b.dtype()](const Tensor& g, const std::vector<bool>& needs) {
       return std::vector<Tensor>{needs[0] ? g.to(da) : Tensor(), needs[1] ? g.to(db) : Tensor()};

@@ -191,13 +191,13 @@ class Kernels {
   /// `scalar` is the op's parameter where it has one (LeakyRelu*: negative_slope), else ignored.
   virtual void unary(UnaryOp op, const Tensor& x, Tensor& out, double scalar = 0) = 0;
   virtual void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out, double scalar = 0) = 0;
-  /// out (float32) = wide (float32) + narrow (bfloat16 or float16) widened, all contiguous and of one
-  /// shape, in one pass: a residual stream's sum with a 16-bit branch under autocast, without the
-  /// widened copy that promotion would make. False where the device has no such kernel (the op then
-  /// promotes and adds).
-  virtual bool add_widening(const Tensor& wide, const Tensor& narrow, Tensor& out) {
-    (void)wide, (void)narrow, (void)out;
-    return false;
+  /// wide (float32) + narrow (bfloat16 or float16) widened, both contiguous and of one shape, as a new
+  /// float32 tensor made in one pass: a residual stream's sum with a 16-bit branch under autocast,
+  /// without the widened copy that promotion would make. Undefined where the device has no such
+  /// kernel (the op then promotes and adds).
+  virtual Tensor add_widening(const Tensor& wide, const Tensor& narrow) {
+    (void)wide, (void)narrow;
+    return Tensor();
   }
 
   // ---- comparisons and selection (ops/compare.cpp) ----

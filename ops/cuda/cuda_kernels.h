@@ -31,7 +31,7 @@ class CudaKernels final : public Kernels {
   void dropout_backward(const Tensor& grad_out, const Tensor& mask, double keep_prob, Tensor& grad_in) override;
   void unary(UnaryOp op, const Tensor& x, Tensor& out, double scalar = 0) override;
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out, double scalar = 0) override;
-  bool add_widening(const Tensor& wide, const Tensor& narrow, Tensor& out) override;
+  Tensor add_widening(const Tensor& wide, const Tensor& narrow) override;
   void reduce(ReduceOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor& out,
               Tensor* argmax) override;
   void scan(ScanOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool reverse, Tensor& out) override;

@@ -317,13 +317,13 @@ __global__ void add_widening_flat(const float* wide, const N* narrow, float* out
 
 }  // namespace
 
-bool CudaKernels::add_widening(const Tensor& wide, const Tensor& narrow, Tensor& out) {
-  const int64_t n = out.numel();
-  if (wide.dtype() != kFloat32 || out.dtype() != kFloat32 || !is_reduced_floating(narrow.dtype()) ||
-      wide.numel() != n || narrow.numel() != n || !wide.is_contiguous() || !narrow.is_contiguous() ||
-      !out.is_contiguous())
-    return false;
-  if (n == 0) return true;
+Tensor CudaKernels::add_widening(const Tensor& wide, const Tensor& narrow) {
+  const int64_t n = wide.numel();
+  if (wide.dtype() != kFloat32 || !is_reduced_floating(narrow.dtype()) || narrow.shape() != wide.shape() ||
+      !wide.is_contiguous() || !narrow.is_contiguous())
+    return Tensor();
+  Tensor out = Tensor::empty(wide.shape(), kFloat32, wide.device());
+  if (n == 0) return out;
   cuda::DeviceGuard guard(device_);
   dispatch_floating_and_half(narrow.dtype(), "add_widening", [&](auto tag) {
     using N = decltype(tag);
@@ -346,7 +346,7 @@ bool CudaKernels::add_widening(const Tensor& wide, const Tensor& narrow, Tensor&
       }
     }
   });
-  return true;
+  return out;
 }
 
 void CudaKernels::unary(UnaryOp op, const Tensor& x, Tensor& out, double scalar_arg) {

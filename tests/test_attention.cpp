@@ -9,6 +9,7 @@
 
 #include "minidl.h"
 #include "ops/kernels.h"
+#include "attention_test_util.h"
 #include "test_cuda_util.h"
 #include "test_util.h"
 
@@ -16,6 +17,7 @@ using namespace minidl;
 using minidl::testing::all_close;
 using minidl::testing::expect_error;
 using minidl::testing::gpu;
+using minidl::testing::packed_heads;
 
 namespace {
 
@@ -147,16 +149,7 @@ TEST(Attention, FusedMatchesComposedInFloat32) {
 
 namespace {
 
-// q, k, v as a GPT block makes them (apps/common/gpt.h): one [B, T, 3C] projection split in three,
-// each viewed as [B, T, H, hs] and transposed to [B, H, T, hs] (strides T 3C, hs, 3C, 1).
-std::vector<Tensor> packed_heads(const Tensor& qkv, int64_t H) {
-  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3;
-  std::vector<Tensor> heads;
-  for (const Tensor& t : qkv.split(C, 2)) heads.push_back(t.view({B, T, H, C / H}).transpose(1, 2));
-  return heads;
-}
-
-// Attention of those heads [B, H, T, hs], fused or composed.
+// Attention of packed_heads(qkv, H) [B, H, T, hs], fused or composed.
 Tensor packed_attention(const Tensor& qkv, int64_t H, bool causal, bool fused) {
   const std::vector<Tensor> h = packed_heads(qkv, H);
   return fused ? scaled_dot_product_attention(h[0], h[1], h[2], {}, 0, causal)

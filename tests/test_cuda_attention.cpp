@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "core/deterministic.h"
+#include "attention_test_util.h"
 #include "test_cuda_util.h"
 #include "test_util.h"
 
@@ -231,15 +232,6 @@ TEST(CudaAttention, ScaledDotProductAttentionOnTheGpuMatchesTheMathPath) {
 }
 
 namespace {
-
-// [B, H, T, hs] views of one [B, T, 3C] projection, as a GPT block makes q, k, v (apps/common/gpt.h):
-// strides (T 3C, hs, 3C, 1).
-std::vector<Tensor> packed_heads(const Tensor& qkv, int64_t H) {
-  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3;
-  std::vector<Tensor> heads;
-  for (const Tensor& t : qkv.split(C, 2)) heads.push_back(t.view({B, T, H, C / H}).transpose(1, 2));
-  return heads;
-}
 
 // A new [B, H, rows, E] tensor in [B, rows, H, E] memory, as the op makes outputs and gradients.
 Tensor flash_layout(int64_t B, int64_t H, int64_t rows, int64_t E, DType dtype) {

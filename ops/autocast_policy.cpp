@@ -25,6 +25,7 @@ const std::vector<PolicyRow> kTable = {
     {Op::linear, "linear", LP, LP},
     {Op::linear_relu, "linear_relu", LP, LP},
     {Op::linear_relu_linear, "linear_relu_linear", LP, LP},
+    {Op::linear_gelu_linear, "linear_gelu_linear", LP, LP},
     {Op::conv1d, "conv1d", LP, LP},
     {Op::conv2d, "conv2d", LP, LP},
     {Op::conv2d_relu, "conv2d_relu", LP, LP},

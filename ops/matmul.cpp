@@ -4,8 +4,8 @@
 //           [B, M, K] @ [K, N] -> [B, M, N]   and   [M, K] @ [B, K, N] -> [B, M, N]
 //           (the 2-D side is shared by every batch; its gradient is summed over the batch)
 //   linear  x [..., in], weight [out, in], bias [out] or undefined -> [..., out]
-//   linear_relu_linear  x [..., in], w1 [hidden, in], b1 [hidden], w2 [out, hidden], b2 [out]
-//           -> [..., out] (either bias may be undefined)
+//   linear_relu_linear, linear_gelu_linear  x [..., in], w1 [hidden, in], b1 [hidden], w2 [out, hidden],
+//           b2 [out] -> [..., out] (either bias may be undefined)
 // Backward: grad_a = g @ b^T, grad_b = a^T @ g. Transposes are never materialized: a transposed
 // view goes to the kernel as its contiguous storage plus a trans flag, and so does every b^T, a^T.
 #include "ops/matmul.h"
@@ -322,18 +322,27 @@ Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return linear_op("linear_relu", x, weight, bias, true);
 }
 
+namespace {
+
+// Two linear layers, the second taking the first's outputs: the first checked as linear checks it.
+void check_two_layers(const char* name, const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2,
+                      const Tensor& b2) {
+  check_linear(x, w1, b1);
+  check_same_device(name, {x, w2, b2});
+  MINIDL_CHECK(w2.dim() == 2 && w2.size(1) == w1.size(0), name, ": expected a second weight of shape [out, ",
+               w1.size(0), "] after a first of shape ", w1.shape(), ", got ", w2.shape());
+  MINIDL_CHECK(w2.dtype() == x.dtype(), name, ": expected a second weight of dtype ", x.dtype(), ", got ", w2.dtype());
+  if (b2.defined())
+    MINIDL_CHECK(b2.dim() == 1 && b2.size(0) == w2.size(0) && b2.dtype() == x.dtype(), name,
+                 ": expected a second bias of shape [", w2.size(0), "] and dtype ", x.dtype(), ", got ", b2.shape(),
+                 " ", b2.dtype());
+}
+
+}  // namespace
+
 Tensor linear_relu_linear(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2, const Tensor& b2) {
   MINIDL_AUTOCAST(linear_relu_linear, linear_relu_linear, x, w1, b1, w2, b2);
-  check_linear(x, w1, b1);
-  check_same_device("linear_relu_linear", {x, w2, b2});
-  MINIDL_CHECK(w2.dim() == 2 && w2.size(1) == w1.size(0), "linear_relu_linear: expected a second weight of shape [out, ",
-               w1.size(0), "] after a first of shape ", w1.shape(), ", got ", w2.shape());
-  MINIDL_CHECK(w2.dtype() == x.dtype(), "linear_relu_linear: expected a second weight of dtype ", x.dtype(), ", got ",
-               w2.dtype());
-  if (b2.defined())
-    MINIDL_CHECK(b2.dim() == 1 && b2.size(0) == w2.size(0) && b2.dtype() == x.dtype(),
-                 "linear_relu_linear: expected a second bias of shape [", w2.size(0), "] and dtype ", x.dtype(),
-                 ", got ", b2.shape(), " ", b2.dtype());
+  check_two_layers("linear_relu_linear", x, w1, b1, w2, b2);
   if (linear_widens(x))
     return linear_relu_linear(widened(x), widened(w1), widened(b1), widened(w2), widened(b2)).to(x.dtype());
   const int64_t in = w1.size(1), hidden_features = w1.size(0), out_features = w2.size(0);
@@ -387,6 +396,89 @@ Tensor linear_relu_linear(const Tensor& x, const Tensor& w1, const Tensor& b1, c
                          kg.gemm_row_sums(second);
                        }
                        if (needs[4] && !needs[3]) kg.reduce(ReduceOp::Sum, g2, 1, rows, out_features, gb2, nullptr);
+                       return std::vector<Tensor>{gx, gw1, gb1, gw2, gb2};
+                     });
+  }
+  return out;
+}
+
+Tensor linear_gelu_linear(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2, const Tensor& b2,
+                          const std::string& approximate) {
+  MINIDL_AUTOCAST(linear_gelu_linear, linear_gelu_linear, x, w1, b1, w2, b2, approximate);
+  MINIDL_CHECK(approximate == "none" || approximate == "tanh",
+               "linear_gelu_linear: expected approximate to be \"none\" or \"tanh\", got \"", approximate, "\"");
+  check_two_layers("linear_gelu_linear", x, w1, b1, w2, b2);
+  if (linear_widens(x))
+    return linear_gelu_linear(widened(x), widened(w1), widened(b1), widened(w2), widened(b2), approximate)
+        .to(x.dtype());
+  const bool tanh = approximate == "tanh";
+  const UnaryOp gelu_op = tanh ? UnaryOp::GeluTanh : UnaryOp::Gelu;
+  const BinaryOp gelu_backward_op = tanh ? BinaryOp::GeluTanhBackward : BinaryOp::GeluBackward;
+  const int64_t in = w1.size(1), hidden_features = w1.size(0), out_features = w2.size(0);
+  const int64_t rows = in == 0 ? shape_numel(Shape(x.shape().begin(), x.shape().end() - 1)) : x.numel() / in;
+  Shape out_shape = x.shape();
+  out_shape.back() = out_features;
+  Operand ox, ow1, ow2;
+  Tensor bias1, bias2;
+  {
+    NoGradGuard no_grad;
+    ox = as_operand(x.dim() == 2 ? x : reshape(x, {rows, in}));
+    ow1 = as_operand(w1);
+    ow2 = as_operand(w2);
+    if (b1.defined()) bias1 = b1.contiguous().detach();
+    if (b2.defined()) bias2 = b2.contiguous().detach();
+  }
+  Kernels& k = kernels_for(x.device());
+  // The GELU's input, the one [rows, hidden] tensor the backward keeps; its output lives only until
+  // the second product has read it, and the backward makes it again.
+  Tensor hidden = Tensor::empty({rows, hidden_features}, x.dtype(), x.device());
+  if (bias1.defined()) k.gemm_bias(ox.data, ox.trans, ow1.data, !ow1.trans, bias1, false, hidden);
+  else k.gemm(ox.data, ox.trans, ow1.data, !ow1.trans, hidden, 1, 0);
+  Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
+  Tensor out2 = flat_view(out, {rows, out_features});
+  {
+    Tensor activated = Tensor::empty({rows, hidden_features}, x.dtype(), x.device());
+    k.unary(gelu_op, hidden, activated);
+    if (bias2.defined()) k.gemm_bias(activated, false, ow2.data, !ow2.trans, bias2, false, out2);
+    else k.gemm(activated, false, ow2.data, !ow2.trans, out2, 1, 0);
+  }
+
+  if (autograd::needs_recording({x, w1, b1, w2, b2})) {
+    const bool first_needed = x.requires_grad() || w1.requires_grad() || (b1.defined() && b1.requires_grad());
+    Operand saved_x = w1.requires_grad() ? ox : Operand{};
+    Operand saved_w1 = x.requires_grad() ? ow1 : Operand{};
+    Operand saved_w2 = first_needed ? ow2 : Operand{};
+    // Not twice differentiable (a create_graph backward stops with the engine's error naming the
+    // op), as gelu's own backward is not: the composition could not be differentiated twice either.
+    autograd::record("linear_gelu_linear", out, {x, w1, b1, w2, b2},
+                     {saved_x.data, saved_w1.data, saved_w2.data, hidden},
+                     [saved_x, saved_w1, saved_w2, hidden, gelu_op, gelu_backward_op, x_shape = x.shape(), rows, in,
+                      hidden_features, out_features](const Tensor& g, const std::vector<bool>& needs) {
+                       Kernels& kg = kernels_for(g.device());
+                       Tensor g2 = (g.dim() == 2 ? g : reshape(g, {rows, out_features})).contiguous();
+                       Tensor gx, gw1, gb1, gw2, gb2;
+                       if (needs[4]) gb2 = Tensor::empty({out_features}, g.dtype(), g.device());
+                       if (needs[3]) {
+                         // The second layer's weight gradient g^T @ gelu(hidden), with its bias gradient;
+                         // the GELU's output made again, and freed before the first layer's gradients.
+                         gw2 = Tensor::empty({out_features, hidden_features}, g.dtype(), g.device());
+                         Tensor activated = Tensor::empty({rows, hidden_features}, g.dtype(), g.device());
+                         kg.unary(gelu_op, hidden, activated);
+                         kg.gemm_row_sums({g2, true, activated, false, gw2, needs[4] ? &gb2 : nullptr});
+                       } else if (needs[4]) {
+                         kg.reduce(ReduceOp::Sum, g2, 1, rows, out_features, gb2, nullptr);
+                       }
+                       if (needs[0] || needs[1] || needs[2]) {
+                         // The gradient of the GELU's input: (g @ w2) * gelu'(hidden), in place.
+                         Tensor pre = Tensor::empty({rows, hidden_features}, g.dtype(), g.device());
+                         kg.gemm(g2, false, saved_w2.data, saved_w2.trans, pre, 1, 0);
+                         kg.binary(gelu_backward_op, pre, hidden, pre);
+                         if (needs[0]) gx = Tensor::empty(x_shape, g.dtype(), g.device());
+                         if (needs[1]) gw1 = Tensor::empty({hidden_features, in}, g.dtype(), g.device());
+                         if (needs[2]) gb1 = Tensor::empty({hidden_features}, g.dtype(), g.device());
+                         linear_backward_products(kg, as_operand(pre), saved_x, saved_w1, needs[0] ? &gx : nullptr,
+                                                  needs[1] ? &gw1 : nullptr, needs[2] ? &gb1 : nullptr);
+                       }
                        return std::vector<Tensor>{gx, gw1, gb1, gw2, gb2};
                      });
   }

@@ -1,5 +1,7 @@
 #pragma once
 // Matrix products on the GEMM kernel (Eigen on the CPU, cuBLAS on CUDA).
+#include <string>
+
 #include "core/tensor.h"
 
 namespace minidl {
@@ -25,5 +27,11 @@ Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = T
 /// the second's input and the ReLU. nn::Sequential uses it for a Linear, a ReLU and a Linear that no ReLU follows.
 Tensor linear_relu_linear(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2,
                           const Tensor& b2 = Tensor());
+
+/// linear(gelu(linear(x, w1, b1), approximate), w2, b2) as one op: the backward keeps only the
+/// GELU's input (and what the gradients need of x, w1, w2) and makes the GELU's output again, so a
+/// transformer's MLP saves one [..., hidden] tensor instead of two.   linear_gelu_linear(x, w1, b1, w2, b2, "tanh")
+Tensor linear_gelu_linear(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2,
+                          const Tensor& b2 = Tensor(), const std::string& approximate = "none");
 
 }  // namespace minidl

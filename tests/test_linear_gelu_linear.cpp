@@ -1,0 +1,355 @@
+// linear_gelu_linear, a transformer's MLP as one op whose backward makes the GELU's output again
+// instead of saving it: values and gradients against linear(gelu(linear(x, w1, b1)), w2, b2) in
+// float64 (the same kernels, so within rounding) and float32, float64 gradient checks for every
+// input with and without each bias and both approximations, each input's gradient alone (the
+// products the backward skips), bfloat16 under autocast against float32, the errors, and the
+// modules that run it (Linear::forward_gelu_linear, TransformerEncoderLayer without dropout).
+// The CUDA tests (suite CudaLinearGeluLinear) skip without a GPU; on one they compare float32 and
+// bfloat16-autocast values and gradients with the CPU composition, and gradcheck in float64.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "minidl.h"
+#include "core/allocator.h"
+#include "nn/nn.h"
+#include "ops/autocast_policy.h"
+#include "test_cuda_util.h"
+#include "test_util.h"
+
+using namespace minidl;
+using namespace minidl::testing;
+
+namespace {
+
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+Fn fused(const std::string& approximate) {
+  return [approximate](const std::vector<Tensor>& t) {
+    return linear_gelu_linear(t[0], t[1], t[2], t[3], t[4], approximate);
+  };
+}
+
+Fn composed(const std::string& approximate) {
+  return [approximate](const std::vector<Tensor>& t) {
+    return linear(gelu(linear(t[0], t[1], t[2]), approximate), t[3], t[4]);
+  };
+}
+
+// x [..., in], w1 [hidden, in], b1 [hidden] (or undefined), w2 [out, hidden], b2 [out] (or
+// undefined), unit normal, of `dtype` on the CPU, not requiring grad.
+std::vector<Tensor> draw_layers(const Shape& x_shape, int64_t hidden, int64_t out, bool bias1, bool bias2,
+                                DType dtype = kFloat64) {
+  const int64_t in = x_shape.back();
+  return {randn(x_shape, dtype), randn({hidden, in}, dtype), bias1 ? randn({hidden}, dtype) : Tensor(),
+          randn({out, hidden}, dtype), bias2 ? randn({out}, dtype) : Tensor()};
+}
+
+// The output of f on fresh leaves copied from `inputs` (those `wanted` requiring grad) and their
+// gradients from sum(output * seed) (undefined where not wanted).
+struct Result {
+  Tensor out;
+  std::vector<Tensor> grads;
+};
+Result run(const Fn& f, const std::vector<Tensor>& inputs, const std::vector<bool>& wanted, const Tensor& seed) {
+  std::vector<Tensor> leaves;
+  bool any = false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) {
+      leaves.emplace_back();
+      continue;
+    }
+    leaves.push_back(inputs[i].detach().clone());
+    if (wanted[i]) leaves.back().requires_grad_(), any = true;
+  }
+  Result r{f(leaves), {}};
+  if (any) (r.out * seed.to(r.out.device())).sum().backward();
+  for (size_t i = 0; i < leaves.size(); ++i)
+    r.grads.push_back(leaves[i].defined() && wanted[i] ? leaves[i].grad() : Tensor());
+  return r;
+}
+
+const std::vector<bool> kAll(5, true);
+const char* const kNames[] = {"x", "w1", "b1", "w2", "b2"};
+
+// Outputs and every gradient of a and b, elementwise within atol + rtol * |b|.
+void expect_results_close(const Result& a, const Result& b, double atol, double rtol) {
+  EXPECT_TRUE(all_close(a.out, b.out, atol, rtol)) << "output";
+  ASSERT_EQ(a.grads.size(), b.grads.size());
+  for (size_t i = 0; i < a.grads.size(); ++i) {
+    ASSERT_EQ(a.grads[i].defined(), b.grads[i].defined()) << "gradient of " << kNames[i];
+    if (!a.grads[i].defined()) continue;
+    EXPECT_TRUE(all_close(a.grads[i], b.grads[i], atol, rtol)) << "gradient of " << kNames[i];
+  }
+}
+
+double rms(const Tensor& t) {
+  const std::vector<double> v = t.detach().to(Device::cpu()).to(kFloat64).to_vector<double>();
+  double s = 0;
+  for (double x : v) s += x * x;
+  return v.empty() ? 0 : std::sqrt(s / static_cast<double>(v.size()));
+}
+
+// A 16-bit (or autocast) result against the float32 one: each element within
+// tol * (|reference| + rms(reference)), as tests/test_reduced_precision_matmul_conv.cpp bounds them.
+::testing::AssertionResult close_to_scale(const Tensor& got, const Tensor& ref, double tol) {
+  return all_close(got.detach().to(Device::cpu()).to(kFloat32), ref.detach().to(Device::cpu()).to(kFloat32),
+                   tol * rms(ref), tol);
+}
+
+}  // namespace
+
+// The same kernels as the composition in the same order: equal within float64 rounding, for a 2-D
+// and a 3-D input, each bias present or not, both approximations.
+TEST(LinearGeluLinear, EqualsCompositionInFloat64) {
+  manual_seed(41);
+  for (const char* approximate : {"none", "tanh"}) {
+    for (const Shape& x_shape : {Shape{3, 5}, Shape{2, 3, 5}}) {
+      for (int biases = 0; biases < 4; ++biases) {
+        SCOPED_TRACE(std::string(approximate) + " x " + shape_str(x_shape) + " biases " + std::to_string(biases));
+        const std::vector<Tensor> in = draw_layers(x_shape, 7, 4, biases & 1, biases & 2);
+        Shape out_shape = x_shape;
+        out_shape.back() = 4;
+        const Tensor seed = randn(out_shape, kFloat64);
+        const Result f = run(fused(approximate), in, kAll, seed), c = run(composed(approximate), in, kAll, seed);
+        EXPECT_EQ(f.out.shape(), out_shape);
+        expect_results_close(f, c, 1e-12, 1e-12);
+      }
+    }
+  }
+}
+
+TEST(LinearGeluLinear, GradcheckEveryInput) {
+  manual_seed(42);
+  for (const char* approximate : {"none", "tanh"}) {
+    for (const Shape& x_shape : {Shape{3, 5}, Shape{2, 3, 5}}) {
+      for (int biases = 0; biases < 4; ++biases) {
+        SCOPED_TRACE(std::string(approximate) + " x " + shape_str(x_shape) + " biases " + std::to_string(biases));
+        std::vector<Tensor> in = draw_layers(x_shape, 7, 4, biases & 1, biases & 2);
+        for (Tensor& t : in)
+          if (t.defined()) t.requires_grad_();
+        GradcheckResult r = gradcheck(fused(approximate), in, {1e-6, 1e-8, 1e-6});
+        EXPECT_TRUE(r) << r.message;
+      }
+    }
+  }
+}
+
+// One input alone wanting a gradient, and all but one: the backward skips the products no one
+// needs (the GELU's output is not made again for a frozen w2; x is not kept for a frozen w1).
+TEST(LinearGeluLinear, GradientsOfSomeInputsOnly) {
+  manual_seed(43);
+  const std::vector<Tensor> in = draw_layers({2, 3, 5}, 7, 4, true, true);
+  const Tensor seed = randn({2, 3, 4}, kFloat64);
+  for (const char* approximate : {"none", "tanh"}) {
+    for (size_t i = 0; i < in.size(); ++i) {
+      for (bool alone : {true, false}) {
+        SCOPED_TRACE(std::string(approximate) + (alone ? " only " : " all but ") + kNames[i]);
+        std::vector<bool> wanted(in.size(), !alone);
+        wanted[i] = alone;
+        expect_results_close(run(fused(approximate), in, wanted, seed), run(composed(approximate), in, wanted, seed),
+                             1e-12, 1e-12);
+      }
+    }
+  }
+  // No input wants a gradient: nothing is recorded.
+  EXPECT_FALSE(linear_gelu_linear(in[0], in[1], in[2], in[3], in[4]).requires_grad());
+}
+
+TEST(LinearGeluLinear, Float32MatchesComposition) {
+  manual_seed(44);
+  const std::vector<Tensor> in = draw_layers({4, 6, 16}, 24, 8, true, true, kFloat32);
+  const Tensor seed = randn({4, 6, 8});
+  for (const char* approximate : {"none", "tanh"}) {
+    SCOPED_TRACE(approximate);
+    expect_results_close(run(fused(approximate), in, kAll, seed), run(composed(approximate), in, kAll, seed), 1e-5,
+                         1e-5);
+  }
+}
+
+// Under a CPU autocast region the op runs in bfloat16 (its inputs cast, the output bfloat16) and the
+// float32 leaves get float32 gradients, all close to the float32 op's.
+TEST(LinearGeluLinear, BFloat16UnderAutocastOnTheCpu) {
+  manual_seed(45);
+  std::vector<Tensor> in = draw_layers({6, 16}, 24, 8, true, true, kFloat32);
+  for (Tensor& t : in) t = t.to(kBFloat16).to(kFloat32);  // the cast to bfloat16 is then exact
+  const Tensor seed = randn({6, 8}).to(kBFloat16).to(kFloat32);
+  for (const char* approximate : {"none", "tanh"}) {
+    SCOPED_TRACE(approximate);
+    const Result reference = run(composed(approximate), in, kAll, seed);
+    Result low;
+    {
+      AutocastGuard guard(Device::cpu(), kBFloat16);
+      EXPECT_EQ(fused(approximate)(in).dtype(), kBFloat16);
+      EXPECT_EQ(autocast::last_dispatch().op, "linear_gelu_linear");
+      EXPECT_EQ(autocast::last_dispatch().dtype, kBFloat16);
+      low = run(fused(approximate), in, kAll, seed);
+    }
+    EXPECT_EQ(low.out.dtype(), kBFloat16);
+    EXPECT_TRUE(close_to_scale(low.out, reference.out, 1e-2)) << "output";
+    for (size_t i = 0; i < in.size(); ++i) {
+      EXPECT_EQ(low.grads[i].dtype(), kFloat32) << kNames[i];
+      EXPECT_TRUE(close_to_scale(low.grads[i], reference.grads[i], 2e-2)) << "gradient of " << kNames[i];
+    }
+  }
+}
+
+TEST(LinearGeluLinear, BadInputsAreErrors) {
+  const Tensor x = randn({2, 5}), w1 = randn({4, 5}), b1 = randn({4}), w2 = randn({3, 4}), b2 = randn({3});
+  EXPECT_NO_THROW(linear_gelu_linear(x, w1, b1, w2, b2));
+  expect_error([&] { linear_gelu_linear(randn({2, 3}), w1, b1, w2); }, {"linear", "[2, 3]", "[4, 5]"});
+  expect_error([&] { linear_gelu_linear(x, w1, randn({5}), w2); }, {"bias", "[4]"});
+  expect_error([&] { linear_gelu_linear(x, w1, b1, randn({3, 5})); },
+               {"linear_gelu_linear", "second weight of shape [out, 4]", "[3, 5]"});
+  expect_error([&] { linear_gelu_linear(x, w1, b1, w2, randn({4})); }, {"linear_gelu_linear", "second bias", "[3]"});
+  expect_error([&] { linear_gelu_linear(x, w1, b1, randn({3, 4}, kFloat64)); },
+               {"linear_gelu_linear", "second weight of dtype"});
+  expect_error([&] { linear_gelu_linear(x, w1, b1, w2, b2, "erf"); }, {"approximate", "\"erf\""});
+}
+
+// The tape keeps the GELU's input only: while the output lives, the op holds it and one
+// [rows, hidden] tensor (x and the weights are the caller's); the composition holds two.
+TEST(LinearGeluLinear, KeepsOneHiddenTensorForTheBackward) {
+  manual_seed(49);
+  const int64_t rows = 32, in = 8, hidden = 512, out = 8;
+  std::vector<Tensor> t = draw_layers({rows, in}, hidden, out, true, true, kFloat32);
+  for (Tensor& p : t) p.requires_grad_();
+  const size_t hidden_bytes = rows * hidden * sizeof(float), out_bytes = rows * out * sizeof(float);
+  auto held_by_output = [&](const Fn& f) {
+    const size_t before = memory_stats(Device::cpu()).bytes_in_use;
+    const Tensor y = f(t);
+    return memory_stats(Device::cpu()).bytes_in_use - before;
+  };
+  const size_t fused_bytes = held_by_output(fused("none")), composed_bytes = held_by_output(composed("none"));
+  EXPECT_GE(fused_bytes, hidden_bytes + out_bytes);
+  EXPECT_LT(fused_bytes, hidden_bytes + out_bytes + hidden_bytes / 4);
+  EXPECT_GE(composed_bytes, 2 * hidden_bytes + out_bytes);
+}
+
+// gelu's backward is not differentiable twice, nor is the fused op's: a create_graph backward
+// through it stops with an error naming it.
+TEST(LinearGeluLinear, CreateGraphBackwardIsAnError) {
+  manual_seed(46);
+  std::vector<Tensor> in = draw_layers({3, 5}, 7, 4, true, true);
+  for (Tensor& t : in) t.requires_grad_();
+  const Tensor y = fused("none")(in).sum();
+  expect_error([&] { autograd::grad({y}, {in[0]}, {}, true, true); }, {"linear_gelu_linear", "differentiable twice"});
+}
+
+TEST(LinearGeluLinear, LinearModuleForwardGeluLinear) {
+  manual_seed(47);
+  nn::Linear first(5, 7), second(nn::LinearOptions(7, 4).bias(false));
+  first->to(kFloat64);
+  second->to(kFloat64);
+  const Tensor x = randn({2, 3, 5}, kFloat64);
+  EXPECT_TRUE(all_close(first->forward_gelu_linear(x, *second, "tanh"),
+                        second->forward(gelu(first->forward(x), "tanh")), 1e-12, 1e-12));
+  nn::Linear wrong(6, 4);
+  expect_error([&] { first->forward_gelu_linear(x, *wrong); }, {"6 inputs", "7 outputs"});
+  expect_error([&] { first->forward_gelu_linear(randn({2, 6}, kFloat64), *second); }, {"last dimension 5"});
+}
+
+// With the dropout between its two linear layers off (eval, or p = 0) the encoder layer's GELU
+// feed-forward block runs fused: the same values and input gradient as its blocks composed.
+TEST(LinearGeluLinear, TransformerEncoderLayerWithoutDropout) {
+  manual_seed(48);
+  nn::TransformerEncoderLayer layer(
+      nn::TransformerEncoderLayerOptions(8, 2).dim_feedforward(16).batch_first(true).activation("gelu"));
+  layer->to(kFloat64);
+  layer->eval();
+  const Tensor x = randn({2, 5, 8}, kFloat64);
+  auto hand = [&](const Tensor& in) {
+    Tensor x1 = layer->norm1->forward(add(in, std::get<0>(layer->self_attn->forward(in, in, in))));
+    return layer->norm2->forward(add(x1, layer->linear2->forward(gelu(layer->linear1->forward(x1)))));
+  };
+  const Tensor seed = randn({2, 5, 8}, kFloat64);
+  const Result got = run([&](const std::vector<Tensor>& t) { return layer->forward(t[0]); }, {x}, {true}, seed);
+  const Result want = run([&](const std::vector<Tensor>& t) { return hand(t[0]); }, {x}, {true}, seed);
+  EXPECT_TRUE(all_close(got.out, want.out, 1e-12, 1e-12));
+  EXPECT_TRUE(all_close(got.grads[0], want.grads[0], 1e-12, 1e-12));
+}
+
+// ---- CUDA (skips without a GPU) ----
+
+namespace {
+
+// Inputs scaled so that the hidden layer and the output are about 1 whatever the depth of the
+// sums, where an absolute tolerance means the same everywhere; bfloat16-representable values, so
+// that autocast's casts are exact.
+std::vector<Tensor> scaled_layers(const Shape& x_shape, int64_t hidden, int64_t out, bool bias1, bool bias2) {
+  std::vector<Tensor> in = draw_layers(x_shape, hidden, out, bias1, bias2, kFloat32);
+  in[1] = in[1] * (1 / std::sqrt(double(x_shape.back())));
+  in[3] = in[3] * (1 / std::sqrt(double(hidden)));
+  for (Tensor& t : in)
+    if (t.defined()) t = t.to(kBFloat16).to(kFloat32);
+  return in;
+}
+
+std::vector<Tensor> on_gpu(const std::vector<Tensor>& in) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : in) out.push_back(t.defined() ? t.to(gpu()) : Tensor());
+  return out;
+}
+
+}  // namespace
+
+// CUDA float32 and bfloat16 under autocast against the CPU's float32 composition: output and every
+// gradient, for a 3-D input with both biases and a 2-D one without the first.
+TEST(CudaLinearGeluLinear, Float32AndAutocastMatchTheCpuComposition) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  struct Case {
+    Shape x;
+    int64_t hidden, out;
+    bool bias1, bias2;
+  };
+  for (const Case& c : {Case{{2, 37, 48}, 192, 48, true, true}, Case{{64, 32}, 128, 10, false, true}}) {
+    for (const char* approximate : {"none", "tanh"}) {
+      SCOPED_TRACE(shape_str(c.x) + " hidden " + std::to_string(c.hidden) + " " + approximate);
+      const std::vector<Tensor> in = scaled_layers(c.x, c.hidden, c.out, c.bias1, c.bias2);
+      Shape out_shape = c.x;
+      out_shape.back() = c.out;
+      const Tensor seed = randn(out_shape).to(kBFloat16).to(kFloat32);
+      const Result reference = run(composed(approximate), in, kAll, seed);
+      const std::vector<Tensor> in_gpu = on_gpu(in);
+      const Result f32 = run(fused(approximate), in_gpu, kAll, seed);
+      ASSERT_EQ(f32.out.device(), gpu());
+      expect_results_close(f32, reference, 1e-4, 1e-4);
+      Result low;
+      {
+        AutocastGuard guard(gpu(), kBFloat16);
+        low = run(fused(approximate), in_gpu, kAll, seed);
+      }
+      EXPECT_EQ(low.out.dtype(), kBFloat16);
+      // Two layers round twice: the hidden layer and its gradient are bfloat16 too.
+      EXPECT_TRUE(close_to_scale(low.out, reference.out, 2e-2)) << "output";
+      for (size_t i = 0; i < in.size(); ++i) {
+        if (!in[i].defined()) continue;
+        EXPECT_EQ(low.grads[i].dtype(), kFloat32) << kNames[i];
+        EXPECT_TRUE(close_to_scale(low.grads[i], reference.grads[i], 3e-2)) << "gradient of " << kNames[i];
+      }
+      // Each first-layer input alone, and the second weight alone: the skipped products on CUDA.
+      for (size_t i : {size_t(0), size_t(1), size_t(3)}) {
+        std::vector<bool> wanted(in.size(), false);
+        wanted[i] = true;
+        EXPECT_TRUE(all_close(run(fused(approximate), in_gpu, wanted, seed).grads[i], reference.grads[i], 1e-4, 1e-4))
+            << "gradient of " << kNames[i] << " alone";
+      }
+    }
+  }
+}
+
+TEST(CudaLinearGeluLinear, GradcheckInFloat64) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  for (const char* approximate : {"none", "tanh"}) {
+    SCOPED_TRACE(approximate);
+    std::vector<Tensor> in = on_gpu(draw_layers({2, 3, 5}, 7, 4, true, true));
+    for (Tensor& t : in) t.requires_grad_();
+    GradcheckResult r = gradcheck(fused(approximate), in, {1e-6, 1e-8, 1e-6});
+    EXPECT_TRUE(r) << r.message;
+  }
+}

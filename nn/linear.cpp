@@ -51,13 +51,27 @@ Tensor LinearImpl::forward(const Tensor& input) { return run_linear(*this, input
 
 Tensor LinearImpl::forward_relu(const Tensor& input) { return run_linear(*this, input, linear_relu); }
 
-Tensor LinearImpl::forward_relu_linear(const Tensor& input, const LinearImpl& next) {
-  const int64_t in = options.in_features();
+namespace {
+
+// The checks of a layer and the next one it feeds, in the modules' words.
+void check_pair(const LinearImpl& layer, const Tensor& input, const LinearImpl& next) {
+  const int64_t in = layer.options.in_features();
   MINIDL_CHECK(input.dim() >= 1 && input.size(-1) == in, "Linear: expected input with last dimension ", in,
                ", got shape ", input.shape());
-  MINIDL_CHECK(next.options.in_features() == options.out_features(), "Linear: a layer of ",
-               next.options.in_features(), " inputs cannot follow one of ", options.out_features(), " outputs");
+  MINIDL_CHECK(next.options.in_features() == layer.options.out_features(), "Linear: a layer of ",
+               next.options.in_features(), " inputs cannot follow one of ", layer.options.out_features(), " outputs");
+}
+
+}  // namespace
+
+Tensor LinearImpl::forward_relu_linear(const Tensor& input, const LinearImpl& next) {
+  check_pair(*this, input, next);
   return linear_relu_linear(input, weight, bias, next.weight, next.bias);
+}
+
+Tensor LinearImpl::forward_gelu_linear(const Tensor& input, const LinearImpl& next, const std::string& approximate) {
+  check_pair(*this, input, next);
+  return linear_gelu_linear(input, weight, bias, next.weight, next.bias, approximate);
 }
 
 }  // namespace minidl::nn

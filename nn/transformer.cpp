@@ -42,6 +42,10 @@ Tensor TransformerEncoderLayerImpl::self_attention_block(const Tensor& x, const 
 }
 
 Tensor TransformerEncoderLayerImpl::feed_forward_block(const Tensor& x) {
+  // With the dropout between the two layers the identity (p = 0, or eval), linear2(gelu(linear1(x)))
+  // is one op whose backward makes the GELU's output again instead of keeping it.
+  if (options.activation() == "gelu" && (!dropout->is_training() || dropout->options.p() == 0))
+    return dropout2->forward(linear1->forward_gelu_linear(x, *linear2));
   Tensor hidden = options.activation() == "relu" ? linear1->forward_relu(x) : gelu(linear1->forward(x));
   return dropout2->forward(linear2->forward(dropout->forward(hidden)));
 }

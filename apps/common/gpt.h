@@ -68,7 +68,9 @@ struct Mlp : nn::Module {
     register_module("c_proj", c_proj);
     register_module("dropout", dropout);
   }
-  Tensor forward(const Tensor& x) override { return dropout(c_proj(gelu(c_fc(x)))); }
+  // c_proj(gelu(c_fc(x))) as one op, whose backward makes the GELU's output again rather than saving
+  // it: the tape keeps one [B*T, 4C] tensor per layer instead of two, as PyTorch's compiler does.
+  Tensor forward(const Tensor& x) override { return dropout(c_fc->forward_gelu_linear(x, *c_proj)); }
 
   nn::Linear c_fc, c_proj;
   nn::Dropout dropout;

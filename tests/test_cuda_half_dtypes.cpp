@@ -62,6 +62,27 @@ TEST(CudaHalfDtypes, ConvertsBetweenEveryDtypeOnTheDevice) {
   }
 }
 
+// The contiguous conversion moves 8 elements a thread where both sides are aligned for it and
+// finishes the tail on its own: every start (aligned or not) and length around a pack gives the
+// host's result.
+TEST(CudaHalfDtypes, ConvertsAnyStartAndLengthOnTheDevice) {
+  MINIDL_REQUIRE_CUDA();
+  Tensor host = randn({64}, kFloat32) * 1000.0;
+  Tensor device = host.cuda();
+  for (DType d : {kBFloat16, kFloat16}) {
+    for (int64_t start : {0, 1, 3, 8}) {
+      for (int64_t length : {0, 1, 7, 8, 9, 16, 23, 33}) {
+        SCOPED_TRACE(std::string(dtype_name(d)) + " start " + std::to_string(start) + " length " +
+                     std::to_string(length));
+        const Tensor expected = narrow(host, 0, start, length).to(d);
+        EXPECT_TRUE(equal(narrow(device, 0, start, length).to(d).cpu(), expected));
+        // And back: a 16-bit view from the same start widened on the device.
+        EXPECT_TRUE(equal(narrow(device.to(d), 0, start, length).to(kFloat32).cpu(), expected.to(kFloat32)));
+      }
+    }
+  }
+}
+
 TEST(CudaHalfDtypes, DlpackExportsDeviceBf16) {
   MINIDL_REQUIRE_CUDA();
   Tensor t = randn({4}, kFloat32, Device::cuda()).to(kBFloat16);

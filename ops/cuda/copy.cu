@@ -39,6 +39,52 @@ __global__ void copy_strided(const S* src, D* dst, Strided<2> m, Index n) {
   }
 }
 
+// A dtype conversion between contiguous tensors, 8 elements a thread (16 bytes of the 16-bit side, 32
+// of float32): the float32 <-> 16-bit casts around autocast. The strided walk, one element a thread,
+// moved [16384, 384] float32 to bfloat16 at 1.5 TB/s on an H100.
+template <class S, class D>
+__global__ void convert_flat_vec(const S* src, D* dst, int64_t packs) {
+  const auto* in = reinterpret_cast<const VecPack<S, 8>*>(src);
+  auto* out = reinterpret_cast<VecPack<D, 8>*>(dst);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < packs; i += int64_t(gridDim.x) * blockDim.x) {
+    const VecPack<S, 8> p = in[i];
+    VecPack<D, 8> q;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) q.v[k] = convert<D>(p.v[k]);
+    out[i] = q;
+  }
+}
+
+// Calls fn(S{}, D{}) for a float32 <-> bfloat16 / float16 pair; false for any other.
+template <class Fn>
+bool dispatch_widening_pair(DType src, DType dst, Fn&& fn) {
+  if (src == kFloat32 && dst == kBFloat16) fn(float{}, BFloat16{});
+  else if (src == kFloat32 && dst == kFloat16) fn(float{}, Half{});
+  else if (src == kBFloat16 && dst == kFloat32) fn(BFloat16{}, float{});
+  else if (src == kFloat16 && dst == kFloat32) fn(Half{}, float{});
+  else return false;
+  return true;
+}
+
+// The packed part of a contiguous float32 <-> 16-bit copy; how many elements it converted (0 where
+// the pair or the alignment does not allow it).
+int64_t convert_packed(const Tensor& src, Tensor& dst, cudaStream_t stream) {
+  const int64_t packs = dst.numel() / 8;
+  if (packs == 0 || !src.is_contiguous() || !dst.is_contiguous()) return 0;
+  int64_t done = 0;
+  dispatch_widening_pair(src.dtype(), dst.dtype(), [&](auto src_tag, auto dst_tag) {
+    using S = decltype(src_tag);
+    using D = decltype(dst_tag);
+    const S* from = ptr<const S>(src);
+    D* to = ptr<D>(dst);
+    if (!aligned_to(8 * sizeof(S), {from}) || !aligned_to(8 * sizeof(D), {to})) return;
+    convert_flat_vec<S, D><<<blocks_for(packs), kThreads, 0, stream>>>(from, to, packs);
+    CUDA_LAUNCH_CHECK(convert_flat_vec);
+    done = packs * 8;
+  });
+  return done;
+}
+
 template <class T>
 __global__ void fill_kernel(T* dst, T value, int64_t n) {
   wait_for_earlier_kernels();
@@ -186,6 +232,13 @@ void CudaKernels::copy(const Tensor& src, Tensor& dst) {
   if (src.dtype() == dst.dtype() && src.is_contiguous() && dst.is_contiguous()) {
     CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), dst.nbytes(), cudaMemcpyDeviceToDevice, stream_));
     return;
+  }
+  if (const int64_t done = convert_packed(src, dst, stream_); done > 0) {
+    if (done == n) return;
+    // The tail (fewer than 8 elements), as flat views past the packed part.
+    const Tensor src_tail = Tensor::make_view(src, {n - done}, {1}, src.offset() + done);
+    Tensor dst_tail = Tensor::make_view(dst, {n - done}, {1}, dst.offset() + done);
+    return copy(src_tail, dst_tail);
   }
   if (merged_rank<2>(dst.shape(), {&dst.strides(), &src.strides()}) > kMaxDims) {
     // More dims than one strided walk holds (a permuted tensor of 9+ dims): one copy per slice of

@@ -299,8 +299,8 @@ void CudaKernels::attention_forward(const Tensor& q_in, const Tensor& k_in, cons
   const bool dropout = dropout_p > 0;
   if (dropout) {
     check_rng_state(rng_state);
-    // Four draws (one Philox block) per four keys of a query: attention_mma.cuh's DropoutMask.
-    const PhiloxDraw draw = default_generator().philox_draw(static_cast<uint64_t>(s.B * s.L * ((s.S + 3) / 4)) * 4);
+    // attention_mma.cuh's DropoutMask: a Philox block per four scores, L and S padded to 16.
+    const PhiloxDraw draw = default_generator().philox_draw(DropoutMask::draws(s.B, s.L, s.S));
     int64_t* state = static_cast<int64_t*>(rng_state.raw_data());
     state[0] = static_cast<int64_t>(draw.seed);
     state[1] = static_cast<int64_t>(draw.offset);

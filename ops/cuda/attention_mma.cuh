@@ -82,17 +82,28 @@ struct Params {
 };
 
 /// The dropout keep mask as a pure function of (seed, offset, b, query i, key j), so that every pass
-/// and every thread layout draws the same one: element (b, i, j) takes component j % 4 of the
-/// Philox4x32-10 block at counter offset / 4 + (b L + i) ceil(S / 4) + j / 4, i.e. cuRAND's Philox
-/// stream at position offset + 4 (b L + i) ceil(S / 4) + j (curand_init(seed, 0, that)), and is
-/// kept where that draw as a uniform on (0, 1] is <= keep_prob, as ops/cuda/dropout.cu decides.
-/// A forward reserves 4 B L ceil(S / 4) draws. Elements past L or S only read unused draws.
+/// and every thread layout draws the same one. Its Philox4x32-10 blocks of four draws each cover
+/// the scores (i, j), (i, j + 8), (i + 8, j), (i + 8, j + 8) for i and j of the form 16 n + m,
+/// m < 8: the four scores a thread holds of a pair of m16n8 accumulator tiles, whether the rows
+/// are the queries (forward, dQ pass) or the keys (dK/dV pass), so every pass draws each block
+/// once and uses all of it. Four consecutive keys a block, the earlier layout, made the dK/dV
+/// pass draw a whole block for each score (their keys are 8 apart). Score (b, i, j) is component
+/// 2 (i >> 3 & 1) + (j >> 3 & 1) of the block at counter offset / 4 + (b Lb + i8) Sb + j8, with
+/// i8 = 8 (i >> 4) + (i & 7), Lb = 8 ceil(L / 16) and likewise j8, Sb; it is kept where that draw
+/// as a uniform on (0, 1] is <= keep_prob, as ops/cuda/dropout.cu decides. A forward reserves
+/// 4 B Lb Sb draws (dropout_draws); scores past L or S only read unused draws.
 struct DropoutMask {
   uint2 key;
-  uint64_t base;        // the counter of element (0, 0, 0)
-  uint64_t row_blocks;  // ceil(S / 4)
-  int L;
+  uint64_t base;        // the counter of the block of score (0, 0, 0)
+  uint64_t row_blocks;  // Sb: blocks along a query's keys
+  uint64_t batch_blocks;  // Lb Sb
   float keep_prob;
+
+  __host__ __device__ static uint64_t blocks_along(int n) { return 8 * ((static_cast<uint64_t>(n) + 15) / 16); }
+  /// The Philox draws a forward reserves for B x L x S scores.
+  __host__ static uint64_t draws(int64_t B, int64_t L, int64_t S) {
+    return 4 * static_cast<uint64_t>(B) * blocks_along(static_cast<int>(L)) * blocks_along(static_cast<int>(S));
+  }
 
   template <class T>
   __device__ __forceinline__ static DropoutMask make(const Params<T>& p) {
@@ -102,27 +113,45 @@ struct DropoutMask {
     DropoutMask m;
     m.key = make_uint2(static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
     m.base = offset / 4;
-    m.row_blocks = (static_cast<uint64_t>(p.S) + 3) / 4;
-    m.L = p.L;
+    m.row_blocks = blocks_along(p.S);
+    m.batch_blocks = blocks_along(p.L) * m.row_blocks;
     m.keep_prob = p.keep_prob;
     return m;
   }
-  /// The four draws of keys j & ~3 .. (j & ~3) + 3 of query i.
+  /// The four draws of the block holding query i's score against key j, in the order (i0, j0),
+  /// (i0, j0 + 8), (i0 + 8, j0), (i0 + 8, j0 + 8), where i0 and j0 are i and j with bit 3 cleared.
   __device__ __forceinline__ uint4 block(int b, int i, int j) const {
-    const uint64_t c = base + (static_cast<uint64_t>(b) * L + i) * row_blocks + (j >> 2);
+    const uint64_t i8 = static_cast<uint64_t>((i >> 4) * 8 + (i & 7)), j8 = static_cast<uint64_t>((j >> 4) * 8 + (j & 7));
+    const uint64_t c = base + static_cast<uint64_t>(b) * batch_blocks + i8 * row_blocks + j8;
     return curand_Philox4x32_10(make_uint4(static_cast<uint32_t>(c), static_cast<uint32_t>(c >> 32), 0u, 0u), key);
   }
   __device__ __forceinline__ bool kept(uint32_t draw) const { return _curand_uniform(draw) <= keep_prob; }
   __device__ __forceinline__ bool keep(int b, int i, int j) const {
     const uint4 r = block(b, i, j);
-    const int c = j & 3;
+    const int c = ((i >> 3) & 1) * 2 + ((j >> 3) & 1);
     return kept(c == 0 ? r.x : c == 1 ? r.y : c == 2 ? r.z : r.w);
   }
-  /// Whether keys j and j + 1 (j even) of query i are kept: one Philox block for both.
-  __device__ __forceinline__ void keep_pair(int b, int i, int j, bool& first, bool& second) const {
-    const uint4 r = block(b, i, j);
-    first = kept(j & 2 ? r.z : r.x);
-    second = kept(j & 2 ? r.w : r.y);
+  /// Bit 4 nt + e: whether element e of accumulator tile nt (Nt of them, 8 columns each) is kept,
+  /// for the thread whose rows are row_lo and row_lo + 8 and whose columns are c + 8 nt + {0, 1}
+  /// (c = the tile's first column + 2 (lane % 4)); rows are queries or keys. One block per two
+  /// elements of a tile pair.
+  template <int Nt, bool RowsAreKeys>
+  __device__ __forceinline__ uint32_t tile_bits(int b, int row_lo, int c) const {
+    static_assert(Nt % 2 == 0 && Nt * 4 <= 32, "tile pairs, one bit per element");
+    uint32_t bits = 0;
+#pragma unroll
+    for (int nt = 0; nt < Nt; nt += 2)
+#pragma unroll
+      for (int odd = 0; odd < 2; ++odd) {
+        const int col = c + nt * 8 + odd;
+        const uint4 r = RowsAreKeys ? block(b, col, row_lo) : block(b, row_lo, col);
+        // Elements: e = odd (row_lo) and 2 + odd (row_lo + 8) of tiles nt (col) and nt + 1 (col + 8).
+        const uint32_t lo_lo = kept(r.x), far_col = kept(RowsAreKeys ? r.z : r.y);
+        const uint32_t far_row = kept(RowsAreKeys ? r.y : r.z), far_both = kept(r.w);
+        bits |= lo_lo << (4 * nt + odd) | far_row << (4 * nt + 2 + odd) | far_col << (4 * (nt + 1) + odd) |
+                far_both << (4 * (nt + 1) + 2 + odd);
+      }
+    return bits;
   }
 };
 
@@ -475,15 +504,12 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Params
           row_l[e >> 1] += e2;  // the undropped sum: logsumexp and the normalization
         }
       if constexpr (Dropout) {
+        const uint32_t keep = drop.tile_bits<Nt, false>(b, row_lo, c0 + col_in_tile);
 #pragma unroll
         for (int nt = 0; nt < Nt; ++nt)
 #pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            bool keep_lo, keep_hi;
-            drop.keep_pair(b, half ? row_hi : row_lo, c0 + nt * 8 + col_in_tile, keep_lo, keep_hi);
-            if (!keep_lo) s[nt][2 * half] = 0.f;
-            if (!keep_hi) s[nt][2 * half + 1] = 0.f;
-          }
+          for (int e = 0; e < 4; ++e)
+            if (!(keep >> (4 * nt + e) & 1)) s[nt][e] = 0.f;
       }
 #pragma unroll
       for (int nt = 0; nt < E / 8; ++nt)
@@ -497,14 +523,10 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Params
       rows_times_cols_t<T, E, Nt>(dp, row_b, tile_b);
       const float* col_lse2 = col_values + (2 * (t & 1)) * Cols;
       const float* col_delta = col_lse2 + Cols;
+      [[maybe_unused]] uint32_t keep = 0;  // bit 4 nt + e: element e of tile nt is kept
+      if constexpr (Dropout) keep = drop.tile_bits<Nt, rows_are_keys(P)>(b, row_lo, c0 + col_in_tile);
 #pragma unroll
       for (int nt = 0; nt < Nt; ++nt) {
-        // Whether elements e = 0..3 are kept; rows of queries draw their column pairs together.
-        [[maybe_unused]] bool keep[4] = {true, true, true, true};
-        if constexpr (Dropout && !rows_are_keys(P)) {
-          drop.keep_pair(b, row_lo, c0 + nt * 8 + col_in_tile, keep[0], keep[1]);
-          drop.keep_pair(b, row_hi, c0 + nt * 8 + col_in_tile, keep[2], keep[3]);
-        }
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int half = e >> 1, c = nt * 8 + col_in_tile + (e & 1);
@@ -515,8 +537,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Params
           if constexpr (Dropout) {
             // With Z = mask / keep_prob: dV uses P Z, and dS = P (dP Z - delta) (delta = rowsum(dO O)
             // already holds the dropped probabilities).
-            if constexpr (rows_are_keys(P)) keep[e] = drop.keep(b, c0 + c, half ? row_hi : row_lo);
-            const float z = keep[e] ? p.inv_keep : 0.f;
+            const float z = keep >> (4 * nt + e) & 1 ? p.inv_keep : 0.f;
             s[nt][e] = prob * z;
             dp[nt][e] = prob * (dp[nt][e] * z - delta);
           } else {

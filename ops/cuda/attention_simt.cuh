@@ -98,18 +98,21 @@ __device__ __forceinline__ void store_row(float* matrix, int64_t row_stride, con
         make_float4(src[i].x * f, src[i].y * f, src[i].z * f, src[i].w * f);
 }
 
-// Bit j: whether query `row`'s score against key c0 + j (c0 a multiple of 4) is kept, for the
-// kSimtCols keys of a tile: one Philox block per four keys.
+// Bit j: whether query `row`'s score against key c0 + j (c0 a multiple of 16) is kept, for the
+// kSimtCols keys of a tile. A Philox block holds keys j and j + 8 of the row (and of row +- 8, which
+// another thread holds here: DropoutMask's blocks fit the tensor-core kernel's layout).
 __device__ __forceinline__ uint32_t simt_keep_bits(const DropoutMask& drop, int b, int row, int c0) {
   static_assert(kSimtCols == 32, "one bit per key of the tile");
+  const bool far_row = (row >> 3) & 1;
   uint32_t bits = 0;
 #pragma unroll
-  for (int g = 0; g < kSimtCols / 4; ++g) {
-    const uint4 r = drop.block(b, row, c0 + 4 * g);
-    bits |= (uint32_t(drop.kept(r.x)) | uint32_t(drop.kept(r.y)) << 1 | uint32_t(drop.kept(r.z)) << 2 |
-             uint32_t(drop.kept(r.w)) << 3)
-            << (4 * g);
-  }
+  for (int g = 0; g < kSimtCols / 16; ++g)
+#pragma unroll
+    for (int m = 0; m < 8; ++m) {
+      const uint4 r = drop.block(b, row, c0 + 16 * g + m);
+      const uint32_t near = drop.kept(far_row ? r.z : r.x), far = drop.kept(far_row ? r.w : r.y);
+      bits |= near << (16 * g + m) | far << (16 * g + m + 8);
+    }
   return bits;
 }
 

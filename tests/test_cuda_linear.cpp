@@ -144,6 +144,46 @@ TEST(CudaLinear, GemmAtUnalignedAddresses) {
   EXPECT_TRUE(all_close(matmul(a_gpu, b_gpu), expected, 1e-4, 1e-4));
 }
 
+// 16-bit products whose rows are not 16 bytes long run on zero-padded copies (ops/cuda/matmul.cpp):
+// a language model's head over 113 classes, its input gradient (k = 113) and its weight gradient
+// (a^T with 113 columns, with and without row sums beside it), against float64 on the CPU.
+TEST(CudaLinear, SixteenBitProductsWithOddRowLengths) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  Kernels& k = kernels_for(gpu());
+  const int64_t rows = 1024, vocab = 113, width = 384;
+  for (DType dtype : {kBFloat16, kFloat16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Tensor x = randn({rows, width}).to(dtype), w = randn({vocab, width}).to(dtype);
+    const Tensor g = randn({rows, vocab}).to(dtype);
+    const auto gpu_product = [&](const Tensor& a, bool ta, const Tensor& b, bool tb, Shape shape) {
+      Tensor c = Tensor::empty(shape, dtype, gpu());
+      k.gemm(a.to(gpu()), ta, b.to(gpu()), tb, c, 1, 0);
+      return c.cpu().to(kFloat64);
+    };
+    const Tensor x64 = x.to(kFloat64), w64 = w.to(kFloat64), g64 = g.to(kFloat64);
+    // Scale: a sum of `width` (or `rows`) unit products, each rounded once to 8 bits of mantissa.
+    const double tol = dtype == kBFloat16 ? 0.02 : 0.004;
+    const auto close = [&](const Tensor& got, const Tensor& want, double terms) {
+      return all_close(got, want, tol * std::sqrt(terms), tol);
+    };
+    EXPECT_TRUE(close(gpu_product(x, false, w, true, {rows, vocab}), matmul(x64, transpose(w64, 0, 1)), width))
+        << "logits";
+    EXPECT_TRUE(close(gpu_product(g, false, w, false, {rows, width}), matmul(g64, w64), vocab)) << "input gradient";
+    EXPECT_TRUE(close(gpu_product(g, true, x, false, {vocab, width}), matmul(transpose(g64, 0, 1), x64), rows))
+        << "weight gradient";
+    // Beside the input gradient, with the bias gradient's row sums.
+    Tensor gx = Tensor::empty({rows, width}, dtype, gpu()), gw = Tensor::empty({vocab, width}, dtype, gpu());
+    Tensor gb = Tensor::empty({vocab}, dtype, gpu());
+    const Tensor g_gpu = g.to(gpu());
+    k.gemm_concurrent({g_gpu, false, w.to(gpu()), false, gx}, {g_gpu, true, x.to(gpu()), false, gw, &gb});
+    cuda::join_side_streams();
+    EXPECT_TRUE(close(gx.cpu().to(kFloat64), matmul(g64, w64), vocab)) << "concurrent input gradient";
+    EXPECT_TRUE(close(gw.cpu().to(kFloat64), matmul(transpose(g64, 0, 1), x64), rows)) << "concurrent weight gradient";
+    EXPECT_TRUE(close(gb.cpu().to(kFloat64), sum(g64, {0}), rows)) << "row sums";
+  }
+}
+
 TEST(CudaLinear, ConcurrentGemmsEqualSequentialOnes) {
   MINIDL_REQUIRE_CUDA();
   MINIDL_FRESH_SEED();

@@ -9,7 +9,8 @@
 // instead (ops/cuda/linear_narrow.cu says why).
 // bfloat16 and float16 products run on cuBLASLt, or cublasGemmEx, with every operand in the 16-bit
 // type and float32 accumulation (CUBLAS_COMPUTE_32F, float alpha and beta); float32 on
-// CUBLAS_COMPUTE_32F_FAST_TF32 where allow_tf32_matmul() (ops/backend_setting.h).
+// CUBLAS_COMPUTE_32F_FAST_TF32 where allow_tf32_matmul() (ops/backend_setting.h). A large 16-bit
+// product whose rows are not 16 bytes long runs on zero-padded copies (gemm_padded says why).
 #include <cublas_v2.h>
 
 #include <cstdio>
@@ -84,6 +85,60 @@ void join_later(int device, std::vector<Tensor> reads, std::initializer_list<con
   cuda::join_side_stream_later(device, std::move(reads), written);
 }
 
+// cuBLAS(Lt)'s tensor-core kernels want every row of every operand to start on 16 bytes. A 16-bit
+// product with rows of another length (a language model's head over a vocabulary of 113 characters:
+// logits [16384, 113], its input gradient over k = 113, its weight gradient [113, 384]) falls to
+// unaligned (align1) tiles: 147 us a step in char_gpt on an H100 for those three. Such a product
+// runs on copies whose rows are padded with zeros to a multiple of 16 bytes, as PyTorch's compiler
+// pads matmuls: zero columns of the reduced dimension add nothing, and the result's padding is dropped.
+struct PaddedDims {
+  int64_t m, n, k;  // the product's sizes, rounded up where they pad
+};
+
+// The padded sizes of c [m, n] = op(a) op(b), or nothing to pad (then false). Only a 2-D 16-bit
+// product large enough for the copies to be cheap beside it, with beta = 0.
+bool padded_dims(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c, double beta,
+                 PaddedDims& dims) {
+  if (c.dim() != 2 || a.dim() != 2 || b.dim() != 2 || !is_reduced_floating(c.dtype()) || beta != 0) return false;
+  const int64_t unit = 16 / static_cast<int64_t>(element_size(c.dtype()));
+  const int64_t m = c.size(0), n = c.size(1), k = trans_a ? a.size(0) : a.size(1);
+  if (m * n * k < (int64_t{1} << 24)) return false;
+  // A size pads where it is the row length of some operand: a's (m or k), b's (k or n), c's (n).
+  const bool pad_m = trans_a && m % unit != 0;
+  const bool pad_n = n % unit != 0;
+  const bool pad_k = (!trans_a || trans_b) && k % unit != 0;
+  if (!pad_m && !pad_n && !pad_k) return false;
+  const auto up = [unit](int64_t v) { return (v + unit - 1) / unit * unit; };
+  dims = {pad_m ? up(m) : m, pad_n ? up(n) : n, pad_k ? up(k) : k};
+  return true;
+}
+
+// t [rows', cols'] into the top-left corner of a zero [rows, cols].
+Tensor zero_padded(Kernels& kernels, const Tensor& t, int64_t rows, int64_t cols) {
+  if (t.size(0) == rows && t.size(1) == cols) return t;
+  Tensor padded = Tensor::empty({rows, cols}, t.dtype(), t.device());
+  kernels.fill(padded, 0.0);
+  Tensor corner = Tensor::make_view(padded, t.shape(), {cols, 1}, padded.offset());
+  kernels.copy(t, corner);
+  return padded;
+}
+
+bool gemm_padded(Kernels& kernels, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
+                 double alpha, double beta) {
+  PaddedDims d;
+  if (!padded_dims(a, trans_a, b, trans_b, c, beta, d)) return false;
+  const Tensor ap = trans_a ? zero_padded(kernels, a, d.k, d.m) : zero_padded(kernels, a, d.m, d.k);
+  const Tensor bp = trans_b ? zero_padded(kernels, b, d.n, d.k) : zero_padded(kernels, b, d.k, d.n);
+  if (d.m == c.size(0) && d.n == c.size(1)) {
+    kernels.gemm(ap, trans_a, bp, trans_b, c, alpha, 0);
+    return true;
+  }
+  Tensor cp = Tensor::empty({d.m, d.n}, c.dtype(), c.device());
+  kernels.gemm(ap, trans_a, bp, trans_b, cp, alpha, 0);
+  kernels.copy(Tensor::make_view(cp, c.shape(), {d.n, 1}, cp.offset()), c);
+  return true;
+}
+
 }  // namespace
 
 void CudaKernels::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, double alpha,
@@ -108,6 +163,7 @@ void CudaKernels::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool tran
   cuda::DeviceGuard guard(device_);
   if (!batched && a.dim() == 2 && b.dim() == 2 && !trans_a && !trans_b && k > 0 && small_k_gemm(a, b, c, alpha, beta))
     return;
+  if (!batched && gemm_padded(*this, a, trans_a, b, trans_b, c, alpha, beta)) return;
   if (gemm_lt(stream_, a, trans_a, b, trans_b, c, alpha, beta)) return;
   cublasHandle_t handle = cuda::cublas_handle(device_);
   // Atomics are off by default (cuBLAS then gives the same bits run to run on one GPU model); say so
@@ -196,6 +252,12 @@ void CudaKernels::gemm_concurrent(const GemmCall& first, const GemmCall& second)
   const cudaStream_t side = cuda::side_stream(device_);
   const int64_t blocks = cuda::side_stream_blocks(device_);
   const Tensor &a = second.a, &b = second.b;
+  // A product that pads (gemm_padded) runs its copies on the compute stream, after the first.
+  PaddedDims unused;
+  if (padded_dims(a, second.trans_a, b, second.trans_b, second.c, 0, unused)) {
+    gemm_row_sums(first);
+    return gemm_row_sums(second);
+  }
   const bool after_first = gemm_lt_keeps_within(a, second.trans_a, b, second.trans_b, second.c, blocks);
   if (after_first) gemm_row_sums(first);
   cuda::stream_wait(device_, side, stream_);  // the side stream starts after what came before

@@ -200,6 +200,11 @@ class Kernels {
     return Tensor();
   }
 
+  /// The backward of GELU where its output is wanted too (a layer that made it again rather than
+  /// keep it: linear_gelu_linear): output = gelu(input), grad *= gelu'(input) in place. All three
+  /// contiguous, of one shape and dtype; `tanh` picks the approximation. One pass on CUDA.
+  virtual void gelu_backward_with_output(bool tanh, const Tensor& input, Tensor& grad, Tensor& output);
+
   // ---- comparisons and selection (ops/compare.cpp) ----
   /// out (bool) = a op b; a and b have one dtype (any, bool included) and out's shape with any strides.
   virtual void compare(CompareOp op, const Tensor& a, const Tensor& b, Tensor& out) = 0;

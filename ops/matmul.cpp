@@ -458,21 +458,28 @@ Tensor linear_gelu_linear(const Tensor& x, const Tensor& w1, const Tensor& b1, c
                        Tensor g2 = (g.dim() == 2 ? g : reshape(g, {rows, out_features})).contiguous();
                        Tensor gx, gw1, gb1, gw2, gb2;
                        if (needs[4]) gb2 = Tensor::empty({out_features}, g.dtype(), g.device());
+                       const bool first_layer = needs[0] || needs[1] || needs[2];
+                       // The gradient of the GELU's input: (g @ w2) * gelu'(hidden), in place.
+                       Tensor pre;
+                       if (first_layer) {
+                         pre = Tensor::empty({rows, hidden_features}, g.dtype(), g.device());
+                         kg.gemm(g2, false, saved_w2.data, saved_w2.trans, pre, 1, 0);
+                       }
                        if (needs[3]) {
                          // The second layer's weight gradient g^T @ gelu(hidden), with its bias gradient;
-                         // the GELU's output made again, and freed before the first layer's gradients.
+                         // the GELU's output made again (in the pass that takes its gradient, where
+                         // that is wanted too), and freed before the first layer's gradients.
                          gw2 = Tensor::empty({out_features, hidden_features}, g.dtype(), g.device());
                          Tensor activated = Tensor::empty({rows, hidden_features}, g.dtype(), g.device());
-                         kg.unary(gelu_op, hidden, activated);
+                         const bool tanh = gelu_op == UnaryOp::GeluTanh;
+                         if (first_layer) kg.gelu_backward_with_output(tanh, hidden, pre, activated);
+                         else kg.unary(gelu_op, hidden, activated);
                          kg.gemm_row_sums({g2, true, activated, false, gw2, needs[4] ? &gb2 : nullptr});
                        } else if (needs[4]) {
                          kg.reduce(ReduceOp::Sum, g2, 1, rows, out_features, gb2, nullptr);
                        }
-                       if (needs[0] || needs[1] || needs[2]) {
-                         // The gradient of the GELU's input: (g @ w2) * gelu'(hidden), in place.
-                         Tensor pre = Tensor::empty({rows, hidden_features}, g.dtype(), g.device());
-                         kg.gemm(g2, false, saved_w2.data, saved_w2.trans, pre, 1, 0);
-                         kg.binary(gelu_backward_op, pre, hidden, pre);
+                       if (first_layer) {
+                         if (!needs[3]) kg.binary(gelu_backward_op, pre, hidden, pre);
                          if (needs[0]) gx = Tensor::empty(x_shape, g.dtype(), g.device());
                          if (needs[1]) gw1 = Tensor::empty({hidden_features, in}, g.dtype(), g.device());
                          if (needs[2]) gb1 = Tensor::empty({hidden_features}, g.dtype(), g.device());
@@ -493,6 +500,11 @@ void Kernels::gemm_bias(const Tensor& a, bool trans_a, const Tensor& b, bool tra
   copy(Tensor::make_view(bias, {rows, cols}, {0, bias.strides()[0]}, bias.offset()), c);
   gemm(a, trans_a, b, trans_b, c, 1, 1);
   if (relu) unary(UnaryOp::Relu, c, c);
+}
+
+void Kernels::gelu_backward_with_output(bool tanh, const Tensor& input, Tensor& grad, Tensor& output) {
+  unary(tanh ? UnaryOp::GeluTanh : UnaryOp::Gelu, input, output);
+  binary(tanh ? BinaryOp::GeluTanhBackward : BinaryOp::GeluBackward, grad, input, grad);
 }
 
 void Kernels::gemm_row_sums(const GemmCall& call) {

@@ -32,6 +32,7 @@ class CudaKernels final : public Kernels {
   void unary(UnaryOp op, const Tensor& x, Tensor& out, double scalar = 0) override;
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out, double scalar = 0) override;
   Tensor add_widening(const Tensor& wide, const Tensor& narrow) override;
+  void gelu_backward_with_output(bool tanh, const Tensor& input, Tensor& grad, Tensor& output) override;
   void reduce(ReduceOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor& out,
               Tensor* argmax) override;
   void scan(ScanOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool reverse, Tensor& out) override;

@@ -469,15 +469,17 @@ void CudaKernels::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& 
     const C<T> scalar = static_cast<C<T>>(scalar_arg);
     if (a.is_contiguous() && b.is_contiguous() && out.is_contiguous() && a.numel() == n && b.numel() == n) {
       int64_t done = 0;
-      if constexpr (is_16bit_float_v<T>) {
-        if (aligned_to(16, {pa, pb, o}) && n >= kVec16) {
-          const int64_t packs = n / kVec16;
+      // 16 bytes a load for the 16-bit types and float32 (a transformer's float32 residual-gradient
+      // sums, [16384, 384]: 28 us on an H100 at one element a thread).
+      if constexpr (is_16bit_float_v<T> || std::is_same_v<T, float>) {
+        constexpr int V = 16 / static_cast<int>(sizeof(T));
+        if (aligned_to(16, {pa, pb, o}) && n >= V) {
+          const int64_t packs = n / V;
           with_constant_op(op, [&](auto k) {
-            binary_flat_vec<T, kVec16, k()><<<blocks_for(packs), kThreads, 0, stream_>>>(op, pa, pb, o, packs,
-                                                                                        scalar);
+            binary_flat_vec<T, V, k()><<<blocks_for(packs), kThreads, 0, stream_>>>(op, pa, pb, o, packs, scalar);
             CUDA_LAUNCH_CHECK(binary_flat_vec);
           });
-          done = packs * kVec16;
+          done = packs * V;
           if (done == n) return;
         }
       }

@@ -69,7 +69,8 @@ struct Mlp : nn::Module {
     register_module("dropout", dropout);
   }
   // c_proj(gelu(c_fc(x))) as one op, whose backward makes the GELU's output again rather than saving
-  // it: the tape keeps one [B*T, 4C] tensor per layer instead of two, as PyTorch's compiler does.
+  // it: the tape keeps one [B*T, 4C] tensor per layer instead of two (PyTorch's compiler recomputes
+  // such pointwise results too).
   Tensor forward(const Tensor& x) override { return dropout(c_fc->forward_gelu_linear(x, *c_proj)); }
 
   nn::Linear c_fc, c_proj;

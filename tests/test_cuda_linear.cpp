@@ -352,6 +352,40 @@ TEST(CudaLinear, SideStreamWorkJoinsWhereItIsUsed) {
   EXPECT_TRUE(all_close(b.grad(), b_cpu.grad(), 1e-3, 1e-3));
 }
 
+// Side work that holds much alive joins before the next is queued (core/cuda/side_stream.cpp):
+// the first product's 69 MB input is let go when the second weight gradient starts, not at the
+// end of a backward; a small one waits for its own use as before.
+TEST(CudaLinear, SideStreamWorkHoldingMuchJoinsBeforeTheNext) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  Kernels& k = kernels_for(gpu());
+  // Every operand made first: a copy from the host joins the side stream by itself.
+  struct Layer {
+    Tensor g, x, w, gx, gw;
+  };
+  const auto layer = [](int64_t rows, int64_t in) {
+    Layer l{randn({rows, 16}).to(gpu()), randn({rows, in}).to(gpu()), randn({16, in}).to(gpu()),
+            Tensor::empty({rows, in}, kFloat32, gpu()), Tensor::empty({16, in}, kFloat32, gpu())};
+    return l;
+  };
+  Layer big = layer(8192, 2100), small = layer(64, 32), next = layer(64, 32);
+  cuda::synchronize();
+  const auto weight_gradient = [&](Layer& l) {
+    k.gemm_concurrent({l.g, false, l.w, false, l.gx}, {l.g, true, l.x, false, l.gw});
+  };
+  weight_gradient(big);
+  EXPECT_TRUE(cuda::uses_unjoined_side_work(big.x));
+  weight_gradient(small);
+  EXPECT_FALSE(cuda::uses_unjoined_side_work(big.x)) << "69 MB held past the next side work";
+  EXPECT_TRUE(cuda::uses_unjoined_side_work(small.x));
+  weight_gradient(next);
+  EXPECT_TRUE(cuda::uses_unjoined_side_work(small.x)) << "a few kB joined early";
+  EXPECT_TRUE(cuda::uses_unjoined_side_work(next.x));
+  cuda::join_side_streams();
+  EXPECT_TRUE(all_close(big.gw, matmul(transpose(big.g, 0, 1), big.x), 1e-2, 1e-3));
+  EXPECT_TRUE(all_close(next.gw, matmul(transpose(next.g, 0, 1), next.x), 1e-3, 1e-3));
+}
+
 TEST(CudaLinear, GradcheckNarrowLinear) {
   MINIDL_REQUIRE_CUDA();
   MINIDL_FRESH_SEED();

@@ -50,6 +50,10 @@ void join_side_stream_later(int index, std::vector<Tensor> reads, const std::vec
 bool side_stream_writes(int index, const void* ptr);
 /// Makes the compute stream of `index` wait for its side stream's unjoined work; no-op when none.
 void join_side_stream(int index);
+/// join_side_stream where the unjoined work holds more than kMaxUnjoinedReadBytes of reads alive:
+/// called before new side work is queued, so that a backward without other joins does not keep
+/// every layer's inputs and gradients to its end.
+void join_side_stream_if_holding_much(int index);
 /// Keeps other threads' work off the compute stream while a graph captures it (core/cuda/graph.cu):
 /// in relaxed capture mode, what another thread queued there would land in the graph. The
 /// capturing thread holds it exclusively; to_device_pinned holds it shared.

@@ -260,6 +260,7 @@ void CudaKernels::gemm_concurrent(const GemmCall& first, const GemmCall& second)
   }
   const bool after_first = gemm_lt_keeps_within(a, second.trans_a, b, second.trans_b, second.c, blocks);
   if (after_first) gemm_row_sums(first);
+  cuda::join_side_stream_if_holding_much(device_);
   cuda::stream_wait(device_, side, stream_);  // the side stream starts after what came before
   bool second_on_side =
       !after_first && weight_grad_layout(second) && narrow_weight_grad(side, a, b, second.c, second.row_sums);

@@ -338,6 +338,30 @@ void check_two_layers(const char* name, const Tensor& x, const Tensor& w1, const
                  " ", b2.dtype());
 }
 
+// Two layers' sizes and operands as the kernels take them: x flattened to [rows, in], the weights
+// as operands, the biases contiguous and detached (or undefined).
+struct TwoLayers {
+  int64_t in, hidden, out, rows;
+  Shape out_shape;
+  Operand x, w1, w2;
+  Tensor b1, b2;
+};
+
+TwoLayers two_layers(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2, const Tensor& b2) {
+  TwoLayers l;
+  l.in = w1.size(1), l.hidden = w1.size(0), l.out = w2.size(0);
+  l.rows = l.in == 0 ? shape_numel(Shape(x.shape().begin(), x.shape().end() - 1)) : x.numel() / l.in;
+  l.out_shape = x.shape();
+  l.out_shape.back() = l.out;
+  NoGradGuard no_grad;
+  l.x = as_operand(x.dim() == 2 ? x : reshape(x, {l.rows, l.in}));
+  l.w1 = as_operand(w1);
+  l.w2 = as_operand(w2);
+  if (b1.defined()) l.b1 = b1.contiguous().detach();
+  if (b2.defined()) l.b2 = b2.contiguous().detach();
+  return l;
+}
+
 }  // namespace
 
 Tensor linear_relu_linear(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2, const Tensor& b2) {
@@ -345,20 +369,12 @@ Tensor linear_relu_linear(const Tensor& x, const Tensor& w1, const Tensor& b1, c
   check_two_layers("linear_relu_linear", x, w1, b1, w2, b2);
   if (linear_widens(x))
     return linear_relu_linear(widened(x), widened(w1), widened(b1), widened(w2), widened(b2)).to(x.dtype());
-  const int64_t in = w1.size(1), hidden_features = w1.size(0), out_features = w2.size(0);
-  const int64_t rows = in == 0 ? shape_numel(Shape(x.shape().begin(), x.shape().end() - 1)) : x.numel() / in;
-  Shape out_shape = x.shape();
-  out_shape.back() = out_features;
-  Operand ox, ow1, ow2;
-  Tensor bias1, bias2;
-  {
-    NoGradGuard no_grad;
-    ox = as_operand(x.dim() == 2 ? x : reshape(x, {rows, in}));
-    ow1 = as_operand(w1);
-    ow2 = as_operand(w2);
-    bias1 = b1.defined() ? b1.contiguous().detach() : zeros({hidden_features}, x.dtype(), x.device());
-    if (b2.defined()) bias2 = b2.contiguous().detach();
-  }
+  const TwoLayers l = two_layers(x, w1, b1, w2, b2);
+  const int64_t in = l.in, hidden_features = l.hidden, out_features = l.out, rows = l.rows;
+  const Shape& out_shape = l.out_shape;
+  const Operand &ox = l.x, &ow1 = l.w1, &ow2 = l.w2;
+  // The kernel's first epilogue always adds a bias.
+  const Tensor bias1 = l.b1.defined() ? l.b1 : zeros({hidden_features}, x.dtype(), x.device()), &bias2 = l.b2;
   Kernels& k = kernels_for(x.device());
   Tensor hidden = Tensor::empty({rows, hidden_features}, x.dtype(), x.device());
   Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
@@ -414,20 +430,11 @@ Tensor linear_gelu_linear(const Tensor& x, const Tensor& w1, const Tensor& b1, c
   const bool tanh = approximate == "tanh";
   const UnaryOp gelu_op = tanh ? UnaryOp::GeluTanh : UnaryOp::Gelu;
   const BinaryOp gelu_backward_op = tanh ? BinaryOp::GeluTanhBackward : BinaryOp::GeluBackward;
-  const int64_t in = w1.size(1), hidden_features = w1.size(0), out_features = w2.size(0);
-  const int64_t rows = in == 0 ? shape_numel(Shape(x.shape().begin(), x.shape().end() - 1)) : x.numel() / in;
-  Shape out_shape = x.shape();
-  out_shape.back() = out_features;
-  Operand ox, ow1, ow2;
-  Tensor bias1, bias2;
-  {
-    NoGradGuard no_grad;
-    ox = as_operand(x.dim() == 2 ? x : reshape(x, {rows, in}));
-    ow1 = as_operand(w1);
-    ow2 = as_operand(w2);
-    if (b1.defined()) bias1 = b1.contiguous().detach();
-    if (b2.defined()) bias2 = b2.contiguous().detach();
-  }
+  const TwoLayers l = two_layers(x, w1, b1, w2, b2);
+  const int64_t in = l.in, hidden_features = l.hidden, out_features = l.out, rows = l.rows;
+  const Shape& out_shape = l.out_shape;
+  const Operand &ox = l.x, &ow1 = l.w1, &ow2 = l.w2;
+  const Tensor &bias1 = l.b1, &bias2 = l.b2;
   Kernels& k = kernels_for(x.device());
   // The GELU's input, the one [rows, hidden] tensor the backward keeps; its output lives only until
   // the second product has read it, and the backward makes it again.

@@ -2,6 +2,7 @@
 
 #include <typeinfo>
 
+#include "nn/activation.h"
 #include "nn/conv2d.h"
 #include "nn/layers.h"
 #include "nn/linear.h"
@@ -30,7 +31,8 @@ int64_t simple_pool(const MaxPool2dImpl& pool) {
 // Known runs of layers execute as one op with the same values and gradients, but fewer passes over
 // memory: Linear then ReLU (LinearImpl::forward_relu: the bias and ReLU in the GEMM's epilogue),
 // and with a Linear after them that no ReLU follows (forward_relu_linear: a classifier's last two
-// layers, whose products share kernels on CUDA);
+// layers, whose products share kernels on CUDA); Linear, GELU and Linear (forward_gelu_linear: a
+// transformer's MLP, whose backward makes the GELU's output again instead of keeping it);
 // Conv2d then ReLU (Conv2dImpl::forward_relu), and with a simple MaxPool2d after them
 // (forward_relu_max_pool2d: one kernel from the convolution's output to the pooled result). Only
 // the exact types are fused: a subclass may have its own forward. A layer with forward hooks is
@@ -53,6 +55,15 @@ Tensor SequentialImpl::forward(const Tensor& input) {
       x = linear.forward_relu(x);
       it = next;
       continue;
+    }
+    if (is<LinearImpl>(*it) && next != end() && is<GELUImpl>(*next) && plain(*next) && plain(*it)) {
+      const auto after = std::next(next);
+      if (after != end() && is<LinearImpl>(*after) && plain(*after)) {
+        x = static_cast<LinearImpl&>(**it).forward_gelu_linear(x, static_cast<LinearImpl&>(**after),
+                                                                static_cast<GELUImpl&>(**next).options.approximate());
+        it = after;
+        continue;
+      }
     }
     if (is<Conv2dImpl>(*it) && relu_next) {
       auto& conv = static_cast<Conv2dImpl&>(**it);

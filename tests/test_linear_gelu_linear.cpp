@@ -379,3 +379,30 @@ TEST(CudaLinearGeluLinear, GeluBackwardWithOutputMatchesTheCpu) {
     }
   }
 }
+
+// nn::Sequential runs a Linear, a GELU and a Linear as linear_gelu_linear (nanoGPT's MLP as the
+// tutorial writes it), with the values and gradients of its modules run one by one.
+TEST(LinearGeluLinear, SequentialFusionKeepsOutputsAndGradients) {
+  MINIDL_FRESH_SEED();
+  for (const char* approximate : {"none", "tanh"}) {
+    SCOPED_TRACE(approximate);
+    nn::Sequential net(nn::Linear(7, 12), nn::GELU(nn::GELUOptions().approximate(approximate)), nn::Linear(12, 7),
+                       nn::Dropout(0.0));
+    net->to(kFloat64);
+    Tensor x = randn({2, 4, 7}, kFloat64);
+    Tensor fused = net(x);
+    ASSERT_NE(fused.grad_fn(), nullptr);
+    EXPECT_EQ(fused.grad_fn()->name(), "LinearGeluLinearBackward0");
+    fused.sum().backward();
+    std::vector<Tensor> fused_grads;
+    for (auto& [name, p] : net->named_parameters()) fused_grads.push_back(p.grad().clone());
+    net->zero_grad();
+    Tensor y = x;
+    for (const auto& m : *net) y = m->forward(y);
+    EXPECT_NE(y.grad_fn()->name(), "LinearGeluLinearBackward0");
+    y.sum().backward();
+    EXPECT_TRUE(close_to_scale(fused, y, 1e-12));
+    size_t i = 0;
+    for (auto& [name, p] : net->named_parameters()) EXPECT_TRUE(close_to_scale(fused_grads[i++], p.grad(), 1e-12)) << name;
+  }
+}

@@ -56,6 +56,10 @@ MultiheadAttentionImpl::MultiheadAttentionImpl(const MultiheadAttentionOptions& 
     v_proj_weight = register_parameter("v_proj_weight", Tensor::empty({E, vdim()}));
   }
   if (options.bias()) in_proj_bias = register_parameter("in_proj_bias", Tensor::empty({3 * E}));
+  if (options.add_bias_kv()) {
+    bias_k = register_parameter("bias_k", Tensor::empty({1, 1, E}));
+    bias_v = register_parameter("bias_v", Tensor::empty({1, 1, E}));
+  }
   out_proj = register_module("out_proj", Linear(LinearOptions(E, E).bias(options.bias())));
   reset_parameters();
 }
@@ -65,6 +69,8 @@ void MultiheadAttentionImpl::reset_parameters() {
     if (w->defined()) init::xavier_uniform_(*w);
   if (in_proj_bias.defined()) init::zeros_(in_proj_bias);
   if (out_proj->bias.defined()) init::zeros_(out_proj->bias);
+  for (Tensor* b : {&bias_k, &bias_v})
+    if (b->defined()) init::xavier_normal_(*b);
 }
 
 std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(const Tensor& query, const Tensor& key, const Tensor& value,
@@ -107,7 +113,25 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(const Tensor& query, 
     k = linear(k_in, weight(1, k_proj_weight), bias_part(1));
     v = linear(v_in, weight(2, v_proj_weight), bias_part(2));
   }
+  // add_bias_kv's key and value, then add_zero_attn's zeros: a key position each.
+  if (bias_k.defined()) {
+    k = cat({k, expand(bias_k, {N, 1, E})}, 1);
+    v = cat({v, expand(bias_v, {N, 1, E})}, 1);
+  }
   q = split_heads(q, H), k = split_heads(k, H), v = split_heads(v, H);
+  if (options.add_zero_attn()) {
+    const Tensor zero = zeros({N, H, 1, E / H}, k.dtype(), k.device());
+    k = cat({k, zero}, 2);
+    v = cat({v, zero}, 2);
+  }
+  // The masks attend to the added positions: zero columns at the end of the additive form.
+  const int64_t added = k.size(2) - S;
+  auto attend_added = [&](const Tensor& m) {
+    if (added == 0) return m;
+    Shape extra = m.shape();
+    extra.back() = added;
+    return cat({m, zeros(extra, m.dtype(), m.device())}, -1);
+  };
 
   // One additive mask broadcasting against [N, H, L, S].
   Tensor mask = additive_mask(attn_mask, q.dtype(), "attn_mask");
@@ -117,12 +141,14 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(const Tensor& query, 
     MINIDL_CHECK(two_d || per_head, kName, ": expected attn_mask [L, S] = [", L, ", ", S, "] or [N*num_heads, L, S] = [",
                  N * H, ", ", L, ", ", S, "], got shape ", attn_mask.shape());
     if (per_head) mask = reshape(mask, {N, H, L, S});
+    mask = attend_added(mask);
   }
   if (key_padding_mask.defined()) {
     const Shape expected = batched ? Shape{N, S} : Shape{S};
     MINIDL_CHECK(key_padding_mask.shape() == expected, kName, ": expected key_padding_mask of shape ", expected,
                  ", got ", key_padding_mask.shape());
     Tensor padding = reshape(additive_mask(key_padding_mask, q.dtype(), "key_padding_mask"), {N, 1, 1, S});
+    padding = attend_added(padding);
     mask = mask.defined() ? add(mask, padding) : padding;
   }
   const double dropout_p = is_training() ? options.dropout() : 0.0;

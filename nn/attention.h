@@ -21,6 +21,10 @@ struct MultiheadAttentionOptions {
   /// Features of key and value (embed_dim when unset): other sizes get separate q, k, v projections.
   MINIDL_ARG(std::optional<int64_t>, kdim);
   MINIDL_ARG(std::optional<int64_t>, vdim);
+  /// Learned bias_k and bias_v [1, 1, E], appended to the projected keys and values as one more key.
+  MINIDL_ARG(bool, add_bias_kv) = false;
+  /// A key and value of zeros appended to every head (after add_bias_kv's).
+  MINIDL_ARG(bool, add_zero_attn) = false;
 };
 
 /// torch.nn.MultiheadAttention: heads of scaled dot-product attention between projections of
@@ -30,7 +34,9 @@ struct MultiheadAttentionOptions {
 /// fused attention path, where the device has one). key_padding_mask [N, S]: true (or -inf) = a key
 /// to ignore; attn_mask [L, S] or [N*H, L, S]: true = may NOT attend (the opposite of
 /// scaled_dot_product_attention's bool mask, as PyTorch), or floating, added to the scores.
-/// is_causal is PyTorch's hint that attn_mask is the causal mask (it must be given).
+/// is_causal is PyTorch's hint that attn_mask is the causal mask (it must be given). With
+/// add_bias_kv or add_zero_attn the keys gain one position each, and the masks a column that
+/// attends (the weights are [.., L, S + 1 or 2]), as PyTorch pads them.
 ///   nn::MultiheadAttention mha(nn::MultiheadAttentionOptions(64, 4).batch_first(true));
 ///   auto [y, w] = mha->forward(x, x, x);
 class MultiheadAttentionImpl : public Module {
@@ -44,7 +50,8 @@ class MultiheadAttentionImpl : public Module {
                                      const Tensor& attn_mask = {}, bool average_attn_weights = true,
                                      bool is_causal = false);
   std::string name() const override { return "MultiheadAttention"; }
-  /// xavier_uniform_ projection weights, zero biases (the output projection's weight keeps Linear's init).
+  /// xavier_uniform_ projection weights, zero biases (the output projection's weight keeps Linear's init),
+  /// xavier_normal_ bias_k and bias_v.
   void reset_parameters();
 
   MultiheadAttentionOptions options;
@@ -52,6 +59,7 @@ class MultiheadAttentionImpl : public Module {
   /// v_proj_weight [E, vdim].
   Tensor in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight;
   Tensor in_proj_bias;  // [3E] with bias
+  Tensor bias_k, bias_v;  // [1, 1, E] with add_bias_kv
   Linear out_proj{nullptr};
 
  private:

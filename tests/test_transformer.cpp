@@ -32,17 +32,25 @@ HandResult hand_mha(const nn::MultiheadAttentionImpl& m, const Tensor& query, co
   const int64_t N = query.size(0), L = query.size(1), S = key.size(1);
   auto w = [&](int64_t i, const Tensor& own) { return m.in_proj_weight.defined() ? m.in_proj_weight.narrow(0, i * E, E) : own; };
   auto b = [&](int64_t i) { return m.in_proj_bias.narrow(0, i * E, E); };
-  const Tensor full_bias = bias.defined() ? bias.expand({N, H, L, S}) : zeros({N, H, L, S}, query.dtype());
+  // add_bias_kv and add_zero_attn each add a key position.
+  const int64_t keys = S + (m.bias_k.defined() ? 1 : 0) + (m.options.add_zero_attn() ? 1 : 0);
+  const Tensor full_bias = bias.defined() ? bias.expand({N, H, L, keys}) : zeros({N, H, L, keys}, query.dtype());
   std::vector<Tensor> outs, all_weights;
   for (int64_t n = 0; n < N; ++n) {
     Tensor Q = add(mm(query[n], w(0, m.q_proj_weight).t()), b(0));
     Tensor K = add(mm(key[n], w(1, m.k_proj_weight).t()), b(1));
     Tensor V = add(mm(value[n], w(2, m.v_proj_weight).t()), b(2));
+    if (m.bias_k.defined()) K = cat({K, m.bias_k.reshape({1, E})}), V = cat({V, m.bias_v.reshape({1, E})});
     std::vector<Tensor> heads, head_weights;
     for (int64_t h = 0; h < H; ++h) {
-      Tensor scores = add(mm(Q.narrow(1, h * hd, hd), K.narrow(1, h * hd, hd).t()) / std::sqrt(double(hd)), full_bias[n][h]);
+      Tensor Kh = K.narrow(1, h * hd, hd), Vh = V.narrow(1, h * hd, hd);
+      if (m.options.add_zero_attn()) {
+        Kh = cat({Kh, zeros({1, hd}, query.dtype())});
+        Vh = cat({Vh, zeros({1, hd}, query.dtype())});
+      }
+      Tensor scores = add(mm(Q.narrow(1, h * hd, hd), Kh.t()) / std::sqrt(double(hd)), full_bias[n][h]);
       Tensor P = softmax(scores, 1);
-      heads.push_back(mm(P, V.narrow(1, h * hd, hd)));
+      heads.push_back(mm(P, Vh));
       head_weights.push_back(P);
     }
     outs.push_back(add(mm(cat(heads, 1), m.out_proj->weight.t()), m.out_proj->bias));
@@ -126,6 +134,73 @@ TEST(MultiheadAttention, KeyPaddingAndAttnMasks) {
   const Tensor soft_padding = r({2, 5});
   auto [out3, w3] = m->forward(query, key, value, soft_padding);
   EXPECT_TRUE(all_close(out3, hand_mha(*m, query, key, value, soft_padding.reshape({2, 1, 1, 5})).out, 1e-12, 1e-12));
+}
+
+// add_bias_kv and add_zero_attn: one key position each, appended after the projections; the masks
+// attend to them (PyTorch pads attn_mask and key_padding_mask with a column that does), and the
+// weights cover them. The parameters have PyTorch's names and shapes, and gradients reach them.
+TEST(MultiheadAttention, AddBiasKvAndZeroAttn) {
+  manual_seed(16);
+  for (bool bias_kv : {false, true}) {
+    for (bool zero_attn : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "add_bias_kv " << bias_kv << " add_zero_attn " << zero_attn);
+      nn::MultiheadAttention m =
+          make_mha(nn::MultiheadAttentionOptions(8, 2).batch_first(true).add_bias_kv(bias_kv).add_zero_attn(zero_attn));
+      EXPECT_EQ(m->named_parameters().contains("bias_k"), bias_kv);
+      if (bias_kv) {
+        EXPECT_EQ(m->bias_v.shape(), (Shape{1, 1, 8}));
+        nn::init::normal_(m->bias_k);
+        nn::init::normal_(m->bias_v);
+      }
+      const int64_t added = int64_t(bias_kv) + int64_t(zero_attn);
+      const Tensor query = r({2, 4, 8}), key = r({2, 5, 8}), value = r({2, 5, 8});
+      const Tensor padding = bools({0, 0, 0, 1, 1, 1, 0, 0, 0, 0}, {2, 5});
+      std::vector<bool> forbid_v(20, false);
+      forbid_v[2] = true;
+      const Tensor forbid = Tensor::from_vector<bool>(forbid_v, {4, 5});
+      // The hand composition's mask over every key position: the added ones attend.
+      auto widen = [&](const Tensor& t) {
+        Shape extra = t.shape();
+        extra.back() = added;
+        return cat({t, zeros(extra, kFloat64)}, -1);
+      };
+      const Tensor bias = add(widen(masked_fill(zeros({2, 1, 1, 5}, kFloat64), padding.reshape({2, 1, 1, 5}), -kInf)),
+                              widen(masked_fill(zeros({4, 5}, kFloat64), forbid, -kInf)));
+      const HandResult want = hand_mha(*m, query, key, value, bias);
+      for (bool need_weights : {true, false}) {
+        auto [out, weights] = m->forward(query, key, value, padding, need_weights, forbid, false);
+        EXPECT_TRUE(all_close(out, want.out, 1e-12, 1e-12)) << "need_weights " << need_weights;
+        if (need_weights) {
+          ASSERT_EQ(weights.shape(), (Shape{2, 2, 4, 5 + added}));
+          EXPECT_TRUE(all_close(weights, want.weights, 1e-12, 1e-12));
+        }
+      }
+      auto [plain, unused] = m->forward(query, key, value);
+      EXPECT_TRUE(all_close(plain, hand_mha(*m, query, key, value, {}).out, 1e-12, 1e-12));
+      if (bias_kv) {
+        plain.sum().backward();
+        ASSERT_TRUE(m->bias_k.grad().defined());
+        EXPECT_GT(m->bias_v.grad().abs().sum().item<double>(), 0.0);
+      }
+    }
+  }
+}
+
+TEST(MultiheadAttention, GradcheckWithAddBiasKvAndZeroAttn) {
+  manual_seed(17);
+  nn::MultiheadAttention m =
+      make_mha(nn::MultiheadAttentionOptions(4, 2).batch_first(true).add_bias_kv(true).add_zero_attn(true));
+  const Tensor padding = bools({0, 1, 0, 0, 0, 0}, {2, 3});
+  std::vector<Tensor> inputs{r({2, 2, 4}).requires_grad_(), r({2, 3, 4}).requires_grad_(), r({2, 3, 4}).requires_grad_(),
+                             m->bias_k, m->bias_v};
+  // gradcheck perturbs copies of its inputs: the module reads bias_k and bias_v from them.
+  GradcheckResult res = gradcheck(
+      [&](const std::vector<Tensor>& t) {
+        m->bias_k = t[3], m->bias_v = t[4];
+        return std::get<0>(m->forward(t[0], t[1], t[2], padding, false));
+      },
+      inputs, tight());
+  EXPECT_TRUE(res) << res.message;
 }
 
 TEST(MultiheadAttention, LayoutsAndSeparateProjections) {

@@ -43,6 +43,9 @@ TEST(Slice, CatAndStackJoin) {
   EXPECT_EQ(cat({a, a.to(kFloat64)}).dtype(), kFloat64);  // promoted, as torch.cat
   EXPECT_THROW(stack({a, b}), Error);
   EXPECT_THROW(cat({}), Error);
+  // An empty part (no storage behind it) adds nothing, as torch.cat.
+  EXPECT_EQ(cat({a, zeros({2, 0})}, 1).to_vector<float>(), a.to_vector<float>());
+  EXPECT_EQ(cat({zeros({0, 3}), a}, 0).shape(), (Shape{2, 3}));
 }
 
 TEST(Slice, SplitAndChunk) {

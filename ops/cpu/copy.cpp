@@ -36,6 +36,7 @@ void check_indices(const int64_t* idx, int64_t k, int64_t rows) {
 }  // namespace
 
 void CpuKernels::copy(const Tensor& src, Tensor& dst) {
+  if (dst.numel() == 0) return;  // an empty tensor may have no storage, and memcpy wants real pointers
   if (src.dtype() == dst.dtype() && src.is_contiguous() && dst.is_contiguous()) {
     std::memcpy(dst.raw_data(), src.raw_data(), src.nbytes());
     return;

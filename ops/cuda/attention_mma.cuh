@@ -91,7 +91,7 @@ struct Params {
 /// 2 (i >> 3 & 1) + (j >> 3 & 1) of the block at counter offset / 4 + (b Lb + i8) Sb + j8, with
 /// i8 = 8 (i >> 4) + (i & 7), Lb = 8 ceil(L / 16) and likewise j8, Sb; it is kept where that draw
 /// as a uniform on (0, 1] is <= keep_prob, as ops/cuda/dropout.cu decides. A forward reserves
-/// 4 B Lb Sb draws (dropout_draws); scores past L or S only read unused draws.
+/// 4 B Lb Sb draws (DropoutMask::draws); scores past L or S only read unused draws.
 struct DropoutMask {
   uint2 key;
   uint64_t base;        // the counter of the block of score (0, 0, 0)
@@ -121,7 +121,8 @@ struct DropoutMask {
   /// The four draws of the block holding query i's score against key j, in the order (i0, j0),
   /// (i0, j0 + 8), (i0 + 8, j0), (i0 + 8, j0 + 8), where i0 and j0 are i and j with bit 3 cleared.
   __device__ __forceinline__ uint4 block(int b, int i, int j) const {
-    const uint64_t i8 = static_cast<uint64_t>((i >> 4) * 8 + (i & 7)), j8 = static_cast<uint64_t>((j >> 4) * 8 + (j & 7));
+    const uint64_t i8 = static_cast<uint64_t>((i >> 4) * 8 + (i & 7));
+    const uint64_t j8 = static_cast<uint64_t>((j >> 4) * 8 + (j & 7));
     const uint64_t c = base + static_cast<uint64_t>(b) * batch_blocks + i8 * row_blocks + j8;
     return curand_Philox4x32_10(make_uint4(static_cast<uint32_t>(c), static_cast<uint32_t>(c >> 32), 0u, 0u), key);
   }

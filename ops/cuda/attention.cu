@@ -1,6 +1,7 @@
 // Fused attention on the GPU (the kernel interface of ops/kernels.h): FlashAttention-2's tiling,
-// with the scores and probabilities never leaving the chip. bfloat16 and float16 run on tensor
-// cores (attention_mma.cuh), float32 on FP32 FMA (attention_simt.cuh); head sizes 32, 64 and 128.
+// with the scores and probabilities never leaving the chip, on tensor cores (attention_mma.cuh):
+// bfloat16 and float16 directly, float32 to float32 accuracy as three TF32 products each, as
+// PyTorch's float32 attention computes it; head sizes 32, 64 and 128.
 //
 // The kernels read q, k, v and dO in place, as PyTorch's flash attention does: any [B1, B2, rows, E]
 // view with a unit last stride (attention_mma.cuh's HeadLayout), e.g. the [batch, heads] views of a
@@ -18,8 +19,8 @@
 // FlashAttention-2's single pass instead, which adds dQ into a float32 buffer with atomics (so dQ's
 // last bits vary run to run; a last kernel rounds it to the dtype): the dQ pass would draw the
 // whole mask a second time. That choice is not measured yet; set_deterministic(true) takes the dQ
-// pass there too. Float32's kernel holds each key row in one thread quad's registers, with no
-// shared key tile for a block-wide dS K, so it always takes the dQ pass. Nothing here synchronizes
+// pass there too. Float32 always takes the dQ pass (the atomic dQ product, add_ds_times_keys,
+// has no float32 form). Nothing here synchronizes
 // with the host and the scratch (delta, the float32 dQ) comes from the caching allocator, so the
 // calls can be captured in a CUDA graph.
 //
@@ -27,7 +28,7 @@
 // B x L x S mask from the default generator and records them in rng_state (int64 [3], CPU: seed,
 // offset, and the graph's device-side Philox state as an integer, 0 outside capture), from which
 // every backward pass redraws the same mask. Kernels for p = 0 are compiled without it.
-#include "ops/cuda/attention_simt.cuh"
+#include "ops/cuda/attention_mma.cuh"
 #include "core/deterministic.h"
 #include "core/random.h"
 #include "ops/cuda/common.cuh"
@@ -104,21 +105,12 @@ __global__ void attention_dq_kernel(const float* __restrict__ dq_accum, T* __res
 template <class T, int E, Pass P, bool Dropout>
 void launch_pass(const Params<T>& params, cudaStream_t stream) {
   const int n_rows = rows_are_keys(P) ? params.S : params.L;
-  if constexpr (std::is_same_v<T, float>) {
-    constexpr int bytes = simt_smem_bytes<E, P>();
-    auto kernel = attention_simt_kernel<E, P, Dropout>;
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    const int64_t blocks = int64_t(params.B) * ((n_rows + kSimtBlockRows<E> - 1) / kSimtBlockRows<E>);
-    kernel<<<static_cast<unsigned>(blocks), kSimtThreads, bytes, stream>>>(params);
-    CUDA_LAUNCH_CHECK(attention_simt_kernel);
-  } else {
-    constexpr int bytes = smem_bytes<E, P>();
-    auto kernel = attention_mma_kernel<T, E, P, Dropout>;
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    const int64_t blocks = int64_t(params.B) * ((n_rows + kRows - 1) / kRows);
-    kernel<<<static_cast<unsigned>(blocks), kWarps * 32, bytes, stream>>>(params);
-    CUDA_LAUNCH_CHECK(attention_mma_kernel);
-  }
+  constexpr int bytes = smem_bytes<T, E, P>();
+  auto kernel = attention_mma_kernel<T, E, P, Dropout>;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  const int64_t blocks = int64_t(params.B) * ((n_rows + kRows - 1) / kRows);
+  kernel<<<static_cast<unsigned>(blocks), kWarps * 32, bytes, stream>>>(params);
+  CUDA_LAUNCH_CHECK(attention_mma_kernel);
 }
 
 // Calls fn(tag) with tag of the head size: std::integral_constant<int, 32 | 64 | 128>.
@@ -236,7 +228,7 @@ Sizes check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, double dro
                s.E);
   MINIDL_CHECK(s.L < (int64_t{1} << 31) && s.S < (int64_t{1} << 31) && s.B < (int64_t{1} << 31),
                "fused attention: expected B, L and S below 2^31, got ", s.B, ", ", s.L, ", ", s.S);
-  const int64_t row_blocks = (std::max(s.L, s.S) + kSimtRows - 1) / kSimtRows;
+  const int64_t row_blocks = (std::max(s.L, s.S) + kRows - 1) / kRows;
   MINIDL_CHECK(s.B * row_blocks < (int64_t{1} << 31), "fused attention: too many blocks for one launch (B = ", s.B,
                ", L = ", s.L, ", S = ", s.S, ")");
   return s;

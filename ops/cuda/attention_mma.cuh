@@ -1,6 +1,8 @@
 #pragma once
-// The tensor-core attention kernel of ops/cuda/attention.cu for bfloat16 and float16: mma.sync
-// m16n8k16 (float32 accumulation) on operands that ldmatrix reads from shared memory.
+// The tensor-core attention kernel of ops/cuda/attention.cu: mma.sync m16n8k16 (float32
+// accumulation) for bfloat16 and float16, and for float32 m16n8k8 TF32 products three times over
+// (attention_ptx.cuh's mma_3xtf32: big and small parts, float32's accuracy on tensor cores; plain
+// FP32 FMA ran 0.65x of PyTorch at L = 1,024), on operands read from shared memory.
 //
 // One kernel serves the three passes. A block owns 64 "rows" (16 per warp) and walks the other
 // side's "columns" in tiles of kCols, double-buffered in shared memory through cp.async:
@@ -183,30 +185,36 @@ __device__ __forceinline__ float to_float(T x) {
 
 // ---- tiles ----
 
+// What a shared-memory tile holds: float32 for float32, the raw bits of a 16-bit type.
+template <class T>
+using Smem = std::conditional_t<std::is_same_v<T, float>, float, uint16_t>;
+
 // Shared-memory row pitch in elements: 16 bytes past the row, so that the 8 rows one ldmatrix
 // phase reads fall in 8 different 16-byte bank groups (E = 32, 64, 128 would otherwise alias).
-template <int E>
-constexpr int kPitch = E + 8;
+// Float32's column reads (tf32_b_from_rows) then also hit 32 different banks.
+template <class T, int E>
+constexpr int kPitch = E + 16 / int(sizeof(T));
 
-// Rows [first, first + rows) of a [n, E] matrix (rows `row_stride` elements apart, a multiple of 8)
-// into a tile of kPitch<E>; rows at or past n read as zeros (a zero key or value contributes
+// Rows [first, first + rows) of a [n, E] matrix (rows `row_stride` elements apart, 16-byte aligned)
+// into a tile of kPitch<T, E>; rows at or past n read as zeros (a zero key or value contributes
 // nothing once its probability is masked to 0, and uninitialized memory could hold NaN, which
 // 0 * NaN would spread).
-template <int E, int Rows>
-__device__ __forceinline__ void load_tile(const uint16_t* tile_base, const void* matrix, int64_t row_stride, int first,
+template <class T, int E, int Rows>
+__device__ __forceinline__ void load_tile(const Smem<T>* tile_base, const T* matrix, int64_t row_stride, int first,
                                           int n) {
-  constexpr int chunks_per_row = E / 8;                         // 16-byte chunks
+  constexpr int per_chunk = 16 / int(sizeof(T));                // elements of a 16-byte chunk
+  constexpr int chunks_per_row = E / per_chunk;
   constexpr int rows_per_step = kWarps * 32 / chunks_per_row;  // rows the block's threads cover at once
   static_assert(kWarps * 32 % chunks_per_row == 0 && Rows % rows_per_step == 0, "whole rows per step");
   // Each thread keeps its column and walks its rows by pointer steps: a runtime row stride, unlike
   // the constant E of a contiguous matrix, would otherwise have every row's offset held in registers.
   const int col = threadIdx.x % chunks_per_row;
   int r = threadIdx.x / chunks_per_row;
-  const char* from = static_cast<const char*>(matrix) + (int64_t(first + r) * row_stride + col * 8) * 2;
-  const int64_t step = rows_per_step * row_stride * 2;
-  uint32_t to = smem_addr(tile_base) + (r * kPitch<E> + col * 8) * 2;
+  const T* from = matrix + int64_t(first + r) * row_stride + col * per_chunk;
+  const int64_t step = rows_per_step * row_stride;
+  uint32_t to = smem_addr(tile_base + r * kPitch<T, E> + col * per_chunk);
 #pragma unroll
-  for (; r < Rows; r += rows_per_step, from += step, to += rows_per_step * kPitch<E> * 2) {
+  for (; r < Rows; r += rows_per_step, from += step, to += rows_per_step * kPitch<T, E> * int(sizeof(T))) {
     const bool valid = first + r < n;
     cp_async_16(to, valid ? from : matrix, valid);
   }
@@ -221,21 +229,43 @@ __device__ __forceinline__ void load_column_values(float* dst, const float* src,
 // acc[Nt][4] += A (this warp's 16 rows of `rows`, all E) times B^T, B = the tile's kCols rows
 // `cols` (Nt = kCols / 8): the scores of the warp's rows against the tile's columns.
 template <class T, int E, int Nt>
-__device__ __forceinline__ void rows_times_cols_t(float (&acc)[Nt][4], const uint16_t* rows, const uint16_t* cols) {
+__device__ __forceinline__ void rows_times_cols_t(float (&acc)[Nt][4], const Smem<T>* rows, const Smem<T>* cols) {
+  constexpr int pitch = kPitch<T, E>;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const uint32_t a_base = smem_addr(rows + (warp * 16 + (lane & 15)) * kPitch<E> + (lane >> 4) * 8);
   const int mi = lane >> 3;
-  const uint32_t b_base = smem_addr(cols + ((mi >> 1) * 8 + (lane & 7)) * kPitch<E> + (mi & 1) * 8);
+  if constexpr (std::is_same_v<T, float>) {
+    // ldmatrix moves 32-bit elements as pairs of 16-bit ones: an 8x8 16-bit matrix is an 8x4 float
+    // one, and a thread receives element (lane / 4, lane % 4), the m16n8k8 operand layout.
+    const uint32_t a_base = smem_addr(rows + (warp * 16 + (lane & 15)) * pitch + (lane >> 4) * 4);
+    const uint32_t b_base = smem_addr(cols + ((mi >> 1) * 8 + (lane & 7)) * pitch + (mi & 1) * 4);
 #pragma unroll
-  for (int kk = 0; kk < E / 16; ++kk) {
-    uint32_t a[4];
-    ldmatrix_x4(a, a_base + kk * 32);
+    for (int kk = 0; kk < E / 8; ++kk) {
+      uint32_t a[4];
+      ldmatrix_x4(a, a_base + kk * 8 * 4);
+      const Tf32Pair<4> sa(a);
 #pragma unroll
-    for (int np = 0; np < Nt / 2; ++np) {
-      uint32_t b[4];
-      ldmatrix_x4(b, b_base + (np * 16 * kPitch<E> + kk * 16) * 2);
-      mma_16816<T>(acc[2 * np], a, b[0], b[1]);
-      mma_16816<T>(acc[2 * np + 1], a, b[2], b[3]);
+      for (int np = 0; np < Nt / 2; ++np) {
+        uint32_t b[4];
+        ldmatrix_x4(b, b_base + (np * 16 * pitch + kk * 8) * 4);
+        const Tf32Pair<4> sb(b);
+        mma_3xtf32(acc[2 * np], sa, sb, 0);
+        mma_3xtf32(acc[2 * np + 1], sa, sb, 2);
+      }
+    }
+  } else {
+    const uint32_t a_base = smem_addr(rows + (warp * 16 + (lane & 15)) * pitch + (lane >> 4) * 8);
+    const uint32_t b_base = smem_addr(cols + ((mi >> 1) * 8 + (lane & 7)) * pitch + (mi & 1) * 8);
+#pragma unroll
+    for (int kk = 0; kk < E / 16; ++kk) {
+      uint32_t a[4];
+      ldmatrix_x4(a, a_base + kk * 32);
+#pragma unroll
+      for (int np = 0; np < Nt / 2; ++np) {
+        uint32_t b[4];
+        ldmatrix_x4(b, b_base + (np * 16 * pitch + kk * 16) * 2);
+        mma_16816<T>(acc[2 * np], a, b[0], b[1]);
+        mma_16816<T>(acc[2 * np + 1], a, b[2], b[3]);
+      }
     }
   }
 }
@@ -244,23 +274,43 @@ __device__ __forceinline__ void rows_times_cols_t(float (&acc)[Nt][4], const uin
 // tile `cols` [kCols, E]. The accumulator layout of a 16x8 product is the A-operand layout of two
 // neighbouring 16x8 tiles, so P goes to the tensor cores straight from registers.
 template <class T, int E, int Nt>
-__device__ __forceinline__ void p_times_cols(float (&acc)[E / 8][4], const float (&p)[Nt][4], const uint16_t* cols) {
+__device__ __forceinline__ void p_times_cols(float (&acc)[E / 8][4], const float (&p)[Nt][4], const Smem<T>* cols) {
+  constexpr int pitch = kPitch<T, E>;
   const int lane = threadIdx.x & 31;
-  const int mi = lane >> 3;
-  const uint32_t b_base = smem_addr(cols + ((mi & 1) * 8 + (lane & 7)) * kPitch<E> + (mi >> 1) * 8);
+  if constexpr (std::is_same_v<T, float>) {
+    // An m16n8k8 A operand holds columns t and t + 4 (t = lane % 4) where the accumulator holds
+    // 2t and 2t + 1: the product runs over the tile's 8 columns in the order 0, 2, 4, 6, 1, 3, 5, 7,
+    // B's rows taken in the same order, so P needs no shuffle.
+    const float* b_base = cols + 2 * (lane & 3) * pitch + (lane >> 2);
 #pragma unroll
-  for (int j = 0; j < Nt / 2; ++j) {
-    uint32_t a[4];
-    a[0] = pack2<T>(p[2 * j][0], p[2 * j][1]);
-    a[1] = pack2<T>(p[2 * j][2], p[2 * j][3]);
-    a[2] = pack2<T>(p[2 * j + 1][0], p[2 * j + 1][1]);
-    a[3] = pack2<T>(p[2 * j + 1][2], p[2 * j + 1][3]);
+    for (int j = 0; j < Nt; ++j) {
+      const uint32_t a[4] = {__float_as_uint(p[j][0]), __float_as_uint(p[j][2]), __float_as_uint(p[j][1]),
+                             __float_as_uint(p[j][3])};
+      const Tf32Pair<4> sa(a);
 #pragma unroll
-    for (int np = 0; np < E / 16; ++np) {
-      uint32_t b[4];
-      ldmatrix_x4_trans(b, b_base + (j * 16 * kPitch<E> + np * 16) * 2);
-      mma_16816<T>(acc[2 * np], a, b[0], b[1]);
-      mma_16816<T>(acc[2 * np + 1], a, b[2], b[3]);
+      for (int nt = 0; nt < E / 8; ++nt) {
+        const float* b = b_base + j * 8 * pitch + nt * 8;
+        const uint32_t raw[2] = {__float_as_uint(b[0]), __float_as_uint(b[pitch])};
+        mma_3xtf32(acc[nt], sa, Tf32Pair<2>(raw), 0);
+      }
+    }
+  } else {
+    const int mi = lane >> 3;
+    const uint32_t b_base = smem_addr(cols + ((mi & 1) * 8 + (lane & 7)) * pitch + (mi >> 1) * 8);
+#pragma unroll
+    for (int j = 0; j < Nt / 2; ++j) {
+      uint32_t a[4];
+      a[0] = pack2<T>(p[2 * j][0], p[2 * j][1]);
+      a[1] = pack2<T>(p[2 * j][2], p[2 * j][3]);
+      a[2] = pack2<T>(p[2 * j + 1][0], p[2 * j + 1][1]);
+      a[3] = pack2<T>(p[2 * j + 1][2], p[2 * j + 1][3]);
+#pragma unroll
+      for (int np = 0; np < E / 16; ++np) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, b_base + (j * 16 * pitch + np * 16) * 2);
+        mma_16816<T>(acc[2 * np], a, b[0], b[1]);
+        mma_16816<T>(acc[2 * np + 1], a, b[2], b[3]);
+      }
     }
   }
 }
@@ -284,9 +334,13 @@ __device__ __forceinline__ void store_rows(T* dst, int64_t row_stride, const flo
     const int row = row_lo + 8 * half;
     if (row >= n) continue;
     const float f = half ? factor_hi : factor_lo;
-    uint32_t* out = reinterpret_cast<uint32_t*>(dst + int64_t(row) * row_stride + col);
+    T* out = dst + int64_t(row) * row_stride + col;
 #pragma unroll
-    for (int nt = 0; nt < E / 8; ++nt) out[nt * 4] = pack2<T>(acc[nt][2 * half] * f, acc[nt][2 * half + 1] * f);
+    for (int nt = 0; nt < E / 8; ++nt) {
+      const float lo = acc[nt][2 * half] * f, hi = acc[nt][2 * half + 1] * f;
+      if constexpr (std::is_same_v<T, float>) *reinterpret_cast<float2*>(out + nt * 8) = make_float2(lo, hi);
+      else *reinterpret_cast<uint32_t*>(out + nt * 8) = pack2<T>(lo, hi);
+    }
   }
 }
 
@@ -322,7 +376,7 @@ __device__ __forceinline__ void add_ds_times_keys(float* dq_accum, const uint16_
       // A = dS [16 queries x 16 keys], stored as dS^T [keys][queries]: the transposing load.
       uint32_t a[4], b[4];
       ldmatrix_x4_trans(a, smem_addr(ds_tile + (ks * 16 + (mi >> 1) * 8 + (lane & 7)) * pitch + mt * 16 + (mi & 1) * 8));
-      ldmatrix_x4_trans(b, smem_addr(keys + (ks * 16 + (mi & 1) * 8 + (lane & 7)) * kPitch<E> + np * 16 + (mi >> 1) * 8));
+      ldmatrix_x4_trans(b, smem_addr(keys + (ks * 16 + (mi & 1) * 8 + (lane & 7)) * kPitch<T, E> + np * 16 + (mi >> 1) * 8));
       mma_16816<T>(acc[0], a, b[0], b[1]);
       mma_16816<T>(acc[1], a, b[2], b[3]);
     }
@@ -340,37 +394,40 @@ __device__ __forceinline__ void add_ds_times_keys(float* dq_accum, const uint16_
   }
 }
 
-// Columns per tile: 32 where the kGradKV accumulators of head size 128 need the registers.
-template <int E, Pass P>
-constexpr int kCols = (rows_are_keys(P) && E == 128) ? 32 : 64;
+// Columns per tile: 32 where the kGradKV accumulators of head size 128 need the registers, and
+// for float32 at head size 128, whose tiles would otherwise leave room for one block an SM.
+template <class T, int E, Pass P>
+constexpr int kCols = ((rows_are_keys(P) || std::is_same_v<T, float>) && E == 128) ? 32 : 64;
 
 // kGradKVQ's dS^T tile [kRows keys][kCols queries]: the pitch puts the 8 rows of a quad-wide
 // 4-byte store, and of an ldmatrix phase, in different banks.
-template <int E, Pass P>
-constexpr int kDsPitch = kCols<E, P> + 8;
+template <class T, int E, Pass P>
+constexpr int kDsPitch = kCols<T, E, P> + 8;
 
-template <int E, Pass P>
+template <class T, int E, Pass P>
 constexpr int smem_bytes() {
   constexpr int row_tiles = P == Pass::kForward ? 1 : 2;
-  constexpr int tile = kPitch<E> * 2;  // bytes of a tile row
-  int bytes = row_tiles * kRows * tile + 2 * 2 * kCols<E, P> * tile;
-  if (rows_are_keys(P)) bytes += 2 * 2 * kCols<E, P> * int(sizeof(float));
-  if (P == Pass::kGradKVQ) bytes += kRows * kDsPitch<E, P> * 2;
+  constexpr int tile = kPitch<T, E> * int(sizeof(T));  // bytes of a tile row
+  int bytes = row_tiles * kRows * tile + 2 * 2 * kCols<T, E, P> * tile;
+  if (rows_are_keys(P)) bytes += 2 * 2 * kCols<T, E, P> * int(sizeof(float));
+  if (P == Pass::kGradKVQ) bytes += kRows * kDsPitch<T, E, P> * 2;
   return bytes;
 }
 
-/// grid ceil(rows / 64) * B, 128 threads, smem_bytes<E, P>() of dynamic shared memory.
+/// grid ceil(rows / 64) * B, 128 threads, smem_bytes<T, E, P>() of dynamic shared memory.
 template <class T, int E, Pass P, bool Dropout>
 __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Params<T> p) {
-  constexpr int Cols = kCols<E, P>;
+  static_assert(P != Pass::kGradKVQ || !std::is_same_v<T, float>, "float32 takes the dQ pass (kGradQ)");
+  using S = Smem<T>;
+  constexpr int Cols = kCols<T, E, P>;
   constexpr int Nt = Cols / 8;
-  constexpr int tile_elems = Cols * kPitch<E>;
+  constexpr int tile_elems = Cols * kPitch<T, E>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  uint16_t* row_a = reinterpret_cast<uint16_t*>(smem_raw);
-  uint16_t* row_b = row_a + kRows * kPitch<E>;  // the backward passes
-  uint16_t* col_tiles = row_a + (P == Pass::kForward ? 1 : 2) * kRows * kPitch<E>;  // [stage][a|b]
+  S* row_a = reinterpret_cast<S*>(smem_raw);
+  S* row_b = row_a + kRows * kPitch<T, E>;  // the backward passes
+  S* col_tiles = row_a + (P == Pass::kForward ? 1 : 2) * kRows * kPitch<T, E>;  // [stage][a|b]
   float* col_values = reinterpret_cast<float*>(col_tiles + 4 * tile_elems);  // keys' passes: [stage][lse2|delta]
-  uint16_t* ds_tile = reinterpret_cast<uint16_t*>(col_values + 4 * Cols);      // kGradKVQ: dS^T
+  uint16_t* ds_tile = reinterpret_cast<uint16_t*>(col_values + 4 * Cols);    // kGradKVQ: dS^T
 
   const bool rows_are_queries = !rows_are_keys(P);
   const int n_rows = rows_are_queries ? p.L : p.S, n_cols = rows_are_queries ? p.S : p.L;
@@ -404,8 +461,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Params
   const int64_t col_b_stride = rows_are_queries ? p.v_at.row : p.grad_out_at.row;
   auto load_cols = [&](int t) {
     const int stage = t & 1;
-    load_tile<E, Cols>(col_tiles + (2 * stage) * tile_elems, col_a, col_a_stride, t * Cols, n_cols);
-    load_tile<E, Cols>(col_tiles + (2 * stage + 1) * tile_elems, col_b, col_b_stride, t * Cols, n_cols);
+    load_tile<T, E, Cols>(col_tiles + (2 * stage) * tile_elems, col_a, col_a_stride, t * Cols, n_cols);
+    load_tile<T, E, Cols>(col_tiles + (2 * stage + 1) * tile_elems, col_b, col_b_stride, t * Cols, n_cols);
     if constexpr (rows_are_keys(P)) {
       load_column_values<Cols>(col_values + (2 * stage) * Cols, p.lse + int64_t(b) * p.L, t * Cols, p.L, kLog2e);
       load_column_values<Cols>(col_values + (2 * stage + 1) * Cols, p.delta + int64_t(b) * p.L, t * Cols, p.L, 1.f);
@@ -413,13 +470,13 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Params
   };
 
   if constexpr (P == Pass::kForward) {
-    load_tile<E, kRows>(row_a, q, p.q_at.row, r0, n_rows);
+    load_tile<T, E, kRows>(row_a, q, p.q_at.row, r0, n_rows);
   } else if constexpr (P == Pass::kGradQ) {
-    load_tile<E, kRows>(row_a, q, p.q_at.row, r0, n_rows);
-    load_tile<E, kRows>(row_b, grad_out, p.grad_out_at.row, r0, n_rows);
+    load_tile<T, E, kRows>(row_a, q, p.q_at.row, r0, n_rows);
+    load_tile<T, E, kRows>(row_b, grad_out, p.grad_out_at.row, r0, n_rows);
   } else {
-    load_tile<E, kRows>(row_a, k, p.k_at.row, r0, n_rows);
-    load_tile<E, kRows>(row_b, v, p.v_at.row, r0, n_rows);
+    load_tile<T, E, kRows>(row_a, k, p.k_at.row, r0, n_rows);
+    load_tile<T, E, kRows>(row_b, v, p.v_at.row, r0, n_rows);
   }
   if (t_begin < t_end) load_cols(t_begin);
   cp_async_commit();
@@ -450,8 +507,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Params
       cp_async_wait<0>();
     }
     __syncthreads();
-    const uint16_t* tile_a = col_tiles + (2 * (t & 1)) * tile_elems;
-    const uint16_t* tile_b = tile_a + tile_elems;
+    const S* tile_a = col_tiles + (2 * (t & 1)) * tile_elems;
+    const S* tile_b = tile_a + tile_elems;
     const int c0 = t * Cols;
     // Whether some score of this tile is masked: a row or column past the end (a padding row's
     // zeros would give finite scores, masked all the same so that no pass depends on that), or above

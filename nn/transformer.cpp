@@ -42,10 +42,14 @@ Tensor TransformerEncoderLayerImpl::self_attention_block(const Tensor& x, const 
 }
 
 Tensor TransformerEncoderLayerImpl::feed_forward_block(const Tensor& x) {
-  // With the dropout between the two layers the identity (p = 0, or eval), linear2(gelu(linear1(x)))
-  // is one op whose backward makes the GELU's output again instead of keeping it.
-  if (options.activation() == "gelu" && (!dropout->is_training() || dropout->options.p() == 0))
-    return dropout2->forward(linear1->forward_gelu_linear(x, *linear2));
+  // With the dropout between the two layers the identity (p = 0, or eval), linear2(act(linear1(x)))
+  // is one op: for GELU one whose backward makes the activation again instead of keeping it, for
+  // ReLU one whose two products share kernels on CUDA.
+  if (!dropout->is_training() || dropout->options.p() == 0) {
+    const bool relu = options.activation() == "relu";
+    return dropout2->forward(relu ? linear1->forward_relu_linear(x, *linear2)
+                                  : linear1->forward_gelu_linear(x, *linear2));
+  }
   Tensor hidden = options.activation() == "relu" ? linear1->forward_relu(x) : gelu(linear1->forward(x));
   return dropout2->forward(linear2->forward(dropout->forward(hidden)));
 }

@@ -18,9 +18,10 @@
 // (bench_ops attention, with and without --deterministic). With dropout the 16-bit types run
 // FlashAttention-2's single pass instead, which adds dQ into a float32 buffer with atomics (so dQ's
 // last bits vary run to run; a last kernel rounds it to the dtype): the dQ pass would draw the
-// whole mask a second time. That choice is not measured yet; set_deterministic(true) takes the dQ
-// pass there too. Float32 always takes the dQ pass (the atomic dQ product, add_ds_times_keys,
-// has no float32 form). Nothing here synchronizes
+// whole mask a second time. On an H200 (bfloat16, dropout 0.2) the two came within 3% of each
+// other either way: 0.207 (atomics) against 0.202 ms at L = 256, 1.96 against 2.00 at L = 1024.
+// set_deterministic(true) takes the dQ pass there too. Float32 always takes the dQ pass (the
+// atomic dQ product, add_ds_times_keys, has no float32 form). Nothing here synchronizes
 // with the host and the scratch (delta, the float32 dQ) comes from the caching allocator, so the
 // calls can be captured in a CUDA graph.
 //

@@ -2,7 +2,7 @@
 // The tensor-core attention kernel of ops/cuda/attention.cu: mma.sync m16n8k16 (float32
 // accumulation) for bfloat16 and float16, and for float32 m16n8k8 TF32 products three times over
 // (attention_ptx.cuh's mma_3xtf32: big and small parts, float32's accuracy on tensor cores; plain
-// FP32 FMA ran 0.65x of PyTorch at L = 1,024), on operands read from shared memory.
+// FP32 FMA ran 0.65-0.70x of PyTorch at L = 1,024), on operands read from shared memory.
 //
 // One kernel serves the three passes. A block owns 64 "rows" (16 per warp) and walks the other
 // side's "columns" in tiles of kCols, double-buffered in shared memory through cp.async:
@@ -191,7 +191,8 @@ using Smem = std::conditional_t<std::is_same_v<T, float>, float, uint16_t>;
 
 // Shared-memory row pitch in elements: 16 bytes past the row, so that the 8 rows one ldmatrix
 // phase reads fall in 8 different 16-byte bank groups (E = 32, 64, 128 would otherwise alias).
-// Float32's column reads (tf32_b_from_rows) then also hit 32 different banks.
+// For float32 (4 floats past the row), p_times_cols's scalar reads of rows 2t and 2t + 1 then
+// also fall in 32 different banks.
 template <class T, int E>
 constexpr int kPitch = E + 16 / int(sizeof(T));
 

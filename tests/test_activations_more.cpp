@@ -8,15 +8,16 @@
 
 #include "minidl.h"
 #include "nn/nn.h"
+#include "float64_util.h"
 #include "test_util.h"
 
 using namespace minidl;
 using minidl::testing::expect_error;
+using minidl::testing::f64;
+using minidl::testing::expect_gradcheck;
 namespace F = minidl::nn::functional;
 
 namespace {
-
-Tensor f64(const std::vector<double>& v) { return Tensor::from_vector<double>(v); }
 
 void expect_near(const Tensor& t, const std::vector<double>& expected, double tol, const char* what) {
   std::vector<double> got = t.to(kFloat64).to_vector<double>();
@@ -38,12 +39,6 @@ Tensor away_from(const Shape& shape, const std::vector<double>& kinks) {
     for (double k : kinks)
       if (std::abs(e - k) < 0.05) e = k + (e < k ? -0.05 : 0.05);
   return Tensor::from_vector(v, shape).requires_grad_();
-}
-
-void expect_gradcheck(const char* what, const std::function<Tensor(const std::vector<Tensor>&)>& f,
-                      std::vector<Tensor> inputs) {
-  GradcheckResult r = gradcheck(f, std::move(inputs));
-  EXPECT_TRUE(r) << what << ": " << r.message;
 }
 
 const double kSeluScale = 1.0507009873554804934193349852946;

@@ -6,22 +6,17 @@
 #include "nn/nn.h"
 #include "ops/adaptive_max_pool2d.h"
 #include "ops/conv1d.h"
+#include "float64_util.h"
 #include "test_util.h"
 
 using namespace minidl;
 using minidl::testing::expect_error;
+using minidl::testing::f64;
+using minidl::testing::values;
+using minidl::testing::leaf;
+using minidl::testing::expect_gradcheck;
 
 namespace {
-
-Tensor f64(const std::vector<double>& v, Shape shape = {}) { return Tensor::from_vector<double>(v, shape); }
-std::vector<double> values(const Tensor& t) { return t.to(kFloat64).contiguous().to_vector<double>(); }
-Tensor leaf(const Shape& shape) { return randn(shape, kFloat64).requires_grad_(); }
-
-void expect_gradcheck(const char* what, const std::function<Tensor(const std::vector<Tensor>&)>& f,
-                      std::vector<Tensor> inputs) {
-  GradcheckResult r = gradcheck(f, std::move(inputs));
-  EXPECT_TRUE(r) << what << ": " << r.message;
-}
 
 // The definition, by loops: x [N, C, L], w [O, C / groups, K].
 std::vector<double> conv1d_loops(const Tensor& x, const Tensor& w, const Tensor& b, int64_t s, int64_t p, int64_t d,

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "nn/nn.h"
+#include "float64_util.h"
 #include "test_cuda_util.h"
 
 using namespace minidl;
@@ -17,12 +18,6 @@ namespace {
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 
 // A float64 leaf on the GPU that wants a gradient.
-Tensor leaf(const Shape& shape) { return randn(shape, kFloat64).to(gpu()).requires_grad_(); }
-
-void expect_gradcheck(const char* what, const Fn& f, std::vector<Tensor> inputs) {
-  GradcheckResult r = gradcheck(f, std::move(inputs));
-  EXPECT_TRUE(r) << what << ": " << r.message;
-}
 
 // `t` on the device of `like`: lets one function serve the CPU and the CUDA run of a comparison.
 Tensor on(const Tensor& t, const Tensor& like) { return t.device() == like.device() ? t : t.to(like.device()); }
@@ -103,9 +98,9 @@ TEST(CudaWhere, MatchesCpuAndGradcheck) {
   expect_cpu_cuda_agree("masked_fill", [](auto& in) { return masked_fill(in[0], in[0] > 0.3, -1e9); }, {randn({8, 9})});
   expect_cpu_cuda_agree("clamp", [](auto& in) { return clamp(in[0], -0.5, 0.7); }, {randn({200})});
   Tensor c = cond.to(gpu());
-  expect_gradcheck("where", [&](auto& in) { return where(c, in[0], in[1]); }, {leaf({5, 4, 6}), leaf({4, 1})});
-  expect_gradcheck("where scalar", [&](auto& in) { return where(in[0] > 0.0, in[0], 0.0); }, {leaf({3, 4})});
-  expect_gradcheck("masked_fill", [&](auto& in) { return masked_fill(in[0], c, in[1]); }, {leaf({5, 4, 6}), leaf({})});
+  expect_gradcheck("where", [&](auto& in) { return where(c, in[0], in[1]); }, {leaf({5, 4, 6}, gpu()), leaf({4, 1}, gpu())});
+  expect_gradcheck("where scalar", [&](auto& in) { return where(in[0] > 0.0, in[0], 0.0); }, {leaf({3, 4}, gpu())});
+  expect_gradcheck("masked_fill", [&](auto& in) { return masked_fill(in[0], c, in[1]); }, {leaf({5, 4, 6}, gpu()), leaf({}, gpu())});
   Tensor away = Tensor::from_vector<double>({-3, -0.7, 0.2, 0.9, 2.5, -1.6}).to(gpu()).requires_grad_();
   expect_gradcheck("clamp", [](auto& in) { return clamp(in[0], -1.0, 1.0); }, {away});
   // The gradient at the bounds themselves is 1, as PyTorch's.
@@ -127,10 +122,10 @@ TEST(CudaIndexSelect, ForwardAndAtomicBackwardMatchCpu) {
   Tensor index = Tensor::from_vector<int64_t>({1, 0, 1, 3}).to(gpu());
   for (int64_t dim : {0, 1, 2}) {
     SCOPED_TRACE("dim " + std::to_string(dim));
-    expect_gradcheck("index_select", [&](auto& in) { return index_select(in[0], dim, index); }, {leaf({4, 4, 4})});
+    expect_gradcheck("index_select", [&](auto& in) { return index_select(in[0], dim, index); }, {leaf({4, 4, 4}, gpu())});
   }
   expect_gradcheck("index_select of a transposed view", [&](auto& in) { return index_select(in[0].t(), 1, index) * 2.0; },
-                   {leaf({4, 3})});
+                   {leaf({4, 3}, gpu())});
   // Whole slices along dim 0 (the batch gather): 16-, 8-, 4- and 1-byte units, out of range too.
   for (const Shape& shape : {Shape{50, 32}, Shape{50, 18}, Shape{50, 33}}) {
     Tensor rows_index = random_ints({70}, 50);
@@ -182,9 +177,9 @@ TEST(CudaInPlaceAndViews, MatchCpuAndGradcheck) {
     w += 1.0;
   }
   EXPECT_EQ(w.to_vector<double>(), (std::vector<double>{2, 2, 2}));
-  expect_gradcheck("slice", [](auto& in) { return slice(in[0], 1, 1, std::nullopt, 2) * 3.0; }, {leaf({3, 6})});
-  expect_gradcheck("slice negative", [](auto& in) { return slice(in[0], 0, -2); }, {leaf({5, 2})});
-  expect_gradcheck("squeeze all", [](auto& in) { return in[0].squeeze() * 2.0; }, {leaf({1, 3, 1})});
+  expect_gradcheck("slice", [](auto& in) { return slice(in[0], 1, 1, std::nullopt, 2) * 3.0; }, {leaf({3, 6}, gpu())});
+  expect_gradcheck("slice negative", [](auto& in) { return slice(in[0], 0, -2); }, {leaf({5, 2}, gpu())});
+  expect_gradcheck("squeeze all", [](auto& in) { return in[0].squeeze() * 2.0; }, {leaf({1, 3, 1}, gpu())});
 }
 
 TEST(CudaLosses, MatchCpuInFloat32) {
@@ -243,23 +238,23 @@ TEST(CudaLosses, GradcheckFloat64) {
   MINIDL_FRESH_SEED();
   Tensor t = Tensor::from_vector<int64_t>({2, -100, 0, 4}).to(gpu());
   Tensor w = uniform({5}, 0.5, 2, kFloat64).to(gpu());
-  expect_gradcheck("cross_entropy fused, ignore_index", [&](auto& in) { return cross_entropy(in[0], t); }, {leaf({4, 5})});
-  expect_gradcheck("cross_entropy sum", [&](auto& in) { return cross_entropy(in[0], t, {}, Reduction::Sum); }, {leaf({4, 5})});
-  expect_gradcheck("cross_entropy none", [&](auto& in) { return cross_entropy(in[0], t, {}, Reduction::None); }, {leaf({4, 5})});
+  expect_gradcheck("cross_entropy fused, ignore_index", [&](auto& in) { return cross_entropy(in[0], t); }, {leaf({4, 5}, gpu())});
+  expect_gradcheck("cross_entropy sum", [&](auto& in) { return cross_entropy(in[0], t, {}, Reduction::Sum); }, {leaf({4, 5}, gpu())});
+  expect_gradcheck("cross_entropy none", [&](auto& in) { return cross_entropy(in[0], t, {}, Reduction::None); }, {leaf({4, 5}, gpu())});
   expect_gradcheck("cross_entropy smoothing",
-                   [&](auto& in) { return cross_entropy(in[0], t, {}, Reduction::Mean, -100, 0.1); }, {leaf({4, 5})});
+                   [&](auto& in) { return cross_entropy(in[0], t, {}, Reduction::Mean, -100, 0.1); }, {leaf({4, 5}, gpu())});
   expect_gradcheck("cross_entropy weight, smoothing",
-                   [&](auto& in) { return cross_entropy(in[0], t, w, Reduction::Mean, -100, 0.2); }, {leaf({4, 5})});
+                   [&](auto& in) { return cross_entropy(in[0], t, w, Reduction::Mean, -100, 0.2); }, {leaf({4, 5}, gpu())});
   for (Reduction r : {Reduction::Mean, Reduction::Sum, Reduction::None}) {
-    expect_gradcheck("nll_loss weight", [&](auto& in) { return nll_loss(in[0], t, w, r, -100); }, {leaf({4, 5})});
-    expect_gradcheck("l1_loss", [r](auto& in) { return l1_loss(in[0], in[1], r); }, {leaf({3, 4}), leaf({3, 4})});
+    expect_gradcheck("nll_loss weight", [&](auto& in) { return nll_loss(in[0], t, w, r, -100); }, {leaf({4, 5}, gpu())});
+    expect_gradcheck("l1_loss", [r](auto& in) { return l1_loss(in[0], in[1], r); }, {leaf({3, 4}, gpu()), leaf({3, 4}, gpu())});
   }
   expect_gradcheck("bce with logits, pos_weight, weight",
                    [](auto& in) { return binary_cross_entropy_with_logits(in[0], in[1], in[3], in[2], Reduction::Mean); },
-                   {leaf({3, 4}), rand({3, 4}, kFloat64).to(gpu()).requires_grad_(),
+                   {leaf({3, 4}, gpu()), rand({3, 4}, kFloat64).to(gpu()).requires_grad_(),
                     uniform({4}, 0.5, 2, kFloat64).to(gpu()).requires_grad_(),
                     uniform({3, 1}, 0.5, 2, kFloat64).to(gpu()).requires_grad_()});
-  expect_gradcheck("log_sigmoid", [](auto& in) { return log_sigmoid(in[0]); }, {leaf({2, 5})});
+  expect_gradcheck("log_sigmoid", [](auto& in) { return log_sigmoid(in[0]); }, {leaf({2, 5}, gpu())});
 }
 
 // The gradient the forward writes and a backward from the loss takes as it is, on both kernel paths

@@ -10,6 +10,7 @@
 #include "core/cuda_graph.h"
 #include "ops/backend_setting.h"
 #include "ops/kernels.h"
+#include "float64_util.h"
 #include "test_cuda_util.h"
 
 using namespace minidl;
@@ -18,7 +19,6 @@ using namespace minidl::testing;
 namespace {
 
 // A float64 leaf on the GPU that wants a gradient.
-Tensor leaf(const Shape& shape) { return randn(shape, kFloat64).to(gpu()).requires_grad_(); }
 Tensor positive_leaf(const Shape& shape) { return uniform(shape, 0.5, 2.0, kFloat64).to(gpu()).requires_grad_(); }
 
 Tensor randint_gpu(const Shape& shape, int64_t n) {
@@ -30,104 +30,99 @@ Tensor randint_gpu(const Shape& shape, int64_t n) {
 
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 
-void expect_gradcheck(const char* what, const Fn& f, std::vector<Tensor> inputs) {
-  GradcheckResult r = gradcheck(f, std::move(inputs));
-  EXPECT_TRUE(r) << what << ": " << r.message;
-}
-
 }  // namespace
 
 TEST(CudaOps, GradcheckElementwise) {
   MINIDL_REQUIRE_CUDA();
   MINIDL_FRESH_SEED();
-  expect_gradcheck("add (broadcast)", [](auto& in) { return add(in[0], in[1]); }, {leaf({3, 4}), leaf({4})});
-  expect_gradcheck("sub (broadcast)", [](auto& in) { return sub(in[0], in[1]); }, {leaf({2, 1, 3}), leaf({4, 1})});
-  expect_gradcheck("mul", [](auto& in) { return mul(in[0], in[1]); }, {leaf({3, 4}), leaf({3, 1})});
-  expect_gradcheck("div", [](auto& in) { return div(in[0], in[1]); }, {leaf({3, 4}), positive_leaf({4})});
-  expect_gradcheck("pow", [](auto& in) { return pow(in[0], in[1]); }, {positive_leaf({3, 4}), leaf({3, 4})});
-  expect_gradcheck("pow scalar", [](auto& in) { return pow(in[0], 3.0); }, {leaf({5})});
-  expect_gradcheck("neg", [](auto& in) { return neg(in[0]); }, {leaf({6})});
-  expect_gradcheck("exp", [](auto& in) { return exp(in[0]); }, {leaf({2, 3})});
+  expect_gradcheck("add (broadcast)", [](auto& in) { return add(in[0], in[1]); }, {leaf({3, 4}, gpu()), leaf({4}, gpu())});
+  expect_gradcheck("sub (broadcast)", [](auto& in) { return sub(in[0], in[1]); }, {leaf({2, 1, 3}, gpu()), leaf({4, 1}, gpu())});
+  expect_gradcheck("mul", [](auto& in) { return mul(in[0], in[1]); }, {leaf({3, 4}, gpu()), leaf({3, 1}, gpu())});
+  expect_gradcheck("div", [](auto& in) { return div(in[0], in[1]); }, {leaf({3, 4}, gpu()), positive_leaf({4})});
+  expect_gradcheck("pow", [](auto& in) { return pow(in[0], in[1]); }, {positive_leaf({3, 4}), leaf({3, 4}, gpu())});
+  expect_gradcheck("pow scalar", [](auto& in) { return pow(in[0], 3.0); }, {leaf({5}, gpu())});
+  expect_gradcheck("neg", [](auto& in) { return neg(in[0]); }, {leaf({6}, gpu())});
+  expect_gradcheck("exp", [](auto& in) { return exp(in[0]); }, {leaf({2, 3}, gpu())});
   expect_gradcheck("log", [](auto& in) { return log(in[0]); }, {positive_leaf({2, 3})});
   expect_gradcheck("sqrt", [](auto& in) { return sqrt(in[0]); }, {positive_leaf({2, 3})});
-  expect_gradcheck("relu", [](auto& in) { return relu(in[0]); }, {leaf({4, 5})});
-  expect_gradcheck("sigmoid", [](auto& in) { return sigmoid(in[0]); }, {leaf({4, 5})});
-  expect_gradcheck("tanh", [](auto& in) { return tanh(in[0]); }, {leaf({4, 5})});
-  expect_gradcheck("scalar mix", [](auto& in) { return (in[0] * 2.0 + 1.0) / 3.0 - in[0]; }, {leaf({3})});
+  expect_gradcheck("relu", [](auto& in) { return relu(in[0]); }, {leaf({4, 5}, gpu())});
+  expect_gradcheck("sigmoid", [](auto& in) { return sigmoid(in[0]); }, {leaf({4, 5}, gpu())});
+  expect_gradcheck("tanh", [](auto& in) { return tanh(in[0]); }, {leaf({4, 5}, gpu())});
+  expect_gradcheck("scalar mix", [](auto& in) { return (in[0] * 2.0 + 1.0) / 3.0 - in[0]; }, {leaf({3}, gpu())});
 }
 
 TEST(CudaOps, GradcheckReductionsAndViews) {
   MINIDL_REQUIRE_CUDA();
   MINIDL_FRESH_SEED();
-  expect_gradcheck("sum", [](auto& in) { return sum(in[0]); }, {leaf({3, 4})});
-  expect_gradcheck("sum dims", [](auto& in) { return sum(in[0], {0, 2}); }, {leaf({3, 4, 2})});
-  expect_gradcheck("sum keepdim", [](auto& in) { return sum(in[0], {1}, true); }, {leaf({3, 4, 2})});
-  expect_gradcheck("mean", [](auto& in) { return mean(in[0], {-1}); }, {leaf({3, 5})});
-  expect_gradcheck("mean all", [](auto& in) { return in[0].mean(); }, {leaf({2, 5})});
-  expect_gradcheck("max", [](auto& in) { return max(in[0], 1).values; }, {leaf({4, 6})});
-  expect_gradcheck("max dim 0", [](auto& in) { return max(in[0], 0, true).values; }, {leaf({5, 3})});
+  expect_gradcheck("sum", [](auto& in) { return sum(in[0]); }, {leaf({3, 4}, gpu())});
+  expect_gradcheck("sum dims", [](auto& in) { return sum(in[0], {0, 2}); }, {leaf({3, 4, 2}, gpu())});
+  expect_gradcheck("sum keepdim", [](auto& in) { return sum(in[0], {1}, true); }, {leaf({3, 4, 2}, gpu())});
+  expect_gradcheck("mean", [](auto& in) { return mean(in[0], {-1}); }, {leaf({3, 5}, gpu())});
+  expect_gradcheck("mean all", [](auto& in) { return in[0].mean(); }, {leaf({2, 5}, gpu())});
+  expect_gradcheck("max", [](auto& in) { return max(in[0], 1).values; }, {leaf({4, 6}, gpu())});
+  expect_gradcheck("max dim 0", [](auto& in) { return max(in[0], 0, true).values; }, {leaf({5, 3}, gpu())});
   expect_gradcheck("views",
                    [](auto& in) {
                      Tensor x = in[0].transpose(0, 2).reshape({4, 6}).unsqueeze(0).squeeze(0);
                      Tensor y = x.permute({1, 0}).flatten().view({3, 8});
                      return mul(y, expand(in[1], {3, 8}));
                    },
-                   {leaf({2, 3, 4}), leaf({1, 8})});
+                   {leaf({2, 3, 4}, gpu()), leaf({1, 8}, gpu())});
 }
 
 TEST(CudaOps, GradcheckMatmulAndLinear) {
   MINIDL_REQUIRE_CUDA();
   MINIDL_FRESH_SEED();
-  expect_gradcheck("matmul", [](auto& in) { return matmul(in[0], in[1]); }, {leaf({3, 4}), leaf({4, 5})});
+  expect_gradcheck("matmul", [](auto& in) { return matmul(in[0], in[1]); }, {leaf({3, 4}, gpu()), leaf({4, 5}, gpu())});
   expect_gradcheck("matmul transposed views", [](auto& in) { return matmul(in[0].t(), in[1].t()); },
-                   {leaf({4, 3}), leaf({5, 4})});
-  expect_gradcheck("matmul batched", [](auto& in) { return matmul(in[0], in[1]); }, {leaf({2, 3, 4}), leaf({2, 4, 2})});
-  expect_gradcheck("matmul shared", [](auto& in) { return matmul(in[0], in[1]); }, {leaf({2, 3, 4}), leaf({4, 2})});
-  expect_gradcheck("linear", [](auto& in) { return linear(in[0], in[1], in[2]); }, {leaf({3, 5}), leaf({4, 5}), leaf({4})});
-  expect_gradcheck("linear no bias", [](auto& in) { return linear(in[0], in[1]); }, {leaf({2, 5}), leaf({3, 5})});
+                   {leaf({4, 3}, gpu()), leaf({5, 4}, gpu())});
+  expect_gradcheck("matmul batched", [](auto& in) { return matmul(in[0], in[1]); }, {leaf({2, 3, 4}, gpu()), leaf({2, 4, 2}, gpu())});
+  expect_gradcheck("matmul shared", [](auto& in) { return matmul(in[0], in[1]); }, {leaf({2, 3, 4}, gpu()), leaf({4, 2}, gpu())});
+  expect_gradcheck("linear", [](auto& in) { return linear(in[0], in[1], in[2]); }, {leaf({3, 5}, gpu()), leaf({4, 5}, gpu()), leaf({4}, gpu())});
+  expect_gradcheck("linear no bias", [](auto& in) { return linear(in[0], in[1]); }, {leaf({2, 5}, gpu()), leaf({3, 5}, gpu())});
 }
 
 TEST(CudaOps, GradcheckSoftmaxAndLosses) {
   MINIDL_REQUIRE_CUDA();
   MINIDL_FRESH_SEED();
-  expect_gradcheck("softmax", [](auto& in) { return softmax(in[0], 1); }, {leaf({3, 5})});
-  expect_gradcheck("softmax dim 0", [](auto& in) { return softmax(in[0], 0); }, {leaf({4, 3})});
-  expect_gradcheck("log_softmax", [](auto& in) { return log_softmax(in[0], 1); }, {leaf({3, 5})});
-  expect_gradcheck("log_softmax middle dim", [](auto& in) { return log_softmax(in[0], 1); }, {leaf({2, 3, 4})});
+  expect_gradcheck("softmax", [](auto& in) { return softmax(in[0], 1); }, {leaf({3, 5}, gpu())});
+  expect_gradcheck("softmax dim 0", [](auto& in) { return softmax(in[0], 0); }, {leaf({4, 3}, gpu())});
+  expect_gradcheck("log_softmax", [](auto& in) { return log_softmax(in[0], 1); }, {leaf({3, 5}, gpu())});
+  expect_gradcheck("log_softmax middle dim", [](auto& in) { return log_softmax(in[0], 1); }, {leaf({2, 3, 4}, gpu())});
   Tensor target = randint_gpu({4}, 5);
-  expect_gradcheck("nll_loss", [&](auto& in) { return nll_loss(log_softmax(in[0], 1), target); }, {leaf({4, 5})});
-  expect_gradcheck("nll_loss direct", [&](auto& in) { return nll_loss(in[0], target); }, {leaf({4, 5})});
-  expect_gradcheck("cross_entropy", [&](auto& in) { return cross_entropy(in[0], target); }, {leaf({4, 5})});
-  expect_gradcheck("mse_loss", [](auto& in) { return mse_loss(in[0], in[1]); }, {leaf({3, 4}), leaf({3, 4})});
-  expect_gradcheck("narrow", [](auto& in) { return narrow(in[0], 1, 1, 2) * 2.0; }, {leaf({2, 4, 3})});
+  expect_gradcheck("nll_loss", [&](auto& in) { return nll_loss(log_softmax(in[0], 1), target); }, {leaf({4, 5}, gpu())});
+  expect_gradcheck("nll_loss direct", [&](auto& in) { return nll_loss(in[0], target); }, {leaf({4, 5}, gpu())});
+  expect_gradcheck("cross_entropy", [&](auto& in) { return cross_entropy(in[0], target); }, {leaf({4, 5}, gpu())});
+  expect_gradcheck("mse_loss", [](auto& in) { return mse_loss(in[0], in[1]); }, {leaf({3, 4}, gpu()), leaf({3, 4}, gpu())});
+  expect_gradcheck("narrow", [](auto& in) { return narrow(in[0], 1, 1, 2) * 2.0; }, {leaf({2, 4, 3}, gpu())});
   expect_gradcheck("min, var, abs", [](auto& in) { return min(in[0], 1).values + var(in[0], {1}) + abs(in[0]).sum(); },
-                   {leaf({3, 4})});
-  expect_gradcheck("cat", [](auto& in) { return cat({in[0], exp(in[1])}, -1); }, {leaf({2, 3}), leaf({2, 2})});
+                   {leaf({3, 4}, gpu())});
+  expect_gradcheck("cat", [](auto& in) { return cat({in[0], exp(in[1])}, -1); }, {leaf({2, 3}, gpu()), leaf({2, 2}, gpu())});
   expect_gradcheck("stack and chunk", [](auto& in) {
     auto c = chunk(stack({in[0], in[0] * in[0]}, 0), 2, 0);
     return c[0] * c[1];
-  }, {leaf({2, 3})});
+  }, {leaf({2, 3}, gpu())});
   expect_gradcheck("mse_loss sum", [](auto& in) { return mse_loss(in[0], in[1], Reduction::Sum); },
-                   {leaf({2, 3}), leaf({2, 3})});
-  expect_gradcheck("cross_entropy scaled", [&](auto& in) { return cross_entropy(in[0], target) * 3.0; }, {leaf({4, 5})});
+                   {leaf({2, 3}, gpu()), leaf({2, 3}, gpu())});
+  expect_gradcheck("cross_entropy scaled", [&](auto& in) { return cross_entropy(in[0], target) * 3.0; }, {leaf({4, 5}, gpu())});
 }
 
 TEST(CudaOps, GradcheckConvolutionAndPooling) {
   MINIDL_REQUIRE_CUDA();
   MINIDL_FRESH_SEED();
   expect_gradcheck("conv2d", [](auto& in) { return conv2d(in[0], in[1], in[2]); },
-                   {leaf({2, 2, 5, 4}), leaf({3, 2, 3, 2}), leaf({3})});
+                   {leaf({2, 2, 5, 4}, gpu()), leaf({3, 2, 3, 2}, gpu()), leaf({3}, gpu())});
   expect_gradcheck("conv2d stride 2 padding 1", [](auto& in) { return conv2d(in[0], in[1], in[2], 2, 1); },
-                   {leaf({1, 2, 5, 5}), leaf({2, 2, 3, 3}), leaf({2})});
+                   {leaf({1, 2, 5, 5}, gpu()), leaf({2, 2, 3, 3}, gpu()), leaf({2}, gpu())});
   expect_gradcheck("conv2d dilation 2, stride (2, 1), padding (1, 2)",
                    [](auto& in) { return conv2d(in[0], in[1], Tensor(), {2, 1}, {1, 2}, 2); },
-                   {leaf({2, 1, 6, 5}), leaf({2, 1, 2, 3})});
-  expect_gradcheck("im2col", [](auto& in) { return im2col(in[0], {2, 3}, {1, 2}, 1, 1); }, {leaf({1, 2, 4, 5})});
+                   {leaf({2, 1, 6, 5}, gpu()), leaf({2, 1, 2, 3}, gpu())});
+  expect_gradcheck("im2col", [](auto& in) { return im2col(in[0], {2, 3}, {1, 2}, 1, 1); }, {leaf({1, 2, 4, 5}, gpu())});
   expect_gradcheck("col2im", [](auto& in) { return col2im(in[0], {4, 5}, {2, 3}, {1, 2}, 1, 1); },
-                   {leaf({1, 12, 5 * 3})});
-  expect_gradcheck("max_pool2d", [](auto& in) { return max_pool2d(in[0], 2); }, {leaf({2, 2, 4, 6})});
+                   {leaf({1, 12, 5 * 3}, gpu())});
+  expect_gradcheck("max_pool2d", [](auto& in) { return max_pool2d(in[0], 2); }, {leaf({2, 2, 4, 6}, gpu())});
   expect_gradcheck("max_pool2d overlapping, padded", [](auto& in) { return max_pool2d(in[0], 3, 2, 1); },
-                   {leaf({1, 2, 5, 6})});
+                   {leaf({1, 2, 5, 6}, gpu())});
 }
 
 TEST(CudaOps, GradcheckDropoutAndDeviceMoves) {
@@ -139,11 +134,11 @@ TEST(CudaOps, GradcheckDropoutAndDeviceMoves) {
                      manual_seed(1234);
                      return dropout(in[0], 0.4, true);
                    },
-                   {leaf({6, 7})});
+                   {leaf({6, 7}, gpu())});
   // to(device) itself: cpu -> cuda and back, inside the function.
   Tensor host = randn({3, 4}, kFloat64).requires_grad_();
   expect_gradcheck("to(cuda)", [](auto& in) { return mul(in[0].to(gpu()), in[0].to(gpu())); }, {host});
-  expect_gradcheck("to(cpu)", [](auto& in) { return exp(in[0]).to(Device::cpu()); }, {leaf({2, 3})});
+  expect_gradcheck("to(cpu)", [](auto& in) { return exp(in[0]).to(Device::cpu()); }, {leaf({2, 3}, gpu())});
 }
 
 // A whole CNN step in float32 through the public ops, on both devices from the same weights.

@@ -9,6 +9,7 @@
 #include "ops/einsum.h"
 #include "ops/pad.h"
 #include "ops/rearrange.h"
+#include "float64_util.h"
 #include "test_cuda_util.h"
 #include "test_util.h"
 
@@ -19,12 +20,6 @@ namespace {
 
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 
-Tensor leaf(const Shape& shape) { return randn(shape, kFloat64).to(gpu()).requires_grad_(); }
-
-void expect_gradcheck(const char* what, const Fn& f, std::vector<Tensor> inputs) {
-  GradcheckResult r = gradcheck(f, std::move(inputs));
-  EXPECT_TRUE(r) << what << ": " << r.message;
-}
 
 Tensor on(const Tensor& t, const Tensor& like) { return t.device() == like.device() ? t : t.to(like.device()); }
 
@@ -44,12 +39,12 @@ TEST(CudaShapeOps, AgreeWithCpuAndGradcheck) {
   Tensor h = one_hot(classes);
   EXPECT_EQ(h.device(), gpu());
   EXPECT_EQ(h.to(Device::cpu()).to_vector<int64_t>(), one_hot(classes.to(Device::cpu())).to_vector<int64_t>());
-  expect_gradcheck("repeat", [](auto& in) { return repeat(in[0], {2, 2}); }, {leaf({2, 3})});
-  expect_gradcheck("flip", [](auto& in) { return flip(in[0], {1}); }, {leaf({2, 3})});
-  expect_gradcheck("roll", [](auto& in) { return roll(in[0], {1}, {1}); }, {leaf({2, 3})});
-  expect_gradcheck("tril", [](auto& in) { return tril(in[0]); }, {leaf({3, 3})});
-  expect_gradcheck("triu", [](auto& in) { return triu(in[0], 1); }, {leaf({3, 4})});
-  expect_gradcheck("repeat_interleave", [](auto& in) { return repeat_interleave(in[0], 2); }, {leaf({2, 2})});
+  expect_gradcheck("repeat", [](auto& in) { return repeat(in[0], {2, 2}); }, {leaf({2, 3}, gpu())});
+  expect_gradcheck("flip", [](auto& in) { return flip(in[0], {1}); }, {leaf({2, 3}, gpu())});
+  expect_gradcheck("roll", [](auto& in) { return roll(in[0], {1}, {1}); }, {leaf({2, 3}, gpu())});
+  expect_gradcheck("tril", [](auto& in) { return tril(in[0]); }, {leaf({3, 3}, gpu())});
+  expect_gradcheck("triu", [](auto& in) { return triu(in[0], 1); }, {leaf({3, 4}, gpu())});
+  expect_gradcheck("repeat_interleave", [](auto& in) { return repeat_interleave(in[0], 2); }, {leaf({2, 2}, gpu())});
 }
 
 TEST(CudaPad, EveryModeAgreesWithCpu) {
@@ -63,9 +58,9 @@ TEST(CudaPad, EveryModeAgreesWithCpu) {
     expect_cpu_cuda_agree("2-D", [mode](auto& in) { return pad(in[0], {1, 2, 2, 1}, mode); }, {randn({2, 3, 4, 5})});
     expect_cpu_cuda_agree("3-D", [mode](auto& in) { return pad(in[0], {1, 1, 0, 1, 1, 0}, mode); },
                           {randn({1, 2, 3, 3, 3})});
-    expect_gradcheck("2-D", [mode](auto& in) { return pad(in[0], {1, 2, 2, 1}, mode); }, {leaf({1, 2, 3, 4})});
+    expect_gradcheck("2-D", [mode](auto& in) { return pad(in[0], {1, 2, 2, 1}, mode); }, {leaf({1, 2, 3, 4}, gpu())});
   }
-  expect_gradcheck("constant", [](auto& in) { return pad(in[0], {1, 1, 2, 0}); }, {leaf({2, 3})});
+  expect_gradcheck("constant", [](auto& in) { return pad(in[0], {1, 1, 2, 0}); }, {leaf({2, 3}, gpu())});
 }
 
 TEST(CudaEinsum, AgreesWithCpuAndGradcheck) {
@@ -79,10 +74,10 @@ TEST(CudaEinsum, AgreesWithCpuAndGradcheck) {
   expect_cpu_cuda_agree("ellipsis", [](auto& in) { return einsum("...ij,...jk->...ik", {in[0], in[1]}); },
                         {randn({2, 1, 3, 4}), randn({5, 4, 2})});
   expect_gradcheck("batched", [](auto& in) { return einsum("bij,bjk->bik", {in[0], in[1]}); },
-                   {leaf({2, 3, 4}), leaf({2, 4, 2})});
-  expect_gradcheck("trace", [](auto& in) { return einsum("ii", {in[0]}); }, {leaf({3, 3})});
+                   {leaf({2, 3, 4}, gpu()), leaf({2, 4, 2}, gpu())});
+  expect_gradcheck("trace", [](auto& in) { return einsum("ii", {in[0]}); }, {leaf({3, 3}, gpu())});
   expect_gradcheck("bilinear", [](auto& in) { return einsum("bn,anm,bm->ba", {in[0], in[1], in[2]}); },
-                   {leaf({2, 3}), leaf({2, 3, 4}), leaf({2, 4})});
+                   {leaf({2, 3}, gpu()), leaf({2, 3, 4}, gpu()), leaf({2, 4}, gpu())});
   expect_error([&] { einsum("ij,jk->ik", {zeros({2, 3}).to(gpu()), zeros({3, 4})}); }, {"einsum", "cpu", "cuda"});
 }
 
@@ -108,11 +103,11 @@ TEST(CudaConv1dPools, AgreeWithCpuAndGradcheck) {
   Tensor nan_in = pad(full({1, 1, 1, 1}, std::nan(""), kFloat32), {1, 2, 1, 2});
   EXPECT_TRUE(all_equal(std::get<0>(adaptive_max_pool2d(nan_in.to(gpu()), 2)), std::get<0>(adaptive_max_pool2d(nan_in, 2))));
   expect_gradcheck("conv1d", [](auto& in) { return conv1d(in[0], in[1], in[2], 1, 1); },
-                   {leaf({2, 2, 6}), leaf({3, 2, 3}), leaf({3})});
-  expect_gradcheck("max_pool1d", [](auto& in) { return max_pool1d(in[0], 2); }, {leaf({2, 2, 6})});
-  expect_gradcheck("avg_pool1d", [](auto& in) { return avg_pool1d(in[0], 3, 1, 1); }, {leaf({2, 2, 6})});
+                   {leaf({2, 2, 6}, gpu()), leaf({3, 2, 3}, gpu()), leaf({3}, gpu())});
+  expect_gradcheck("max_pool1d", [](auto& in) { return max_pool1d(in[0], 2); }, {leaf({2, 2, 6}, gpu())});
+  expect_gradcheck("avg_pool1d", [](auto& in) { return avg_pool1d(in[0], 3, 1, 1); }, {leaf({2, 2, 6}, gpu())});
   expect_gradcheck("adaptive_max_pool2d", [](auto& in) { return std::get<0>(adaptive_max_pool2d(in[0], {3, 4})); },
-                   {leaf({2, 2, 5, 7})});
+                   {leaf({2, 2, 5, 7}, gpu())});
 }
 
 TEST(CudaLossesMore, AgreeWithCpuAndGradcheck) {
@@ -144,15 +139,15 @@ TEST(CudaLossesMore, AgreeWithCpuAndGradcheck) {
   auto probs = [] { return (rand({3, 4}, kFloat64) * 0.8 + 0.1).to(gpu()).requires_grad_(); };
   expect_gradcheck("bce", [](auto& in) { return binary_cross_entropy(in[0], in[1]); }, {probs(), probs()});
   expect_gradcheck("kl_div", [](auto& in) { return kl_div(in[0], in[1], Reduction::BatchMean); },
-                   {leaf({3, 4}), probs()});
+                   {leaf({3, 4}, gpu()), probs()});
   expect_gradcheck("smooth_l1", [](auto& in) { return smooth_l1_loss(in[0], in[1], Reduction::Mean, 0.7); },
-                   {leaf({3, 4}), leaf({3, 4})});
+                   {leaf({3, 4}, gpu()), leaf({3, 4}, gpu())});
   expect_gradcheck("huber", [](auto& in) { return huber_loss(in[0], in[1], Reduction::Sum, 0.7); },
-                   {leaf({3, 4}), leaf({3, 4})});
+                   {leaf({3, 4}, gpu()), leaf({3, 4}, gpu())});
   Tensor t = target.to(gpu());
-  expect_gradcheck("cross_entropy spatial", [&](auto& in) { return cross_entropy(in[0], t); }, {leaf({2, 3, 2, 3})});
+  expect_gradcheck("cross_entropy spatial", [&](auto& in) { return cross_entropy(in[0], t); }, {leaf({2, 3, 2, 3}, gpu())});
   expect_gradcheck("nll_loss spatial", [&](auto& in) { return nll_loss(in[0], t, {}, Reduction::Sum); },
-                   {leaf({2, 3, 2, 3})});
+                   {leaf({2, 3, 2, 3}, gpu())});
   expect_error([&] { binary_cross_entropy(p.to(gpu()), q); }, {"binary_cross_entropy", "cpu", "cuda"});
   expect_error([&] { cross_entropy(randn({2, 3, 2, 3}).to(gpu()), target); }, {"cross_entropy", "cpu", "cuda"});
 }

@@ -12,22 +12,18 @@
 #include <type_traits>
 
 #include "minidl.h"
+#include "float64_util.h"
 #include "test_util.h"
 #include "nn/nn.h"
 
 using namespace minidl;
 using minidl::testing::expect_error;
+using minidl::testing::leaf;
+using minidl::testing::expect_gradcheck;
 
 namespace {
 
-void expect_gradcheck(const char* what, const std::function<Tensor(const std::vector<Tensor>&)>& f,
-                      std::vector<Tensor> inputs) {
-  GradcheckResult r = gradcheck(f, std::move(inputs));
-  EXPECT_TRUE(r) << what << ": " << r.message;
-}
-
 Tensor targets(const std::vector<int64_t>& t) { return Tensor::from_vector<int64_t>(t); }
-Tensor leaf(const Shape& shape) { return randn(shape, kFloat64).requires_grad_(); }
 
 double log_sum_exp(const std::vector<double>& row) {
   double s = 0;

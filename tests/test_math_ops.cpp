@@ -8,10 +8,13 @@
 #include <limits>
 
 #include "minidl.h"
+#include "float64_util.h"
 #include "test_util.h"
 
 using namespace minidl;
 using minidl::testing::expect_error;
+using minidl::testing::f64;
+using minidl::testing::expect_gradcheck;
 
 namespace {
 
@@ -20,8 +23,6 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr float kInfF = std::numeric_limits<float>::infinity();
 constexpr float kNaNF = std::numeric_limits<float>::quiet_NaN();
 using U = Tensor (*)(const Tensor&);
-
-Tensor f64(const std::vector<double>& v) { return Tensor::from_vector<double>(v); }
 
 // Elementwise equality that tells -0.0 from 0.0 and lets NaN match NaN.
 void expect_same(const Tensor& t, const std::vector<double>& expected, const char* what) {
@@ -46,12 +47,6 @@ void expect_near(const Tensor& t, const std::vector<double>& expected, double to
 // A float64 leaf of random values in [low, high).
 Tensor uniform_leaf(const Shape& shape, double low, double high) {
   return (rand(shape, kFloat64) * (high - low) + low).detach().requires_grad_();
-}
-
-void expect_gradcheck(const char* what, const std::function<Tensor(const std::vector<Tensor>&)>& f,
-                      std::vector<Tensor> inputs) {
-  GradcheckResult r = gradcheck(f, std::move(inputs));
-  EXPECT_TRUE(r) << what << ": " << r.message;
 }
 
 }  // namespace

@@ -6,22 +6,17 @@
 #include "nn/functional.h"
 #include "ops/einsum.h"
 #include "ops/pad.h"
+#include "float64_util.h"
 #include "test_util.h"
 
 using namespace minidl;
 using minidl::testing::expect_error;
+using minidl::testing::f64;
+using minidl::testing::values;
+using minidl::testing::leaf;
+using minidl::testing::expect_gradcheck;
 
 namespace {
-
-Tensor f64(const std::vector<double>& v, Shape shape = {}) { return Tensor::from_vector<double>(v, shape); }
-std::vector<double> values(const Tensor& t) { return t.to(kFloat64).contiguous().to_vector<double>(); }
-Tensor leaf(const Shape& shape) { return randn(shape, kFloat64).requires_grad_(); }
-
-void expect_gradcheck(const char* what, const std::function<Tensor(const std::vector<Tensor>&)>& f,
-                      std::vector<Tensor> inputs) {
-  GradcheckResult r = gradcheck(f, std::move(inputs));
-  EXPECT_TRUE(r) << what << ": " << r.message;
-}
 
 void expect_near(const Tensor& a, const Tensor& b, double tol = 1e-12) {
   ASSERT_EQ(a.shape(), b.shape());

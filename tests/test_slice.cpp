@@ -3,18 +3,11 @@
 #include <gtest/gtest.h>
 
 #include "minidl.h"
+#include "float64_util.h"
 
 using namespace minidl;
-
-namespace {
-Tensor leaf(const Shape& shape) { return randn(shape, kFloat64).requires_grad_(); }
-
-void expect_gradcheck(const char* what, const std::function<Tensor(const std::vector<Tensor>&)>& f,
-                      std::vector<Tensor> inputs) {
-  GradcheckResult r = gradcheck(f, std::move(inputs));
-  EXPECT_TRUE(r) << what << ": " << r.message;
-}
-}  // namespace
+using minidl::testing::expect_gradcheck;
+using minidl::testing::leaf;
 
 TEST(Slice, NarrowIsAViewOfTheWindow) {
   Tensor x = arange(12, kFloat32).view({3, 4});

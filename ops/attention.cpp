@@ -12,7 +12,8 @@
 //             the output and the gradients are made in PyTorch's flash layout [B, T, H, hs], so
 //             that y.transpose(1, 2), the heads merged back, is contiguous. Other inputs (batch
 //             dims that broadcast, more than two of them, or rows off 8-element alignment) are
-//             broadcast, flattened to [B, L, E] and made contiguous first.
+//             broadcast, flattened to [B, L, E] and made contiguous first. A create_graph backward
+//             makes the gradients again with recorded ops, so the op is differentiable twice.
 //   composed: matmul, mask, softmax, dropout, matmul, each op recording its own backward; PyTorch's
 //             "math" backend and the reference of the fused kernels.
 // A query row that sees no key: the composed softmax of all -inf gives NaN, as PyTorch's math
@@ -26,6 +27,7 @@
 #include <limits>
 
 #include "core/autograd.h"
+#include "ops/arithmetic.h"
 #include "ops/autocast_policy.h"
 #include "ops/compare.h"
 #include "ops/copy.h"
@@ -35,6 +37,7 @@
 #include "ops/kernels.h"
 #include "ops/logical.h"
 #include "ops/matmul.h"
+#include "ops/reduce.h"
 #include "ops/scan.h"
 #include "ops/softmax.h"
 #include "ops/view.h"
@@ -169,6 +172,42 @@ std::array<Tensor, 3> gradient_tensors(const Tensor& q, const Tensor& k, const T
           empty_heads(batch, g.S, g.Ev, v.dtype(), v.device())};
 }
 
+// tril(ones(L, S)) as bool, made on the device by kernels alone: tril's arange is copied from the
+// host, a synchronizing copy that no CUDA graph capture may contain (cuda::GraphedStep's steps).
+Tensor causal_keep_mask(int64_t L, int64_t S, Device device) {
+  Tensor row = cumsum(ones({L, 1}, kFloat32, device), 0), col = cumsum(ones({1, S}, kFloat32, device), 1);
+  return le(col, row);  // key j + 1 <= query i + 1; exact in float32 below 2^24 positions
+}
+
+// softmax over the keys; 16-bit scores take theirs in float32, as autocast runs softmax.
+Tensor attention_probabilities(const Tensor& scores) {
+  if (!is_reduced_floating(scores.dtype())) return softmax(scores, -1);
+  return softmax(scores.to(kFloat32), -1).to(scores.dtype());
+}
+
+// The fused kernels' gradients from recorded ops, for a create_graph backward (so attention is
+// differentiable twice, which PyTorch's fused kernels are not): the probabilities P made again from
+// q and k as given, then dV = P^T dO, dS = P (dP - rowsum(dP P)) with dP = dO V^T, dQ = scale dS K
+// and dK = scale dS^T Q. The dropout mask lives inside the kernels, so a create_graph backward
+// through dropout is refused.
+std::vector<Tensor> fused_attention_backward_recorded(const Tensor& grad, const Tensor& q, const Tensor& k,
+                                                      const Tensor& v, const Geometry& g, bool causal,
+                                                      double dropout_p) {
+  MINIDL_CHECK(dropout_p == 0, kOp, ": a create_graph backward through the fused kernels with dropout_p = ",
+               dropout_p, " is not supported (their dropout mask is never stored); pass an attn_mask to take the "
+               "composed path, which is differentiable twice");
+  Tensor scores = mul(matmul(q, transpose(k, -2, -1)), g.scale);
+  if (causal) {
+    scores = masked_fill(scores, logical_not(causal_keep_mask(g.L, g.S, q.device())),
+                         -std::numeric_limits<double>::infinity());
+  }
+  const Tensor p = attention_probabilities(scores);
+  const Tensor dp = matmul(grad, transpose(v, -2, -1));
+  const Tensor ds = mul(p, sub(dp, sum(mul(dp, p), {-1}, true)));
+  return {mul(matmul(ds, k), g.scale), mul(matmul(transpose(ds, -2, -1), q), g.scale),
+          matmul(transpose(p, -2, -1), grad)};
+}
+
 // The fused kernels on q [..., L, E], k [..., S, E], v [..., S, Ev] of one batch shape ([B] or
 // [B1, B2]) that the kernels read in place; the gradients go straight back to q, k and v.
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Geometry& g, bool causal,
@@ -181,23 +220,20 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
   if (autograd::needs_recording({q, k, v})) {
     autograd::record(kOp, out, {q, k, v}, {q, k, v, out},
                      [q = q.detach(), k = k.detach(), v = v.detach(), o = out.detach(), logsumexp, rng_state,
-                      g, causal, dropout_p](const Tensor& grad, const std::vector<bool>&) {
+                      g, causal, dropout_p, given = std::array<Tensor, 3>{q, k, v}](const Tensor& grad,
+                                                                                    const std::vector<bool>&) {
+                       if (grad_mode_enabled())
+                         return fused_attention_backward_recorded(grad, given[0], given[1], given[2], g, causal,
+                                                                  dropout_p);
                        auto [gq, gk, gv] = gradient_tensors(q, k, v, g);
                        // The incoming gradient is often a view too (of the heads merged back).
                        const Tensor grad_out = kernel_readable(grad) ? grad : grad.contiguous();
                        kernels_for(q.device()).attention_backward(grad_out, q, k, v, o, logsumexp, rng_state, g.scale,
                                                                   causal, dropout_p, gq, gk, gv);
                        return std::vector<Tensor>{gq, gk, gv};
-                     });
+                     }, true);
   }
   return out;
-}
-
-// tril(ones(L, S)) as bool, made on the device by kernels alone: tril's arange is copied from the
-// host, a synchronizing copy that no CUDA graph capture may contain (cuda::GraphedStep's steps).
-Tensor causal_keep_mask(int64_t L, int64_t S, Device device) {
-  Tensor row = cumsum(ones({L, 1}, kFloat32, device), 0), col = cumsum(ones({1, S}, kFloat32, device), 1);
-  return le(col, row);  // key j + 1 <= query i + 1; exact in float32 below 2^24 positions
 }
 
 Tensor math_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double dropout_p,
@@ -211,9 +247,7 @@ Tensor math_attention(const Tensor& q, const Tensor& k, const Tensor& v, const T
     if (mask.dtype() == kBool) scores = masked_fill(scores, logical_not(mask), -inf);
     else scores = add(scores, mask.to(scores.dtype()));
   }
-  // 16-bit scores take their softmax in float32, as autocast runs softmax.
-  Tensor weights = is_reduced_floating(scores.dtype()) ? softmax(scores.to(kFloat32), -1).to(scores.dtype())
-                                                       : softmax(scores, -1);
+  Tensor weights = attention_probabilities(scores);
   if (dropout_p > 0) weights = dropout(weights, dropout_p, true);
   if (attn_weights) *attn_weights = weights;
   Tensor out = matmul(reshape(weights, {g.B, g.L, g.S}), flatten_batch(v, g, g.S, g.Ev));

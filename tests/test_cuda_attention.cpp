@@ -231,6 +231,34 @@ TEST(CudaAttention, ScaledDotProductAttentionOnTheGpuMatchesTheMathPath) {
   }
 }
 
+// A create_graph backward through the fused kernels (their gradients made again with recorded
+// ops) gives the second derivatives of the composed path in float64 on the CPU; with dropout, whose
+// mask lives in the kernels, it is refused.
+TEST(CudaAttention, CreateGraphBackwardGivesTheComposedSecondDerivatives) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  const Shape q_shape{2, 2, 19, 32}, kv_shape{2, 2, 23, 32};
+  const Tensor q0 = randn(q_shape), k0 = randn(kv_shape), v0 = randn(kv_shape), w = randn(q_shape);
+  // The gradients of sum over q, k, v of |d<w, attention> / d input|^2.
+  auto second = [&](Device device, DType dtype, bool fused) {
+    std::vector<Tensor> in;
+    for (const Tensor& t : {q0, k0, v0}) in.push_back(t.to(device, dtype).detach().requires_grad_());
+    Tensor out = fused ? scaled_dot_product_attention(in[0], in[1], in[2], {}, 0.0, true)
+                       : scaled_dot_product_attention_math(in[0], in[1], in[2], {}, 0.0, true);
+    std::vector<Tensor> g = autograd::grad({sum(mul(out, w.to(device, dtype)))}, in, {}, std::nullopt, true);
+    Tensor penalty = add(add(sum(mul(g[0], g[0])), sum(mul(g[1], g[1]))), sum(mul(g[2], g[2])));
+    return autograd::grad({penalty}, in);
+  };
+  const std::vector<Tensor> got = second(gpu(), kFloat32, true), want = second(Device::cpu(), kFloat64, false);
+  const char* names[] = {"q", "k", "v"};
+  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(close_at_scale(names[i], got[i], want[i], 1e-4));
+
+  Tensor q = q0.to(gpu()).requires_grad_(), k = k0.to(gpu()), v = v0.to(gpu());
+  Tensor dropped = scaled_dot_product_attention(q, k, v, {}, 0.1, true);
+  expect_error([&] { autograd::grad({sum(dropped)}, {q}, {}, std::nullopt, true); },
+               {"create_graph", "dropout_p", "attn_mask"});
+}
+
 namespace {
 
 // A new [B, H, rows, E] tensor in [B, rows, H, E] memory, as the op makes outputs and gradients.

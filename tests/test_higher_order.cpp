@@ -113,6 +113,28 @@ TEST(HigherOrder, LossesAndSoftmax) {
   EXPECT_GRADGRAD([](auto& in) { return log_softmax(in[0], 0); }, r64({3, 2}));
 }
 
+// Without a mask or dropout, attention runs the fused kernels (the CPU's too, in float64), whose
+// create_graph backward recomputes the gradients with recorded ops.
+TEST(HigherOrder, FusedAttention) {
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(causal ? "causal" : "not causal");
+    auto attend = [causal](auto& in) { return scaled_dot_product_attention(in[0], in[1], in[2], {}, 0.0, causal); };
+    EXPECT_GRADGRAD(attend, r64({2, 3, 4}), r64({2, 5, 4}), r64({2, 5, 3}));
+    EXPECT_GRADGRAD(attend, r64({1, 2, 3, 8}), r64({1, 2, 3, 8}), r64({1, 2, 3, 8}));
+    // The first derivatives of the recorded backward are the kernels' own.
+    Tensor q = r64({2, 3, 4}), k = r64({2, 5, 4}), v = r64({2, 5, 3}), w = randn({2, 3, 3}, kFloat64);
+    auto grads = [&](bool create_graph) {
+      Tensor y = sum(mul(scaled_dot_product_attention(q, k, v, {}, 0.0, causal), w));
+      return autograd::grad({y}, {q, k, v}, {}, std::nullopt, create_graph);
+    };
+    const std::vector<Tensor> recorded = grads(true), fused = grads(false);
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_TRUE(recorded[i].requires_grad()) << i;
+      EXPECT_TRUE(allclose(recorded[i].detach(), fused[i], 1e-12, 1e-12)) << i;
+    }
+  }
+}
+
 TEST(HigherOrder, NotTwiceDifferentiableOpIsAnError) {
   Tensor x = r64({2, 3});
   Tensor y = sum(leaky_relu(x, 0.1));

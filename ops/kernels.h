@@ -517,6 +517,12 @@ class Kernels {
   /// 0-d float32, growth_tracker 0-d int32, all on one device.
   virtual void amp_update_scale(Tensor& scale, Tensor& growth_tracker, const Tensor& found_inf, double growth_factor,
                                 double backoff_factor, int64_t growth_interval) = 0;
+  /// dst[i] = src[i] converted, for float32 sources and 16-bit destinations of their shapes, all
+  /// contiguous: autocast's low-precision copies of the master weights refreshed in one pass
+  /// (ops/autocast_masters.cpp; one launch on CUDA).
+  virtual void copy_multi(const std::vector<Tensor>& src, std::vector<Tensor>& dst) {
+    for (size_t i = 0; i < src.size(); ++i) copy(src[i], dst[i]);
+  }
 
   // ---- optimizer updates, in place (optim/) ----
   /// One SGD step on `param`; `momentum_buf` is null when momentum == 0.

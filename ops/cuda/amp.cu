@@ -40,6 +40,24 @@ __global__ void unscale_kernel(GradLists list, float* found_inf, const float* in
   if (__syncthreads_or(bad) && threadIdx.x == 0) *found_inf = 1.0f;
 }
 
+// Master weights to their 16-bit copies: list 0 the float32 sources, list 1 the destinations.
+constexpr int kMaxCopies = 24;
+using CopyLists = TensorLists<2, kMaxCopies>;
+
+template <class T>
+__global__ void copy_to_16bit_kernel(CopyLists list) {
+  const int t = tensor_of_block(list);
+  const float* __restrict__ src = static_cast<const float*>(list.ptr[0][t]);
+  T* __restrict__ dst = static_cast<T*>(list.ptr[1][t]);
+  const int64_t n = list.numel[t];
+  const int64_t begin = chunk_begin(list, t) + threadIdx.x;
+#pragma unroll
+  for (int u = 0; u < kPerThread; ++u) {
+    const int64_t i = begin + int64_t(u) * blockDim.x;
+    if (i < n) dst[i] = static_cast<T>(src[i]);
+  }
+}
+
 __global__ void update_scale_kernel(float* scale, int32_t* growth_tracker, const float* found_inf, double growth_factor,
                                     double backoff_factor, int64_t growth_interval) {
   if (*found_inf != 0.0f) {
@@ -88,6 +106,34 @@ void CudaKernels::amp_update_scale(Tensor& scale, Tensor& growth_tracker, const 
   update_scale_kernel<<<1, 1, 0, stream_>>>(ptr<float>(scale), ptr<int32_t>(growth_tracker), ptr<const float>(found_inf),
                                             growth_factor, backoff_factor, growth_interval);
   CUDA_LAUNCH_CHECK(update_scale_kernel);
+}
+
+void CudaKernels::copy_multi(const std::vector<Tensor>& src, std::vector<Tensor>& dst) {
+  MINIDL_CHECK(src.size() == dst.size(), "copy_multi: ", src.size(), " sources for ", dst.size(), " destinations");
+  for (size_t i = 0; i < dst.size(); ++i)
+    MINIDL_CHECK(is_reduced_floating(dst[i].dtype()), "copy_multi: expected 16-bit destinations, got ", dst[i].dtype());
+  cuda::DeviceGuard guard(device_);
+  for (DType dtype : {kBFloat16, kFloat16}) {
+    dispatch_floating_and_half(dtype, "copy_multi", [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (is_16bit_float_v<T>) {
+        for_each_list<2, kMaxCopies>(
+            src.size(),
+            [&](size_t i) -> TensorEntry<2> {  // the other dtype's tensors take no place
+              const Tensor &s = src[i], &d = dst[i];
+              if (d.dtype() != dtype || d.numel() == 0) return {};
+              MINIDL_CHECK(s.dtype() == kFloat32 && s.shape() == d.shape() && s.is_contiguous() && d.is_contiguous(),
+                           "copy_multi: expected contiguous float32 sources of their destinations' shapes, got ",
+                           s.dtype(), " ", s.shape(), " for ", d.dtype(), " ", d.shape());
+              return {{const_cast<void*>(s.raw_data()), d.raw_data()}, d.numel()};
+            },
+            [&](const CopyLists& list, unsigned blocks) {
+              copy_to_16bit_kernel<T><<<blocks, kThreads, 0, stream_>>>(list);
+              CUDA_LAUNCH_CHECK(copy_to_16bit_kernel);
+            });
+      }
+    });
+  }
 }
 
 }  // namespace minidl

@@ -123,7 +123,8 @@ struct Plan {
   int seen = 0;       // calls outside graph capture so far
   std::string name;   // "m x n x k, ops, epilogue", for the log
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
-  cudaDataType_t type = CUDA_R_32F;  // of A, B, D and the bias
+  cudaDataType_t type = CUDA_R_32F;      // of A, B and the bias
+  cudaDataType_t out_type = CUDA_R_32F;  // of D
   bool timed = false;
   int64_t max_blocks = 0;     // 0: no limit
   std::atomic<bool> within_limit = false;  // timed, and the pick keeps to max_blocks
@@ -138,18 +139,18 @@ struct Plan {
   }
 };
 
-// The last two: the data type and the compute type (a TF32 plan is another plan).
+// The last three: the data types of A and B and of D, and the compute type (a TF32 plan is another plan).
 using Key = std::tuple<int, int64_t, int64_t, int64_t, bool, bool, int, uint32_t, uint32_t, uint32_t, int64_t, int64_t,
-                       int64_t, int64_t, int64_t, int64_t, int64_t, int, int>;
+                       int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int>;
 
 Key plan_key(int device, int64_t m, int64_t n, int64_t k, bool trans_a, const void* a, bool trans_b, const void* b,
              const void* d, LtEpilogue epilogue, int64_t max_blocks, const LtBatch& batch, const LtTypes& types) {
   const size_t e = element_size(types.dtype);
   return {device,         m,          n,          k,           trans_a,        trans_b,
           static_cast<int>(epilogue), alignment(a, batch, batch.stride_a, e), alignment(b, batch, batch.stride_b, e),
-          alignment(d, batch, batch.stride_d, e), max_blocks,
+          alignment(d, batch, batch.stride_d, element_size(types.out)), max_blocks,
           batch.count,    batch.stride_a, batch.stride_b, batch.stride_d, batch.ld_a, batch.ld_b,
-          static_cast<int>(types.dtype), static_cast<int>(compute_type(types))};
+          static_cast<int>(types.dtype), static_cast<int>(types.out), static_cast<int>(compute_type(types))};
 }
 
 struct Plans {
@@ -195,6 +196,7 @@ void create_plan(Plan& p, cublasLtHandle_t handle, int64_t m, int64_t n, int64_t
   const cudaDataType_t type = data_type(types.dtype);
   p.compute = compute_type(types);
   p.type = type;
+  p.out_type = data_type(types.out);
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasLtEpilogue_t ep = epilogue == LtEpilogue::BiasRelu ? CUBLASLT_EPILOGUE_RELU_BIAS
                                 : epilogue == LtEpilogue::Bias   ? CUBLASLT_EPILOGUE_BIAS
@@ -204,6 +206,8 @@ void create_plan(Plan& p, cublasLtHandle_t handle, int64_t m, int64_t n, int64_t
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
   if (epilogue != LtEpilogue::None) {
+    MINIDL_CHECK(types.out == types.dtype, "gemm on cuBLASLt: a bias epilogue takes one dtype, got ",
+                 dtype_name(types.dtype), " inputs and a ", dtype_name(types.out), " output");
     const cudaDataType_t bias_type = type;
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
                                                 sizeof bias_type));
@@ -212,12 +216,13 @@ void create_plan(Plan& p, cublasLtHandle_t handle, int64_t m, int64_t n, int64_t
   p.name = std::to_string(m) + " x " + std::to_string(n) + " x " + std::to_string(k) + (trans_a ? " T" : " N") +
            (trans_b ? "T" : "N") + ep_name + (batch.count > 1 ? ", batch of " + std::to_string(batch.count) : "") +
            (types.dtype != DType::Float32 ? std::string(", ") + dtype_name(types.dtype)
-            : p.compute == CUBLAS_COMPUTE_32F_FAST_TF32 ? std::string(", tf32") : std::string());
+            : p.compute == CUBLAS_COMPUTE_32F_FAST_TF32 ? std::string(", tf32") : std::string()) +
+           (types.out != types.dtype ? std::string(" -> ") + dtype_name(types.out) : std::string());
   const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
   const int64_t ld_a = batch.ld_a ? batch.ld_a : trans_a ? k : m, ld_b = batch.ld_b ? batch.ld_b : trans_b ? n : k;
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, type, u(trans_a ? k : m), u(trans_a ? m : k), ld_a));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, type, u(trans_b ? n : k), u(trans_b ? k : n), ld_b));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, type, u(m), u(n), m));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, p.out_type, u(m), u(n), m));
   if (batch.count > 1) {
     set_batch(p.a, batch.count, batch.stride_a);
     set_batch(p.b, batch.count, batch.stride_b);
@@ -274,7 +279,7 @@ void add_all_configurations(cublasLtHandle_t handle, Plan& p) {
   constexpr size_t kMaxCandidates = 400;
   int ids[kMaxIds];
   int id_count = 0;
-  if (cublasLtMatmulAlgoGetIds(handle, p.compute, CUDA_R_32F, p.type, p.type, p.type, p.type, kMaxIds, ids,
+  if (cublasLtMatmulAlgoGetIds(handle, p.compute, CUDA_R_32F, p.type, p.type, p.out_type, p.out_type, kMaxIds, ids,
                                &id_count) != CUBLAS_STATUS_SUCCESS)
     return;
   const auto accepted = [&](cublasLtMatmulAlgo_t& algo) {
@@ -284,7 +289,7 @@ void add_all_configurations(cublasLtHandle_t handle, Plan& p) {
   };
   for (int i = 0; i < id_count && p.candidates.size() < kMaxCandidates; ++i) {
     cublasLtMatmulAlgo_t base{};
-    if (cublasLtMatmulAlgoInit(handle, p.compute, CUDA_R_32F, p.type, p.type, p.type, p.type, ids[i], &base) !=
+    if (cublasLtMatmulAlgoInit(handle, p.compute, CUDA_R_32F, p.type, p.type, p.out_type, p.out_type, ids[i], &base) !=
         CUBLAS_STATUS_SUCCESS)
       continue;
     // No emulated floating point: the compute type asked for, and nothing else.
@@ -424,7 +429,8 @@ bool lt_matmul(int device, cudaStream_t stream, int64_t m, int64_t n, int64_t k,
       slot->max_blocks = max_blocks;
       const size_t e = element_size(types.dtype);
       create_plan(*slot, dev.handle, m, n, k, trans_a, trans_b, epilogue, alignment(a, batch, batch.stride_a, e),
-                  alignment(b, batch, batch.stride_b, e), alignment(d, batch, batch.stride_d, e), batch, types);
+                  alignment(b, batch, batch.stride_b, e), alignment(d, batch, batch.stride_d, element_size(types.out)),
+                  batch, types);
     }
     plan = slot.get();
   }
@@ -440,7 +446,7 @@ bool lt_matmul(int device, cudaStream_t stream, int64_t m, int64_t n, int64_t k,
     CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
     if (capture == cudaStreamCaptureStatusNone && ++p.seen >= 2) {
       add_all_configurations(dev.handle, p);
-      if (!choose_by_timing(device, dev, stream, p, a, b, m, n, alpha, beta, batch, element_size(types.dtype))) {
+      if (!choose_by_timing(device, dev, stream, p, a, b, m, n, alpha, beta, batch, element_size(types.out))) {
         p.candidates.clear();
         return false;
       }

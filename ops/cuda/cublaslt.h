@@ -19,12 +19,14 @@ struct LtBatch {
   int64_t count = 1, stride_a = 0, stride_b = 0, stride_d = 0, ld_a = 0, ld_b = 0;
 };
 
-/// The element type of A, B, D and the bias (float32, bfloat16 or float16; accumulation is float32
-/// always), and for float32 whether TF32 may compute it (CUBLAS_COMPUTE_32F_FAST_TF32). Part of the
+/// The element type of A, B and the bias (float32, bfloat16 or float16; accumulation is float32
+/// always), for float32 whether TF32 may compute it (CUBLAS_COMPUTE_32F_FAST_TF32), and D's type:
+/// dtype's, or float32 for 16-bit A and B (a master weight's gradient under autocast). Part of the
 /// key of the timed choices.
 struct LtTypes {
   DType dtype = DType::Float32;
   bool tf32 = false;
+  DType out = DType::Float32;
 };
 
 /// D (m x n, leading dimension m) = alpha * op(A) op(B) + beta * D, then for Bias the vector

@@ -99,6 +99,7 @@ class CudaKernels final : public Kernels {
   void amp_non_finite_check_and_unscale(std::vector<Tensor>& grads, Tensor& found_inf, const Tensor& inv_scale) override;
   void amp_update_scale(Tensor& scale, Tensor& growth_tracker, const Tensor& found_inf, double growth_factor,
                         double backoff_factor, int64_t growth_interval) override;
+  void copy_multi(const std::vector<Tensor>& src, std::vector<Tensor>& dst) override;
   void sgd_step(Tensor& param, const Tensor& grad, Tensor* momentum_buf, const SgdConfig& config) override;
   void sgd_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>& grads, std::vector<Tensor>& momentum_bufs,
                       const SgdConfig& config) override;

@@ -31,9 +31,10 @@ constexpr int64_t kMaxSlices = 64;
 template <class T>
 using BiasSum = std::conditional_t<is_16bit_float_v<T>, float, AccT<T>>;
 
-template <class T>
+// GB: the bias gradient's element type, T's or (a master bias under autocast) float32.
+template <class T, class GB>
 __global__ void relu_bias_backward_kernel(const T* __restrict__ grad_out, const T* __restrict__ out,
-                                          T* __restrict__ grad_pre, T* __restrict__ grad_bias, int64_t rows,
+                                          T* __restrict__ grad_pre, GB* __restrict__ grad_bias, int64_t rows,
                                           int64_t cols, int64_t rows_per_slice, BiasSum<T>* slice_sums,
                                           unsigned* counters) {
   wait_for_earlier_kernels();
@@ -56,7 +57,7 @@ __global__ void relu_bias_backward_kernel(const T* __restrict__ grad_out, const 
   if (threadIdx.y == 0)
     for (int lane = 0; lane < kRowLanes; ++lane) slice_sum += lane_sums[lane][threadIdx.x];
   if (gridDim.y == 1) {
-    if (threadIdx.y == 0 && col < cols) grad_bias[col] = static_cast<T>(slice_sum);
+    if (threadIdx.y == 0 && col < cols) grad_bias[col] = static_cast<GB>(slice_sum);
     return;
   }
   if (threadIdx.y == 0 && col < cols) slice_sums[blockIdx.y * cols + col] = slice_sum;
@@ -64,7 +65,7 @@ __global__ void relu_bias_backward_kernel(const T* __restrict__ grad_out, const 
   if (threadIdx.y == 0 && col < cols) {
     BiasSum<T> total = 0;
     for (unsigned s = 0; s < gridDim.y; ++s) total += __ldcg(&slice_sums[s * cols + col]);
-    grad_bias[col] = static_cast<T>(total);
+    grad_bias[col] = static_cast<GB>(total);
   }
 }
 
@@ -75,10 +76,10 @@ __global__ void relu_bias_backward_kernel(const T* __restrict__ grad_out, const 
 constexpr int kShortColumns = 8, kShortLanes = 64, kShortWarps = kShortColumns * kShortLanes / 32;
 constexpr int kShortRows = 16 * kShortLanes, kShortUnroll = 8;
 
-template <class T>
+template <class T, class GB>
 __global__ void __launch_bounds__(kShortColumns* kShortLanes)
     relu_bias_backward_short_kernel(const T* __restrict__ grad_out, const T* __restrict__ out, T* __restrict__ grad_pre,
-                                    T* __restrict__ grad_bias, int rows, int cols) {
+                                    GB* __restrict__ grad_bias, int rows, int cols) {
   wait_for_earlier_kernels();
   let_next_kernel_start();
   __shared__ BiasSum<T> warp_sums[kShortWarps][kShortColumns];
@@ -116,7 +117,7 @@ __global__ void __launch_bounds__(kShortColumns* kShortLanes)
   if (thread < kShortColumns && out_col < cols) {
     BiasSum<T> total = 0;
     for (int w = 0; w < kShortWarps; ++w) total += warp_sums[w][thread];
-    grad_bias[out_col] = static_cast<T>(total);
+    grad_bias[out_col] = static_cast<GB>(total);
   }
 }
 
@@ -147,33 +148,41 @@ void CudaKernels::sum_slices_bias(const Tensor& parts, const Tensor& bias, bool 
 void CudaKernels::relu_bias_backward(const Tensor& grad_out, const Tensor& out, Tensor& grad_pre, Tensor& grad_bias) {
   const int64_t rows = grad_pre.size(0), cols = grad_pre.size(1);
   if (cols == 0) return;
+  const bool float_bias = grad_bias.dtype() != grad_pre.dtype();
+  MINIDL_CHECK(!float_bias || (is_reduced_floating(grad_pre.dtype()) && grad_bias.dtype() == kFloat32),
+               "relu_bias_backward: expected the bias gradient in the gradient's dtype (or float32 for a 16-bit one), "
+               "got ", grad_pre.dtype(), " and ", grad_bias.dtype());
   cuda::DeviceGuard guard(device_);
-  if (rows <= kShortRows && rows * cols <= std::numeric_limits<int>::max()) {
-    dispatch_floating_and_half(grad_pre.dtype(), "relu_bias_backward", [&](auto tag) {
-      using T = decltype(tag);
-      const auto blocks = static_cast<unsigned>((cols + kShortColumns - 1) / kShortColumns);
-      launch_early("relu_bias_backward_short_kernel", relu_bias_backward_short_kernel<T>, blocks,
-                   dim3(kShortColumns, kShortLanes), 0, stream_, ptr<const T>(grad_out), ptr<const T>(out),
-                   ptr<T>(grad_pre), ptr<T>(grad_bias), int(rows), int(cols));
-    });
-    return;
-  }
-  const int64_t groups = (cols + kColumns - 1) / kColumns;
-  int64_t slices = std::clamp<int64_t>((rows + kRowsPerSlice - 1) / kRowsPerSlice, 1, kMaxSlices);
-  if (groups > kMaxCounterGroups) slices = 1;
-  const int64_t rows_per_slice = std::max<int64_t>(1, (rows + slices - 1) / slices);
   dispatch_floating_and_half(grad_pre.dtype(), "relu_bias_backward", [&](auto tag) {
     using T = decltype(tag);
-    Tensor scratch;
-    unsigned* counters = nullptr;
-    if (slices > 1) {
-      scratch = Tensor::empty({slices, cols}, dtype_of<BiasSum<T>>(), grad_pre.device());
-      counters = block_counters(device_, stream_);
+    const auto run = [&](auto bias_tag) {
+      using GB = decltype(bias_tag);
+      if (rows <= kShortRows && rows * cols <= std::numeric_limits<int>::max()) {
+        const auto blocks = static_cast<unsigned>((cols + kShortColumns - 1) / kShortColumns);
+        launch_early("relu_bias_backward_short_kernel", relu_bias_backward_short_kernel<T, GB>, blocks,
+                     dim3(kShortColumns, kShortLanes), 0, stream_, ptr<const T>(grad_out), ptr<const T>(out),
+                     ptr<T>(grad_pre), ptr<GB>(grad_bias), int(rows), int(cols));
+        return;
+      }
+      const int64_t groups = (cols + kColumns - 1) / kColumns;
+      int64_t slices = std::clamp<int64_t>((rows + kRowsPerSlice - 1) / kRowsPerSlice, 1, kMaxSlices);
+      if (groups > kMaxCounterGroups) slices = 1;
+      const int64_t rows_per_slice = std::max<int64_t>(1, (rows + slices - 1) / slices);
+      Tensor scratch;
+      unsigned* counters = nullptr;
+      if (slices > 1) {
+        scratch = Tensor::empty({slices, cols}, dtype_of<BiasSum<T>>(), grad_pre.device());
+        counters = block_counters(device_, stream_);
+      }
+      const dim3 grid(static_cast<unsigned>(groups), static_cast<unsigned>(slices));
+      launch_early("relu_bias_backward_kernel", relu_bias_backward_kernel<T, GB>, grid, dim3(kColumns, kRowLanes), 0,
+                   stream_, ptr<const T>(grad_out), ptr<const T>(out), ptr<T>(grad_pre), ptr<GB>(grad_bias), rows,
+                   cols, rows_per_slice, slices > 1 ? ptr<BiasSum<T>>(scratch) : nullptr, counters);
+    };
+    if constexpr (is_16bit_float_v<T>) {
+      if (float_bias) return run(float{});
     }
-    const dim3 grid(static_cast<unsigned>(groups), static_cast<unsigned>(slices));
-    launch_early("relu_bias_backward_kernel", relu_bias_backward_kernel<T>, grid, dim3(kColumns, kRowLanes), 0, stream_,
-                 ptr<const T>(grad_out), ptr<const T>(out), ptr<T>(grad_pre), ptr<T>(grad_bias), rows, cols,
-                 rows_per_slice, slices > 1 ? ptr<BiasSum<T>>(scratch) : nullptr, counters);
+    run(T{});
   });
 }
 

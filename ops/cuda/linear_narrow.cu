@@ -271,7 +271,7 @@ bool CudaKernels::narrow_linear_from_slices(const Tensor& parts, const Tensor& x
 bool CudaKernels::small_k_gemm(const Tensor& a, const Tensor& b, Tensor& c, double alpha, double beta,
                                const Tensor& mask_by) {
   const int64_t m = c.size(0), n = c.size(1), k = a.size(1);
-  if (is_reduced_floating(c.dtype())) return false;  // cuBLAS's, as in launch_narrow_linear
+  if (is_reduced_floating(a.dtype()) || a.dtype() != c.dtype()) return false;  // as in launch_narrow_linear
   if (k > kNarrowMax || !a.is_contiguous() || !b.is_contiguous() || !c.is_contiguous() || !fits_int(m) ||
       !fits_int(n) || (mask_by.defined() && !mask_by.is_contiguous()))
     return false;
@@ -289,7 +289,10 @@ bool CudaKernels::narrow_weight_grad(cudaStream_t stream, const Tensor& a, const
                                      Tensor* row_sums, const Tensor& relu_next_w, Tensor* relu_bias_grad) {
   const int64_t m = c.size(0), n = c.size(1), k = a.size(0);
   const bool through_relu = relu_bias_grad != nullptr;
-  if (is_reduced_floating(c.dtype())) return false;  // cuBLAS's, as in launch_narrow_linear
+  // cuBLAS's, as in launch_narrow_linear; so is a master weight's float32 gradient from 16-bit inputs.
+  if (is_reduced_floating(a.dtype()) || a.dtype() != c.dtype() ||
+      (row_sums && row_sums->dtype() != c.dtype()) || (through_relu && relu_bias_grad->dtype() != c.dtype()))
+    return false;
   if (m == 0 || m > kNarrowMax || n == 0 || k == 0 || !a.is_contiguous() || !b.is_contiguous() ||
       !c.is_contiguous() || !fits_int(a.numel()) || !fits_int(b.numel()) ||
       (through_relu && (!relu_next_w.is_contiguous() || !relu_bias_grad->is_contiguous())))

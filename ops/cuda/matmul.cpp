@@ -43,11 +43,17 @@ bool weight_grad_layout(const Kernels::GemmCall& call) {
   return call.trans_a && !call.trans_b && call.a.dim() == 2 && call.b.dim() == 2 && call.c.dim() == 2;
 }
 
-// The element type and compute type of a product with output c, for cuBLASLt.
-cuda::LtTypes lt_types(const Tensor& c) { return {c.dtype(), c.dtype() == kFloat32 && allow_tf32_matmul()}; }
+// The element types and compute type of a product of a (and b, of a's dtype) into c, for cuBLASLt.
+cuda::LtTypes lt_types(const Tensor& a, const Tensor& c) {
+  return {a.dtype(), a.dtype() == kFloat32 && allow_tf32_matmul(), c.dtype()};
+}
 
 // Whether cuBLASLt takes products of this dtype.
 bool lt_dtype(DType dtype) { return dtype == kFloat32 || is_reduced_floating(dtype); }
+
+// Whether a and b (of one dtype) multiply into c: of their dtype, or float32 from 16-bit inputs
+// (the gradient of a master weight under autocast, ops/autocast_masters.h).
+bool mixed_product(const Tensor& a, const Tensor& c) { return a.dtype() != c.dtype(); }
 
 cudaDataType_t cuda_data_type(DType dtype) {
   switch (dtype) {
@@ -59,19 +65,20 @@ cudaDataType_t cuda_data_type(DType dtype) {
 }
 
 // cublasGemmStridedBatchedEx (one product where batches is 1) in column-major terms, for float32 with
-// TF32 and for the 16-bit types: every matrix in `dtype`, float32 accumulation, float alpha and beta.
-void gemm_ex(cublasHandle_t handle, DType dtype, cublasOperation_t op_a, cublasOperation_t op_b, int m, int n, int k,
-             float alpha, const void* a, int lda, long long stride_a, const void* b, int ldb, long long stride_b,
-             float beta, void* c, int ldc, long long stride_c, int batches) {
-  const cudaDataType_t type = cuda_data_type(dtype);
+// TF32 and for the 16-bit types: a and b in `dtype`, c in `c_dtype` (dtype, or float32 from 16-bit
+// inputs), float32 accumulation, float alpha and beta.
+void gemm_ex(cublasHandle_t handle, DType dtype, DType c_dtype, cublasOperation_t op_a, cublasOperation_t op_b, int m,
+             int n, int k, float alpha, const void* a, int lda, long long stride_a, const void* b, int ldb,
+             long long stride_b, float beta, void* c, int ldc, long long stride_c, int batches) {
+  const cudaDataType_t type = cuda_data_type(dtype), c_type = cuda_data_type(c_dtype);
   const cublasComputeType_t compute =
       dtype == kFloat32 && allow_tf32_matmul() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   if (batches == 1) {
-    CUBLAS_CHECK(cublasGemmEx(handle, op_a, op_b, m, n, k, &alpha, a, type, lda, b, type, ldb, &beta, c, type, ldc,
+    CUBLAS_CHECK(cublasGemmEx(handle, op_a, op_b, m, n, k, &alpha, a, type, lda, b, type, ldb, &beta, c, c_type, ldc,
                               compute, CUBLAS_GEMM_DEFAULT));
   } else {
     CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, op_a, op_b, m, n, k, &alpha, a, type, lda, stride_a, b, type, ldb,
-                                            stride_b, &beta, c, type, ldc, stride_c, batches, compute,
+                                            stride_b, &beta, c, c_type, ldc, stride_c, batches, compute,
                                             CUBLAS_GEMM_DEFAULT));
   }
 }
@@ -99,8 +106,9 @@ struct PaddedDims {
 // product large enough for the copies to be cheap beside it, with beta = 0.
 bool padded_dims(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c, double beta,
                  PaddedDims& dims) {
-  if (c.dim() != 2 || a.dim() != 2 || b.dim() != 2 || !is_reduced_floating(c.dtype()) || beta != 0) return false;
-  const int64_t unit = 16 / static_cast<int64_t>(element_size(c.dtype()));
+  if (c.dim() != 2 || a.dim() != 2 || b.dim() != 2 || !is_reduced_floating(a.dtype()) || beta != 0) return false;
+  // In units of the 16-bit inputs: 8 of them are 16 bytes, and so are 8 of a float32 c's elements.
+  const int64_t unit = 16 / static_cast<int64_t>(element_size(a.dtype()));
   const int64_t m = c.size(0), n = c.size(1), k = trans_a ? a.size(0) : a.size(1);
   if (m * n * k < (int64_t{1} << 24)) return false;
   // A size pads where it is the row length of some operand: a's (m or k), b's (k or n), c's (n).
@@ -160,8 +168,12 @@ void CudaKernels::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool tran
   const int ldc = M;
   const int batches = to_int(batch, "batch");
 
+  MINIDL_CHECK(a.dtype() == b.dtype() && (a.dtype() == c.dtype() || (is_reduced_floating(a.dtype()) && c.dtype() == kFloat32)),
+               "gemm on CUDA: expected a and b of one dtype and c of theirs (or float32 from 16-bit a and b), got ",
+               a.dtype(), ", ", b.dtype(), " and ", c.dtype());
   cuda::DeviceGuard guard(device_);
-  if (!batched && a.dim() == 2 && b.dim() == 2 && !trans_a && !trans_b && k > 0 && small_k_gemm(a, b, c, alpha, beta))
+  if (!batched && a.dim() == 2 && b.dim() == 2 && !trans_a && !trans_b && k > 0 && !mixed_product(a, c) &&
+      small_k_gemm(a, b, c, alpha, beta))
     return;
   if (!batched && gemm_padded(*this, a, trans_a, b, trans_b, c, alpha, beta)) return;
   if (gemm_lt(stream_, a, trans_a, b, trans_b, c, alpha, beta)) return;
@@ -169,9 +181,9 @@ void CudaKernels::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool tran
   // Atomics are off by default (cuBLAS then gives the same bits run to run on one GPU model); say so
   // explicitly in deterministic mode, whatever else was set on the shared handle.
   if (is_deterministic()) CUBLAS_CHECK(cublasSetAtomicsMode(handle, CUBLAS_ATOMICS_NOT_ALLOWED));
-  if (is_reduced_floating(c.dtype()) || (c.dtype() == kFloat32 && allow_tf32_matmul())) {
-    gemm_ex(handle, c.dtype(), op_b, op_a, M, N, K, static_cast<float>(alpha), b.raw_data(), ldb, b_step, a.raw_data(),
-            lda, a_step, static_cast<float>(beta), c.raw_data(), ldc, c_step, batches);
+  if (is_reduced_floating(a.dtype()) || (a.dtype() == kFloat32 && allow_tf32_matmul())) {
+    gemm_ex(handle, a.dtype(), c.dtype(), op_b, op_a, M, N, K, static_cast<float>(alpha), b.raw_data(), ldb, b_step,
+            a.raw_data(), lda, a_step, static_cast<float>(beta), c.raw_data(), ldc, c_step, batches);
     return;
   }
   dispatch_floating(c.dtype(), "gemm", [&](auto tag) {
@@ -220,7 +232,7 @@ bool CudaKernels::gemm_lt(cudaStream_t stream, const Tensor& a, bool trans_a, co
   if (!lt_shape(a, trans_a, b, c, s)) return false;
   return cuda::lt_matmul(device_, stream, s.m, s.n, s.k, trans_b, b.raw_data(), trans_a, a.raw_data(), c.raw_data(),
                          static_cast<float>(alpha), static_cast<float>(beta), cuda::LtEpilogue::None, nullptr,
-                         max_blocks, {}, lt_types(c));
+                         max_blocks, {}, lt_types(a, c));
 }
 
 bool CudaKernels::gemm_lt_keeps_within(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
@@ -228,12 +240,14 @@ bool CudaKernels::gemm_lt_keeps_within(const Tensor& a, bool trans_a, const Tens
   LtShape s;
   return lt_shape(a, trans_a, b, c, s) &&
          cuda::lt_keeps_within(device_, s.m, s.n, s.k, trans_b, b.raw_data(), trans_a, a.raw_data(), c.raw_data(),
-                               max_blocks, lt_types(c));
+                               max_blocks, lt_types(a, c));
 }
 
 void CudaKernels::gemm_row_sums(const GemmCall& call) {
   cuda::DeviceGuard guard(device_);
-  if (weight_grad_layout(call) && narrow_weight_grad(stream_, call.a, call.b, call.c, call.row_sums)) return;
+  if (weight_grad_layout(call) && !mixed_product(call.a, call.c) &&
+      narrow_weight_grad(stream_, call.a, call.b, call.c, call.row_sums))
+    return;
   Kernels::gemm_row_sums(call);
 }
 
@@ -262,8 +276,8 @@ void CudaKernels::gemm_concurrent(const GemmCall& first, const GemmCall& second)
   if (after_first) gemm_row_sums(first);
   cuda::join_side_stream_if_holding_much(device_);
   cuda::stream_wait(device_, side, stream_);  // the side stream starts after what came before
-  bool second_on_side =
-      !after_first && weight_grad_layout(second) && narrow_weight_grad(side, a, b, second.c, second.row_sums);
+  bool second_on_side = !after_first && weight_grad_layout(second) && !mixed_product(a, second.c) &&
+                        narrow_weight_grad(side, a, b, second.c, second.row_sums);
   const bool sums_left = !second_on_side && second.row_sums;
   if (!second_on_side) second_on_side = gemm_lt(side, a, second.trans_a, b, second.trans_b, second.c, 1, 0, blocks);
   if (!after_first) gemm_row_sums(first);
@@ -290,7 +304,8 @@ void CudaKernels::linear_relu_linear_backward(const Tensor& grad_out, const Tens
   // Without the narrow layer's weight gradient (its weight frozen) the side pass has no product
   // to share: the composition then does less work.
   const int64_t n = grad_out.size(1);
-  const bool narrow = second && weight_grad_layout(*second) && n > 0 && n <= 16 && !trans_w2 &&
+  const bool narrow = second && weight_grad_layout(*second) && !mixed_product(second->a, second->c) &&
+                      grad_bias1.dtype() == grad_out.dtype() && n > 0 && n <= 16 && !trans_w2 &&
                       hidden.numel() > 0 && grad_out.is_contiguous() && w2.is_contiguous() &&
                       hidden.is_contiguous() && grad_pre.is_contiguous();
   cuda::DeviceGuard guard(device_);
@@ -331,8 +346,8 @@ Tensor CudaKernels::split_k_parts(const Tensor& a, bool trans_a, const Tensor& b
   const int64_t a_k_stride = trans_a ? m : 1, b_k_stride = trans_b ? 1 : n;
   const cuda::LtBatch batch{slices, ks * b_k_stride, ks * a_k_stride, m * n, b.size(1), a.size(1)};
   if (!cuda::lt_matmul(device_, stream_, n, m, ks, trans_b, b.raw_data(), trans_a, a.raw_data(), parts.raw_data(), 1,
-                       0, cuda::LtEpilogue::None, nullptr, 0, batch, lt_types(parts))) {
-    gemm_ex(cuda::cublas_handle(device_), kFloat32, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                       0, cuda::LtEpilogue::None, nullptr, 0, batch, lt_types(a, parts))) {
+    gemm_ex(cuda::cublas_handle(device_), kFloat32, kFloat32, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
             trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, to_int(n, "N"), to_int(m, "M"), to_int(ks, "K"), 1, b.raw_data(),
             to_int(b.size(1), "ldb"), ks * b_k_stride, a.raw_data(), to_int(a.size(1), "lda"), ks * a_k_stride, 0,
             parts.raw_data(), to_int(n, "ldc"), m * n, to_int(slices, "batch"));
@@ -466,7 +481,7 @@ bool CudaKernels::gemm_bias_lt(const Tensor& a, bool trans_a, const Tensor& b, b
   // Column-major: C^T [n x m] = op(B)^T op(A)^T, the bias along C^T's columns.
   return cuda::lt_matmul(device_, stream_, n, m, k, trans_b, b.raw_data(), trans_a, a.raw_data(), c.raw_data(), 1, 0,
                          relu ? cuda::LtEpilogue::BiasRelu : cuda::LtEpilogue::Bias, bias.raw_data(), 0, {},
-                         lt_types(c));
+                         lt_types(a, c));
 }
 
 }  // namespace minidl

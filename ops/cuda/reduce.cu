@@ -19,18 +19,21 @@ namespace {
 
 using namespace cuda;
 
-template <class T>
+// Out: the output's element type, T's or (sums of 16-bit values) float32.
+template <class T, class O = T>
 struct SumReducer {
   using Acc = AccT<T>;
+  using Out = O;
   __device__ static Acc identity() { return Acc(0); }
   __device__ static Acc from(T v, int64_t) { return Acc(v); }
   __device__ Acc operator()(const Acc& a, const Acc& b) const { return a + b; }
-  __device__ static void store(const Acc& a, T* out, int64_t*, int64_t pos) { out[pos] = static_cast<T>(a); }
+  __device__ static void store(const Acc& a, O* out, int64_t*, int64_t pos) { out[pos] = static_cast<O>(a); }
 };
 
 template <class T>
 struct ProdReducer {
   using Acc = AccT<T>;
+  using Out = T;
   __device__ static Acc identity() { return Acc(1); }
   __device__ static Acc from(T v, int64_t) { return Acc(v); }
   __device__ Acc operator()(const Acc& a, const Acc& b) const { return a * b; }
@@ -46,6 +49,7 @@ struct MaxPair {
 template <class T>
 struct MaxReducer {
   using Acc = MaxPair<T>;
+  using Out = T;
   __device__ static Acc identity() { return {T(0), -1}; }
   __device__ static Acc from(T v, int64_t i) { return {v, i}; }
   // Associative and commutative, so any combination order gives the CPU's answer: the first NaN if
@@ -88,7 +92,7 @@ __device__ __forceinline__ void accumulate(typename R::Acc& acc, const R& r, con
 // V > 1 (16-bit rows whose length is a multiple of V, aligned): each thread reads V elements at a
 // time, so a warp moves as many bytes per load as it does for float.
 template <class T, class R, int V>
-__global__ void reduce_rows_warp(const T* x, int64_t rows, int64_t n, T* out, int64_t* idx) {
+__global__ void reduce_rows_warp(const T* x, int64_t rows, int64_t n, typename R::Out* out, int64_t* idx) {
   using Acc = typename R::Acc;
   using WarpReduce = cub::WarpReduce<Acc>;
   __shared__ typename WarpReduce::TempStorage temp[kWarpRows];
@@ -106,7 +110,7 @@ __global__ void reduce_rows_warp(const T* x, int64_t rows, int64_t n, T* out, in
 // Block b reduces chunk (b % chunks) of row (b / chunks). With one chunk it writes the result;
 // otherwise the chunk's partial. With V > 1, n and chunk_len are multiples of V.
 template <class T, class R, int V>
-__global__ void reduce_rows(const T* x, int64_t n, int64_t chunks, int64_t chunk_len, T* out, int64_t* idx,
+__global__ void reduce_rows(const T* x, int64_t n, int64_t chunks, int64_t chunk_len, typename R::Out* out, int64_t* idx,
                             typename R::Acc* partial) {
   using Acc = typename R::Acc;
   using BlockReduce = cub::BlockReduce<Acc, kRowThreads>;
@@ -126,7 +130,7 @@ __global__ void reduce_rows(const T* x, int64_t n, int64_t chunks, int64_t chunk
 
 // Second pass: block `row` combines that row's `chunks` partials.
 template <class T, class R>
-__global__ void reduce_partials(const typename R::Acc* partial, int64_t chunks, T* out, int64_t* idx) {
+__global__ void reduce_partials(const typename R::Acc* partial, int64_t chunks, typename R::Out* out, int64_t* idx) {
   using Acc = typename R::Acc;
   using BlockReduce = cub::BlockReduce<Acc, kRowThreads>;
   __shared__ typename BlockReduce::TempStorage temp;
@@ -143,7 +147,7 @@ constexpr int kColTile = 32, kColRows = 8;
 // Each thread reduces V adjacent columns (V > 1: 16-bit columns read as one VecPack per row, inner a
 // multiple of V and x aligned), so a warp reads 32 * V adjacent elements of a row.
 template <class T, class R, int V>
-__global__ void reduce_cols(const T* x, int64_t outer, int64_t n, int64_t inner, T* out, int64_t* idx) {
+__global__ void reduce_cols(const T* x, int64_t outer, int64_t n, int64_t inner, typename R::Out* out, int64_t* idx) {
   using Acc = typename R::Acc;
   __shared__ Acc tile[kColRows][kColTile * V];
   R r;
@@ -183,7 +187,7 @@ constexpr int kColVec16 = 2;  // 16-bit columns per thread: a warp reads 128 byt
 
 // VRows / VCols: elements per load along a row (inner == 1) and columns per thread (inner > 1).
 template <class T, class R, int VRows, int VCols>
-void launch_reduce(const T* x, int64_t outer, int64_t n, int64_t inner, T* out, int64_t* idx, int device,
+void launch_reduce(const T* x, int64_t outer, int64_t n, int64_t inner, typename R::Out* out, int64_t* idx, int device,
                    cudaStream_t stream) {
   using Acc = typename R::Acc;
   if (inner > 1) {
@@ -226,14 +230,19 @@ void launch_reduce(const T* x, int64_t outer, int64_t n, int64_t inner, T* out, 
 void CudaKernels::reduce(ReduceOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor& out,
                          Tensor* argmax) {
   if (outer * inner == 0) return;
+  // A float32 sum of 16-bit values: a master weight's bias gradient under autocast.
+  const bool widening = out.dtype() != x.dtype();
+  MINIDL_CHECK(!widening || (op == ReduceOp::Sum && is_reduced_floating(x.dtype()) && out.dtype() == kFloat32),
+               "reduce on CUDA: expected the output in the input's dtype (or a float32 sum of 16-bit values), got ",
+               x.dtype(), " into ", out.dtype());
   cuda::DeviceGuard guard(device_);
   dispatch_all_and_half(x.dtype(), "reduce", [&](auto tag) {
     using T = decltype(tag);
     const T* in = ptr<const T>(x);
-    T* o = ptr<T>(out);
     int64_t* idx = op == ReduceOp::Max && argmax ? ptr<int64_t>(*argmax) : nullptr;
     auto launch = [&](auto reducer) {
       using R = decltype(reducer);
+      typename R::Out* o = ptr<typename R::Out>(out);
       if constexpr (is_16bit_float_v<T>) {
         // Vector loads where the rows or columns line up with them; else one element at a time.
         const bool rows_fit = inner == 1 && n % kRowVec16 == 0 && aligned_to(2 * kRowVec16, {in});
@@ -245,6 +254,9 @@ void CudaKernels::reduce(ReduceOp op, const Tensor& x, int64_t outer, int64_t n,
       }
       launch_reduce<T, R, 1, 1>(in, outer, n, inner, o, idx, device_, stream_);
     };
+    if constexpr (is_16bit_float_v<T>) {
+      if (widening) return launch(SumReducer<T, float>{});
+    }
     if (op == ReduceOp::Sum) launch(SumReducer<T>{});
     else if (op == ReduceOp::Prod) launch(ProdReducer<T>{});
     else launch(MaxReducer<T>{});

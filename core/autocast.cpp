@@ -23,6 +23,7 @@ constinit thread_local int enabled_count = 0;  // device types with autocast on
 constinit thread_local int exclude_depth = 0;
 constinit thread_local int guard_depth = 0;
 constinit thread_local bool cache_enabled = true;
+constinit thread_local uint64_t regions_opened = 0;
 
 DeviceState& state(DeviceType type) { return type == DeviceType::CUDA ? cuda_state : cpu_state; }
 
@@ -71,6 +72,7 @@ void store_cached_cast(const Tensor& source, DType dtype, const Tensor& cast) {
 
 void clear_cache() { cache.clear(); }
 size_t cache_size() { return cache.size(); }
+uint64_t region() { return regions_opened; }
 
 }  // namespace minidl::autocast
 
@@ -87,7 +89,7 @@ AutocastGuard::AutocastGuard(Device device, DType dtype, bool enabled, bool cach
       previous_cache_enabled_(autocast::is_cache_enabled()) {
   MINIDL_CHECK(is_reduced_floating(dtype) || dtype == kFloat32,
                "AutocastGuard: expected a dtype of bfloat16, float16 or float32, got ", dtype);
-  ++autocast::guard_depth;
+  if (autocast::guard_depth++ == 0) ++autocast::regions_opened;
   autocast::set_enabled(type_, enabled);
   autocast::state(type_).dtype = dtype;
   autocast::cache_enabled = cache_enabled;

@@ -46,6 +46,9 @@ void store_cached_cast(const Tensor& source, DType dtype, const Tensor& cast);
 void clear_cache();
 /// Casts held in the cache (for tests).
 size_t cache_size();
+/// A number for the outermost autocast region now open on this thread, new each time one opens
+/// (ops/autocast_masters.cpp refreshes its copies once a region).
+uint64_t region();
 
 }  // namespace autocast
 

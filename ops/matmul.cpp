@@ -11,6 +11,7 @@
 #include "ops/matmul.h"
 
 #include "core/autograd.h"
+#include "ops/autocast_masters.h"
 #include "ops/autocast_policy.h"
 #include "ops/compare.h"
 #include "ops/creation.h"
@@ -251,9 +252,13 @@ void linear_backward_products(Kernels& k, const Operand& og, const Operand& x, c
 
 // linear, and with `relu` ReLU(linear) as one op: one GEMM whose epilogue adds the bias (and clamps),
 // and a backward that masks the gradient and sums the bias gradient in one pass before its GEMMs.
-Tensor linear_op(const char* name, const Tensor& x, const Tensor& weight, const Tensor& bias, bool relu) {
+// Under autocast the weight and bias may be 16-bit copies of float32 masters (ops/autocast_masters.h):
+// the tape then records the masters, and the backward writes their gradients in float32.
+Tensor linear_op(const char* name, const Tensor& x, const Tensor& weight, const Tensor& bias, bool relu,
+                 const autocast::Masters& masters = {}) {
   check_linear(x, weight, bias);
-  if (linear_widens(x)) return linear_op(name, widened(x), widened(weight), widened(bias), relu).to(x.dtype());
+  if (linear_widens(x))
+    return linear_op(name, widened(x), widened(weight), widened(bias), relu, masters).to(x.dtype());
   const int64_t in = weight.size(1), out_features = weight.size(0);
   const int64_t rows = in == 0 ? shape_numel(Shape(x.shape().begin(), x.shape().end() - 1)) : x.numel() / in;
   Shape out_shape = x.shape();
@@ -272,16 +277,19 @@ Tensor linear_op(const char* name, const Tensor& x, const Tensor& weight, const 
   if (bias.defined() || relu) k.gemm_bias(ox.data, ox.trans, ow.data, !ow.trans, b, relu, out2);
   else k.gemm(ox.data, ox.trans, ow.data, !ow.trans, out2, 1, 0);
 
-  if (autograd::needs_recording({x, weight, bias})) {
-    Operand saved_x = weight.requires_grad() ? ox : Operand{};
+  const Tensor &weight_recorded = autocast::recorded(masters, 1, weight), &bias_recorded = autocast::recorded(masters, 2, bias);
+  if (autograd::needs_recording({x, weight_recorded, bias_recorded})) {
+    Operand saved_x = weight_recorded.requires_grad() ? ox : Operand{};
     Operand saved_w = x.requires_grad() ? ow : Operand{};
     // ReLU's gradient needs only where its output is positive: the output is saved detached.
     Tensor saved_out = relu ? out2.detach() : Tensor();
     // As given too, for a create_graph backward: it composes mm and sum.
-    Tensor x_given = weight.requires_grad() ? x : Tensor(), w_given = x.requires_grad() ? weight : Tensor();
-    autograd::record(name, out, {x, weight, bias}, {saved_x.data, saved_w.data, saved_out},
-                     [saved_x, saved_w, saved_out, x_given, w_given, x_shape = x.shape(), rows, in,
-                                                    out_features](const Tensor& g, const std::vector<bool>& needs) {
+    Tensor x_given = weight_recorded.requires_grad() ? x : Tensor(), w_given = x.requires_grad() ? weight : Tensor();
+    const DType weight_grad_dtype = weight_recorded.dtype();
+    const DType bias_grad_dtype = bias_recorded.defined() ? bias_recorded.dtype() : x.dtype();
+    autograd::record(name, out, {x, weight_recorded, bias_recorded}, {saved_x.data, saved_w.data, saved_out},
+                     [saved_x, saved_w, saved_out, x_given, w_given, x_shape = x.shape(), rows, in, out_features,
+                      weight_grad_dtype, bias_grad_dtype](const Tensor& g, const std::vector<bool>& needs) {
       if (grad_mode_enabled()) {
         Tensor g2 = reshape(g, {rows, out_features});
         if (saved_out.defined()) g2 = mul(g2, gt(saved_out, 0).to(g2.dtype()));  // relu'' is 0: a plain mask
@@ -292,7 +300,7 @@ Tensor linear_op(const char* name, const Tensor& x, const Tensor& weight, const 
       Kernels& kg = kernels_for(g.device());
       Tensor g2 = g.dim() == 2 ? g : reshape(g, {rows, out_features});
       Tensor gx, gw, gb;
-      if (needs[2]) gb = Tensor::empty({out_features}, g.dtype(), g.device());
+      if (needs[2]) gb = Tensor::empty({out_features}, bias_grad_dtype, g.device());
       if (saved_out.defined()) {
         Tensor pre = Tensor::empty({rows, out_features}, g.dtype(), g.device());
         if (needs[2]) kg.relu_bias_backward(g2.contiguous(), saved_out, pre, gb);
@@ -300,7 +308,7 @@ Tensor linear_op(const char* name, const Tensor& x, const Tensor& weight, const 
         g2 = pre;
       }
       if (needs[0]) gx = Tensor::empty(x_shape, g.dtype(), g.device());
-      if (needs[1]) gw = Tensor::empty({out_features, in}, g.dtype(), g.device());
+      if (needs[1]) gw = Tensor::empty({out_features, in}, weight_grad_dtype, g.device());
       const bool bias_left = needs[2] && !saved_out.defined();  // else summed with the mask above
       linear_backward_products(kg, as_operand(g2), saved_x, saved_w, needs[0] ? &gx : nullptr,
                                needs[1] ? &gw : nullptr, bias_left ? &gb : nullptr);
@@ -313,13 +321,19 @@ Tensor linear_op(const char* name, const Tensor& x, const Tensor& weight, const 
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  MINIDL_AUTOCAST(linear, linear, x, weight, bias);
-  return linear_op("linear", x, weight, bias, false);
+  const auto run = [](const Tensor& x, const Tensor& w, const Tensor& b, const autocast::Masters& masters) {
+    return linear_op("linear", x, w, b, false, masters);
+  };
+  MINIDL_AUTOCAST_MASTERS(linear, run, x, weight, bias);
+  return run(x, weight, bias, {});
 }
 
 Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  MINIDL_AUTOCAST(linear_relu, linear_relu, x, weight, bias);
-  return linear_op("linear_relu", x, weight, bias, true);
+  const auto run = [](const Tensor& x, const Tensor& w, const Tensor& b, const autocast::Masters& masters) {
+    return linear_op("linear_relu", x, w, b, true, masters);
+  };
+  MINIDL_AUTOCAST_MASTERS(linear_relu, run, x, weight, bias);
+  return run(x, weight, bias, {});
 }
 
 namespace {
@@ -362,13 +376,30 @@ TwoLayers two_layers(const Tensor& x, const Tensor& w1, const Tensor& b1, const 
   return l;
 }
 
-}  // namespace
+// The tensors a two-layer op records (masters where its weights and biases are their copies), and
+// the dtypes of their gradients.
+struct Recorded {
+  Tensor x, w1, b1, w2, b2;
+  DType w1_grad, b1_grad, w2_grad, b2_grad;
+};
 
-Tensor linear_relu_linear(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2, const Tensor& b2) {
-  MINIDL_AUTOCAST(linear_relu_linear, linear_relu_linear, x, w1, b1, w2, b2);
+Recorded recorded_two_layers(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2, const Tensor& b2,
+                             const autocast::Masters& m) {
+  Recorded r{x, autocast::recorded(m, 1, w1), autocast::recorded(m, 2, b1), autocast::recorded(m, 3, w2),
+             autocast::recorded(m, 4, b2), x.dtype(), x.dtype(), x.dtype(), x.dtype()};
+  r.w1_grad = r.w1.dtype();
+  r.w2_grad = r.w2.dtype();
+  if (r.b1.defined()) r.b1_grad = r.b1.dtype();
+  if (r.b2.defined()) r.b2_grad = r.b2.dtype();
+  return r;
+}
+
+Tensor linear_relu_linear_op(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2, const Tensor& b2,
+                             const autocast::Masters& masters) {
   check_two_layers("linear_relu_linear", x, w1, b1, w2, b2);
   if (linear_widens(x))
-    return linear_relu_linear(widened(x), widened(w1), widened(b1), widened(w2), widened(b2)).to(x.dtype());
+    return linear_relu_linear_op(widened(x), widened(w1), widened(b1), widened(w2), widened(b2), masters)
+        .to(x.dtype());
   const TwoLayers l = two_layers(x, w1, b1, w2, b2);
   const int64_t in = l.in, hidden_features = l.hidden, out_features = l.out, rows = l.rows;
   const Shape& out_shape = l.out_shape;
@@ -381,31 +412,32 @@ Tensor linear_relu_linear(const Tensor& x, const Tensor& w1, const Tensor& b1, c
   Tensor out2 = flat_view(out, {rows, out_features});
   k.linear_relu_linear(ox.data, ox.trans, ow1.data, !ow1.trans, bias1, ow2.data, !ow2.trans, bias2, hidden, out2);
 
-  if (autograd::needs_recording({x, w1, b1, w2, b2})) {
-    const bool first_needed = x.requires_grad() || w1.requires_grad() || (b1.defined() && b1.requires_grad());
-    Operand saved_x = w1.requires_grad() ? ox : Operand{};
+  const Recorded r = recorded_two_layers(x, w1, b1, w2, b2, masters);
+  if (autograd::needs_recording({r.x, r.w1, r.b1, r.w2, r.b2})) {
+    const bool first_needed = x.requires_grad() || r.w1.requires_grad() || (r.b1.defined() && r.b1.requires_grad());
+    Operand saved_x = r.w1.requires_grad() ? ox : Operand{};
     Operand saved_w1 = x.requires_grad() ? ow1 : Operand{};
     Operand saved_w2 = first_needed ? ow2 : Operand{};
     // The hidden layer's output: the ReLU's mask and the second weight's gradient both read it.
-    autograd::record("linear_relu_linear", out, {x, w1, b1, w2, b2},
+    autograd::record("linear_relu_linear", out, {r.x, r.w1, r.b1, r.w2, r.b2},
                      {saved_x.data, saved_w1.data, saved_w2.data, hidden},
                      [saved_x, saved_w1, saved_w2, hidden, x_shape = x.shape(), rows, in, hidden_features,
-                      out_features](const Tensor& g, const std::vector<bool>& needs) {
+                      out_features, r](const Tensor& g, const std::vector<bool>& needs) {
                        Kernels& kg = kernels_for(g.device());
                        Tensor g2 = (g.dim() == 2 ? g : reshape(g, {rows, out_features})).contiguous();
                        Tensor gx, gw1, gb1, gw2, gb2;
-                       if (needs[3]) gw2 = Tensor::empty({out_features, hidden_features}, g.dtype(), g.device());
-                       if (needs[4]) gb2 = Tensor::empty({out_features}, g.dtype(), g.device());
+                       if (needs[3]) gw2 = Tensor::empty({out_features, hidden_features}, r.w2_grad, g.device());
+                       if (needs[4]) gb2 = Tensor::empty({out_features}, r.b2_grad, g.device());
                        // The second layer's weight gradient g^T @ hidden, with its bias gradient.
                        const Kernels::GemmCall second{g2, true, hidden, false, gw2, needs[4] ? &gb2 : nullptr};
                        if (needs[0] || needs[1] || needs[2]) {
                          Tensor pre = Tensor::empty({rows, hidden_features}, g.dtype(), g.device());
-                         gb1 = Tensor::empty({hidden_features}, g.dtype(), g.device());
+                         gb1 = Tensor::empty({hidden_features}, r.b1_grad, g.device());
                          kg.linear_relu_linear_backward(g2, saved_w2.data, saved_w2.trans, hidden, pre, gb1,
                                                         needs[3] ? &second : nullptr);
                          if (!needs[2]) gb1 = Tensor();
                          if (needs[0]) gx = Tensor::empty(x_shape, g.dtype(), g.device());
-                         if (needs[1]) gw1 = Tensor::empty({hidden_features, in}, g.dtype(), g.device());
+                         if (needs[1]) gw1 = Tensor::empty({hidden_features, in}, r.w1_grad, g.device());
                          linear_backward_products(kg, as_operand(pre), saved_x, saved_w1, needs[0] ? &gx : nullptr,
                                                   needs[1] ? &gw1 : nullptr, nullptr);
                        } else if (needs[3]) {
@@ -418,14 +450,13 @@ Tensor linear_relu_linear(const Tensor& x, const Tensor& w1, const Tensor& b1, c
   return out;
 }
 
-Tensor linear_gelu_linear(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2, const Tensor& b2,
-                          const std::string& approximate) {
-  MINIDL_AUTOCAST(linear_gelu_linear, linear_gelu_linear, x, w1, b1, w2, b2, approximate);
+Tensor linear_gelu_linear_op(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2, const Tensor& b2,
+                             const std::string& approximate, const autocast::Masters& masters) {
   MINIDL_CHECK(approximate == "none" || approximate == "tanh",
                "linear_gelu_linear: expected approximate to be \"none\" or \"tanh\", got \"", approximate, "\"");
   check_two_layers("linear_gelu_linear", x, w1, b1, w2, b2);
   if (linear_widens(x))
-    return linear_gelu_linear(widened(x), widened(w1), widened(b1), widened(w2), widened(b2), approximate)
+    return linear_gelu_linear_op(widened(x), widened(w1), widened(b1), widened(w2), widened(b2), approximate, masters)
         .to(x.dtype());
   const bool tanh = approximate == "tanh";
   const UnaryOp gelu_op = tanh ? UnaryOp::GeluTanh : UnaryOp::Gelu;
@@ -450,21 +481,22 @@ Tensor linear_gelu_linear(const Tensor& x, const Tensor& w1, const Tensor& b1, c
     else k.gemm(activated, false, ow2.data, !ow2.trans, out2, 1, 0);
   }
 
-  if (autograd::needs_recording({x, w1, b1, w2, b2})) {
-    const bool first_needed = x.requires_grad() || w1.requires_grad() || (b1.defined() && b1.requires_grad());
-    Operand saved_x = w1.requires_grad() ? ox : Operand{};
+  const Recorded r = recorded_two_layers(x, w1, b1, w2, b2, masters);
+  if (autograd::needs_recording({r.x, r.w1, r.b1, r.w2, r.b2})) {
+    const bool first_needed = x.requires_grad() || r.w1.requires_grad() || (r.b1.defined() && r.b1.requires_grad());
+    Operand saved_x = r.w1.requires_grad() ? ox : Operand{};
     Operand saved_w1 = x.requires_grad() ? ow1 : Operand{};
     Operand saved_w2 = first_needed ? ow2 : Operand{};
     // Not twice differentiable (a create_graph backward stops with the engine's error naming the
     // op), as gelu's own backward is not: the composition could not be differentiated twice either.
-    autograd::record("linear_gelu_linear", out, {x, w1, b1, w2, b2},
+    autograd::record("linear_gelu_linear", out, {r.x, r.w1, r.b1, r.w2, r.b2},
                      {saved_x.data, saved_w1.data, saved_w2.data, hidden},
                      [saved_x, saved_w1, saved_w2, hidden, gelu_op, gelu_backward_op, x_shape = x.shape(), rows, in,
-                      hidden_features, out_features](const Tensor& g, const std::vector<bool>& needs) {
+                      hidden_features, out_features, r](const Tensor& g, const std::vector<bool>& needs) {
                        Kernels& kg = kernels_for(g.device());
                        Tensor g2 = (g.dim() == 2 ? g : reshape(g, {rows, out_features})).contiguous();
                        Tensor gx, gw1, gb1, gw2, gb2;
-                       if (needs[4]) gb2 = Tensor::empty({out_features}, g.dtype(), g.device());
+                       if (needs[4]) gb2 = Tensor::empty({out_features}, r.b2_grad, g.device());
                        const bool first_layer = needs[0] || needs[1] || needs[2];
                        // The gradient of the GELU's input: (g @ w2) * gelu'(hidden), in place.
                        Tensor pre;
@@ -476,7 +508,7 @@ Tensor linear_gelu_linear(const Tensor& x, const Tensor& w1, const Tensor& b1, c
                          // The second layer's weight gradient g^T @ gelu(hidden), with its bias gradient;
                          // the GELU's output made again (in the pass that takes its gradient, where
                          // that is wanted too), and freed before the first layer's gradients.
-                         gw2 = Tensor::empty({out_features, hidden_features}, g.dtype(), g.device());
+                         gw2 = Tensor::empty({out_features, hidden_features}, r.w2_grad, g.device());
                          Tensor activated = Tensor::empty({rows, hidden_features}, g.dtype(), g.device());
                          const bool tanh = gelu_op == UnaryOp::GeluTanh;
                          if (first_layer) kg.gelu_backward_with_output(tanh, hidden, pre, activated);
@@ -488,8 +520,8 @@ Tensor linear_gelu_linear(const Tensor& x, const Tensor& w1, const Tensor& b1, c
                        if (first_layer) {
                          if (!needs[3]) kg.binary(gelu_backward_op, pre, hidden, pre);
                          if (needs[0]) gx = Tensor::empty(x_shape, g.dtype(), g.device());
-                         if (needs[1]) gw1 = Tensor::empty({hidden_features, in}, g.dtype(), g.device());
-                         if (needs[2]) gb1 = Tensor::empty({hidden_features}, g.dtype(), g.device());
+                         if (needs[1]) gw1 = Tensor::empty({hidden_features, in}, r.w1_grad, g.device());
+                         if (needs[2]) gb1 = Tensor::empty({hidden_features}, r.b1_grad, g.device());
                          linear_backward_products(kg, as_operand(pre), saved_x, saved_w1, needs[0] ? &gx : nullptr,
                                                   needs[1] ? &gw1 : nullptr, needs[2] ? &gb1 : nullptr);
                        }
@@ -497,6 +529,19 @@ Tensor linear_gelu_linear(const Tensor& x, const Tensor& w1, const Tensor& b1, c
                      });
   }
   return out;
+}
+
+}  // namespace
+
+Tensor linear_relu_linear(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2, const Tensor& b2) {
+  MINIDL_AUTOCAST_MASTERS(linear_relu_linear, linear_relu_linear_op, x, w1, b1, w2, b2);
+  return linear_relu_linear_op(x, w1, b1, w2, b2, {});
+}
+
+Tensor linear_gelu_linear(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2, const Tensor& b2,
+                          const std::string& approximate) {
+  MINIDL_AUTOCAST_MASTERS(linear_gelu_linear, linear_gelu_linear_op, x, w1, b1, w2, b2, approximate);
+  return linear_gelu_linear_op(x, w1, b1, w2, b2, approximate, {});
 }
 
 // The composed forms, for backends without fused epilogues (and the reference the fused ones are

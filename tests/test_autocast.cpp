@@ -12,6 +12,7 @@
 
 #include "core/autocast.h"
 #include "minidl.h"
+#include "ops/autocast_masters.h"
 #include "ops/autocast_policy.h"
 #include "test_cuda_util.h"
 #include "test_util.h"
@@ -272,42 +273,103 @@ TEST(Autocast, BinaryCrossEntropyRunsInFloat32OnCpu) {
   EXPECT_EQ(binary_cross_entropy(p, y).dtype(), kFloat32);
 }
 
+// matmul casts its operands; a float32 leaf weight's cast is cached for the region.
 TEST(Autocast, WeightCastsAreCachedUntilTheOutermostGuardExits) {
-  Tensor w = randn({5, 8}).requires_grad_(true);
+  Tensor w = randn({8, 5}).requires_grad_(true);
   const Tensor x = randn({4, 8});
-  const Tensor frozen = randn({5, 8});  // requires no grad: never cached
+  const Tensor frozen = randn({8, 5});  // requires no grad: never cached
   {
     AutocastGuard outer(Device::cpu(), kBFloat16);
-    const Tensor y1 = linear(x, w);
+    const Tensor y1 = matmul(x, w);
     EXPECT_EQ(autocast::cache_size(), 1u);
     {
       AutocastGuard inner(Device::cpu(), kBFloat16);
-      const Tensor y2 = linear(x, w);  // the same cast serves the second use
+      const Tensor y2 = matmul(x, w);  // the same cast serves the second use
       EXPECT_EQ(autocast::cache_size(), 1u);
-      (void)linear(x, frozen);
-      (void)linear(mul(x, 2.0), w);  // an activation (not a leaf) is cast each time, not cached
+      (void)matmul(x, frozen);
+      (void)matmul(mul(x, 2.0), w);  // an activation (not a leaf) is cast each time, not cached
       EXPECT_EQ(autocast::cache_size(), 1u);
     }
     EXPECT_EQ(autocast::cache_size(), 1u);  // an inner guard's exit keeps the cache
     {
       NoGradGuard no_grad;  // a cast without a backward must not serve a differentiable use later
-      (void)linear(x, w);
+      (void)matmul(x, w);
     }
     // A weight written in place after its cast is cast afresh.
     {
       NoGradGuard no_grad;
       w.mul_(2.0);
     }
-    const Tensor y3 = linear(x, w);
-    expect_close(y3, linear(x.to(kFloat64), w.detach().to(kFloat64)).to(kFloat32), tolerance(kBFloat16), "recast");
+    const Tensor y3 = matmul(x, w);
+    expect_close(y3, matmul(x.to(kFloat64), w.detach().to(kFloat64)).to(kFloat32), tolerance(kBFloat16), "recast");
     sum(add(y1, y3)).backward();
   }
   EXPECT_EQ(autocast::cache_size(), 0u);
   ASSERT_TRUE(w.grad().defined());
   EXPECT_EQ(w.grad().dtype(), kFloat32);  // the master weight's gradient is float32
-  // d/dw of sum(x w^T) twice: 2 * column sums of x, in bfloat16 products.
-  const Tensor expected = mul(sum(x, {0}, true).expand({5, 8}), 2.0);
+  // d/dw of sum(x w) twice: 2 * column sums of x, in bfloat16 products.
+  const Tensor expected = mul(sum(x, {0}, true).transpose(0, 1).expand({8, 5}), 2.0);
   expect_close(w.grad(), expected, tolerance(kBFloat16), "cached weight gradient");
+}
+
+// linear takes master weights (ops/autocast_masters.h): the product reads a bfloat16 copy, the tape
+// records the float32 leaf, and the gradient is float32 straight from the product, not a bfloat16
+// gradient widened: within float32 rounding of the column sums of the bfloat16 input.
+TEST(Autocast, LinearTakesMasterWeightsAndGivesThemFloat32Gradients) {
+  manual_seed(41);
+  Tensor w = randn({5, 8}).requires_grad_(true), b = randn({5}).requires_grad_(true);
+  const Tensor x = randn({64, 8});
+  const size_t copies_before = autocast::master_copy_count();
+  Tensor y;
+  {
+    AutocastGuard guard(Device::cpu(), kBFloat16);
+    y = linear(x, w, b);
+    EXPECT_EQ(autocast::cache_size(), 0u);  // no differentiable cast of the weights
+    EXPECT_EQ(autocast::master_copy_count(), copies_before + 2);
+  }
+  EXPECT_EQ(y.dtype(), kBFloat16);
+  const Tensor x16 = x.to(kBFloat16).to(kFloat32);
+  expect_close(y, add(matmul(x16, w.detach().to(kBFloat16).to(kFloat32).transpose(0, 1)), b.detach()),
+               tolerance(kBFloat16), "output");
+  sum(y).backward();
+  ASSERT_TRUE(w.grad().defined() && b.grad().defined());
+  EXPECT_EQ(w.grad().dtype(), kFloat32);
+  EXPECT_EQ(b.grad().dtype(), kFloat32);
+  // Rounded to bfloat16 on the way (as a cast's backward would), the column sums miss by ~1e-3.
+  expect_close(w.grad(), sum(x16, {0}, true).expand({5, 8}), 1e-6, "weight gradient");
+  expect_close(b.grad(), full({5}, 64.0), 0, "bias gradient");
+}
+
+// The copies follow their masters: an optimizer step (a new version) is seen by the next region,
+// which remakes every stale copy in one pass, and a weight written in place within a region gets a
+// new copy at once.
+TEST(Autocast, MasterCopiesFollowTheirWeights) {
+  manual_seed(42);
+  Tensor w = randn({5, 8}).requires_grad_(true);
+  const Tensor x = randn({4, 8});
+  auto reference = [&] { return matmul(x.to(kFloat64), w.detach().to(kFloat64).transpose(0, 1)).to(kFloat32); };
+  optim::SGD sgd({w}, optim::SGDOptions(1.0));
+  auto step = [&] {
+    {
+      AutocastGuard guard(Device::cpu(), kBFloat16);
+      sum(linear(x, w)).backward();
+    }
+    sgd.step();  // w moves by the column sums of x: far more than bfloat16's rounding
+    sgd.zero_grad();
+  };
+  step();
+  {
+    AutocastGuard guard(Device::cpu(), kBFloat16);
+    expect_close(linear(x, w), reference(), tolerance(kBFloat16), "after a step");
+    {
+      NoGradGuard no_grad;
+      w.mul_(-1.0);
+    }
+    expect_close(linear(x, w), reference(), tolerance(kBFloat16), "after an in-place write in the region");
+  }
+  step();
+  AutocastGuard guard(Device::cpu(), kBFloat16);
+  expect_close(linear(x, w), reference(), tolerance(kBFloat16), "after the second step");
 }
 
 // PyTorch's cast needs nothing of its graph after a backward; here a cached cast whose tape entry a
@@ -336,6 +398,82 @@ TEST(Autocast, BackwardInsideTheGuardRunsInTheForwardDtypes) {
   Tensor w32 = w.detach().clone().requires_grad_(true);
   mse_loss(linear(x, w32), zeros({4, 5})).backward();
   expect_close(w.grad(), w32.grad(), tolerance(kBFloat16), "weight gradient");
+}
+
+namespace {
+
+// Double-precision products of CPU copies, for references.
+Tensor f64(const Tensor& t) { return t.detach().to(Device::cpu()).to(kFloat64); }
+
+// The MNIST MLP's layers under autocast (linear_relu, a narrow linear into 10 outputs, and
+// linear_relu_linear), each behind a loss sum(out * c) whose gradient c is exact in `dtype`: the
+// weights' and biases' gradients are then float32 products of values known exactly (the input's
+// 16-bit copy, c, the ReLU's mask and the hidden layer, both read from outputs), and must match
+// their double-precision values to float32's rounding. A gradient rounded to 16 bits on the way
+// (as a cast's backward rounds it) misses by about 1e-3 of its scale in bfloat16, 1e-4 in float16.
+void check_master_gradients_are_float32_products(Device device, DType dtype) {
+  SCOPED_TRACE(std::string(device.is_cuda() ? "cuda " : "cpu ") + dtype_name(dtype));
+  manual_seed(43);
+  auto param = [&](Shape shape) { return mul(randn(shape), 0.05).to(device).requires_grad_(true); };
+  auto exact = [&](Shape shape) { return randn(shape).to(dtype).to(kFloat32).to(device); };
+  const Tensor x = rand({64, 784}).to(device);
+  const Tensor x16 = f64(x.to(dtype));
+  const double tol = 1e-5;
+  {  // linear_relu: gw = (c * mask)^T x, gb = column sums of c * mask
+    Tensor w = param({512, 784}), b = param({512});
+    const Tensor c = exact({64, 512});
+    Tensor out;
+    {
+      AutocastGuard guard(device, dtype);
+      out = linear_relu(x, w, b);
+    }
+    sum(mul(out, c)).backward();
+    const Tensor g = mul(f64(c), gt(f64(out), 0.0).to(kFloat64));
+    ASSERT_EQ(w.grad().dtype(), kFloat32);
+    ASSERT_EQ(b.grad().dtype(), kFloat32);
+    expect_close(w.grad(), matmul(g.transpose(0, 1), x16), tol, "linear_relu weight");
+    expect_close(b.grad(), sum(g, {0}), tol, "linear_relu bias");
+  }
+  {  // a narrow linear from a 16-bit input: gw = c^T h, gb = column sums of c
+    Tensor w = param({10, 256}), b = param({10});
+    const Tensor h = rand({64, 256}).to(dtype).to(device), c = exact({64, 10});
+    Tensor out;
+    {
+      AutocastGuard guard(device, dtype);
+      out = linear(h, w, b);
+    }
+    sum(mul(out, c)).backward();
+    expect_close(w.grad(), matmul(f64(c).transpose(0, 1), f64(h)), tol, "narrow linear weight");
+    expect_close(b.grad(), sum(f64(c), {0}), tol, "narrow linear bias");
+  }
+  {  // linear_relu_linear: the second layer's gradients from its hidden layer, made again alone
+    Tensor w1 = param({256, 784}), b1 = param({256}), w2 = param({10, 256}), b2 = param({10});
+    const Tensor c = exact({64, 10});
+    Tensor out, hidden;
+    {
+      AutocastGuard guard(device, dtype);
+      out = linear_relu_linear(x, w1, b1, w2, b2);
+      NoGradGuard no_grad;
+      hidden = linear_relu(x, w1, b1);  // in dtype on CUDA, as the fused op keeps it
+    }
+    if (device.is_cpu()) {  // the CPU computes the 16-bit op in float32, its hidden layer unrounded
+      NoGradGuard no_grad;
+      auto low = [&](const Tensor& t) { return t.detach().to(dtype).to(kFloat32); };
+      hidden = linear_relu(low(x), low(w1), low(b1));
+    }
+    sum(mul(out, c)).backward();
+    ASSERT_EQ(w1.grad().dtype(), kFloat32);
+    ASSERT_EQ(b1.grad().dtype(), kFloat32);
+    expect_close(w2.grad(), matmul(f64(c).transpose(0, 1), f64(hidden)), tol, "linear_relu_linear second weight");
+    expect_close(b2.grad(), sum(f64(c), {0}), tol, "linear_relu_linear second bias");
+  }
+}
+
+}  // namespace
+
+TEST(Autocast, MasterGradientsAreFloat32ProductsOnCpu) {
+  check_master_gradients_are_float32_products(Device::cpu(), kBFloat16);
+  check_master_gradients_are_float32_products(Device::cpu(), kFloat16);
 }
 
 namespace {
@@ -437,6 +575,37 @@ TEST(AutocastCuda, GradientsMatchFloat32) {
   }
 }
 
+TEST(AutocastCuda, MasterGradientsAreFloat32Products) {
+  MINIDL_REQUIRE_CUDA();
+  check_master_gradients_are_float32_products(Device::cuda(), kBFloat16);
+  check_master_gradients_are_float32_products(Device::cuda(), kFloat16);
+}
+
+// A tape that saved a copy keeps its values when the next region remakes the copies, as PyTorch's
+// casts keep theirs: x's gradient is the sum of w's rows as they were at the forward. (CUDA's: the
+// CPU's linear saves a float32 widening of the copy, never the copy itself.)
+TEST(AutocastCuda, TapeThatSavedACopyKeepsItsValues) {
+  MINIDL_REQUIRE_CUDA();
+  manual_seed(44);
+  Tensor w = randn({5, 8}).cuda().requires_grad_(true);
+  const Tensor x = randn({4, 8}).cuda().requires_grad_(true);  // its gradient reads w's copy
+  const Tensor rows_before = sum(w.detach().to(kBFloat16).to(kFloat32), {0}, true).expand({4, 8});
+  optim::SGD sgd({w}, optim::SGDOptions(1.0));
+  Tensor saved;
+  {
+    AutocastGuard guard(Device::cuda(), kBFloat16);
+    saved = sum(linear(x, w));
+    sum(linear(x.detach(), w)).backward();
+  }
+  sgd.step();
+  {
+    AutocastGuard guard(Device::cuda(), kBFloat16);
+    (void)linear(x.detach(), w);  // remakes the copy
+  }
+  saved.backward();
+  expect_close(x.grad(), rows_before, 4e-3, "x's gradient from the saved copy");  // a bfloat16 sum
+}
+
 // The guard taken inside the loss function: capture records the casts (and the cached weight
 // casts, made afresh in each step), so replaying the graph must equal running the steps eagerly.
 TEST(AutocastCuda, InsideGraphedStepEqualsEager) {
@@ -464,6 +633,17 @@ TEST(AutocastCuda, InsideGraphedStepEqualsEager) {
     }
     EXPECT_TRUE(step_g.graphed()) << step_g.eager_reason();
     EXPECT_GT(step_g.replays(), 0);
+    // Weights written between replays: each replay remakes the 16-bit copies it reads.
+    {
+      NoGradGuard no_grad;
+      graphed.list[0].mul_(-0.5);
+      eager.list[0].mul_(-0.5);
+    }
+    for (int i = 0; i < 2; ++i) {
+      const Tensor x = randn({8, 20}).cuda();
+      const Tensor y = randint(0, 10, {8}, TensorOptions().dtype(kInt64)).cuda();
+      EXPECT_NEAR(step_g(x, y).item<float>(), step_e(x, y).item<float>(), 1e-4) << "after the write, step " << i;
+    }
     for (size_t i = 0; i < graphed.list.size(); ++i) {
       EXPECT_EQ(graphed.list[i].grad().dtype(), kFloat32);
       expect_close(graphed.list[i], eager.list[i], 1e-4, "parameter " + std::to_string(i));

@@ -72,11 +72,5 @@ auto call_with_masters(const Target& target, Fn&& fn, const Args&... args) {
 
 /// MINIDL_AUTOCAST for ops that take master weights: FN(args..., masters) runs on the converted
 /// arguments, the masters recorded in place of their copies.
-#define MINIDL_AUTOCAST_MASTERS(OP, FN, ...)                                                              \
-  if (::minidl::autocast::is_active()) {                                                                  \
-    const ::minidl::autocast::Target autocast_target_ =                                                  \
-        ::minidl::autocast::plan(::minidl::autocast::Op::OP, __VA_ARGS__);                                \
-    if (autocast_target_.cast)                                                                            \
-      return ::minidl::autocast::call_with_masters(                                                       \
-          autocast_target_, [&](const auto&... autocast_args_) { return FN(autocast_args_...); }, __VA_ARGS__); \
-  }
+#define MINIDL_AUTOCAST_MASTERS(OP, FN, ...) \
+  MINIDL_AUTOCAST_THROUGH(::minidl::autocast::call_with_masters, OP, FN, __VA_ARGS__)

@@ -116,11 +116,15 @@ const Dispatch& last_dispatch();
 /// The autocast hook at the top of an op: under autocast, casts the inputs as the table says and
 /// calls FN again on them (autocast excluded), returning its result.
 ///   Tensor matmul(const Tensor& a, const Tensor& b) { MINIDL_AUTOCAST(matmul, matmul, a, b); ... }
-#define MINIDL_AUTOCAST(OP, FN, ...)                                                                       \
-  if (::minidl::autocast::is_active()) {                                                                   \
-    const ::minidl::autocast::Target autocast_target_ =                                                   \
-        ::minidl::autocast::plan(::minidl::autocast::Op::OP, __VA_ARGS__);                                 \
-    if (autocast_target_.cast)                                                                             \
-      return ::minidl::autocast::call(                                                                     \
-          autocast_target_, [&](const auto&... autocast_args_) { return FN(autocast_args_...); }, __VA_ARGS__); \
+#define MINIDL_AUTOCAST(OP, FN, ...) MINIDL_AUTOCAST_THROUGH(::minidl::autocast::call, OP, FN, __VA_ARGS__)
+
+/// The hook's body: CALL (autocast::call, or ops/autocast_masters.h's call_with_masters) converts
+/// the arguments for the target and calls FN on them.
+#define MINIDL_AUTOCAST_THROUGH(CALL, OP, FN, ...)                                                      \
+  if (::minidl::autocast::is_active()) {                                                                \
+    const ::minidl::autocast::Target autocast_target_ =                                                \
+        ::minidl::autocast::plan(::minidl::autocast::Op::OP, __VA_ARGS__);                              \
+    if (autocast_target_.cast)                                                                          \
+      return CALL(autocast_target_, [&](const auto&... autocast_args_) { return FN(autocast_args_...); }, \
+                  __VA_ARGS__);                                                                         \
   }

@@ -283,17 +283,30 @@ Tensor linear_op(const char* name, const Tensor& x, const Tensor& weight, const 
     Operand saved_w = x.requires_grad() ? ow : Operand{};
     // ReLU's gradient needs only where its output is positive: the output is saved detached.
     Tensor saved_out = relu ? out2.detach() : Tensor();
-    // As given too, for a create_graph backward: it composes mm and sum.
+    // As given too, for a create_graph backward: it composes mm and sum. A master weight's copy is
+    // detached from it: that backward casts the master again, recorded, so that a second derivative
+    // reaches the master through this product too.
     Tensor x_given = weight_recorded.requires_grad() ? x : Tensor(), w_given = x.requires_grad() ? weight : Tensor();
+    const Tensor w_master = x.requires_grad() && &weight_recorded != &weight ? weight_recorded : Tensor();
+    const uint64_t w_master_version = w_master.defined() ? w_master._version() : 0;
     const DType weight_grad_dtype = weight_recorded.dtype();
     const DType bias_grad_dtype = bias_recorded.defined() ? bias_recorded.dtype() : x.dtype();
     autograd::record(name, out, {x, weight_recorded, bias_recorded}, {saved_x.data, saved_w.data, saved_out},
-                     [saved_x, saved_w, saved_out, x_given, w_given, x_shape = x.shape(), rows, in, out_features,
-                      weight_grad_dtype, bias_grad_dtype](const Tensor& g, const std::vector<bool>& needs) {
+                     [saved_x, saved_w, saved_out, x_given, w_given, w_master, w_master_version, x_shape = x.shape(),
+                      rows, in, out_features, weight_grad_dtype,
+                      bias_grad_dtype](const Tensor& g, const std::vector<bool>& needs) {
       if (grad_mode_enabled()) {
         Tensor g2 = reshape(g, {rows, out_features});
         if (saved_out.defined()) g2 = mul(g2, gt(saved_out, 0).to(g2.dtype()));  // relu'' is 0: a plain mask
-        return std::vector<Tensor>{needs[0] ? reshape(matmul(g2, w_given), x_shape) : Tensor(),
+        Tensor w = w_given;
+        if (w_master.defined()) {
+          MINIDL_CHECK(w_master._version() == w_master_version,
+                       "backward: a master weight of a linear op under autocast has been modified by an inplace "
+                       "operation since the forward (version ", w_master._version(), ", expected ", w_master_version,
+                       "); its second derivative needs the weight as it was");
+          w = w_master.to(w_given.dtype());
+        }
+        return std::vector<Tensor>{needs[0] ? reshape(matmul(g2, w), x_shape) : Tensor(),
                                    needs[1] ? matmul(transpose(g2, 0, 1), reshape(x_given, {rows, in})) : Tensor(),
                                    needs[2] ? sum(g2, {0}) : Tensor()};
       }

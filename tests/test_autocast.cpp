@@ -372,6 +372,28 @@ TEST(Autocast, MasterCopiesFollowTheirWeights) {
   expect_close(linear(x, w), reference(), tolerance(kBFloat16), "after the second step");
 }
 
+// A gradient penalty under autocast: the input's gradient, taken with create_graph, is a product
+// with the weight, and the penalty's gradient must reach the master weight through it too (not only
+// through the forward): against the same computation in float32, within bfloat16's rounding.
+TEST(Autocast, SecondDerivativeReachesTheMasterWeight) {
+  manual_seed(45);
+  const Tensor w0 = mul(randn({6, 8}), 0.5), x0 = randn({4, 8});
+  auto penalty_gradient = [&](bool low) {
+    Tensor w = w0.clone().requires_grad_(true), x = x0.clone().requires_grad_(true);
+    Tensor y;
+    {
+      AutocastGuard guard(Device::cpu(), kBFloat16, low);
+      y = linear(x, w);
+    }
+    const Tensor gx = autograd::grad({sum(mul(y, y))}, {x}, {}, true, true)[0];
+    sum(mul(gx, gx)).backward();
+    return w.grad();
+  };
+  const Tensor reference = penalty_gradient(false), low = penalty_gradient(true);
+  EXPECT_EQ(low.dtype(), kFloat32);
+  expect_close(low, reference, 2 * tolerance(kBFloat16), "the penalty's weight gradient");
+}
+
 // PyTorch's cast needs nothing of its graph after a backward; here a cached cast whose tape entry a
 // backward released is made afresh, so that a second forward and backward in one region works.
 TEST(Autocast, SecondBackwardInOneRegionRecastsTheWeight) {

@@ -191,10 +191,12 @@ TEST(CudaKernels, ReduceSumAndMax) {
     int64_t outer, n, inner;
   };
   // Rows (inner == 1): small, many, at the warp-per-row limit and past it, long (split into
-  // partials); columns (inner > 1): bias grads, middle dims, long columns; empty reductions.
+  // partials); columns (inner > 1): bias grads, middle dims, long columns, a few columns (one
+  // kernel of their own up to 16, past 65535 slabs too); empty reductions.
   const Case cases[] = {{64, 10, 1},   {1000, 37, 1}, {3001, 576, 1}, {9, 1024, 1}, {9, 1025, 1},
                         {1, 300000, 1}, {3, 70000, 1}, {1, 64, 10},   {5, 7, 13},   {2, 5000, 33},
-                        {1, 1, 1},      {4, 1, 9},     {1, 3, 100000}};
+                        {1, 1, 1},      {4, 1, 9},     {1, 3, 100000}, {1, 512, 10}, {3, 2000, 2},
+                        {2, 300, 16},   {1, 5, 16},    {70000, 3, 4}};
   for (DType dt : {kFloat32, kFloat64, kInt64}) {
     for (const Case& c : cases) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " [" + std::to_string(c.outer) + ", " + std::to_string(c.n) + ", " +

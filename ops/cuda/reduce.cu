@@ -182,6 +182,38 @@ __global__ void reduce_cols(const T* x, int64_t outer, int64_t n, int64_t inner,
   }
 }
 
+// A few columns (inner <= kFewCols, as a narrow layer's bias gradient: [512, 10]): reduce_cols would
+// leave most of its block idle and each thread with a long chain of rows. Here `inner` adjacent
+// threads take one row, kFewColsThreads / inner rows at a time, so that a warp reads adjacent
+// elements and each thread has a few rows; the rows' lanes of a column then combine in a fixed
+// order (deterministic), and the maximum's index comes from the reducer, which prefers the first.
+constexpr int kFewCols = 16, kFewColsThreads = 256;
+
+template <class T, class R>
+__global__ void reduce_few_cols(const T* x, int64_t outer, int64_t n, int inner, typename R::Out* out, int64_t* idx) {
+  using Acc = typename R::Acc;
+  __shared__ Acc lane_acc[kFewColsThreads];
+  R r;
+  const int lanes = kFewColsThreads / inner;
+  const int col = static_cast<int>(threadIdx.x) % inner, lane = static_cast<int>(threadIdx.x) / inner;
+  for (int64_t a = blockIdx.x; a < outer; a += gridDim.x) {
+    Acc acc = R::identity();
+    if (lane < lanes) {
+      const T* p = x + a * n * inner + col;
+#pragma unroll 4
+      for (int64_t i = lane; i < n; i += lanes) acc = r(acc, R::from(p[i * inner], i));
+    }
+    lane_acc[threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.x < inner) {
+      Acc total = lane_acc[threadIdx.x];
+      for (int j = 1; j < lanes; ++j) total = r(total, lane_acc[j * inner + threadIdx.x]);
+      R::store(total, out, idx, a * inner + threadIdx.x);
+    }
+    __syncthreads();
+  }
+}
+
 constexpr int kRowVec16 = 8;  // 16-bit elements per row load: 16 bytes
 constexpr int kColVec16 = 2;  // 16-bit columns per thread: a warp reads 128 bytes of a row
 
@@ -190,6 +222,12 @@ template <class T, class R, int VRows, int VCols>
 void launch_reduce(const T* x, int64_t outer, int64_t n, int64_t inner, typename R::Out* out, int64_t* idx, int device,
                    cudaStream_t stream) {
   using Acc = typename R::Acc;
+  if (inner > 1 && inner <= kFewCols) {
+    const auto blocks = static_cast<unsigned>(std::min<int64_t>(outer, 65535));
+    reduce_few_cols<T, R><<<blocks, kFewColsThreads, 0, stream>>>(x, outer, n, static_cast<int>(inner), out, idx);
+    CUDA_LAUNCH_CHECK(reduce_few_cols);
+    return;
+  }
   if (inner > 1) {
     dim3 block(kColTile, kColRows);
     dim3 grid(static_cast<unsigned>((inner + kColTile * VCols - 1) / (kColTile * VCols)),

@@ -29,6 +29,36 @@ Tensor master_copy(const Tensor& master, DType dtype);
 /// Copies held for masters still alive (for tests).
 size_t master_copy_count();
 
+/// For an optimizer step on `params` that writes their copies along with them, so that no pass
+/// has to make them again: one copy per parameter in one 16-bit dtype, undefined where there is
+/// none or where something besides autocast holds it (a tape keeps its old values); empty when
+/// there is none at all. Once the step has bumped the parameters' versions, copies_written(params,
+/// copies) marks those copies current.
+///   std::vector<Tensor> copies = autocast::copies_to_write(params);
+///   config.copies = copies.empty() ? nullptr : &copies;  sgd_update_(params, ..., config);
+///   autocast::copies_written(params, copies);
+std::vector<Tensor> copies_to_write(const std::vector<Tensor>& params);
+void copies_written(const std::vector<Tensor>& params, const std::vector<Tensor>& written);
+
+/// Makes again, in place, the copies whose masters changed since (a weight written between two
+/// replays of a graph). The owner of a captured step calls it before each replay.
+void refresh_stale_copies();
+
+/// While alive, a graph captured on this thread leaves out of its pass that makes the copies those
+/// the step's optimizer wrote last and that are current: the replays write them in that update, and
+/// the owner calls refresh_stale_copies() before each replay for any weight written in between.
+/// cuda::GraphedStep holds one around its capture.
+class ReplaysRefreshStaleCopies {
+ public:
+  ReplaysRefreshStaleCopies();
+  ~ReplaysRefreshStaleCopies();
+  ReplaysRefreshStaleCopies(const ReplaysRefreshStaleCopies&) = delete;
+  ReplaysRefreshStaleCopies& operator=(const ReplaysRefreshStaleCopies&) = delete;
+
+ private:
+  bool previous_;
+};
+
 /// An op's tensor arguments as the tape should see them, in argument order: the float32 master
 /// where the argument entered as a master's copy, else undefined (the argument stands for itself).
 using Masters = std::vector<Tensor>;

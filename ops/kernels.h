@@ -103,6 +103,9 @@ struct SgdConfig {
   // GradScaler: a 0-d float32 tensor on the parameters' device; where it holds a nonzero value the
   // step changes nothing (parameters and momentum buffers), read on the device, with no host sync.
   const Tensor* found_inf = nullptr;
+  // Autocast's 16-bit copies of float32 parameters (ops/autocast_masters.h), one per parameter,
+  // undefined where there is none, all of one dtype: written with the updated values.
+  const std::vector<Tensor>* copies = nullptr;
 };
 
 struct AdamConfig {
@@ -343,6 +346,8 @@ class Kernels {
   /// loss (0-d) = -(sum of log_softmax[i, target[i]] over those rows) / count. With `grad_logits`, also
   /// the loss's gradient for a loss gradient of one, which the backward then reuses or scales:
   /// (softmax - one_hot(target)) / count on rows not ignored, 0 on ignored rows.
+  /// 16-bit logits are computed in float32; loss and count are then float32 or of the logits' dtype,
+  /// and so is grad_logits (autocast's loss reads 16-bit logits with no cast: ops/loss.cpp).
   virtual void cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Tensor& loss,
                              Tensor& count, Tensor* grad_logits) = 0;
   /// out = log(sigmoid(x)) = -(max(-x, 0) + log1p(exp(-|x|))): finite for every finite x. Contiguous.
@@ -531,8 +536,12 @@ class Kernels {
   /// momentum == 0, else one per parameter. The CUDA kernels update them all in one launch.
   virtual void sgd_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                               std::vector<Tensor>& momentum_bufs, const SgdConfig& config) {
-    for (size_t i = 0; i < params.size(); ++i)
+    for (size_t i = 0; i < params.size(); ++i) {
       sgd_step(params[i], grads[i], momentum_bufs.empty() ? nullptr : &momentum_bufs[i], config);
+      if (!config.copies || !(*config.copies)[i].defined()) continue;
+      Tensor copy_of_param = (*config.copies)[i];  // a handle on the same memory
+      copy(params[i], copy_of_param);
+    }
   }
   virtual void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
                          const AdamConfig& config) = 0;

@@ -148,7 +148,13 @@ Tensor reduce_rows(const Tensor& rows, const Tensor& total_weight, Reduction red
 // The defaults' path: one kernel, ignore_index handled inside. While recording, the forward also
 // writes the gradient for a loss gradient of one: a backward that starts at this loss (the usual
 // loss.backward()) takes it as it is, with no kernel of its own, and any other scales it.
-Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index) {
+// `loss_dtype` is float32 for 16-bit logits under autocast: the kernel reads them as float32 and
+// rounds their unit gradient to their dtype once, the values a cast before it would give.
+bool fused_defaults(const Tensor& weight, Reduction reduction, double label_smoothing) {
+  return reduction == Reduction::Mean && label_smoothing == 0 && !weight.defined();
+}
+
+Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, DType loss_dtype) {
   Tensor x, t;
   {
     NoGradGuard no_grad;
@@ -156,22 +162,40 @@ Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, int64_t i
     t = target.contiguous();
   }
   const bool recording = autograd::needs_recording({logits});
-  Tensor loss = Tensor::empty({}, logits.dtype(), logits.device());
-  Tensor count = Tensor::empty({}, logits.dtype(), logits.device());
+  Tensor loss = Tensor::empty({}, loss_dtype, logits.device());
+  Tensor count = Tensor::empty({}, loss_dtype, logits.device());
   Tensor grad_unit = recording ? Tensor::empty(logits.shape(), logits.dtype(), logits.device()) : Tensor();
-  {
-    Widened wide(kernels_for(logits.device()));  // 16-bit through float32 (ops/widen_16bit.h)
-    Tensor loss32 = wide.output(loss), count32 = wide.output(count);
-    OptionalWide unit32 = widen_output(wide, recording ? &grad_unit : nullptr);
-    wide.kernels().cross_entropy(wide.input(x), t, ignore_index, loss32, count32, unit32.get());
-    wide.finish();
-  }
+  Kernels& k = kernels_for(logits.device());
+  k.cross_entropy(x, t, ignore_index, loss, count, recording ? &grad_unit : nullptr);
   if (recording) {
-    autograd::record("cross_entropy", loss, {logits}, [grad_unit](const Tensor& g, const std::vector<bool>&) {
-      return std::vector<Tensor>{autograd::is_unit_seed(g) ? grad_unit : mul(grad_unit, g)};
+    const bool widened = loss_dtype != logits.dtype();
+    autograd::record("cross_entropy", loss, {logits}, {widened ? x : Tensor()},
+                     [grad_unit, x = widened ? x : Tensor(), t, ignore_index, loss_dtype](
+                         const Tensor& g, const std::vector<bool>&) {
+      if (autograd::is_unit_seed(g)) return std::vector<Tensor>{grad_unit};
+      if (!x.defined()) return std::vector<Tensor>{mul(grad_unit, g)};
+      // Scaling the rounded unit gradient would round twice, and a float16 one can lose the small
+      // values a GradScaler's scale is there to keep: the float32 one again, scaled, rounded once.
+      Tensor unit = Tensor::empty(x.shape(), loss_dtype, x.device());
+      Tensor l = Tensor::empty({}, loss_dtype, x.device()), c = Tensor::empty({}, loss_dtype, x.device());
+      kernels_for(x.device()).cross_entropy(x, t, ignore_index, l, c, &unit);
+      return std::vector<Tensor>{mul(unit, g).to(x.dtype())};
     });
   }
   return loss;
+}
+
+// Under autocast the loss runs in float32 (the policy table); for 16-bit logits on the fused path,
+// its kernel widens them itself (fused_cross_entropy), and no cast runs either way.
+bool autocast_reads_16bit(const Tensor& input, const Tensor& target, const Tensor& weight, Reduction reduction,
+                          double label_smoothing) {
+  if (!autocast::is_active() || !input.defined() || input.dim() != 2 || !is_reduced_floating(input.dtype()) ||
+      !fused_defaults(weight, reduction, label_smoothing))
+    return false;
+  const autocast::Target plan = autocast::plan(autocast::Op::cross_entropy, input, target, weight);
+  if (!plan.cast || plan.dtype != kFloat32) return false;
+  autocast::detail::note_dispatch(plan);
+  return true;
 }
 
 }  // namespace
@@ -194,6 +218,11 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight, Reduction reduction,
                      int64_t ignore_index, double label_smoothing) {
+  if (autocast_reads_16bit(input, target, weight, reduction, label_smoothing)) {
+    autocast::ExcludeGuard exclude;
+    check_inputs("cross_entropy", "input", input, target);
+    return fused_cross_entropy(input, target, ignore_index, kFloat32);
+  }
   MINIDL_AUTOCAST(cross_entropy, cross_entropy, input, target, weight, reduction, ignore_index, label_smoothing);
   check_not_batchmean("cross_entropy", reduction);
   if (input.dim() != 2) {
@@ -206,8 +235,8 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& we
   check_class_weight("cross_entropy", weight, logits);
   MINIDL_CHECK(label_smoothing >= 0 && label_smoothing <= 1,
                "cross_entropy: expected label_smoothing in [0, 1], got ", label_smoothing);
-  if (reduction == Reduction::Mean && label_smoothing == 0 && !weight.defined())
-    return fused_cross_entropy(logits, target, ignore_index);
+  if (fused_defaults(weight, reduction, label_smoothing))
+    return fused_cross_entropy(logits, target, ignore_index, logits.dtype());
   // Composed, as PyTorch's cross_entropy_loss_label_smoothing: the NLL part and a smoothing part,
   // -sum_c w_c log p_c per row (0 on ignored rows), reduced with the same divisor.
   Tensor log_probs = log_softmax(logits, 1);

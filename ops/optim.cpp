@@ -9,6 +9,23 @@ void check_state(const char* op, const Tensor& param, const Tensor& other, const
                param.shape(), " ", param.dtype(), " on ", param.device());
   MINIDL_CHECK(other.is_contiguous(), op, ": ", what, " must be contiguous");
 }
+
+// Autocast's copies written by an update: float32 parameters, copies of one 16-bit dtype.
+void check_copies(const std::vector<Tensor>& params, const std::vector<Tensor>& copies) {
+  MINIDL_CHECK(copies.size() == params.size(), "sgd: expected one 16-bit copy (or none) per parameter, got ",
+               copies.size(), " for ", params.size(), " parameters");
+  DType dtype = kFloat32;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& c = copies[i];
+    if (!c.defined()) continue;
+    if (dtype == kFloat32) dtype = c.dtype();
+    MINIDL_CHECK(params[i].dtype() == kFloat32 && is_reduced_floating(c.dtype()) && c.dtype() == dtype &&
+                     c.shape() == params[i].shape() && c.device() == params[i].device() && c.is_contiguous(),
+                 "sgd: expected contiguous 16-bit copies of one dtype with their float32 parameters' shapes and "
+                 "devices, got a ", c.dtype(), " ", c.shape(), " copy on ", c.device(), " of a ", params[i].dtype(), " ",
+                 params[i].shape(), " parameter on ", params[i].device());
+  }
+}
 }  // namespace
 
 void sgd_update_(Tensor& param, const Tensor& grad, Tensor* momentum_buf, const SgdConfig& config) {
@@ -33,9 +50,13 @@ void sgd_update_(std::vector<Tensor>& params, const std::vector<Tensor>& grads, 
     check_state("sgd", params[i], grads[i], "the gradient");
     if (!momentum_bufs.empty()) check_state("sgd", params[i], momentum_bufs[i], "the momentum buffer");
   }
+  if (config.copies) check_copies(params, *config.copies);
   kernels_for(params[0].device()).sgd_step_multi(params, grads, momentum_bufs, config);
   for (const Tensor& p : params) p.bump_version();
   for (const Tensor& m : momentum_bufs) m.bump_version();
+  if (config.copies)
+    for (const Tensor& c : *config.copies)
+      if (c.defined()) c.bump_version();
 }
 
 void adam_update_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamConfig& config) {

@@ -4,6 +4,7 @@
 
 #include "core/autograd.h"
 #include "nn/clip_grad.h"
+#include "ops/autocast_masters.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
 #include "optim/grad_scaler.h"
@@ -112,6 +113,7 @@ Tensor GraphedStep::operator()(const std::vector<Tensor>& inputs) {
   }
   optimizer_.sync_device_state();
   use_graph_grads();  // the caller may have set .grad to none (zero_grad) since the last call
+  autocast::refresh_stale_copies();  // weights written since: the capture left their copies to the step
   graph->replay();
   ++replays_;
   if (phase.step && options_.clip_grad_norm()) grad_norm_ = static_norms_[phase.index()];
@@ -134,6 +136,7 @@ void GraphedStep::capture(const std::vector<Tensor>& inputs, Phase phase) {
   if (first) optimizer_.zero_grad();
   else use_graph_grads();
   auto graph = std::make_unique<Graph>(inputs[0].device());
+  autocast::ReplaysRefreshStaleCopies replays_refresh;  // see operator()
   try {
     graph->capture_begin();
     for (Tensor& in : static_inputs_) graph->capture_copy(in, in);  // sources set before each replay

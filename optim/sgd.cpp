@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/autograd.h"
+#include "ops/autocast_masters.h"
 #include "ops/creation.h"
 #include "ops/optim.h"
 
@@ -59,7 +60,12 @@ void SGD::step() {
       found_inf_here = found_inf_->device() == b.device ? *found_inf_ : found_inf_->to(b.device);
       config.found_inf = &found_inf_here;
     }
+    // Autocast's 16-bit copies of these weights are written by the same update, not by a pass of
+    // their own at the next forward (ops/autocast_masters.h).
+    const std::vector<Tensor> copies = autocast::copies_to_write(b.params);
+    if (!copies.empty()) config.copies = &copies;
     sgd_update_(b.params, b.grads, b.bufs, config);
+    if (!copies.empty()) autocast::copies_written(b.params, copies);
   }
 }
 

@@ -500,6 +500,99 @@ TEST(Autocast, MasterGradientsAreFloat32ProductsOnCpu) {
 
 namespace {
 
+// cross_entropy under autocast reads 16-bit logits as float32 in its kernel, with no cast: its loss
+// and gradient must be those of a cast to float32 before it, whose backward rounds the gradient to
+// 16 bits once. Both for loss.backward() and for a scaled loss (a GradScaler's 2^16), where a 16-bit
+// unit gradient scaled afterwards would have lost the small values the scale is there to keep: every
+// gradient of a normal 16-bit magnitude must be within a rounding of the reference.
+void check_cross_entropy_of_16bit_logits(Device device, DType dtype) {
+  SCOPED_TRACE(std::string(device.is_cuda() ? "cuda " : "cpu ") + dtype_name(dtype));
+  manual_seed(44);
+  const double ulp = dtype == kBFloat16 ? 1.0 / 128 : 1.0 / 1024, smallest_normal = std::ldexp(1.0, -14);
+  for (int64_t rows : {64, 2000}) {  // CUDA's one-block kernel, and its general path
+    const Tensor base = mul(randn({rows, 10}), 4.0).to(dtype).to(device);
+    Tensor y = labels(rows, 10);
+    y.data<int64_t>()[1] = -100;  // an ignored row
+    y = y.to(device);
+    for (double scale : {1.0, 65536.0}) {
+      Tensor a = base.detach().requires_grad_(true), b = base.detach().requires_grad_(true);
+      Tensor loss;
+      {
+        AutocastGuard guard(device, dtype);
+        loss = cross_entropy(a, y);
+        EXPECT_EQ(autocast::last_dispatch().op, "cross_entropy");
+      }
+      const Tensor want = cross_entropy(b.to(kFloat32), y);
+      ASSERT_EQ(loss.dtype(), kFloat32);
+      EXPECT_NEAR(loss.item<float>(), want.item<float>(), 1e-6 * std::fabs(want.item<float>()));
+      (scale == 1.0 ? loss : mul(loss, scale)).backward();
+      (scale == 1.0 ? want : mul(want, scale)).backward();
+      ASSERT_EQ(a.grad().dtype(), dtype);
+      const std::vector<float> got = a.grad().to(Device::cpu()).to(kFloat32).to_vector<float>();
+      const std::vector<float> ref = b.grad().to(Device::cpu()).to(kFloat32).to_vector<float>();
+      int checked = 0;
+      for (size_t i = 0; i < ref.size(); ++i) {
+        if (std::fabs(ref[i]) < smallest_normal) continue;
+        ++checked;
+        ASSERT_LE(std::fabs(got[i] - ref[i]), ulp * std::fabs(ref[i])) << "rows " << rows << " scale " << scale
+                                                                       << " element " << i;
+      }
+      EXPECT_GT(checked, rows) << "rows " << rows << " scale " << scale;
+    }
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// An optimizer step writes the weights' 16-bit copies with their new values (no pass of their own
+// at the next forward), exactly the weight rounded; a copy a tape still holds is left to it, and
+// the next region makes a new one.
+void check_step_writes_the_copies(Device device) {
+  SCOPED_TRACE(device.is_cuda() ? "cuda" : "cpu");
+  manual_seed(46);
+  Tensor w = randn({6, 8}).to(device).requires_grad_(true), b = randn({6}).to(device).requires_grad_(true);
+  const Tensor x = randn({4, 8}).to(device);
+  optim::SGD sgd({w, b}, optim::SGDOptions(0.5).momentum(0.9));
+  for (int i = 0; i < 2; ++i) {
+    {
+      AutocastGuard guard(device, kBFloat16);
+      sum(linear(x, w, b)).backward();
+    }
+    sgd.step();
+    sgd.zero_grad();
+    const std::vector<Tensor> written = autocast::copies_to_write({w, b});
+    ASSERT_EQ(written.size(), 2u);
+    ASSERT_TRUE(written[0].defined() && written[1].defined());
+    expect_close(written[0], w.detach().to(kBFloat16), 0, "the weight's copy after step " + std::to_string(i));
+    expect_close(written[1], b.detach().to(kBFloat16), 0, "the bias's copy after step " + std::to_string(i));
+  }
+  if (!device.is_cuda()) return;  // the CPU's linear saves a float32 widening, never the copy
+  Tensor held;
+  {
+    AutocastGuard guard(device, kBFloat16);
+    sum(linear(x, w, b)).backward();
+    held = sum(linear(x.detach().requires_grad_(true), w, b));  // its tape saved w's copy
+  }
+  EXPECT_FALSE(autocast::copies_to_write({w})[0].defined()) << "a copy held by a tape";
+  sgd.step();
+  AutocastGuard guard(device, kBFloat16);
+  expect_close(linear(x, w, b), linear(x.to(kBFloat16), w.detach().to(kBFloat16), b.detach().to(kBFloat16)), 0,
+               "the next region's copies");
+}
+
+}  // namespace
+
+TEST(Autocast, OptimizerStepWritesTheCopies) { check_step_writes_the_copies(Device::cpu()); }
+
+TEST(Autocast, CrossEntropyReads16BitLogitsWithoutACast) {
+  check_cross_entropy_of_16bit_logits(Device::cpu(), kBFloat16);
+  check_cross_entropy_of_16bit_logits(Device::cpu(), kFloat16);
+}
+
+namespace {
+
 // A small MLP and a small CNN, their float32 master weights as leaves, each loss computed with and
 // without autocast: the gradients must be float32 and agree within the low dtype's rounding.
 struct Params {
@@ -601,6 +694,17 @@ TEST(AutocastCuda, MasterGradientsAreFloat32Products) {
   MINIDL_REQUIRE_CUDA();
   check_master_gradients_are_float32_products(Device::cuda(), kBFloat16);
   check_master_gradients_are_float32_products(Device::cuda(), kFloat16);
+}
+
+TEST(AutocastCuda, OptimizerStepWritesTheCopies) {
+  MINIDL_REQUIRE_CUDA();
+  check_step_writes_the_copies(Device::cuda());
+}
+
+TEST(AutocastCuda, CrossEntropyReads16BitLogitsWithoutACast) {
+  MINIDL_REQUIRE_CUDA();
+  check_cross_entropy_of_16bit_logits(Device::cuda(), kBFloat16);
+  check_cross_entropy_of_16bit_logits(Device::cuda(), kFloat16);
 }
 
 // A tape that saved a copy keeps its values when the next region remakes the copies, as PyTorch's

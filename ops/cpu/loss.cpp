@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/widen_16bit.h"
 
 namespace minidl {
 
@@ -70,6 +71,14 @@ void CpuKernels::cross_entropy(const Tensor& logits, const Tensor& target, int64
                                Tensor& count, Tensor* grad_logits) {
   const int64_t n = logits.size(0), c = logits.size(1);
   check_targets("cross_entropy", target, c, ignore_index);
+  if (is_reduced_floating(logits.dtype())) {  // through float32, each output rounded to its own dtype
+    Widened wide(*this);
+    Tensor loss32 = wide.output(loss), count32 = wide.output(count);
+    OptionalWide grad32 = widen_output(wide, grad_logits);
+    cross_entropy(wide.input(logits), target, ignore_index, loss32, count32, grad32.get());
+    wide.finish();
+    return;
+  }
   Tensor log_probs = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
   softmax(logits, n, c, 1, /*log=*/true, log_probs);
   dispatch_floating(logits.dtype(), "cross_entropy", [&](auto tag) {

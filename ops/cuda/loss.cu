@@ -6,6 +6,7 @@
 // check targets up front and throw at once.
 #include "core/cuda/launch.cuh"
 #include "ops/cuda/softmax.cuh"
+#include "ops/widen_16bit.h"
 
 namespace minidl {
 
@@ -53,19 +54,23 @@ __global__ void mean_over_targets(const T* row_value, const int64_t* target, int
 // sums the rows' values in a fixed order, while those stores drain. 512 threads, each with up to two
 // rows: in the MNIST MLP's graphed step at batch 512 on an H200 (bench --profile), 5.0 us against
 // 5.8 with 1024 threads, one for each row a block may hold.
+// T is the logits' type, L the loss's and G the gradient's: 16-bit logits are computed in float32,
+// and may give a float32 loss (autocast's) and a gradient of either type.
 constexpr int kSmallThreads = 512, kSmallMaxRows = 2 * kSmallThreads, kSmallBytes = 32 * 1024;
 constexpr int kSmallMaxClasses = 64;
 
-template <class T>
+template <class T, class L, class G>
 __global__ void __launch_bounds__(kSmallThreads)
     cross_entropy_small_kernel(const T* __restrict__ logits, const int64_t* __restrict__ target,
-                               T* __restrict__ grad, int rows, int classes, int64_t ignore_index, T* loss, T* count,
+                               G* __restrict__ grad, int rows, int classes, int64_t ignore_index, L* loss, L* count,
                                DeviceErrorReport error) {
   wait_for_earlier_kernels();
   let_next_kernel_start();
+  using C = compute_t<T>;
   using Acc = AccT<T>;
-  __shared__ T x[kSmallBytes / sizeof(T)];
-  __shared__ T lse_of[kSmallMaxRows];
+  __shared__ alignas(16) unsigned char x_bytes[kSmallBytes];  // T has a constructor: raw storage
+  T* x = reinterpret_cast<T*>(x_bytes);
+  __shared__ C lse_of[kSmallMaxRows];
   __shared__ int target_of[kSmallMaxRows];  // -1 on a row that counts for nothing
   using Reduce = cub::BlockReduce<Acc, kSmallThreads>;
   __shared__ typename Reduce::TempStorage temp;
@@ -79,16 +84,16 @@ __global__ void __launch_bounds__(kSmallThreads)
   for (int row = first; row < rows; row += kSmallThreads) {
     const int64_t t = row == first ? t0 : t1;
     const T* p = x + row * classes;
-    T m = -d_infinity<T>();
-    for (int j = 0; j < classes; ++j) m = p[j] > m ? p[j] : m;
+    C m = -d_infinity<C>();
+    for (int j = 0; j < classes; ++j) m = C(p[j]) > m ? C(p[j]) : m;
     Acc s = 0;
-    for (int j = 0; j < classes; ++j) s += Acc(d_exp(p[j] - m));
-    const T lse = m + d_log(static_cast<T>(s));
+    for (int j = 0; j < classes; ++j) s += Acc(d_exp(C(p[j]) - m));
+    const C lse = m + d_log(static_cast<C>(s));
     lse_of[row] = lse;
     target_of[row] = -1;
     if (t != ignore_index) {
       if (t >= 0 && t < classes) {
-        value += Acc(p[t] - lse);
+        value += Acc(C(p[t]) - lse);
         target_of[row] = static_cast<int>(t);
       } else {
         report_device_error(error, kCrossEntropyTarget, row, t, classes);
@@ -97,16 +102,16 @@ __global__ void __launch_bounds__(kSmallThreads)
   }
   if (grad) {
     __syncthreads();
-    const T scale = T(1) / static_cast<T>(counted);
+    const C scale = C(1) / static_cast<C>(counted);
     for (int e = first; e < n; e += kSmallThreads) {
       const int row = e / classes, t = target_of[row];
-      grad[e] = t < 0 ? T(0) : (d_exp(x[e] - lse_of[row]) - (e - row * classes == t ? T(1) : T(0))) * scale;
+      grad[e] = static_cast<G>(t < 0 ? C(0) : (d_exp(C(x[e]) - lse_of[row]) - (e - row * classes == t ? C(1) : C(0))) * scale);
     }
   }
   const Acc total = Reduce(temp).Sum(value);
   if (threadIdx.x == 0) {
-    loss[0] = static_cast<T>(-total / Acc(counted));  // every row ignored: 0 / 0 = NaN, as PyTorch's
-    count[0] = static_cast<T>(counted);
+    loss[0] = static_cast<L>(-total / Acc(counted));  // every row ignored: 0 / 0 = NaN, as PyTorch's
+    count[0] = static_cast<L>(counted);
   }
 }
 
@@ -240,16 +245,45 @@ void CudaKernels::cross_entropy(const Tensor& logits, const Tensor& target, int6
                                 Tensor& count, Tensor* grad_logits) {
   const int64_t rows = logits.size(0), classes = logits.size(1);
   cuda::DeviceGuard guard(device_);
+  const bool small = rows > 0 && rows <= kSmallMaxRows && classes > 0 && classes <= kSmallMaxClasses &&
+                     rows * classes <= static_cast<int64_t>(kSmallBytes / element_size(logits.dtype()));
+  if (is_reduced_floating(logits.dtype()) && !small) {
+    // The multi-block path computes in the logits' own type: 16-bit logits go through float32.
+    Widened wide(*this);
+    Tensor loss32 = wide.output(loss), count32 = wide.output(count);
+    OptionalWide grad32 = widen_output(wide, grad_logits);
+    cross_entropy(wide.input(logits), target, ignore_index, loss32, count32, grad32.get());
+    wide.finish();
+    return;
+  }
+  if (small) {
+    dispatch_floating_and_half(logits.dtype(), "cross_entropy", [&](auto tag) {
+      using T = decltype(tag);
+      // 16-bit logits: the loss in float32 or in their type, the gradient likewise.
+      auto launch = [&](auto loss_tag, auto grad_tag) {
+        using L = decltype(loss_tag);
+        using G = decltype(grad_tag);
+        launch_early("cross_entropy_small_kernel", cross_entropy_small_kernel<T, L, G>, 1, kSmallThreads, 0, stream_,
+                     ptr<const T>(logits), ptr<const int64_t>(target), grad_logits ? ptr<G>(*grad_logits) : nullptr,
+                     int(rows), int(classes), ignore_index, ptr<L>(loss), ptr<L>(count),
+                     cuda::device_error_report(device_));
+      };
+      if constexpr (is_16bit_float_v<T>) {
+        const bool loss32 = loss.dtype() == kFloat32;
+        const bool grad32 = grad_logits && grad_logits->dtype() == kFloat32;
+        if (loss32 && grad32) launch(float(), float());
+        else if (loss32) launch(float(), T());
+        else if (grad32) launch(T(), float());
+        else launch(T(), T());
+      } else {
+        launch(T(), T());
+      }
+    });
+    return;
+  }
   dispatch_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
     T* grad = grad_logits ? ptr<T>(*grad_logits) : nullptr;
-    if (rows > 0 && rows <= kSmallMaxRows && classes > 0 && classes <= kSmallMaxClasses &&
-        rows * classes <= static_cast<int64_t>(kSmallBytes / sizeof(T))) {
-      launch_early("cross_entropy_small_kernel", cross_entropy_small_kernel<T>, 1, kSmallThreads, 0, stream_,
-                   ptr<const T>(logits), ptr<const int64_t>(target), grad, int(rows), int(classes), ignore_index,
-                   ptr<T>(loss), ptr<T>(count), cuda::device_error_report(device_));
-      return;
-    }
     // Pass 1, per row: max, log-sum-exp, the log-probs and the row's log-probability at its target.
     // Pass 2: minus their mean over the rows not ignored. Pass 3, with a gradient: from the log-probs
     // and the count.

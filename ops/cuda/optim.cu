@@ -19,12 +19,15 @@ struct SgdArgs {
   const float* found_inf;  // GradScaler's flag: nonzero skips the step (all of it, momentum included)
 };
 
-// Parameters per launch (three lists: under 1 KB of kernel argument).
+// Parameters per launch (four lists: about 1 KB of kernel argument).
 constexpr int kMaxTensors = 24;
-enum SgdList { kParam, kGrad, kMomentumBuf };  // null momentum buffers without momentum
-using SgdLists = TensorLists<3, kMaxTensors>;
+// Null momentum buffers without momentum; null copies where autocast keeps no 16-bit copy.
+enum SgdList { kParam, kGrad, kMomentumBuf, kCopy };
+using SgdLists = TensorLists<4, kMaxTensors>;
 
-template <class T>
+// C is the type of autocast's 16-bit copies of the parameters (ops/autocast_masters.h), written
+// with the updated values so that no pass of their own has to make them again; void without.
+template <class T, class C>
 __global__ void sgd_multi_kernel(SgdLists list, SgdArgs<T> c) {
   wait_for_earlier_kernels();
   let_next_kernel_start();
@@ -58,7 +61,12 @@ __global__ void sgd_multi_kernel(SgdLists list, SgdArgs<T> c) {
       buf[i] = b;
       d = c.nesterov ? d + c.momentum * b : b;
     }
-    p[i] = pv[u] - c.lr * d;
+    const T updated = pv[u] - c.lr * d;
+    p[i] = updated;
+    if constexpr (!std::is_void_v<C>) {
+      C* copy = static_cast<C*>(list.ptr[kCopy][t]);
+      if (copy) copy[i] = C(static_cast<float>(updated));
+    }
   }
 }
 
@@ -95,22 +103,38 @@ void CudaKernels::sgd_step_multi(std::vector<Tensor>& params, const std::vector<
                                  std::vector<Tensor>& momentum_bufs, const SgdConfig& c) {
   if (params.empty()) return;
   cuda::DeviceGuard guard(device_);
+  DType copy_dtype = kFloat32;  // sgd_update_ checked that the copies share one 16-bit dtype
+  if (c.copies)
+    for (const Tensor& copy : *c.copies)
+      if (copy.defined()) copy_dtype = copy.dtype();
   dispatch_floating(params[0].dtype(), "sgd_step", [&](auto tag) {
     using T = decltype(tag);
     SgdArgs<T> args{T(c.lr),     T(c.weight_decay), T(c.momentum),
                     T(1 - c.dampening), c.nesterov,   c.first_step,
                     c.lr_on_device ? ptr<const T>(*c.lr_on_device) : nullptr,
                     c.found_inf ? ptr<const float>(*c.found_inf) : nullptr};
-    for_each_list<3, kMaxTensors>(
-        params.size(),
-        [&](size_t i) -> TensorEntry<3> {
-          const int64_t n = params[i].numel();
-          if (n == 0) return {};
-          return {{ptr<T>(params[i]), ptr<T>(grads[i]), momentum_bufs.empty() ? nullptr : ptr<T>(momentum_bufs[i])}, n};
-        },
-        [&](const SgdLists& list, unsigned blocks) {
-          launch_early("sgd_multi_kernel", sgd_multi_kernel<T>, blocks, kThreads, 0, stream_, list, args);
-        });
+    auto run = [&](auto copy_tag) {
+      using C = std::remove_pointer_t<decltype(copy_tag)>;
+      for_each_list<4, kMaxTensors>(
+          params.size(),
+          [&](size_t i) -> TensorEntry<4> {
+            const int64_t n = params[i].numel();
+            if (n == 0) return {};
+            void* copy = c.copies && (*c.copies)[i].defined() ? (*c.copies)[i].raw_data() : nullptr;
+            return {{ptr<T>(params[i]), ptr<T>(grads[i]), momentum_bufs.empty() ? nullptr : ptr<T>(momentum_bufs[i]),
+                     copy},
+                    n};
+          },
+          [&](const SgdLists& list, unsigned blocks) {
+            launch_early("sgd_multi_kernel", sgd_multi_kernel<T, C>, blocks, kThreads, 0, stream_, list, args);
+          });
+    };
+    // Only float32 parameters have copies: they are autocast's master weights.
+    if constexpr (std::is_same_v<T, float>) {
+      if (copy_dtype == kBFloat16) return run(static_cast<BFloat16*>(nullptr));
+      if (copy_dtype == kFloat16) return run(static_cast<Half*>(nullptr));
+    }
+    run(static_cast<void*>(nullptr));
   });
 }
 

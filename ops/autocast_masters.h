@@ -2,12 +2,13 @@
 // Master weights under autocast. A float32 leaf weight that requires grad (a model's parameter)
 // enters a lower-precision product as its 16-bit copy, and the product records the float32 leaf
 // itself on the tape: its backward writes the weight's gradient in float32 directly (the GEMM
-// accumulates in float32 and stores float32), so no cast runs on the way back. On the way in, the
-// copies of every parameter seen before are made again in one multi-tensor pass when a region
-// opens (where their float32 weights moved on since, as after an optimizer step; always while a
-// CUDA graph captures, so that each replay makes them again), instead of one cast per weight per
-// region. The values are those of PyTorch's autocast, which casts each weight to the low dtype for
-// the product and the gradient back to float32 (one rounding less on the gradient here).
+// accumulates in float32 and stores float32), so no cast runs on the way back. On the way in, an
+// optimizer step writes the copies as it updates their weights (copies_to_write); any copy whose
+// float32 weight moved on otherwise is made again, with the others, in one multi-tensor pass when a
+// region opens (while a CUDA graph captures, every copy but those a cuda::GraphedStep's update
+// writes, so that each replay makes them again), instead of one cast per weight per region. The values are those of
+// PyTorch's autocast, which casts each weight to the low dtype for the product and the gradient
+// back to float32 (one rounding less on the gradient here).
 //
 // The linear-layer ops take this path (ops/matmul.cpp, autocast::call_with_masters); other
 // lower-precision ops cast their inputs as before (ops/autocast_policy.h).

@@ -145,15 +145,16 @@ Tensor reduce_rows(const Tensor& rows, const Tensor& total_weight, Reduction red
   }
 }
 
+// Whether cross_entropy takes the fused path: its defaults (mean, no class weights, no smoothing).
+bool fused_defaults(const Tensor& weight, Reduction reduction, double label_smoothing) {
+  return reduction == Reduction::Mean && label_smoothing == 0 && !weight.defined();
+}
+
 // The defaults' path: one kernel, ignore_index handled inside. While recording, the forward also
 // writes the gradient for a loss gradient of one: a backward that starts at this loss (the usual
 // loss.backward()) takes it as it is, with no kernel of its own, and any other scales it.
 // `loss_dtype` is float32 for 16-bit logits under autocast: the kernel reads them as float32 and
 // rounds their unit gradient to their dtype once, the values a cast before it would give.
-bool fused_defaults(const Tensor& weight, Reduction reduction, double label_smoothing) {
-  return reduction == Reduction::Mean && label_smoothing == 0 && !weight.defined();
-}
-
 Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, DType loss_dtype) {
   Tensor x, t;
   {

@@ -60,4 +60,15 @@ struct OptionalWide {
 inline OptionalWide widen_input(Widened& w, const Tensor* t) { return {t ? w.input(*t) : Tensor()}; }
 inline OptionalWide widen_output(Widened& w, Tensor* t) { return {t ? w.output(*t) : Tensor()}; }
 
+/// Kernels::cross_entropy on 16-bit logits through float32, for a backend whose kernel computes in
+/// the logits' own type: each output (loss, count, gradient) rounded once to its dtype.
+inline void cross_entropy_widened(Kernels& k, const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                                  Tensor& loss, Tensor& count, Tensor* grad_logits) {
+  Widened wide(k);
+  Tensor loss32 = wide.output(loss), count32 = wide.output(count);
+  OptionalWide grad32 = widen_output(wide, grad_logits);
+  k.cross_entropy(wide.input(logits), target, ignore_index, loss32, count32, grad32.get());
+  wide.finish();
+}
+
 }  // namespace minidl

@@ -72,11 +72,7 @@ void CpuKernels::cross_entropy(const Tensor& logits, const Tensor& target, int64
   const int64_t n = logits.size(0), c = logits.size(1);
   check_targets("cross_entropy", target, c, ignore_index);
   if (is_reduced_floating(logits.dtype())) {  // through float32, each output rounded to its own dtype
-    Widened wide(*this);
-    Tensor loss32 = wide.output(loss), count32 = wide.output(count);
-    OptionalWide grad32 = widen_output(wide, grad_logits);
-    cross_entropy(wide.input(logits), target, ignore_index, loss32, count32, grad32.get());
-    wide.finish();
+    cross_entropy_widened(*this, logits, target, ignore_index, loss, count, grad_logits);
     return;
   }
   Tensor log_probs = Tensor::empty(logits.shape(), logits.dtype(), logits.device());

@@ -105,7 +105,8 @@ __global__ void __launch_bounds__(kSmallThreads)
     const C scale = C(1) / static_cast<C>(counted);
     for (int e = first; e < n; e += kSmallThreads) {
       const int row = e / classes, t = target_of[row];
-      grad[e] = static_cast<G>(t < 0 ? C(0) : (d_exp(C(x[e]) - lse_of[row]) - (e - row * classes == t ? C(1) : C(0))) * scale);
+      const C one_hot = e - row * classes == t ? C(1) : C(0);
+      grad[e] = static_cast<G>(t < 0 ? C(0) : (d_exp(C(x[e]) - lse_of[row]) - one_hot) * scale);
     }
   }
   const Acc total = Reduce(temp).Sum(value);
@@ -249,11 +250,7 @@ void CudaKernels::cross_entropy(const Tensor& logits, const Tensor& target, int6
                      rows * classes <= static_cast<int64_t>(kSmallBytes / element_size(logits.dtype()));
   if (is_reduced_floating(logits.dtype()) && !small) {
     // The multi-block path computes in the logits' own type: 16-bit logits go through float32.
-    Widened wide(*this);
-    Tensor loss32 = wide.output(loss), count32 = wide.output(count);
-    OptionalWide grad32 = widen_output(wide, grad_logits);
-    cross_entropy(wide.input(logits), target, ignore_index, loss32, count32, grad32.get());
-    wide.finish();
+    cross_entropy_widened(*this, logits, target, ignore_index, loss, count, grad_logits);
     return;
   }
   if (small) {

@@ -91,7 +91,7 @@ inline Tensor master_arg(const Target& target, const Tensor& t, Masters& masters
 ///   return autocast::call_with_masters(target, [](auto&&... a) { return linear_op(a...); }, x, w, b);
 template <class Fn, class... Args>
 auto call_with_masters(const Target& target, Fn&& fn, const Args&... args) {
-  detail::note_dispatch(target);
+  note_dispatch(target);
   Masters masters;
   // Braced: the arguments are converted left to right, so masters is in argument order.
   auto converted = std::tuple{detail::master_arg(target, args, masters)...};

@@ -136,13 +136,13 @@ Target plan(Op op, const std::vector<const Tensor*>& tensors) {
   return target;
 }
 
+}  // namespace detail
+
 void note_dispatch(const Target& target) {
   last.op = kTable.at(static_cast<size_t>(target.op)).name;
   last.dtype = target.dtype;
   ++last.count;
 }
-
-}  // namespace detail
 
 const Dispatch& last_dispatch() { return last; }
 

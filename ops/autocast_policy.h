@@ -82,8 +82,11 @@ const T& convert(const Target&, const T& value) {
   return value;
 }
 Target plan(Op op, const std::vector<const Tensor*>& tensors);
-void note_dispatch(const Target& target);
 }  // namespace detail
+
+/// Records a dispatch for last_dispatch(): `call` does it, and so does an op that carries out its
+/// target itself (cross_entropy, whose kernel widens 16-bit logits in place of the cast).
+void note_dispatch(const Target& target);
 
 /// Decides what `op` does with these arguments (only tensors and tensor lists count).
 template <class... Args>
@@ -96,7 +99,7 @@ Target plan(Op op, const Args&... args) {
 /// Runs fn on the arguments cast as `target` says, with autocast excluded meanwhile.
 template <class Fn, class... Args>
 auto call(const Target& target, Fn&& fn, const Args&... args) {
-  detail::note_dispatch(target);
+  note_dispatch(target);
   auto converted = std::make_tuple(detail::convert(target, args)...);
   ExcludeGuard exclude;
   return std::apply(fn, converted);

@@ -195,7 +195,7 @@ bool autocast_reads_16bit(const Tensor& input, const Tensor& target, const Tenso
     return false;
   const autocast::Target plan = autocast::plan(autocast::Op::cross_entropy, input, target, weight);
   if (!plan.cast || plan.dtype != kFloat32) return false;
-  autocast::detail::note_dispatch(plan);
+  autocast::note_dispatch(plan);
   return true;
 }
 

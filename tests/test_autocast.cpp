@@ -340,9 +340,8 @@ TEST(Autocast, LinearTakesMasterWeightsAndGivesThemFloat32Gradients) {
   expect_close(b.grad(), full({5}, 64.0), 0, "bias gradient");
 }
 
-// The copies follow their masters: an optimizer step (a new version) is seen by the next region,
-// which remakes every stale copy in one pass, and a weight written in place within a region gets a
-// new copy at once.
+// The copies follow their masters: an optimizer step writes them with the weights, and a weight
+// written in place within a region gets a new copy at once.
 TEST(Autocast, MasterCopiesFollowTheirWeights) {
   manual_seed(42);
   Tensor w = randn({5, 8}).requires_grad_(true);

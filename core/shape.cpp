@@ -31,6 +31,23 @@ Strides contiguous_strides(const Shape& shape) {
   return strides;
 }
 
+Strides format_strides(const Shape& shape, MemoryFormat format) {
+  if (format == MemoryFormat::Contiguous) return contiguous_strides(shape);
+  MINIDL_CHECK(shape.size() == 4, "channels-last memory format: expected a 4-D [N, C, H, W] shape, got ", shape);
+  // NHWC's row-major strides, put back in NCHW order.
+  const Strides nhwc = contiguous_strides({shape[0], shape[2], shape[3], shape[1]});
+  return {nhwc[0], nhwc[3], nhwc[1], nhwc[2]};
+}
+
+bool has_format(const Shape& shape, const Strides& strides, MemoryFormat format) {
+  if (format == MemoryFormat::ChannelsLast && shape.size() != 4) return false;
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return true;  // no element out of place
+  const Strides expected = format_strides(shape, format);
+  for (size_t i = 0; i < shape.size(); ++i)
+    if (shape[i] != 1 && strides[i] != expected[i]) return false;
+  return true;
+}
+
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   size_t rank = std::max(a.size(), b.size());
   Shape out(rank);

@@ -17,6 +17,16 @@ using Strides = std::vector<int64_t>;
 int64_t shape_numel(const Shape& shape);
 /// Row-major strides, in elements.
 Strides contiguous_strides(const Shape& shape);
+
+/// How a 4-D [N, C, H, W] tensor lies in memory, as PyTorch's torch.memory_format: Contiguous is
+/// row-major (NCHW); ChannelsLast keeps the shape but stores NHWC (strides [H*W*C, 1, W*C, C]), the
+/// layout of cuDNN's tensor-core convolutions.
+enum class MemoryFormat { Contiguous, ChannelsLast };
+/// The strides of `format` for `shape`; ChannelsLast needs a 4-D shape.
+Strides format_strides(const Shape& shape, MemoryFormat format);
+/// Whether `strides` lay `shape` out as `format` (dimensions of size 1 may have any stride, as in
+/// is_contiguous; so a tensor of one channel is both NCHW and NHWC).
+bool has_format(const Shape& shape, const Strides& strides, MemoryFormat format);
 /// NumPy broadcasting of two shapes; throws naming `op` and both shapes when they don't broadcast.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 /// True when `from` broadcasts to exactly `to` (no dimension of `to` grows).

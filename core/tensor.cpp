@@ -11,6 +11,12 @@ TensorImpl::~TensorImpl() {
   if (node != 0) autograd::output_released(node);
 }
 
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, MemoryFormat format) {
+  Tensor t = empty(shape, dtype, device);
+  if (format != MemoryFormat::Contiguous) t.impl().strides = format_strides(shape, format);
+  return t;
+}
+
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t s : shape) MINIDL_CHECK(s >= 0, "empty: negative dimension in shape ", shape);
   const int64_t numel = shape_numel(shape);
@@ -55,6 +61,10 @@ bool Tensor::is_contiguous() const {
     expected *= shape()[i];
   }
   return true;
+}
+
+bool Tensor::is_contiguous(MemoryFormat format) const {
+  return format == MemoryFormat::Contiguous ? is_contiguous() : has_format(shape(), strides(), format);
 }
 
 void* Tensor::raw_data() const {

@@ -62,6 +62,8 @@ class Tensor {
 
   /// Uninitialized memory of `shape` on `device`; ops fill it.   `Tensor::empty({2, 3})`
   static Tensor empty(const Shape& shape, DType dtype = kFloat32, Device device = Device::cpu());
+  /// The same, laid out as `format`.   `Tensor::empty({n, c, h, w}, kBFloat16, dev, MemoryFormat::ChannelsLast)`
+  static Tensor empty(const Shape& shape, DType dtype, Device device, MemoryFormat format);
   /// Copies `n` elements of type T from host memory into a new tensor of `shape` on `device`.
   template <class T>
   static Tensor from_buffer(const T* data, const Shape& shape, Device device = Device::cpu());
@@ -82,6 +84,8 @@ class Tensor {
   DType dtype() const { return impl().dtype; }
   Device device() const { return impl().storage->device(); }
   bool is_contiguous() const;
+  /// Whether the elements lie packed in `format`'s order.
+  bool is_contiguous(MemoryFormat format) const;
   size_t nbytes() const { return static_cast<size_t>(numel()) * minidl::element_size(dtype()); }
 
   /// Pointer to the first element (device memory for CUDA tensors). Checks that T matches the dtype.
@@ -187,6 +191,7 @@ class Tensor {
   Tensor cuda(int index = 0) const;
   Tensor cpu() const;
   Tensor contiguous() const;
+  Tensor contiguous(MemoryFormat format) const;
   Tensor clone() const;
 
   // Views and reshapes.

@@ -116,10 +116,14 @@ Tensor conv2d_nobias(const Tensor& x, const Tensor& weight, const ConvGeometry& 
   const ConvBackend backend = conv_backend();
   if (backend == ConvBackend::Cudnn ||
       (backend == ConvBackend::Auto && k.conv2d_cudnn_is_faster(x.dtype(), n, o, g, keep_w))) {
-    Tensor xc = x.detach().contiguous(), wc = weight.detach().contiguous();
-    Tensor out = Tensor::empty({n, o, g.out_h, g.out_w}, x.dtype(), x.device());
+    // In cuDNN's layout: channels-last input, filter and output for 16-bit data, so its tensor-core
+    // kernels run without transposes around them (ops/cuda/cudnn_plan.h).
+    const MemoryFormat format = k.conv2d_cudnn_format(x.dtype());
+    Tensor xc = x.detach().contiguous(format), wc = weight.detach().contiguous(format);
+    Tensor out = Tensor::empty({n, o, g.out_h, g.out_w}, x.dtype(), x.device(), format);
     if (k.conv2d_cudnn(xc, wc, nullptr, g, out)) {
       saved.cudnn = true;
+      saved.format = format;
       if (keep_x) saved.x = xc;
       if (keep_w) saved.w = wc;
       return out;
@@ -153,15 +157,19 @@ void conv2d_nobias_backward(const ConvSaved& saved, const Tensor& grad, bool nee
   const ConvGeometry& g = saved.g;
   const int64_t n = grad.size(0), o = grad.size(1);
   Kernels& k = kernels_for(grad.device());
-  Tensor go = grad.contiguous();
   if (saved.cudnn) {
-    if (need_x) grad_x = Tensor::empty({n, g.channels, g.height, g.width}, go.dtype(), go.device());
-    if (need_w) grad_w = Tensor::empty(saved.w_shape, go.dtype(), go.device());
+    const MemoryFormat format = saved.format;
+    Tensor go = grad.contiguous(format);
+    if (need_x) grad_x = Tensor::empty({n, g.channels, g.height, g.width}, go.dtype(), go.device(), format);
+    // The weight's gradient in the filter layout cuDNN writes (KRSC when channels-last).
+    if (need_w) grad_w = Tensor::empty(saved.w_shape, go.dtype(), go.device(), format);
     const bool done = k.conv2d_backward_cudnn(go, saved.x, saved.w, g, need_x ? &grad_x : nullptr,
                                               need_w ? &grad_w : nullptr, nullptr);
     MINIDL_CHECK(done, "conv2d: the cuDNN backward is unavailable although its forward ran");
+    if (need_w) grad_w = grad_w.contiguous();  // a parameter's gradient, as the optimizers read it
     return;
   }
+  Tensor go = grad.contiguous();
   Tensor g3 = view(go, {n, o, g.out_h * g.out_w});
   if (saved.onednn) {
     if (need_x) grad_x = Tensor::empty({n, g.channels, g.height, g.width}, go.dtype(), go.device());
@@ -200,10 +208,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 s
                      [saved](const Tensor& grad, const std::vector<bool>& needs) {
                        Tensor gx, gw, gb;
                        conv2d_nobias_backward(saved, grad, needs[0], needs[1], gx, gw);
-                       if (needs[2]) {
-                         Tensor go = grad.contiguous();
-                         gb = conv_bias_grad(view(go, {go.size(0), go.size(1), go.size(2) * go.size(3)}));
-                       }
+                       if (needs[2]) gb = conv_bias_grad_4d(grad);
                        return std::vector<Tensor>{gx, gw, gb};
                      });
   }

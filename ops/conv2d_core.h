@@ -12,6 +12,9 @@ struct ConvSaved {
   ConvGeometry g{};
   Shape w_shape;
   bool cudnn = false;
+  /// The layout cuDNN ran in (Kernels::conv2d_cudnn_format): the output, its gradient, x and the
+  /// weight as saved, and the input's gradient are all in it.
+  MemoryFormat format = MemoryFormat::Contiguous;
   bool onednn = false;  // the forward ran on oneDNN (CPU); the gradients will too
   Tensor x;     // cuDNN and oneDNN: the input, kept when the weight needs a gradient
   Tensor cols;  // im2col: the columns [N, K, L], kept when the weight needs a gradient
@@ -34,10 +37,12 @@ ConvGeometry conv2d_check(const char* op, const Tensor& x, const Tensor& weight,
                           Size2 padding, Size2 dilation);
 
 /// out [N, O, out_h, out_w] = x cross-correlated with weight, no bias, not recorded; fills `saved`.
+/// On cuDNN the output is laid out as saved.format (channels-last for bfloat16 and float16), any
+/// other path's is contiguous.
 Tensor conv2d_nobias(const Tensor& x, const Tensor& weight, const ConvGeometry& g, ConvSaved& saved);
 
-/// The input and weight gradients of conv2d_nobias from grad [N, O, out_h, out_w]; each one only
-/// when asked for (else left undefined).
+/// The input and weight gradients of conv2d_nobias from grad [N, O, out_h, out_w] (any layout); each
+/// one only when asked for (else left undefined). grad_x is laid out as saved.format.
 void conv2d_nobias_backward(const ConvSaved& saved, const Tensor& grad, bool need_x, bool need_w, Tensor& grad_x,
                             Tensor& grad_w);
 

@@ -1,7 +1,8 @@
 // conv2d followed by ReLU, and by ReLU and a max pool, each recorded as one node.
 //
 // Shapes: x [N, C, H, W], weight [O, C, kh, kw], bias [O] (or undefined), pre [N, O, oh, ow] the
-// convolution without bias. conv2d_relu returns y = relu(pre + bias); conv2d_relu_max_pool2d
+// convolution without bias, in the layout the convolution left it (channels-last for cuDNN's 16-bit
+// convolutions, ops/conv2d_core.h); y too, while the pooled output is contiguous. conv2d_relu returns y = relu(pre + bias); conv2d_relu_max_pool2d
 // returns [N, O, oh/pool, ow/pool] (floor: edge rows and columns outside every window are dropped,
 // as max_pool2d drops them).
 //
@@ -39,11 +40,12 @@ Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, Si
   if (autograd::needs_recording({x, weight, bias})) {
     autograd::record("conv2d_relu", y, {x, weight, bias}, {saved.x, saved.cols, saved.w, y},
                      [saved, y_saved = y.detach()](const Tensor& grad, const std::vector<bool>& needs) {
-                       Tensor gpre = Tensor::empty(y_saved.shape(), grad.dtype(), grad.device());
+                       Tensor gpre = Tensor::empty(y_saved.shape(), grad.dtype(), grad.device(), saved.format);
                        Tensor gx, gw, gb;
                        if (needs[2]) gb = Tensor::empty({y_saved.size(1)}, grad.dtype(), grad.device());
                        kernels_for(grad.device())
-                           .conv_bias_relu_backward(grad.contiguous(), y_saved, gpre, needs[2] ? &gb : nullptr);
+                           .conv_bias_relu_backward(grad.contiguous(saved.format), y_saved, gpre,
+                                                    needs[2] ? &gb : nullptr);
                        conv2d_nobias_backward(saved, gpre, needs[0], needs[1], gx, gw);
                        return std::vector<Tensor>{gx, gw, gb};
                      });
@@ -71,7 +73,7 @@ Tensor conv2d_relu_max_pool2d(const Tensor& x, const Tensor& weight, const Tenso
   if (autograd::needs_recording({x, weight, bias})) {
     autograd::record(op, out, {x, weight, bias}, {saved.x, saved.cols, saved.w, out},
                      [saved, pre, b, pooled = out.detach(), pool](const Tensor& grad, const std::vector<bool>& needs) {
-                       Tensor gpre = Tensor::empty(pre.shape(), grad.dtype(), grad.device());
+                       Tensor gpre = Tensor::empty(pre.shape(), grad.dtype(), grad.device(), saved.format);
                        Tensor gx, gw, gb;
                        if (needs[2]) gb = Tensor::empty({pre.size(1)}, grad.dtype(), grad.device());
                        kernels_for(grad.device())

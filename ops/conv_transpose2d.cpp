@@ -112,14 +112,15 @@ bool transposed_on_cudnn(const Tensor& x, const Tensor& weight, const Tensor& bi
                          const Shape& out_shape, Tensor& result) {
   if (x.device().is_cpu() || conv_backend() == ConvBackend::Im2col) return false;
   Kernels& k = kernels_for(x.device());
-  const int64_t n = x.size(0), c_in = x.size(1), c_out = out_shape[1];
+  const int64_t n = x.size(0), c_in = x.size(1);
   if (!k.conv2d_cudnn_is_faster(x.dtype(), n, c_in, g, true)) return false;
   Tensor xc, wc, out;
+  const MemoryFormat format = k.conv2d_cudnn_format(x.dtype());  // channels-last for 16 bits
   {
     NoGradGuard no_grad;
-    xc = x.detach().contiguous();
-    wc = weight.detach().contiguous();
-    out = Tensor::empty(out_shape, x.dtype(), x.device());
+    xc = x.detach().contiguous(format);
+    wc = weight.detach().contiguous(format);
+    out = Tensor::empty(out_shape, x.dtype(), x.device(), format);
     if (!k.conv2d_backward_cudnn(xc, Tensor(), wc, g, &out, nullptr, nullptr)) return false;
     if (bias.defined()) {
       const Tensor b = bias.detach().contiguous();
@@ -130,23 +131,24 @@ bool transposed_on_cudnn(const Tensor& x, const Tensor& weight, const Tensor& bi
     Tensor saved_x = weight.requires_grad() ? xc : Tensor();
     Tensor saved_w = x.requires_grad() ? wc : Tensor();
     autograd::record(kOp, out, {x, weight, bias}, {saved_x, saved_w},
-                     [saved_x, saved_w, g, n, c_out, x_shape = x.shape(), w_shape = weight.shape()](
+                     [saved_x, saved_w, g, format, x_shape = x.shape(), w_shape = weight.shape()](
                          const Tensor& grad, const std::vector<bool>& needs) {
                        NoGradGuard no_grad;
                        Kernels& kg = kernels_for(grad.device());
-                       const Tensor go = grad.contiguous();
+                       const Tensor go = grad.contiguous(format);
                        Tensor gx, gw, gb;
                        if (needs[0]) {
-                         gx = Tensor::empty(x_shape, go.dtype(), go.device());
+                         gx = Tensor::empty(x_shape, go.dtype(), go.device(), format);
                          MINIDL_CHECK(kg.conv2d_cudnn(go, saved_w, nullptr, g, gx),
                                       kOp, ": the cuDNN backward is unavailable although its forward ran");
                        }
                        if (needs[1]) {
-                         gw = Tensor::empty(w_shape, go.dtype(), go.device());
+                         gw = Tensor::empty(w_shape, go.dtype(), go.device(), format);
                          MINIDL_CHECK(kg.conv2d_backward_cudnn(saved_x, go, Tensor(), g, nullptr, &gw, nullptr),
                                       kOp, ": the cuDNN backward is unavailable although its forward ran");
+                         gw = gw.contiguous();  // a parameter's gradient, as the optimizers read it
                        }
-                       if (needs[2]) gb = conv_bias_grad(view(go, {n, c_out, g.height * g.width}));
+                       if (needs[2]) gb = conv_bias_grad_4d(go);
                        return std::vector<Tensor>{gx, gw, gb};
                      });
   }

@@ -11,8 +11,8 @@ namespace minidl {
 
 namespace {
 
-Tensor copy_to(const Tensor& x, DType dtype, Device device) {
-  Tensor out = Tensor::empty(x.shape(), dtype, device);
+Tensor copy_to(const Tensor& x, DType dtype, Device device, MemoryFormat format = MemoryFormat::Contiguous) {
+  Tensor out = Tensor::empty(x.shape(), dtype, device, format);
   if (device == x.device()) {
     kernels_for(device).copy(x, out);
   } else {
@@ -43,6 +43,12 @@ Tensor to(const Tensor& x, Device device, DType dtype) {
 }
 
 Tensor contiguous(const Tensor& x) { return x.is_contiguous() ? x : copy_to(x, x.dtype(), x.device()); }
+
+Tensor contiguous(const Tensor& x, MemoryFormat format) {
+  MINIDL_CHECK(format == MemoryFormat::Contiguous || x.dim() == 4,
+               "contiguous: the channels-last memory format is for 4-D [N, C, H, W] tensors, got shape ", x.shape());
+  return x.is_contiguous(format) ? x : copy_to(x, x.dtype(), x.device(), format);
+}
 
 Tensor clone(const Tensor& x) { return copy_to(x, x.dtype(), x.device()); }
 

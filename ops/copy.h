@@ -14,6 +14,9 @@ Tensor& copy_(Tensor& dst, const Tensor& src);
 Tensor to(const Tensor& x, Device device, DType dtype);
 /// x itself when contiguous, else a contiguous copy.
 Tensor contiguous(const Tensor& x);
+/// x itself when laid out as `format`, else a copy that is (differentiable), as PyTorch's
+/// x.contiguous(memory_format=...).   contiguous(x, MemoryFormat::ChannelsLast)
+Tensor contiguous(const Tensor& x, MemoryFormat format);
 /// A copy with its own memory, in the graph (its gradient passes through).
 Tensor clone(const Tensor& x);
 

@@ -436,6 +436,9 @@ class Kernels {
   // ---- optional cuDNN path (ops/cuda/cudnn.cpp), taken when conv_backend() says Cudnn ----
   // Each returns false, doing nothing, where the device has no such path (the CPU, a build without
   // cuDNN); the op then falls back to the kernels above.
+  /// The memory format conv2d_cudnn and its backward take x, weight, out and their gradients in, for
+  /// a convolution of `dtype` (each laid out as is_contiguous(format) says).
+  virtual MemoryFormat conv2d_cudnn_format(DType /*dtype*/) const { return MemoryFormat::Contiguous; }
   /// out [N, O, out_h, out_w] = x [N, C, H, W] cross-correlated with weight [O, C, kh, kw], plus
   /// bias [O] when not null.
   virtual bool conv2d_cudnn(const Tensor& /*x*/, const Tensor& /*weight*/, const Tensor* /*bias*/,

@@ -56,6 +56,7 @@ Tensor Tensor::to(const Tensor& other) const { return minidl::to(*this, other.de
 Tensor Tensor::cuda(int index) const { return minidl::to(*this, Device::cuda(index), dtype()); }
 Tensor Tensor::cpu() const { return minidl::to(*this, Device::cpu(), dtype()); }
 Tensor Tensor::contiguous() const { return minidl::contiguous(*this); }
+Tensor Tensor::contiguous(MemoryFormat format) const { return minidl::contiguous(*this, format); }
 Tensor Tensor::clone() const { return minidl::clone(*this); }
 
 // ---- views ----

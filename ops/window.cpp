@@ -1,5 +1,7 @@
 #include "ops/window.h"
 
+#include "ops/view.h"
+
 namespace minidl {
 
 // Validates the window parameters against an image of C x H x W and derives the output size.
@@ -65,6 +67,15 @@ Tensor conv_bias_grad(const Tensor& g3) {
   k.reduce(ReduceOp::Sum, g3, n * c, p, 1, per_sample, nullptr);
   Tensor grad_b = Tensor::empty({c}, g3.dtype(), g3.device());
   k.reduce(ReduceOp::Sum, per_sample, 1, n, c, grad_b, nullptr);
+  return grad_b;
+}
+
+Tensor conv_bias_grad_4d(const Tensor& grad) {
+  const int64_t n = grad.size(0), c = grad.size(1), p = grad.size(2) * grad.size(3);
+  if (grad.is_contiguous() || !grad.is_contiguous(MemoryFormat::ChannelsLast))
+    return conv_bias_grad(view(grad.contiguous(), {n, c, p}));
+  Tensor grad_b = Tensor::empty({c}, grad.dtype(), grad.device());
+  kernels_for(grad.device()).reduce(ReduceOp::Sum, grad, 1, n * p, c, grad_b, nullptr);
   return grad_b;
 }
 

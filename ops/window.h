@@ -22,5 +22,8 @@ ConvGeometry pool_geometry(const char* op, int64_t channels, int64_t height, int
 /// The bias gradient of a convolution: g3 [N, C, P] summed over N and P into [C], rows first
 /// (contiguous), then the batch.
 Tensor conv_bias_grad(const Tensor& g3);
+/// The same from a 4-D gradient [N, C, H, W], contiguous or channels-last: the channels-last one
+/// summed as the rows of [N*H*W, C] in one pass, without a transpose.
+Tensor conv_bias_grad_4d(const Tensor& grad);
 
 }  // namespace minidl

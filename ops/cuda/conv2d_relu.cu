@@ -1,4 +1,6 @@
-// A convolution's fused epilogues on CUDA (ops/conv2d_relu.cpp), over [N, C, H, W] tensors.
+// A convolution's fused epilogues on CUDA (ops/conv2d_relu.cpp), over [N, C, H, W] tensors laid out
+// contiguous (NCHW) or channels-last (NHWC, as cuDNN's 16-bit convolutions leave them; the pooled
+// output is NCHW either way, ready to flatten).
 //
 // The forwards are elementwise, 16 bytes of output per step where the plane size allows it, with
 // 32-bit indices where they fit.
@@ -7,6 +9,9 @@
 // order (last_block_of_group), so one launch does it all and the result is deterministic. Sums of
 // float accumulate in double, as the reductions do; bfloat16 and float16 are computed in float and
 // each output rounded once, their sums in float.
+#include <initializer_list>
+#include <type_traits>
+
 #include "ops/cuda/common.cuh"
 
 namespace minidl {
@@ -47,23 +52,34 @@ struct alignas(16) Pack {
 
 // y may be x (in place). Each thread steps a Pack at a time: the plane size is a multiple of the
 // pack's (the caller checks), so a pack never straddles two channels.
-template <class T, bool Relu, class I>
+// The channel of flat element i: (i / area) % channels in NCHW, i % channels in NHWC.
+template <bool ChannelsLast, class I>
+__device__ __forceinline__ I channel_of(I i, I area, I channels) {
+  return ChannelsLast ? i % channels : (i / area) % channels;
+}
+
+// Packs never straddle two channels in NCHW (the plane size is a multiple of the pack's) and hold
+// kSize consecutive channels in NHWC (so does the channel count).
+template <class T, bool Relu, bool ChannelsLast, class I>
 __global__ void conv_bias_act_kernel(const Pack<T>* x, const T* __restrict__ bias, Pack<T>* y, I packs, I area,
                                      I channels) {
   constexpr int kSize = Pack<T>::kSize;
   for (I p = blockIdx.x * I(blockDim.x) + threadIdx.x; p < packs; p += I(gridDim.x) * blockDim.x) {
-    const T shift = bias ? bias[(p * kSize / area) % channels] : T(0);
+    const I c = channel_of<ChannelsLast>(p * kSize, area, channels);
     Pack<T> v = x[p];
 #pragma unroll
-    for (int j = 0; j < kSize; ++j) v.v[j] = Relu ? relu_of(v.v[j] + shift) : v.v[j] + shift;
+    for (int j = 0; j < kSize; ++j) {
+      const T shift = bias ? bias[ChannelsLast ? c + j : c] : T(0);
+      v.v[j] = Relu ? relu_of(v.v[j] + shift) : v.v[j] + shift;
+    }
     y[p] = v;
   }
 }
 
-template <class T, bool Relu, class I>
+template <class T, bool Relu, bool ChannelsLast, class I>
 __global__ void conv_bias_act_scalar_kernel(const T* x, const T* __restrict__ bias, T* y, I n, I area, I channels) {
   for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < n; i += I(gridDim.x) * blockDim.x) {
-    const T v = x[i] + (bias ? bias[(i / area) % channels] : T(0));
+    const T v = x[i] + (bias ? bias[channel_of<ChannelsLast>(i, area, channels)] : T(0));
     y[i] = Relu ? relu_of(v) : v;
   }
 }
@@ -192,6 +208,130 @@ __global__ void bias_relu_max_pool2d_backward_kernel(const T* __restrict__ grad_
   if (grad_bias) finish_channel_sum(sum, grad_bias, slice_sums, counters);
 }
 
+// ---- channels-last (NHWC) ----
+
+// conv_bias_relu_backward over NHWC: the elements are rows of `channels`, a row being packs_per_row
+// packs. Thread t always meets the same pack column, t % packs_per_row (the grid's stride is a
+// multiple of it), so it keeps the bias sums of that column's kSize channels. The block's threads of
+// one column then add theirs in a fixed order, each block leaves its row of channel sums in scratch,
+// and the last block adds the rows in block order: deterministic, one launch.
+template <class T>
+__global__ void conv_bias_relu_backward_nhwc_kernel(const Pack<T>* __restrict__ grad_out, const Pack<T>* __restrict__ y,
+                                                    Pack<T>* __restrict__ grad_pre, T* grad_bias, int64_t packs,
+                                                    int packs_per_row, EpilogueSum<T>* block_sums, unsigned* counters) {
+  constexpr int kSize = Pack<T>::kSize;
+  EpilogueSum<T> sum[kSize] = {};
+  for (int64_t p = blockIdx.x * int64_t(kBlock) + threadIdx.x; p < packs; p += int64_t(gridDim.x) * kBlock) {
+    Pack<T> g = grad_out[p];
+    const Pack<T> out = y[p];
+#pragma unroll
+    for (int j = 0; j < kSize; ++j) {
+      g.v[j] = out.v[j] > T(0) ? g.v[j] : T(0);
+      sum[j] += g.v[j];
+    }
+    grad_pre[p] = g;
+  }
+  if (!grad_bias) return;
+  __shared__ EpilogueSum<T> partial[kBlock * kSize];
+#pragma unroll
+  for (int j = 0; j < kSize; ++j) partial[threadIdx.x * kSize + j] = sum[j];
+  __syncthreads();
+  const int channels = packs_per_row * kSize;
+  for (int c = threadIdx.x; c < channels; c += kBlock) {
+    const int column = c / kSize, j = c % kSize;
+    EpilogueSum<T> total = 0;
+    for (int t = column; t < kBlock; t += packs_per_row) total += partial[t * kSize + j];
+    if (gridDim.x == 1) grad_bias[c] = static_cast<T>(total);
+    else block_sums[blockIdx.x * int64_t(channels) + c] = total;
+  }
+  if (gridDim.x == 1 || !last_block_of_group(counters, 0, gridDim.x)) return;
+  for (int c = threadIdx.x; c < channels; c += kBlock) {
+    EpilogueSum<T> total = 0;
+    for (unsigned b = 0; b < gridDim.x; ++b) total += __ldcg(&block_sums[b * int64_t(channels) + c]);
+    grad_bias[c] = static_cast<T>(total);
+  }
+}
+
+// bias_relu_max_pool2d from NHWC x into NCHW out. Block (i, n) makes output row i of image n for
+// every channel: it reads the k input rows of the windows with the channels fastest (coalesced),
+// keeps the row in shared memory as [C, ow], and writes it out plane by plane.
+template <class T>
+__global__ void bias_relu_max_pool2d_nhwc_kernel(const T* __restrict__ x, const T* __restrict__ bias,
+                                                 T* __restrict__ out, int channels, int H, int W, int oh, int ow,
+                                                 int k) {
+  extern __shared__ unsigned char row_bytes[];
+  T* row = reinterpret_cast<T*>(row_bytes);
+  const int i = blockIdx.x;
+  const int64_t n = blockIdx.y;
+  const int count = channels * ow;
+  for (int e = threadIdx.x; e < count; e += blockDim.x) {
+    const int c = e % channels, j = e / channels;
+    const T shift = bias ? bias[c] : T(0);
+    const T* s = x + ((n * H + i * k) * W + j * k) * channels + c;
+    // As max_pool2d over relu(x + b): the first maximum wins and a NaN wins over numbers.
+    T best = s[0] + shift;
+    for (int di = 0; di < k; ++di)
+      for (int dj = 0; dj < k; ++dj) {
+        const T v = s[(int64_t(di) * W + dj) * channels] + shift;
+        if (v > best || epilogue_isnan(v)) best = v;
+      }
+    row[c * ow + j] = relu_of(best);
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < count; e += blockDim.x) {
+    const int c = e / ow, j = e - c * ow;
+    out[((n * channels + c) * oh + i) * ow + j] = row[e];
+  }
+}
+
+// The backward's scatter into NHWC grad_pre, from the pooled gradient already masked by the ReLU
+// (`routed`, NCHW): each window's gradient goes to its first maximum of x + b, zeros elsewhere, and
+// rows and columns outside every window get zeros. Block (i, n) as in the forward; the pooled row
+// is staged in shared memory as [C, ow] so that both sides are read in their own order.
+template <class T>
+__global__ void max_unpool2d_nhwc_kernel(const T* __restrict__ routed, const T* __restrict__ x,
+                                         const T* __restrict__ bias, T* __restrict__ grad_pre, int channels, int H,
+                                         int W, int oh, int ow, int k) {
+  extern __shared__ unsigned char row_bytes[];
+  T* row = reinterpret_cast<T*>(row_bytes);
+  const int i = blockIdx.x;
+  const int64_t n = blockIdx.y;
+  const int count = channels * ow;
+  for (int e = threadIdx.x; e < count; e += blockDim.x) {
+    const int c = e / ow, j = e - c * ow;
+    row[e] = routed[((n * channels + c) * oh + i) * ow + j];
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < count; e += blockDim.x) {
+    const int c = e % channels, j = e / channels;
+    const T g = row[c * ow + j];
+    const int64_t corner = ((n * H + i * k) * W + j * k) * channels + c;
+    int best_at = 0;
+    if (g != T(0)) {
+      const T shift = bias ? bias[c] : T(0);
+      T best = x[corner] + shift;
+      for (int di = 0; di < k; ++di)
+        for (int dj = 0; dj < k; ++dj) {
+          const T v = x[corner + (int64_t(di) * W + dj) * channels] + shift;
+          if (v > best) best = v, best_at = di * k + dj;
+        }
+    }
+    for (int di = 0; di < k; ++di)
+      for (int dj = 0; dj < k; ++dj)
+        grad_pre[corner + (int64_t(di) * W + dj) * channels] = di * k + dj == best_at ? g : T(0);
+  }
+  // Columns right of the last window, in this block's rows; the last block row takes the rows
+  // below every window too.
+  const int tail_w = W - ow * k;
+  for (int e = threadIdx.x; e < k * tail_w * channels; e += blockDim.x) {
+    const int r = e / (tail_w * channels), rest = e - r * tail_w * channels;
+    grad_pre[((n * H + i * k + r) * W + ow * k) * channels + rest] = T(0);
+  }
+  if (i == oh - 1)
+    for (int64_t e = threadIdx.x; e < int64_t(H - oh * k) * W * channels; e += blockDim.x)
+      grad_pre[(n * H + oh * k) * int64_t(W) * channels + e] = T(0);
+}
+
 // Blocks per channel: enough blocks in all to fill the GPU, each with some images to loop over, and
 // few enough images per block that its elements count in 32 bits. Throws where one image's plane is
 // too large for that (2^31 elements).
@@ -214,36 +354,61 @@ Slices slices_for(int64_t images, int64_t channels, int64_t plane) {
   return {(images + per_slice - 1) / per_slice, per_slice};  // no empty slice at the end
 }
 
+// Whether t [N, C, H, W] is laid out channels-last and not also contiguous (one channel, or one
+// pixel, is both: the NCHW kernels serve it).
+bool nhwc(const Tensor& t) { return !t.is_contiguous() && t.is_contiguous(MemoryFormat::ChannelsLast); }
+
+// The layout of the epilogue's operands: the first one's, which the others must share.
+bool same_layout(const char* op, std::initializer_list<const Tensor*> tensors) {
+  const bool channels_last = nhwc(**tensors.begin());
+  const MemoryFormat format = channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+  for (const Tensor* t : tensors)
+    MINIDL_CHECK(t->is_contiguous(format), op, " on CUDA: expected every tensor ",
+                 channels_last ? "channels-last" : "contiguous", ", got one of shape ", t->shape(), " with strides ",
+                 t->strides());
+  return channels_last;
+}
+
+// A pooled row of every channel, staged in shared memory by the channels-last pooling kernels.
+constexpr int64_t kMaxRowBytes = 48 << 10;
+
 }  // namespace
 
 void CudaKernels::conv_bias_act(const Tensor& x, const Tensor* bias, bool relu, Tensor& y) {
   const int64_t n = x.numel();
   if (n == 0) return;
   cuda::DeviceGuard guard(device_);
+  const bool channels_last = same_layout("conv_bias_act", {&x, &y});
   const int64_t area = x.size(2) * x.size(3), channels = x.size(1);
   dispatch_floating_and_half(x.dtype(), "conv_bias_act", [&](auto tag) {
     using T = decltype(tag);
     const T* b = bias ? ptr<const T>(*bias) : nullptr;
     constexpr int kSize = Pack<T>::kSize;
-    const bool packed = area % kSize == 0 && reinterpret_cast<uintptr_t>(x.raw_data()) % 16 == 0 &&
+    const bool packed = (channels_last ? channels : area) % kSize == 0 &&
+                        reinterpret_cast<uintptr_t>(x.raw_data()) % 16 == 0 &&
                         reinterpret_cast<uintptr_t>(y.raw_data()) % 16 == 0;
-    const auto launch = [&](auto index) {
+    const auto launch = [&](auto index, auto relu_tag, auto layout_tag) {
       using I = decltype(index);
+      constexpr bool kRelu = decltype(relu_tag)::value, kChannelsLast = decltype(layout_tag)::value;
       if (packed) {
-        const auto* xp = static_cast<const Pack<T>*>(x.raw_data());
-        auto* yp = static_cast<Pack<T>*>(y.raw_data());
-        const unsigned blocks = blocks_for(n / kSize, kBlock);
-        if (relu) conv_bias_act_kernel<T, true, I><<<blocks, kBlock, 0, stream_>>>(xp, b, yp, I(n / kSize), I(area), I(channels));
-        else conv_bias_act_kernel<T, false, I><<<blocks, kBlock, 0, stream_>>>(xp, b, yp, I(n / kSize), I(area), I(channels));
+        conv_bias_act_kernel<T, kRelu, kChannelsLast, I><<<blocks_for(n / kSize, kBlock), kBlock, 0, stream_>>>(
+            static_cast<const Pack<T>*>(x.raw_data()), b, static_cast<Pack<T>*>(y.raw_data()), I(n / kSize), I(area),
+            I(channels));
       } else {
-        const T* xs = ptr<const T>(x);
-        T* ys = ptr<T>(y);
-        if (relu) conv_bias_act_scalar_kernel<T, true, I><<<blocks_for(n), kBlock, 0, stream_>>>(xs, b, ys, I(n), I(area), I(channels));
-        else conv_bias_act_scalar_kernel<T, false, I><<<blocks_for(n), kBlock, 0, stream_>>>(xs, b, ys, I(n), I(area), I(channels));
+        conv_bias_act_scalar_kernel<T, kRelu, kChannelsLast, I><<<blocks_for(n), kBlock, 0, stream_>>>(
+            ptr<const T>(x), b, ptr<T>(y), I(n), I(area), I(channels));
       }
     };
-    if (n < (int64_t{1} << 31)) launch(int32_t{});
-    else launch(int64_t{});
+    const auto with_layout = [&](auto index, auto relu_tag) {
+      if (channels_last) launch(index, relu_tag, std::true_type{});
+      else launch(index, relu_tag, std::false_type{});
+    };
+    const auto with_relu = [&](auto index) {
+      if (relu) with_layout(index, std::true_type{});
+      else with_layout(index, std::false_type{});
+    };
+    if (n < (int64_t{1} << 31)) with_relu(int32_t{});
+    else with_relu(int64_t{});
     CUDA_LAUNCH_CHECK(conv_bias_act_kernel);
   });
 }
@@ -256,6 +421,10 @@ void CudaKernels::conv_bias_relu_backward(const Tensor& grad_out, const Tensor& 
     return;
   }
   cuda::DeviceGuard guard(device_);
+  if (same_layout("conv_bias_relu_backward", {&y, &grad_out, &grad_pre})) {
+    conv_bias_relu_backward_channels_last(grad_out, y, grad_pre, grad_bias);
+    return;
+  }
   const Slices split = slices_for(images, channels, area);
   const int64_t slices = split.count, per_slice = split.images_per_slice;
   dispatch_floating_and_half(y.dtype(), "conv_bias_relu_backward", [&](auto tag) {
@@ -282,10 +451,59 @@ void CudaKernels::conv_bias_relu_backward(const Tensor& grad_out, const Tensor& 
   });
 }
 
+void CudaKernels::conv_bias_relu_backward_channels_last(const Tensor& grad_out, const Tensor& y, Tensor& grad_pre,
+                                                        Tensor* grad_bias) {
+  const int64_t channels = y.size(1);
+  dispatch_floating_and_half(y.dtype(), "conv_bias_relu_backward", [&](auto tag) {
+    using T = decltype(tag);
+    constexpr int kSize = Pack<T>::kSize;
+    const int64_t packs_per_row = channels / kSize;
+    const bool fits = channels % kSize == 0 && kBlock % packs_per_row == 0 &&
+                      aligned_to(alignof(Pack<T>), {grad_out.raw_data(), y.raw_data(), grad_pre.raw_data()});
+    if (!fits) {  // channel counts the kernel's columns do not tile: through NCHW copies
+      Tensor g = Tensor::empty(y.shape(), y.dtype(), y.device()), yc = Tensor::empty(y.shape(), y.dtype(), y.device());
+      copy(grad_out, g);
+      copy(y, yc);
+      Tensor pre = Tensor::empty(y.shape(), y.dtype(), y.device());
+      conv_bias_relu_backward(g, yc, pre, grad_bias);
+      copy(pre, grad_pre);
+      return;
+    }
+    const int64_t packs = y.numel() / kSize;
+    const unsigned blocks = static_cast<unsigned>(std::clamp<int64_t>((packs + kBlock - 1) / kBlock, 1, 512));
+    Tensor scratch;
+    if (grad_bias && blocks > 1) scratch = Tensor::empty({blocks, channels}, dtype_of<EpilogueSum<T>>(), y.device());
+    conv_bias_relu_backward_nhwc_kernel<T><<<blocks, kBlock, 0, stream_>>>(
+        static_cast<const Pack<T>*>(grad_out.raw_data()), static_cast<const Pack<T>*>(y.raw_data()),
+        static_cast<Pack<T>*>(grad_pre.raw_data()), grad_bias ? ptr<T>(*grad_bias) : nullptr, packs,
+        static_cast<int>(packs_per_row), scratch.defined() ? ptr<EpilogueSum<T>>(scratch) : nullptr,
+        scratch.defined() ? block_counters(device_, stream_) : nullptr);
+    CUDA_LAUNCH_CHECK(conv_bias_relu_backward_nhwc_kernel);
+  });
+}
+
 void CudaKernels::bias_relu_max_pool2d(const Tensor& x, const Tensor* bias, int64_t k, Tensor& out) {
   const int64_t n = out.numel();
   if (n == 0) return;
   cuda::DeviceGuard guard(device_);
+  MINIDL_CHECK(out.is_contiguous(), "bias_relu_max_pool2d on CUDA: expected a contiguous output");
+  const int64_t channels = x.size(1), row_elements = channels * out.size(3);
+  if (nhwc(x)) {
+    MINIDL_CHECK(row_elements * static_cast<int64_t>(element_size(x.dtype())) <= kMaxRowBytes,
+                 "bias_relu_max_pool2d on CUDA: ", channels, " channels of ", out.size(3),
+                 " pooled columns exceed the channels-last kernel's shared memory");
+    dispatch_floating_and_half(x.dtype(), "bias_relu_max_pool2d", [&](auto tag) {
+      using T = decltype(tag);
+      const dim3 grid(static_cast<unsigned>(out.size(2)), static_cast<unsigned>(out.size(0)));
+      bias_relu_max_pool2d_nhwc_kernel<T><<<grid, kBlock, row_elements * sizeof(T), stream_>>>(
+          ptr<const T>(x), bias ? ptr<const T>(*bias) : nullptr, ptr<T>(out), static_cast<int>(channels),
+          static_cast<int>(x.size(2)), static_cast<int>(x.size(3)), static_cast<int>(out.size(2)),
+          static_cast<int>(out.size(3)), static_cast<int>(k));
+      CUDA_LAUNCH_CHECK(bias_relu_max_pool2d_nhwc_kernel);
+    });
+    return;
+  }
+  MINIDL_CHECK(x.is_contiguous(), "bias_relu_max_pool2d on CUDA: expected x contiguous or channels-last");
   dispatch_floating_and_half(x.dtype(), "bias_relu_max_pool2d", [&](auto tag) {
     using T = decltype(tag);
     bias_relu_max_pool2d_kernel<T><<<blocks_for(n), kBlock, 0, stream_>>>(
@@ -304,6 +522,28 @@ void CudaKernels::bias_relu_max_pool2d_backward(const Tensor& grad_out, const Te
     return;
   }
   cuda::DeviceGuard guard(device_);
+  MINIDL_CHECK(grad_out.is_contiguous() && out.is_contiguous(),
+               "bias_relu_max_pool2d_backward on CUDA: expected the pooled tensors contiguous");
+  if (same_layout("bias_relu_max_pool2d_backward", {&x, &grad_pre})) {
+    // The ReLU's mask and the bias gradient on the pooled tensors (each window routes its whole
+    // gradient to one element, so the sums are the same), then the scatter into NHWC.
+    Tensor routed = Tensor::empty(out.shape(), out.dtype(), out.device());
+    conv_bias_relu_backward(grad_out, out, routed, grad_bias);
+    const int64_t row_elements = channels * out.size(3);
+    MINIDL_CHECK(row_elements * static_cast<int64_t>(element_size(x.dtype())) <= kMaxRowBytes,
+                 "bias_relu_max_pool2d_backward on CUDA: ", channels, " channels of ", out.size(3),
+                 " pooled columns exceed the channels-last kernel's shared memory");
+    dispatch_floating_and_half(x.dtype(), "bias_relu_max_pool2d_backward", [&](auto tag) {
+      using T = decltype(tag);
+      const dim3 grid(static_cast<unsigned>(out.size(2)), static_cast<unsigned>(images));
+      max_unpool2d_nhwc_kernel<T><<<grid, kBlock, row_elements * sizeof(T), stream_>>>(
+          ptr<const T>(routed), ptr<const T>(x), bias ? ptr<const T>(*bias) : nullptr, ptr<T>(grad_pre),
+          static_cast<int>(channels), static_cast<int>(x.size(2)), static_cast<int>(x.size(3)),
+          static_cast<int>(out.size(2)), static_cast<int>(out.size(3)), static_cast<int>(k));
+      CUDA_LAUNCH_CHECK(max_unpool2d_nhwc_kernel);
+    });
+    return;
+  }
   const Slices split = slices_for(images, channels, x.size(2) * x.size(3));
   const int64_t slices = split.count, per_slice = split.images_per_slice;
   dispatch_floating_and_half(x.dtype(), "bias_relu_max_pool2d_backward", [&](auto tag) {

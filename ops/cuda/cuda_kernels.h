@@ -109,6 +109,7 @@ class CudaKernels final : public Kernels {
   bool clip_grad_norm_multi(std::vector<Tensor>& grads, double max_norm, Tensor& total_norm) override;  // grad_norm.cu
 
 #ifdef MINIDL_WITH_CUDNN
+  MemoryFormat conv2d_cudnn_format(DType dtype) const override;
   bool conv2d_cudnn(const Tensor& x, const Tensor& weight, const Tensor* bias, const ConvGeometry& g,
                     Tensor& out) override;
   bool conv2d_backward_cudnn(const Tensor& grad_out, const Tensor& x, const Tensor& weight, const ConvGeometry& g,
@@ -131,6 +132,9 @@ class CudaKernels final : public Kernels {
   cudaStream_t stream() const { return stream_; }
 
  private:
+  // conv_bias_relu_backward over channels-last tensors (ops/cuda/conv2d_relu.cu).
+  void conv_bias_relu_backward_channels_last(const Tensor& grad_out, const Tensor& y, Tensor& grad_pre,
+                                             Tensor* grad_bias);
   // A 2-D float32 product on cuBLASLt on `stream` (max_blocks: see cuda::lt_matmul); false where that
   // path does not apply.
   bool gemm_lt(cudaStream_t stream, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,

@@ -9,6 +9,7 @@
 // A plan holds one set for convolutions run op by op and one for those captured into a CUDA graph,
 // each within its mode's workspace limit (ops/backend_setting.h). Workspaces come from the caching
 // allocator and go back to it as soon as the call is queued (reuse is ordered on the stream).
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -117,6 +118,7 @@ std::map<ConvKey, std::unique_ptr<ConvPlan>>& plans() {
 int dtype_slot(DType dtype) { return 2 * static_cast<int>(dtype) + (dtype == DType::Float32 && allow_tf32_cudnn()); }
 
 ConvKey key_of(int device, DType dtype, int64_t batch, int64_t out_channels, const ConvGeometry& g) {
+  // The layout is the dtype's (cudnn_format), so the dtype's slot keys it too.
   return {device,    dtype_slot(dtype),       batch,      g.channels, g.height, g.width, out_channels, g.kernel_h,
           g.kernel_w, g.stride_h,              g.stride_w, g.pad_h,    g.pad_w,  g.dilation_h, g.dilation_w};
 }
@@ -146,11 +148,13 @@ ConvPlan& conv_plan(int device, cudnnHandle_t handle, DType dtype, int64_t batch
   if (slot) return *slot;
   auto plan = std::make_unique<ConvPlan>();
   ConvPlan& p = *plan;
-  p.x.set(dtype, batch, g.channels, g.height, g.width);
-  p.y.set(dtype, batch, out_channels, g.out_h, g.out_w);
+  p.channels_last = cudnn_format(dtype) == MemoryFormat::ChannelsLast;
+  p.x.set(dtype, batch, g.channels, g.height, g.width, p.channels_last);
+  p.y.set(dtype, batch, out_channels, g.out_h, g.out_w, p.channels_last);
   p.bias.set(dtype, 1, out_channels, 1, 1);
   CUDNN_CHECK(cudnnCreateFilterDescriptor(&p.w));
-  CUDNN_CHECK(cudnnSetFilter4dDescriptor(p.w, cudnn_type(dtype), CUDNN_TENSOR_NCHW, as_int(out_channels),
+  CUDNN_CHECK(cudnnSetFilter4dDescriptor(p.w, cudnn_type(dtype),
+                                         p.channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, as_int(out_channels),
                                          as_int(g.channels), as_int(g.kernel_h), as_int(g.kernel_w)));
   CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p.conv));
   CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p.conv, as_int(g.pad_h), as_int(g.pad_w), as_int(g.stride_h),
@@ -326,7 +330,18 @@ std::pair<ConvPlan*, const ConvAlgorithms*> plan_now(int device, cudnnHandle_t h
   return {&p, d.ok ? &d.algorithms : nullptr};
 }
 
+// The plan's descriptors say where every element is: each tensor must be laid out as they say.
+void check_layout(const ConvPlan& p, std::initializer_list<const Tensor*> tensors) {
+  const MemoryFormat format = p.channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+  for (const Tensor* t : tensors)
+    MINIDL_CHECK(!t || !t->defined() || t->is_contiguous(format), "conv2d (cuDNN): expected a tensor of shape ",
+                 t->shape(), " laid out ", p.channels_last ? "channels-last (NHWC)" : "contiguous (NCHW)",
+                 ", got strides ", t->strides());
+}
+
 }  // namespace
+
+MemoryFormat CudaKernels::conv2d_cudnn_format(DType dtype) const { return cudnn_format(dtype); }
 
 bool CudaKernels::conv2d_cudnn(const Tensor& x, const Tensor& weight, const Tensor* bias, const ConvGeometry& g,
                                Tensor& out) {
@@ -334,6 +349,7 @@ bool CudaKernels::conv2d_cudnn(const Tensor& x, const Tensor& weight, const Tens
   cudnnHandle_t handle = cudnn_handle(device_);
   const auto [p, a] = plan_now(device_, handle, stream_, x.dtype(), x.size(0), weight.size(0), g);
   if (!a) return false;
+  check_layout(*p, {&x, &weight, &out});
   run_forward(handle, device_, *p, *a, x, weight, bias, out);
   return true;
 }
@@ -346,6 +362,7 @@ bool CudaKernels::conv2d_backward_cudnn(const Tensor& grad_out, const Tensor& x,
   // A forward run in deterministic mode had deterministic algorithms for all three passes.
   const auto [p, a] = plan_now(device_, handle, stream_, grad_out.dtype(), grad_out.size(0), grad_out.size(1), g);
   if (!a) return false;
+  check_layout(*p, {&grad_out, &x, &weight, grad_x, grad_weight});
   run_backward(handle, device_, *p, *a, grad_out, x, weight, grad_x, grad_weight, grad_bias);
   return true;
 }

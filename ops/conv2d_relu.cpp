@@ -24,6 +24,38 @@ Tensor contiguous_bias(const Tensor& bias) {
   return bias.defined() ? bias.detach().contiguous() : Tensor();
 }
 
+// conv2d_relu by Kernels::conv2d_relu_direct: a first layer of one input channel whose input needs
+// no gradient, in 16 bits on CUDA. One kernel each way instead of cuDNN's convolutions and the
+// epilogue's passes; false where the kernels do not take it.
+bool direct_first_layer(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvGeometry& g, Tensor& y) {
+  if (x.device().is_cpu() || x.size(1) != 1 || x.requires_grad() || !is_reduced_floating(x.dtype())) return false;
+  Kernels& k = kernels_for(x.device());
+  Tensor xc, wc, b;
+  {
+    NoGradGuard no_grad;
+    xc = x.detach().contiguous();
+    wc = weight.detach().contiguous();
+    b = contiguous_bias(bias);
+    y = Tensor::empty({x.size(0), weight.size(0), g.out_h, g.out_w}, x.dtype(), x.device(),
+                      MemoryFormat::ChannelsLast);
+    if (!k.conv2d_relu_direct(xc, wc, b.defined() ? &b : nullptr, g, y)) return false;
+  }
+  if (autograd::needs_recording({weight, bias})) {
+    autograd::record("conv2d_relu", y, {x, weight, bias}, {xc, y},
+                     [xc, g, y_saved = y.detach(), w_shape = weight.shape()](const Tensor& grad,
+                                                                            const std::vector<bool>& needs) {
+                       Tensor gw = Tensor::empty(w_shape, grad.dtype(), grad.device()), gb;
+                       if (needs[2]) gb = Tensor::empty({w_shape[0]}, grad.dtype(), grad.device());
+                       const bool done = kernels_for(grad.device())
+                                             .conv2d_relu_direct_backward(grad.contiguous(MemoryFormat::ChannelsLast),
+                                                                          y_saved, xc, g, gw, needs[2] ? &gb : nullptr);
+                       MINIDL_CHECK(done, "conv2d_relu: the direct backward is unavailable although its forward ran");
+                       return std::vector<Tensor>{Tensor(), needs[1] ? gw : Tensor(), gb};
+                     });
+  }
+  return true;
+}
+
 }  // namespace
 
 Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 stride, Size2 padding,
@@ -33,6 +65,7 @@ Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, Si
   if (conv_computes_in_float32(x, weight.size(0), g))
     return conv2d_relu(widen_to_float32(x), widen_to_float32(weight), widen_to_float32(bias), stride, padding, dilation)
         .to(x.dtype());
+  if (Tensor y; direct_first_layer(x, weight, bias, g, y)) return y;
   ConvSaved saved;
   Tensor y = conv2d_nobias(x, weight, g, saved);
   const Tensor b = contiguous_bias(bias);

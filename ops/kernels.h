@@ -384,6 +384,21 @@ class Kernels {
   virtual void bias_relu_max_pool2d_backward(const Tensor& grad_out, const Tensor& x, const Tensor* bias,
                                              const Tensor& out, int64_t k, Tensor& grad_pre, Tensor* grad_bias) = 0;
 
+  /// conv2d_relu of x [N, 1, H, W] (one channel, contiguous) with weight [O, 1, kh, kw] and bias [O]
+  /// (or null) into y [N, O, out_h, out_w] channels-last, in one pass, for bfloat16 and float16 on
+  /// CUDA (ops/cuda/conv2d_direct.cu says where it applies and why). False, doing nothing, elsewhere.
+  virtual bool conv2d_relu_direct(const Tensor& /*x*/, const Tensor& /*weight*/, const Tensor* /*bias*/,
+                                  const ConvGeometry& /*g*/, Tensor& /*y*/) {
+    return false;
+  }
+  /// Its weight and bias gradients (overwritten; grad_bias may be null) from grad_y and y, both
+  /// channels-last; x's gradient is not made (a first layer's input needs none).
+  virtual bool conv2d_relu_direct_backward(const Tensor& /*grad_y*/, const Tensor& /*y*/, const Tensor& /*x*/,
+                                           const ConvGeometry& /*g*/, Tensor& /*grad_weight*/,
+                                           Tensor* /*grad_bias*/) {
+    return false;
+  }
+
   // ---- average pooling and nearest resizing (ops/avg_pool2d.cpp, ops/upsample.cpp) ----
   /// out [N, C, out_h, out_w]: the mean of each window of x [N, C, H, W] (g has dilation 1). As in
   /// PyTorch, the divisor is the window clipped to the padded image when count_include_pad (a

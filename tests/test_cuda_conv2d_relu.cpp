@@ -81,44 +81,47 @@ TEST(CudaConv2dRelu, BiasGradientOverManyBlocks) {
 
 // The epilogue kernels on channels-last tensors (cuDNN's layout for 16-bit convolutions) against
 // the same kernels on NCHW: the same values, and the bias gradient summed in another order. 32
-// channels take the packed kernels, 5 the scalar and NCHW-copy paths; the 9 x 7 planes leave a row
-// and a column outside every 2 x 2 window; 96 images sum the bias gradient over several blocks.
+// channels and more take the packed kernels, 5 the scalar and NCHW-copy paths; planes of 9 x 7 and
+// 27 x 25 leave a row and a column outside every window; 96 images sum the bias gradient over
+// several blocks, and 27 x 25 images pool in several blocks of rows each.
 TEST(CudaConv2dRelu, ChannelsLastEpiloguesMatchNchw) {
   MINIDL_REQUIRE_CUDA();
-  Kernels& k = kernels_for(gpu());
+  Kernels& kernels = kernels_for(gpu());
   const auto cl = [](const Tensor& t) { return t.contiguous(MemoryFormat::ChannelsLast); };
   const auto like = [](const Tensor& t, MemoryFormat f) { return Tensor::empty(t.shape(), t.dtype(), t.device(), f); };
   for (DType dt : {kBFloat16, kHalf, kFloat32}) {
-    for (const Shape& shape : {Shape{3, 32, 9, 7}, Shape{2, 5, 6, 6}, Shape{96, 64, 6, 4}}) {
-      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + shape_str(shape));
+    for (const auto& [shape, k] : {std::pair{Shape{3, 32, 9, 7}, 2}, std::pair{Shape{2, 5, 6, 6}, 2},
+                                   std::pair{Shape{96, 64, 6, 4}, 2}, std::pair{Shape{2, 64, 27, 25}, 2},
+                                   std::pair{Shape{2, 16, 10, 11}, 3}}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + shape_str(shape) + " pool " + std::to_string(k));
       manual_seed(17);
       const Tensor x = randn(shape).to(dt).to(gpu()), b = randn({shape[1]}).to(dt).to(gpu());
       // conv_bias_act, in place as the ops run it.
       Tensor y = x.clone(), y_cl = cl(x);
-      k.conv_bias_act(y, &b, true, y);
-      k.conv_bias_act(y_cl, &b, true, y_cl);
+      kernels.conv_bias_act(y, &b, true, y);
+      kernels.conv_bias_act(y_cl, &b, true, y_cl);
       ASSERT_TRUE(y_cl.is_contiguous(MemoryFormat::ChannelsLast));
       EXPECT_TRUE(all_equal(y_cl.contiguous(), y)) << "conv_bias_act";
       // conv_bias_relu_backward.
       const Tensor g = randn(shape).to(dt).to(gpu());
       Tensor pre = like(y, MemoryFormat::Contiguous), pre_cl = like(y, MemoryFormat::ChannelsLast);
       Tensor gb = Tensor::empty({shape[1]}, dt, gpu()), gb_cl = Tensor::empty({shape[1]}, dt, gpu());
-      k.conv_bias_relu_backward(g, y, pre, &gb);
-      k.conv_bias_relu_backward(cl(g), y_cl, pre_cl, &gb_cl);
+      kernels.conv_bias_relu_backward(g, y, pre, &gb);
+      kernels.conv_bias_relu_backward(cl(g), y_cl, pre_cl, &gb_cl);
       EXPECT_TRUE(all_equal(pre_cl.contiguous(), pre)) << "conv_bias_relu_backward";
       const double t = dt == kFloat32 ? 1e-5 : 2e-2;
       EXPECT_TRUE(all_close(gb_cl, gb, t, t)) << "conv_bias_relu_backward, the bias gradient";
       // bias_relu_max_pool2d and its backward: the pooled tensors are NCHW in both.
-      const Shape pooled{shape[0], shape[1], shape[2] / 2, shape[3] / 2};
+      const Shape pooled{shape[0], shape[1], shape[2] / k, shape[3] / k};
       Tensor out = Tensor::empty(pooled, dt, gpu()), out_cl = Tensor::empty(pooled, dt, gpu());
-      k.bias_relu_max_pool2d(x, &b, 2, out);
-      k.bias_relu_max_pool2d(cl(x), &b, 2, out_cl);
+      kernels.bias_relu_max_pool2d(x, &b, k, out);
+      kernels.bias_relu_max_pool2d(cl(x), &b, k, out_cl);
       EXPECT_TRUE(all_equal(out_cl, out)) << "bias_relu_max_pool2d";
       const Tensor gp = randn(pooled).to(dt).to(gpu());
       Tensor gpre = like(x, MemoryFormat::Contiguous), gpre_cl = like(x, MemoryFormat::ChannelsLast);
       gpre_cl.fill_(7.0);  // every element must be written, those outside the windows too
-      k.bias_relu_max_pool2d_backward(gp, x, &b, out, 2, gpre, &gb);
-      k.bias_relu_max_pool2d_backward(gp, cl(x), &b, out, 2, gpre_cl, &gb_cl);
+      kernels.bias_relu_max_pool2d_backward(gp, x, &b, out, k, gpre, &gb);
+      kernels.bias_relu_max_pool2d_backward(gp, cl(x), &b, out, k, gpre_cl, &gb_cl);
       EXPECT_TRUE(all_equal(gpre_cl.contiguous(), gpre)) << "bias_relu_max_pool2d_backward";
       EXPECT_TRUE(all_close(gb_cl, gb, t, t)) << "bias_relu_max_pool2d_backward, the bias gradient";
     }
@@ -126,36 +129,77 @@ TEST(CudaConv2dRelu, ChannelsLastEpiloguesMatchNchw) {
 }
 
 // A 16-bit convolution on cuDNN runs channels-last: its output is, and the fused ops' values and
-// gradients match float32 (their layouts aside) through the whole MNIST CNN block.
+// gradients match float32 (their layouts aside) through the MNIST CNN's two convolutions. The first
+// layer runs on cuDNN when its input wants a gradient, else on the direct kernels
+// (ops/cuda/conv2d_direct.cu). Small whole numbers and a sparse second filter keep every value of
+// the forward exact in 16 bits: rounded inputs would move the pool's maxima and the ReLU's mask, and
+// route gradients elsewhere than float32 does, whatever the layout.
 TEST(CudaConv2dRelu, SixteenBitCudnnRunsChannelsLast) {
   MINIDL_REQUIRE_CUDA();
   ConvBackendScope scope(ConvBackend::Cudnn);
   manual_seed(23);
-  const Tensor x = randn({8, 1, 12, 12}), w1 = randn({32, 1, 3, 3}) * 0.3, b1 = randn({32}) * 0.1;
-  const Tensor w2 = randn({64, 32, 3, 3}) * 0.1, b2 = randn({64}) * 0.1;
-  const auto block = [&](DType dt, std::vector<Tensor>& leaves) {
-    leaves.clear();
-    for (const Tensor& t : {x, w1, b1, w2, b2}) leaves.push_back(t.to(dt).to(gpu()).requires_grad_());
-    const Tensor h = conv2d_relu(leaves[0], leaves[1], leaves[2]);
-    if (is_reduced_floating(dt)) EXPECT_TRUE(h.is_contiguous(MemoryFormat::ChannelsLast) && !h.is_contiguous());
-    const Tensor out = conv2d_relu_max_pool2d(h, leaves[3], leaves[4], 1, 0, 1, 2);
-    EXPECT_TRUE(out.is_contiguous());
-    return out;
+  const auto whole = [](int64_t low, int64_t high, const Shape& shape) { return randint(low, high, shape).to(kFloat32); };
+  const Tensor x = whole(-1, 3, {8, 1, 12, 12}), w1 = whole(-1, 2, {32, 1, 3, 3}), b1 = whole(-1, 2, {32});
+  const Tensor w2 = whole(-1, 2, {16, 32, 3, 3}) * (rand({16, 32, 3, 3}) < 0.1).to(kFloat32), b2 = whole(-2, 3, {16});
+  const Tensor up = whole(-1, 2, {8, 16, 5, 5}).to(gpu());
+  for (const bool input_grad : {true, false}) {
+    const auto block = [&](DType dt, std::vector<Tensor>& leaves) {
+      leaves.clear();
+      for (const Tensor& t : {x, w1, b1, w2, b2}) leaves.push_back(t.to(dt).to(gpu()).requires_grad_());
+      if (!input_grad) leaves[0] = leaves[0].detach();
+      const Tensor h = conv2d_relu(leaves[0], leaves[1], leaves[2]);
+      if (is_reduced_floating(dt)) EXPECT_TRUE(h.is_contiguous(MemoryFormat::ChannelsLast) && !h.is_contiguous());
+      const Tensor out = conv2d_relu_max_pool2d(h, leaves[3], leaves[4], 1, 0, 1, 2);
+      EXPECT_TRUE(out.is_contiguous());
+      (out.to(kFloat32) * up).sum().backward();
+      return out;
+    };
+    std::vector<Tensor> ref_leaves, leaves;
+    const Tensor ref = block(kFloat32, ref_leaves);
+    for (DType dt : {kBFloat16, kHalf}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + (input_grad ? ", the input wants a gradient" : ", a first layer"));
+      const Tensor out = block(dt, leaves);
+      EXPECT_TRUE(all_close(out.to(kFloat32), ref, 0, 0)) << "output";
+      // The weight gradients sum hundreds of products: rounded once to 16 bits.
+      const double t = dt == kBFloat16 ? 1e-2 : 2e-3;
+      for (size_t i = input_grad ? 0 : 1; i < leaves.size(); ++i)
+        EXPECT_TRUE(all_close(leaves[i].grad().to(kFloat32), ref_leaves[i].grad(), t, t)) << "gradient of leaf " << i;
+    }
+  }
+}
+
+// The direct first-layer kernels with strides, padding, dilation and a 5 x 5 window, against the
+// float32 op; 16 and 8 output channels (two packs, one).
+TEST(CudaConv2dRelu, DirectFirstLayerMatchesFloat32) {
+  MINIDL_REQUIRE_CUDA();
+  struct Case {
+    Shape w;
+    Size2 stride, padding, dilation;
   };
-  std::vector<Tensor> ref_leaves, leaves;
-  const Tensor ref = block(kFloat32, ref_leaves);
-  const Tensor up = randn(ref.shape()).to(gpu());
-  (ref * up).sum().backward();
-  for (DType dt : {kBFloat16, kHalf}) {
-    SCOPED_TRACE(dtype_name(dt));
-    const Tensor out = block(dt, leaves);
-    (out.to(kFloat32) * up).sum().backward();
-    const double t = dt == kBFloat16 ? 5e-2 : 1e-2;
-    EXPECT_TRUE(all_close(out.to(kFloat32), ref, t, t)) << "output";
-    for (size_t i = 1; i < leaves.size(); ++i) {
-      const Tensor g = leaves[i].grad().to(kFloat32);
-      const double scale = ref_leaves[i].grad().abs().max().item<float>();
-      EXPECT_TRUE(all_close(g, ref_leaves[i].grad(), 4 * t * scale, 0)) << "gradient of leaf " << i;
+  const Case cases[] = {{{16, 1, 5, 5}, 2, 2, 1}, {{8, 1, 3, 3}, 1, 1, 2}, {{32, 1, 3, 2}, {1, 2}, {0, 1}, 1}};
+  for (const Case& c : cases) {
+    for (DType dt : {kBFloat16, kHalf}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " weight " + shape_str(c.w));
+      manual_seed(29);
+      // Values the 16-bit types hold exactly, so that both runs start from the same inputs.
+      const Tensor x = randn({3, 1, 11, 10}).to(dt), w = (randn(c.w) * 0.3).to(dt), b = (randn({c.w[0]}) * 0.1).to(dt);
+      const auto run = [&](DType as, Tensor& wl, Tensor& bl) {
+        wl = w.to(as).to(gpu()).requires_grad_();
+        bl = b.to(as).to(gpu()).requires_grad_();
+        return conv2d_relu(x.to(as).to(gpu()), wl, bl, c.stride, c.padding, c.dilation);
+      };
+      Tensor w32, b32, w16, b16;
+      const Tensor ref = run(kFloat32, w32, b32), out = run(dt, w16, b16);
+      EXPECT_TRUE(out.is_contiguous(MemoryFormat::ChannelsLast));
+      const Tensor up = randn(ref.shape()).to(gpu());
+      (ref * up).sum().backward();
+      (out.to(kFloat32) * up).sum().backward();
+      const double t = dt == kBFloat16 ? 1e-2 : 2e-3;
+      EXPECT_TRUE(all_close(out.to(kFloat32), ref, t, t)) << "output";
+      for (auto [got, want] : {std::pair{w16, w32}, std::pair{b16, b32}}) {
+        const double scale = want.grad().abs().max().item<float>();
+        EXPECT_TRUE(all_close(got.grad().to(kFloat32), want.grad(), 2 * t * scale, 0)) << "gradient";
+      }
     }
   }
 }

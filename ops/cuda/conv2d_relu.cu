@@ -22,6 +22,8 @@ using namespace cuda;
 
 constexpr int kBlock = 256;
 constexpr int64_t kMaxSlices = 64;
+// Pooled rows of every channel, staged in shared memory by the channels-last pooling kernels.
+constexpr int64_t kMaxRowBytes = 48 << 10;
 
 // The bias gradient's sums: AccT (double for float, as the reductions); float for bfloat16 and
 // float16, whose elements are read as float (compute_t).
@@ -252,84 +254,127 @@ __global__ void conv_bias_relu_backward_nhwc_kernel(const Pack<T>* __restrict__ 
   }
 }
 
-// bias_relu_max_pool2d from NHWC x into NCHW out. Block (i, n) makes output row i of image n for
-// every channel: it reads the k input rows of the windows with the channels fastest (coalesced),
-// keeps the row in shared memory as [C, ow], and writes it out plane by plane.
-template <class T>
-__global__ void bias_relu_max_pool2d_nhwc_kernel(const T* __restrict__ x, const T* __restrict__ bias,
-                                                 T* __restrict__ out, int channels, int H, int W, int oh, int ow,
-                                                 int k) {
+// bias_relu_max_pool2d from NHWC x into NCHW out. Block (r, n) makes output rows [r * rows, (r + 1)
+// * rows) of image n for every channel: thread e reads the windows of one output pixel a Pack of
+// channels at a time (16-byte loads, the window unrolled for K = 2), keeps the rows in shared memory
+// as [C, rows * ow], and the block writes each channel's rows out, contiguous in NCHW.
+template <class T, int K>
+__global__ void bias_relu_max_pool2d_nhwc_kernel(const Pack<T>* __restrict__ x, const T* __restrict__ bias,
+                                                 T* __restrict__ out, int packs, int H, int W, int oh, int ow, int k,
+                                                 int rows) {
+  constexpr int kSize = Pack<T>::kSize;
   extern __shared__ unsigned char row_bytes[];
   T* row = reinterpret_cast<T*>(row_bytes);
-  const int i = blockIdx.x;
+  const int i0 = blockIdx.x * rows, here = min(rows, oh - i0), span = here * ow, channels = packs * kSize;
   const int64_t n = blockIdx.y;
-  const int count = channels * ow;
-  for (int e = threadIdx.x; e < count; e += blockDim.x) {
-    const int c = e % channels, j = e / channels;
-    const T shift = bias ? bias[c] : T(0);
-    const T* s = x + ((n * H + i * k) * W + j * k) * channels + c;
+  const int kw = K ? K : k;
+  for (int e = threadIdx.x; e < packs * span; e += blockDim.x) {
+    const int pk = e % packs, r = e / packs, i = i0 + r / ow, j = r % ow;
+    const Pack<T>* s = x + ((n * H + i * kw) * W + j * kw) * packs + pk;
+    T shift[kSize], best[kSize];
+    const Pack<T> first = s[0];
+#pragma unroll
+    for (int l = 0; l < kSize; ++l) {
+      shift[l] = bias ? bias[pk * kSize + l] : T(0);
+      best[l] = first.v[l] + shift[l];
+    }
     // As max_pool2d over relu(x + b): the first maximum wins and a NaN wins over numbers.
-    T best = s[0] + shift;
-    for (int di = 0; di < k; ++di)
-      for (int dj = 0; dj < k; ++dj) {
-        const T v = s[(int64_t(di) * W + dj) * channels] + shift;
-        if (v > best || epilogue_isnan(v)) best = v;
+#pragma unroll
+    for (int di = 0; di < kw; ++di)
+#pragma unroll
+      for (int dj = 0; dj < kw; ++dj) {
+        const Pack<T> v = s[(int64_t(di) * W + dj) * packs];
+#pragma unroll
+        for (int l = 0; l < kSize; ++l) {
+          const T value = v.v[l] + shift[l];
+          if (value > best[l] || epilogue_isnan(value)) best[l] = value;
+        }
       }
-    row[c * ow + j] = relu_of(best);
+#pragma unroll
+    for (int l = 0; l < kSize; ++l) row[(pk * kSize + l) * span + r] = relu_of(best[l]);
   }
   __syncthreads();
-  for (int e = threadIdx.x; e < count; e += blockDim.x) {
-    const int c = e / ow, j = e - c * ow;
-    out[((n * channels + c) * oh + i) * ow + j] = row[e];
+  for (int e = threadIdx.x; e < channels * span; e += blockDim.x) {
+    const int c = e / span, r = e - c * span;
+    out[((n * channels + c) * oh + i0) * ow + r] = row[e];
   }
 }
 
 // The backward's scatter into NHWC grad_pre, from the pooled gradient already masked by the ReLU
 // (`routed`, NCHW): each window's gradient goes to its first maximum of x + b, zeros elsewhere, and
-// rows and columns outside every window get zeros. Block (i, n) as in the forward; the pooled row
-// is staged in shared memory as [C, ow] so that both sides are read in their own order.
-template <class T>
-__global__ void max_unpool2d_nhwc_kernel(const T* __restrict__ routed, const T* __restrict__ x,
-                                         const T* __restrict__ bias, T* __restrict__ grad_pre, int channels, int H,
-                                         int W, int oh, int ow, int k) {
+// rows and columns outside every window get zeros. Blocks as in the forward; the pooled rows are
+// staged in shared memory as [C, rows * ow] so that both sides are read in their own order.
+template <class T, int K>
+__global__ void max_unpool2d_nhwc_kernel(const T* __restrict__ routed, const Pack<T>* __restrict__ x,
+                                         const T* __restrict__ bias, Pack<T>* __restrict__ grad_pre, int packs, int H,
+                                         int W, int oh, int ow, int k, int rows) {
+  constexpr int kSize = Pack<T>::kSize;
   extern __shared__ unsigned char row_bytes[];
   T* row = reinterpret_cast<T*>(row_bytes);
-  const int i = blockIdx.x;
+  const int i0 = blockIdx.x * rows, here = min(rows, oh - i0), span = here * ow, channels = packs * kSize;
   const int64_t n = blockIdx.y;
-  const int count = channels * ow;
-  for (int e = threadIdx.x; e < count; e += blockDim.x) {
-    const int c = e / ow, j = e - c * ow;
-    row[e] = routed[((n * channels + c) * oh + i) * ow + j];
+  const int kw = K ? K : k;
+  for (int e = threadIdx.x; e < channels * span; e += blockDim.x) {
+    const int c = e / span, r = e - c * span;
+    row[e] = routed[((n * channels + c) * oh + i0) * ow + r];
   }
   __syncthreads();
-  for (int e = threadIdx.x; e < count; e += blockDim.x) {
-    const int c = e % channels, j = e / channels;
-    const T g = row[c * ow + j];
-    const int64_t corner = ((n * H + i * k) * W + j * k) * channels + c;
-    int best_at = 0;
-    if (g != T(0)) {
-      const T shift = bias ? bias[c] : T(0);
-      T best = x[corner] + shift;
-      for (int di = 0; di < k; ++di)
-        for (int dj = 0; dj < k; ++dj) {
-          const T v = x[corner + (int64_t(di) * W + dj) * channels] + shift;
-          if (v > best) best = v, best_at = di * k + dj;
-        }
+  for (int e = threadIdx.x; e < packs * span; e += blockDim.x) {
+    const int pk = e % packs, r = e / packs, i = i0 + r / ow, j = r % ow;
+    const int64_t corner = ((n * H + i * kw) * W + j * kw) * packs + pk;
+    T g[kSize], shift[kSize], best[kSize];
+    int best_at[kSize];
+    const Pack<T> first = x[corner];
+#pragma unroll
+    for (int l = 0; l < kSize; ++l) {
+      g[l] = row[(pk * kSize + l) * span + r];
+      shift[l] = bias ? bias[pk * kSize + l] : T(0);
+      best[l] = first.v[l] + shift[l];
+      best_at[l] = 0;
     }
-    for (int di = 0; di < k; ++di)
-      for (int dj = 0; dj < k; ++dj)
-        grad_pre[corner + (int64_t(di) * W + dj) * channels] = di * k + dj == best_at ? g : T(0);
+#pragma unroll
+    for (int di = 0; di < kw; ++di)
+#pragma unroll
+      for (int dj = 0; dj < kw; ++dj) {
+        const Pack<T> v = x[corner + (int64_t(di) * W + dj) * packs];
+#pragma unroll
+        for (int l = 0; l < kSize; ++l) {
+          const T value = v.v[l] + shift[l];
+          if (value > best[l]) best[l] = value, best_at[l] = di * kw + dj;
+        }
+      }
+#pragma unroll
+    for (int di = 0; di < kw; ++di)
+#pragma unroll
+      for (int dj = 0; dj < kw; ++dj) {
+        Pack<T> d;
+#pragma unroll
+        for (int l = 0; l < kSize; ++l) d.v[l] = di * kw + dj == best_at[l] ? g[l] : T(0);
+        grad_pre[corner + (int64_t(di) * W + dj) * packs] = d;
+      }
   }
-  // Columns right of the last window, in this block's rows; the last block row takes the rows
-  // below every window too.
-  const int tail_w = W - ow * k;
-  for (int e = threadIdx.x; e < k * tail_w * channels; e += blockDim.x) {
-    const int r = e / (tail_w * channels), rest = e - r * tail_w * channels;
-    grad_pre[((n * H + i * k + r) * W + ow * k) * channels + rest] = T(0);
+  // Columns right of the last window, in this block's input rows; the last block of the image takes
+  // the rows below every window too.
+  Pack<T> zero;
+#pragma unroll
+  for (int l = 0; l < kSize; ++l) zero.v[l] = T(0);
+  const int tail_w = W - ow * kw;
+  for (int e = threadIdx.x; e < here * kw * tail_w * packs; e += blockDim.x) {
+    const int r = e / (tail_w * packs), rest = e - r * tail_w * packs;
+    grad_pre[((n * H + i0 * kw + r) * W + ow * kw) * packs + rest] = zero;
   }
-  if (i == oh - 1)
-    for (int64_t e = threadIdx.x; e < int64_t(H - oh * k) * W * channels; e += blockDim.x)
-      grad_pre[(n * H + oh * k) * int64_t(W) * channels + e] = T(0);
+  if (i0 + here == oh)
+    for (int64_t e = threadIdx.x; e < int64_t(H - oh * kw) * W * packs; e += blockDim.x)
+      grad_pre[(n * H + oh * kw) * int64_t(W) * packs + e] = zero;
+}
+
+// Output rows per block of the channels-last pooling kernels: enough pixel-packs to occupy the
+// block, within the shared memory of their staged rows; 0 where even one row does not fit.
+int pool_rows_per_block(int64_t channels, int64_t pack, int64_t oh, int64_t ow, size_t element) {
+  const int64_t row_bytes = channels * ow * static_cast<int64_t>(element);
+  if (channels % pack != 0 || row_bytes > kMaxRowBytes) return 0;
+  const int64_t wanted = (kBlock + channels / pack * ow - 1) / (channels / pack * ow);
+  return static_cast<int>(std::clamp<int64_t>(std::min(wanted, kMaxRowBytes / row_bytes), 1, oh));
 }
 
 // Blocks per channel: enough blocks in all to fill the GPU, each with some images to loop over, and
@@ -369,8 +414,6 @@ bool same_layout(const char* op, std::initializer_list<const Tensor*> tensors) {
   return channels_last;
 }
 
-// A pooled row of every channel, staged in shared memory by the channels-last pooling kernels.
-constexpr int64_t kMaxRowBytes = 48 << 10;
 
 }  // namespace
 
@@ -487,27 +530,36 @@ void CudaKernels::bias_relu_max_pool2d(const Tensor& x, const Tensor* bias, int6
   if (n == 0) return;
   cuda::DeviceGuard guard(device_);
   MINIDL_CHECK(out.is_contiguous(), "bias_relu_max_pool2d on CUDA: expected a contiguous output");
-  const int64_t channels = x.size(1), row_elements = channels * out.size(3);
-  if (nhwc(x)) {
-    MINIDL_CHECK(row_elements * static_cast<int64_t>(element_size(x.dtype())) <= kMaxRowBytes,
-                 "bias_relu_max_pool2d on CUDA: ", channels, " channels of ", out.size(3),
-                 " pooled columns exceed the channels-last kernel's shared memory");
-    dispatch_floating_and_half(x.dtype(), "bias_relu_max_pool2d", [&](auto tag) {
-      using T = decltype(tag);
-      const dim3 grid(static_cast<unsigned>(out.size(2)), static_cast<unsigned>(out.size(0)));
-      bias_relu_max_pool2d_nhwc_kernel<T><<<grid, kBlock, row_elements * sizeof(T), stream_>>>(
-          ptr<const T>(x), bias ? ptr<const T>(*bias) : nullptr, ptr<T>(out), static_cast<int>(channels),
-          static_cast<int>(x.size(2)), static_cast<int>(x.size(3)), static_cast<int>(out.size(2)),
-          static_cast<int>(out.size(3)), static_cast<int>(k));
-      CUDA_LAUNCH_CHECK(bias_relu_max_pool2d_nhwc_kernel);
-    });
-    return;
-  }
-  MINIDL_CHECK(x.is_contiguous(), "bias_relu_max_pool2d on CUDA: expected x contiguous or channels-last");
+  const int64_t channels = x.size(1), oh = out.size(2), ow = out.size(3);
+  const bool channels_last = nhwc(x);
+  MINIDL_CHECK(channels_last || x.is_contiguous(), "bias_relu_max_pool2d on CUDA: expected x contiguous or channels-last");
   dispatch_floating_and_half(x.dtype(), "bias_relu_max_pool2d", [&](auto tag) {
     using T = decltype(tag);
+    const int rows = channels_last && aligned_to(16, {x.raw_data()})
+                         ? pool_rows_per_block(channels, Pack<T>::kSize, oh, ow, sizeof(T))
+                         : 0;
+    if (rows > 0) {
+      const dim3 grid(static_cast<unsigned>((oh + rows - 1) / rows), static_cast<unsigned>(out.size(0)));
+      const size_t bytes = static_cast<size_t>(channels * rows * ow) * sizeof(T);
+      const auto launch = [&](auto kernel) {
+        kernel<<<grid, kBlock, bytes, stream_>>>(
+            static_cast<const Pack<T>*>(x.raw_data()), bias ? ptr<const T>(*bias) : nullptr, ptr<T>(out),
+            static_cast<int>(channels / Pack<T>::kSize), static_cast<int>(x.size(2)), static_cast<int>(x.size(3)),
+            static_cast<int>(oh), static_cast<int>(ow), static_cast<int>(k), rows);
+      };
+      if (k == 2) launch(bias_relu_max_pool2d_nhwc_kernel<T, 2>);
+      else launch(bias_relu_max_pool2d_nhwc_kernel<T, 0>);
+      CUDA_LAUNCH_CHECK(bias_relu_max_pool2d_nhwc_kernel);
+      return;
+    }
+    // NCHW; channels-last only through a copy (channel counts the packs do not tile).
+    Tensor xc = x;
+    if (channels_last) {
+      xc = Tensor::empty(x.shape(), x.dtype(), x.device());
+      copy(x, xc);
+    }
     bias_relu_max_pool2d_kernel<T><<<blocks_for(n), kBlock, 0, stream_>>>(
-        ptr<const T>(x), bias ? ptr<const T>(*bias) : nullptr, ptr<T>(out), n, x.size(1), static_cast<int>(x.size(2)),
+        ptr<const T>(xc), bias ? ptr<const T>(*bias) : nullptr, ptr<T>(out), n, x.size(1), static_cast<int>(x.size(2)),
         static_cast<int>(x.size(3)), static_cast<int>(out.size(2)), static_cast<int>(out.size(3)),
         static_cast<int>(k));
     CUDA_LAUNCH_CHECK(bias_relu_max_pool2d_kernel);
@@ -527,19 +579,32 @@ void CudaKernels::bias_relu_max_pool2d_backward(const Tensor& grad_out, const Te
   if (same_layout("bias_relu_max_pool2d_backward", {&x, &grad_pre})) {
     // The ReLU's mask and the bias gradient on the pooled tensors (each window routes its whole
     // gradient to one element, so the sums are the same), then the scatter into NHWC.
+    const int64_t oh = out.size(2), ow = out.size(3);
+    const int rows = aligned_to(16, {x.raw_data(), grad_pre.raw_data()})
+                         ? pool_rows_per_block(channels, 16 / element_size(x.dtype()), oh, ow, element_size(x.dtype()))
+                         : 0;
+    if (rows == 0) {  // channel counts the packs do not tile: through NCHW copies
+      Tensor xc = Tensor::empty(x.shape(), x.dtype(), x.device()), pre = Tensor::empty(x.shape(), x.dtype(), x.device());
+      copy(x, xc);
+      bias_relu_max_pool2d_backward(grad_out, xc, bias, out, k, pre, grad_bias);
+      copy(pre, grad_pre);
+      return;
+    }
     Tensor routed = Tensor::empty(out.shape(), out.dtype(), out.device());
     conv_bias_relu_backward(grad_out, out, routed, grad_bias);
-    const int64_t row_elements = channels * out.size(3);
-    MINIDL_CHECK(row_elements * static_cast<int64_t>(element_size(x.dtype())) <= kMaxRowBytes,
-                 "bias_relu_max_pool2d_backward on CUDA: ", channels, " channels of ", out.size(3),
-                 " pooled columns exceed the channels-last kernel's shared memory");
     dispatch_floating_and_half(x.dtype(), "bias_relu_max_pool2d_backward", [&](auto tag) {
       using T = decltype(tag);
-      const dim3 grid(static_cast<unsigned>(out.size(2)), static_cast<unsigned>(images));
-      max_unpool2d_nhwc_kernel<T><<<grid, kBlock, row_elements * sizeof(T), stream_>>>(
-          ptr<const T>(routed), ptr<const T>(x), bias ? ptr<const T>(*bias) : nullptr, ptr<T>(grad_pre),
-          static_cast<int>(channels), static_cast<int>(x.size(2)), static_cast<int>(x.size(3)),
-          static_cast<int>(out.size(2)), static_cast<int>(out.size(3)), static_cast<int>(k));
+      const dim3 grid(static_cast<unsigned>((oh + rows - 1) / rows), static_cast<unsigned>(images));
+      const size_t bytes = static_cast<size_t>(channels * rows * ow) * sizeof(T);
+      const auto launch = [&](auto kernel) {
+        kernel<<<grid, kBlock, bytes, stream_>>>(
+            ptr<const T>(routed), static_cast<const Pack<T>*>(x.raw_data()), bias ? ptr<const T>(*bias) : nullptr,
+            static_cast<Pack<T>*>(grad_pre.raw_data()), static_cast<int>(channels / Pack<T>::kSize),
+            static_cast<int>(x.size(2)), static_cast<int>(x.size(3)), static_cast<int>(oh), static_cast<int>(ow),
+            static_cast<int>(k), rows);
+      };
+      if (k == 2) launch(max_unpool2d_nhwc_kernel<T, 2>);
+      else launch(max_unpool2d_nhwc_kernel<T, 0>);
       CUDA_LAUNCH_CHECK(max_unpool2d_nhwc_kernel);
     });
     return;

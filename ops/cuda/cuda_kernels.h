@@ -75,6 +75,10 @@ class CudaKernels final : public Kernels {
   void conv_bias_act(const Tensor& x, const Tensor* bias, bool relu, Tensor& y) override;
   void conv_bias_relu_backward(const Tensor& grad_out, const Tensor& y, Tensor& grad_pre, Tensor* grad_bias) override;
   void bias_relu_max_pool2d(const Tensor& x, const Tensor* bias, int64_t k, Tensor& out) override;
+  bool conv2d_relu_direct(const Tensor& x, const Tensor& weight, const Tensor* bias, const ConvGeometry& g,
+                          Tensor& y) override;  // ops/cuda/conv2d_direct.cu
+  bool conv2d_relu_direct_backward(const Tensor& grad_y, const Tensor& y, const Tensor& x, const ConvGeometry& g,
+                                   Tensor& grad_weight, Tensor* grad_bias) override;
   void bias_relu_max_pool2d_backward(const Tensor& grad_out, const Tensor& x, const Tensor* bias, const Tensor& out,
                                      int64_t k, Tensor& grad_pre, Tensor* grad_bias) override;
   void avg_pool2d(const Tensor& x, const ConvGeometry& g, bool count_include_pad, Tensor& out) override;

@@ -9,6 +9,7 @@
 // run, and the graphed step ran about 5% slower in the runs that took cuDNN there. A smaller batch
 // of a measured shape reuses its choice.
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <mutex>
@@ -191,6 +192,18 @@ bool find_fastest(cudnnHandle_t handle, ConvPlan& p, const Tensor& x, const Tens
     add_usable(fwd_rank, fwd, nf, p);
     add_usable(bwd_data_rank, bwd_data, nd, p);
     add_usable(bwd_filter_rank, bwd_filter, nw, p);
+  }
+  if (cuda::gemm_tuning_verbose()) {
+    const auto list = [](const char* pass, const auto& ranking) {
+      std::fprintf(stderr, "minidl:   %s medians:", pass);
+      for (const auto* r : ranking.near_fastest(SIZE_MAX, 1e9f))
+        std::fprintf(stderr, " algorithm %d %.1f us (%.0f MB)", static_cast<int>(r->algo), 1000 * r->time,
+                     static_cast<double>(r->memory) / (1 << 20));
+      std::fprintf(stderr, "\n");
+    };
+    list("forward", fwd_rank);
+    list("input gradient", bwd_data_rank);
+    list("weight gradient", bwd_filter_rank);
   }
   ConvAlgorithms chosen[2];
   const cudnnConvolutionFwdAlgoPerf_t* forward[2] = {nullptr, nullptr};

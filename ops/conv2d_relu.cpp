@@ -2,9 +2,9 @@
 //
 // Shapes: x [N, C, H, W], weight [O, C, kh, kw], bias [O] (or undefined), pre [N, O, oh, ow] the
 // convolution without bias, in the layout the convolution left it (channels-last for cuDNN's 16-bit
-// convolutions, ops/conv2d_core.h); y too, while the pooled output is contiguous. conv2d_relu returns y = relu(pre + bias); conv2d_relu_max_pool2d
-// returns [N, O, oh/pool, ow/pool] (floor: edge rows and columns outside every window are dropped,
-// as max_pool2d drops them).
+// convolutions, ops/conv2d_core.h). conv2d_relu returns y = relu(pre + bias), laid out as pre;
+// conv2d_relu_max_pool2d returns [N, O, oh/pool, ow/pool], contiguous (floor: edge rows and columns
+// outside every window are dropped, as max_pool2d drops them).
 //
 // Backward: the epilogue's kernel turns the output gradient into the gradient of pre (and the
 // bias's), then the convolution's backward gives the input's and the weight's.

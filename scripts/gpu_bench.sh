@@ -66,7 +66,7 @@ for rep in $(seq 1 "$REPS"); do
         line=$(grep -m1 "^pytorch $mode  " "$last")
         ips=$(sed -nE 's/.* ([0-9.]+) img\/s .*/\1/p' <<<"$line")
         names_precision "$precision" "$line" || ips=
-        winner=$(sed -nE 's/.*  winner ([a-z]+).*/\1/p' <<<"$line")
+        winner=$(sed -nE 's/.*  winner ([a-z_]+).*/\1/p' <<<"$line")
         echo "$precision $model $batch pytorch_$mode ${ips:-failed} $winner" >>"$results"
       done
     done
@@ -74,8 +74,9 @@ for rep in $(seq 1 "$REPS"); do
 done
 
 # The table: each column's figures in repetition order, then the ratios of the medians, a line per
-# precision and row. "PyTorch best" is the fastest of PyTorch's three in each repetition, with the
-# mode that won it, in the same precision.
+# precision and row. "PyTorch best" is the fastest of PyTorch's runs in each repetition, with the
+# mode that won it, in the same precision (for the CNN, compile_channels_last where its channels-last
+# compiled run won).
 results_files=()
 for precision in $PRECISIONS; do results_files+=("$OUT/results-$precision.txt"); done
 awk -v rows="$ROWS" -v precisions="$PRECISIONS" '

@@ -52,16 +52,15 @@ struct alignas(16) Pack {
   T v[kSize];
 };
 
-// y may be x (in place). Each thread steps a Pack at a time: the plane size is a multiple of the
-// pack's (the caller checks), so a pack never straddles two channels.
 // The channel of flat element i: (i / area) % channels in NCHW, i % channels in NHWC.
 template <bool ChannelsLast, class I>
 __device__ __forceinline__ I channel_of(I i, I area, I channels) {
   return ChannelsLast ? i % channels : (i / area) % channels;
 }
 
-// Packs never straddle two channels in NCHW (the plane size is a multiple of the pack's) and hold
-// kSize consecutive channels in NHWC (so does the channel count).
+// y may be x (in place). Each thread steps a Pack at a time, and the caller checks that a pack
+// never straddles two channels in NCHW (the plane size is a multiple of the pack's) and holds kSize
+// consecutive channels in NHWC (so is the channel count).
 template <class T, bool Relu, bool ChannelsLast, class I>
 __global__ void conv_bias_act_kernel(const Pack<T>* x, const T* __restrict__ bias, Pack<T>* y, I packs, I area,
                                      I channels) {

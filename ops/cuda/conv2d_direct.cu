@@ -4,13 +4,16 @@
 // cuDNN treats this as a GEMM whose inner dimension is the window (9 for 3 x 3): too short to feed
 // its tensor cores, so each pass costs as much as a deep layer's. At the MNIST CNN's first layer,
 // batch 512, bfloat16 on an H200, its forward took 44 us and its weight gradient 110 us, plus 42 and
-// 74 us of epilogue passes (bias and ReLU, their backward); each direction here is one pass over the
-// output, which is what bounds it. Products accumulate in float32 and each output is rounded once.
+// 74 us of epilogue passes (bias and ReLU, their backward). Each direction here is one pass over the
+// output, which is what bounds it: 22 MB written forward, twice that read backward. Products
+// accumulate in float32 and each output is rounded once.
 //
-// Forward: one thread per output pixel, every channel. Backward (the input needs no gradient at a
-// first layer): the weight and bias gradients as a small product per tile of pixels in shared
-// memory, each block's sums left in a row of partials that the last block adds in block order, so
-// the result does not depend on scheduling.
+// Each thread of either kernel takes one pack of 8 output channels (16 bytes of a channels-last
+// pixel), so that a warp reads or writes whole pixels in one contiguous span. The forward reads its
+// pack's weights from shared memory as float4s, one load for four channels of a tap; reading one
+// weight a product (17.9 us at that shape) made the loads, not the memory, set its pace. The
+// backward keeps its pack's sums in registers over a stride of pixels, then adds them across the
+// grid in a fixed order.
 #include "ops/cuda/common.cuh"
 
 namespace minidl {
@@ -19,11 +22,10 @@ namespace {
 
 using namespace cuda;
 
-constexpr int kBlock = 256;
-constexpr int kMaxWindow = 25;           // up to 5 x 5
-constexpr int kMaxChannels = 256;
-constexpr int kMaxPairsPerThread = 4;      // the backward's (channel, tap) sums a thread keeps
-constexpr unsigned kBackwardBlocks = 528;  // a few per SM: each block's partial row costs the last one a read
+constexpr int kBlock = 256;           // the forward's threads a block
+constexpr int kBackwardBlock = 384;   // the backward's: one block an SM, up to 168 registers a thread
+constexpr int kMaxWindow = 9;         // up to 3 x 3: the taps a backward thread keeps sums of
+constexpr int kMaxChannels = 256;     // 32 packs: a warp at most
 
 template <class T>
 struct alignas(16) Pack8 {
@@ -32,145 +34,189 @@ struct alignas(16) Pack8 {
 
 // The window of output pixel `pixel` = (n, i, j) from x [N, 1, H, W] as float, tap t = di * kw + dj;
 // zeros in the padding. KH and KW give the window's size where known when compiling (3 x 3), so
-// that the loops unroll and the window stays in registers; 0 reads it from g.
+// that the loops unroll; 0 reads it from g.
+// 32-bit index arithmetic throughout (direct_applies): a 64-bit division costs as much as the
+// window's products.
 template <int KH, int KW, class T>
-__device__ __forceinline__ void read_window(const T* __restrict__ x, const Geo<int>& g, int64_t pixel,
-                                            float* window) {
+__device__ __forceinline__ void read_window(const T* __restrict__ x, const Geo<int>& g, int pixel, float* window) {
   const int kh = KH ? KH : g.kernel_h, kw = KW ? KW : g.kernel_w;
   const int area = g.out_h * g.out_w;
-  const int64_t n = pixel / area;
-  const int r = int(pixel - n * area), i = r / g.out_w, j = r - i * g.out_w;
+  const int n = pixel / area;
+  const int r = pixel - n * area, i = r / g.out_w, j = r - i * g.out_w;
   const int h0 = i * g.stride_h - g.pad_h, w0 = j * g.stride_w - g.pad_w;
   const T* image = x + n * g.height * g.width;
 #pragma unroll
-  for (int di = 0; di < kh; ++di) {
-    const int h = h0 + di * g.dilation_h;
-#pragma unroll
-    for (int dj = 0; dj < kw; ++dj) {
-      const int w = w0 + dj * g.dilation_w;
-      window[di * kw + dj] = h >= 0 && h < g.height && w >= 0 && w < g.width ? float(image[h * g.width + w]) : 0.f;
-    }
+  for (int t = 0; t < kMaxWindow; ++t) {
+    if (t >= kh * kw) break;
+    const int di = t / kw, dj = t - di * kw;
+    const int h = h0 + di * g.dilation_h, w = w0 + dj * g.dilation_w;
+    window[t] = h >= 0 && h < g.height && w >= 0 && w < g.width ? float(image[h * g.width + w]) : 0.f;
   }
 }
 
-// Thread p makes every channel of output pixel p: its window read once, the weights read from
-// shared memory by the whole warp at once, the channels stored a Pack at a time.
+// Thread (pixel, pack) makes channels [8 pack, 8 pack + 8) of one output pixel, bias and ReLU
+// applied before the one rounding. The weights sit in shared memory tap by tap ([tap, channel]).
 template <class T, int KH, int KW>
 __global__ void conv2d_relu_direct_kernel(const T* __restrict__ x, const T* __restrict__ weight,
-                                          const T* __restrict__ bias, T* __restrict__ y, int64_t pixels, int channels,
+                                          const T* __restrict__ bias, T* __restrict__ y, int64_t pixels, int packs,
                                           Geo<int> g) {
-  __shared__ float w_s[kMaxChannels * kMaxWindow], b_s[kMaxChannels];
-  const int kk = (KH ? KH : g.kernel_h) * (KW ? KW : g.kernel_w);
-  for (int e = threadIdx.x; e < channels * kk; e += blockDim.x) w_s[e] = float(weight[e]);
-  for (int c = threadIdx.x; c < channels; c += blockDim.x) b_s[c] = bias ? float(bias[c]) : 0.f;
+  __shared__ float4 w_s[kMaxWindow * kMaxChannels / 4], b_s[kMaxChannels / 4];
+  const int kk = (KH ? KH : g.kernel_h) * (KW ? KW : g.kernel_w), channels = packs * 8;
+  for (int e = threadIdx.x; e < channels * kk; e += blockDim.x) {
+    const int c = e / kk, t = e - c * kk;
+    reinterpret_cast<float*>(w_s)[t * channels + c] = float(weight[e]);
+  }
+  for (int c = threadIdx.x; c < channels; c += blockDim.x) reinterpret_cast<float*>(b_s)[c] = bias ? float(bias[c]) : 0.f;
   __syncthreads();
-  float window[kMaxWindow];
-  for (int64_t pixel = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; pixel < pixels;
-       pixel += int64_t(gridDim.x) * blockDim.x) {
+  Pack8<T>* out = reinterpret_cast<Pack8<T>*>(y);
+  const int pack_bits = __ffs(packs) - 1;  // packs is a power of two
+  for (int64_t item = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; item < pixels * packs;
+       item += int64_t(gridDim.x) * blockDim.x) {
+    const int pixel = static_cast<int>(item >> pack_bits), pack = static_cast<int>(item) & (packs - 1);
+    float window[kMaxWindow];
     read_window<KH, KW>(x, g, pixel, window);
-    Pack8<T>* out = reinterpret_cast<Pack8<T>*>(y + pixel * channels);
-    for (int c0 = 0; c0 < channels; c0 += 8) {
-      Pack8<T> v;
+    const float4 b0 = b_s[2 * pack], b1 = b_s[2 * pack + 1];
+    float acc[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
 #pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        const float* w = w_s + (c0 + k) * kk;
-        float acc = b_s[c0 + k];
-#pragma unroll
-        for (int t = 0; t < (KH && KW ? KH * KW : kMaxWindow); ++t)
-          if (KH && KW || t < kk) acc = fmaf(w[t], window[t], acc);
-        v.v[k] = T(acc > 0.f || acc != acc ? acc : 0.f);  // ReLU; NaN passes on
-      }
-      out[c0 / 8] = v;
+    for (int t = 0; t < kMaxWindow; ++t) {
+      if (t >= kk) break;
+      const float4 w0 = w_s[(t * channels) / 4 + 2 * pack], w1 = w_s[(t * channels) / 4 + 2 * pack + 1];
+      const float v = window[t];
+      acc[0] = fmaf(w0.x, v, acc[0]), acc[1] = fmaf(w0.y, v, acc[1]), acc[2] = fmaf(w0.z, v, acc[2]);
+      acc[3] = fmaf(w0.w, v, acc[3]), acc[4] = fmaf(w1.x, v, acc[4]), acc[5] = fmaf(w1.y, v, acc[5]);
+      acc[6] = fmaf(w1.z, v, acc[6]), acc[7] = fmaf(w1.w, v, acc[7]);
     }
+    Pack8<T> o;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) o.v[k] = T(acc[k] > 0.f || acc[k] != acc[k] ? acc[k] : 0.f);  // ReLU; NaN passes on
+    out[item] = o;
   }
 }
 
-// The backward as a small product per tile of `tile` pixels: the block stages the tile's gradient
-// through the ReLU ([tile, C], read a Pack at a time) and windows ([tile, kk]) in shared memory,
-// then each thread adds up its (channel, tap) pairs over the tile (tap kk: the bias). Tiles go
-// round the grid; each block's sums are one row of partials, and the last block adds the rows in
-// block order.
+// The weight and bias gradients. Thread (slot, pack) keeps the sums of its pack's 8 channels by
+// every tap and the bias over its stride of pixels, the gradient taken through the ReLU; the next
+// pixel's gradient and window are loaded before this one's products, so that a thread has two in
+// flight. Then,
+// in a fixed order each run: the threads of a pack add theirs across the warp (a butterfly), the
+// warps add theirs into shared memory one after the other, each block leaves a row of partials,
+// and the last block adds the rows: its threads each take four columns of a share of the rows
+// (16-byte loads), then the shares are added in order.
 template <class T, int KH, int KW>
-__global__ void conv2d_relu_direct_backward_kernel(const T* __restrict__ grad_y, const T* __restrict__ y,
-                                                   const T* __restrict__ x, int64_t pixels, int channels, Geo<int> g,
-                                                   int tile, float* block_sums, unsigned* counters, T* grad_weight,
-                                                   T* grad_bias) {
-  extern __shared__ float staged[];
-  const int kk = (KH ? KH : g.kernel_h) * (KW ? KW : g.kernel_w), sums = kk + 1, pairs = channels * sums;
-  const int packs = channels / 8;
-  float* grad = staged;                     // [tile, channels]
-  float* windows = staged + tile * channels;  // [tile, kk]
-  float acc[kMaxPairsPerThread] = {};
-  for (int64_t first = blockIdx.x * int64_t(tile); first < pixels; first += int64_t(gridDim.x) * tile) {
-    const int here = static_cast<int>(min(int64_t(tile), pixels - first));
-    __syncthreads();  // the previous tile's reads are done
-    for (int e = threadIdx.x; e < here * packs; e += blockDim.x) {
-      const int64_t at = (first * channels) / 8 + e;
-      const Pack8<T> gv = reinterpret_cast<const Pack8<T>*>(grad_y)[at];
-      const Pack8<T> yv = reinterpret_cast<const Pack8<T>*>(y)[at];
+__global__ void __launch_bounds__(kBackwardBlock, 1)
+    conv2d_relu_direct_backward_kernel(const T* __restrict__ grad_y, const T* __restrict__ y,
+                                       const T* __restrict__ x, int64_t pixels, int packs, Geo<int> g,
+                                       float* block_sums, unsigned* counters, T* grad_weight, T* grad_bias) {
+  __shared__ float4 staged4[kMaxChannels * (kMaxWindow + 1) / 4];
+  float* staged = reinterpret_cast<float*>(staged4);
+  const int kk = (KH ? KH : g.kernel_h) * (KW ? KW : g.kernel_w), sums = kk + 1, channels = packs * 8;
+  const int pairs = channels * sums;  // a multiple of 8
+  const int pack = threadIdx.x & (packs - 1), slots = kBackwardBlock / packs;
+  const int64_t stride = int64_t(gridDim.x) * slots;
+  float acc[8][kMaxWindow + 1] = {};  // [k][kMaxWindow]: the bias
+  const Pack8<T>* gp = reinterpret_cast<const Pack8<T>*>(grad_y);
+  const Pack8<T>* yp = reinterpret_cast<const Pack8<T>*>(y);
+  int64_t pixel = blockIdx.x * int64_t(slots) + threadIdx.x / packs;
+  Pack8<T> gv, yv;
+  float wv[kMaxWindow];
+  if (pixel < pixels) {
+    gv = gp[pixel * packs + pack], yv = yp[pixel * packs + pack];
+    read_window<KH, KW>(x, g, static_cast<int>(pixel), wv);
+  }
+  for (; pixel < pixels; pixel += stride) {
+    const Pack8<T> gc = gv, yc = yv;
+    float window[kMaxWindow];
 #pragma unroll
-      for (int k = 0; k < 8; ++k) grad[e * 8 + k] = yv.v[k] > T(0) ? float(gv.v[k]) : 0.f;  // through the ReLU
+    for (int t = 0; t < kMaxWindow; ++t) window[t] = wv[t];
+    if (pixel + stride < pixels) {
+      gv = gp[(pixel + stride) * packs + pack], yv = yp[(pixel + stride) * packs + pack];
+      read_window<KH, KW>(x, g, static_cast<int>(pixel + stride), wv);
     }
-    for (int p = threadIdx.x; p < here; p += blockDim.x) {
-      float window[kMaxWindow];
-      read_window<KH, KW>(x, g, first + p, window);
 #pragma unroll
-      for (int t = 0; t < (KH && KW ? KH * KW : kMaxWindow); ++t)
-        if (KH && KW || t < kk) windows[p * kk + t] = window[t];
+    for (int k = 0; k < 8; ++k) {
+      const float d = yc.v[k] > T(0) ? float(gc.v[k]) : 0.f;  // through the ReLU
+#pragma unroll
+      for (int t = 0; t < kMaxWindow; ++t)
+        if (t < kk) acc[k][t] = fmaf(d, window[t], acc[k][t]);
+      acc[k][kMaxWindow] += d;
     }
+  }
+  // Lanes lane, lane ^ packs, lane ^ 2 packs, ... hold the same pack: the butterfly leaves every one
+  // of them the warp's sum.
+#pragma unroll
+  for (int k = 0; k < 8; ++k)
+#pragma unroll
+    for (int t = 0; t <= kMaxWindow; ++t)
+      for (int offset = packs; offset < 32; offset *= 2) acc[k][t] += __shfl_xor_sync(0xffffffffu, acc[k][t], offset);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int e = threadIdx.x; e < pairs; e += kBackwardBlock) staged[e] = 0.f;
+  for (int w = 0; w < kBackwardBlock / 32; ++w) {
     __syncthreads();
+    if (warp == w && lane < packs) {
 #pragma unroll
-    for (int q = 0; q < kMaxPairsPerThread; ++q) {
-      const int e = threadIdx.x + q * kBlock;
-      if (e >= pairs) break;
-      const int c = e / sums, t = e - c * sums;
-      // Four running sums over the tile's pixels, so that the loads overlap; added in a fixed order.
-      float s[4] = {};
-      int p = 0;
-      if (t < kk) {
-        for (; p + 4 <= here; p += 4)
+      for (int k = 0; k < 8; ++k) {
+        float* row = staged + (pack * 8 + k) * sums;
 #pragma unroll
-          for (int u = 0; u < 4; ++u) s[u] = fmaf(grad[(p + u) * channels + c], windows[(p + u) * kk + t], s[u]);
-        for (; p < here; ++p) s[0] = fmaf(grad[p * channels + c], windows[p * kk + t], s[0]);
-      } else {
-        for (; p + 4 <= here; p += 4)
-#pragma unroll
-          for (int u = 0; u < 4; ++u) s[u] += grad[(p + u) * channels + c];
-        for (; p < here; ++p) s[0] += grad[p * channels + c];
+        for (int t = 0; t < kMaxWindow; ++t)
+          if (t < kk) row[t] += acc[k][t];
+        row[kk] += acc[k][kMaxWindow];
       }
-      acc[q] += (s[0] + s[1]) + (s[2] + s[3]);
     }
   }
-#pragma unroll
-  for (int q = 0; q < kMaxPairsPerThread; ++q) {
-    const int e = threadIdx.x + q * kBlock;
-    if (e < pairs) block_sums[blockIdx.x * int64_t(pairs) + e] = acc[q];
-  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < pairs; e += kBackwardBlock) block_sums[blockIdx.x * int64_t(pairs) + e] = staged[e];
   if (!last_block_of_group(counters, 0, gridDim.x)) return;
-  for (int e = threadIdx.x; e < pairs; e += blockDim.x) {
-    // Eight running sums in a fixed pattern: the reads overlap, the order stays the same every run.
-    float part[8] = {};
-    unsigned b = 0;
-    for (; b + 8 <= gridDim.x; b += 8)
+  // Job (quad, share): columns [4 quad, 4 quad + 4) of rows share, share + shares, ..., with four
+  // running sums; the shares' totals then go through shared memory (at most 2,048 floats, or one
+  // share of `pairs`).
+  const int quads = pairs / 4, shares = max(1, kBackwardBlock / quads);
+  const float4* rows = reinterpret_cast<const float4*>(block_sums);
+  for (int job = threadIdx.x; job < quads * shares; job += kBackwardBlock) {
+    const int quad = job % quads, share = job / quads;
+    float4 part[4] = {};
+    unsigned b = share;
+    for (; b + 3 * shares < gridDim.x; b += 4 * shares)
 #pragma unroll
-      for (int k = 0; k < 8; ++k) part[k] += __ldcg(&block_sums[(b + k) * int64_t(pairs) + e]);
-    for (; b < gridDim.x; ++b) part[0] += __ldcg(&block_sums[b * int64_t(pairs) + e]);
-    const float s = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+      for (int u = 0; u < 4; ++u) {
+        const float4 v = __ldcg(&rows[(b + u * shares) * int64_t(quads) + quad]);
+        part[u].x += v.x, part[u].y += v.y, part[u].z += v.z, part[u].w += v.w;
+      }
+    for (; b < gridDim.x; b += shares) {
+      const float4 v = __ldcg(&rows[b * int64_t(quads) + quad]);
+      part[0].x += v.x, part[0].y += v.y, part[0].z += v.z, part[0].w += v.w;
+    }
+    staged4[share * quads + quad] = make_float4((part[0].x + part[1].x) + (part[2].x + part[3].x),
+                                                (part[0].y + part[1].y) + (part[2].y + part[3].y),
+                                                (part[0].z + part[1].z) + (part[2].z + part[3].z),
+                                                (part[0].w + part[1].w) + (part[2].w + part[3].w));
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < pairs; e += kBackwardBlock) {
+    float s = 0.f;
+    for (int share = 0; share < shares; ++share) s += staged[share * pairs + e];
     const int c = e / sums, t = e - c * sums;
     if (t < kk) grad_weight[c * kk + t] = T(s);
     else if (grad_bias) grad_bias[c] = T(s);
   }
 }
 
-// Whether the direct kernels take this convolution: one input channel, a window of at most 5 x 5,
-// a 16-bit dtype, output channels a multiple of 8 (a Pack) and few enough (channel, tap) sums for
-// the backward's threads to keep (32 channels of 3 x 3 or 5 x 5, 64 of 3 x 3), 32-bit indices.
+// Whether the direct kernels take this convolution: one input channel, a window of at most 9 taps
+// (3 x 3), a 16-bit dtype, output channels 8 times a power of two up to 256 (whole packs, and the
+// packs of a pixel tile a warp for the backward's butterfly), 32-bit indices.
 bool direct_applies(const Tensor& x, int64_t channels, const ConvGeometry& g) {
-  const int64_t pixels = x.size(0) * g.out_h * g.out_w;
+  const int64_t pixels = x.size(0) * g.out_h * g.out_w, packs = channels / 8;
   return x.size(1) == 1 && is_reduced_floating(x.dtype()) && g.kernel_h * g.kernel_w <= kMaxWindow &&
-         channels % 8 == 0 && channels <= kMaxChannels &&
-         channels * (g.kernel_h * g.kernel_w + 1) <= kMaxPairsPerThread * kBlock && pixels > 0 &&
+         channels % 8 == 0 && channels <= kMaxChannels && packs > 0 && (packs & (packs - 1)) == 0 && pixels > 0 &&
          pixels * channels < (int64_t{1} << 31) && x.numel() < (int64_t{1} << 31);
+}
+
+// The backward's blocks: one wave, each thread then taking a stride of pixels (its sums are set up
+// and added across the grid once, so fewer threads with longer strides cost less), and no more
+// blocks than pixel slots.
+unsigned backward_blocks(int device, int64_t pixels, int64_t packs) {
+  int sms = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t slots = kBackwardBlock / packs;
+  return static_cast<unsigned>(std::clamp<int64_t>((pixels + slots - 1) / slots, 1, sms));
 }
 
 }  // namespace
@@ -182,13 +228,14 @@ bool CudaKernels::conv2d_relu_direct(const Tensor& x, const Tensor& weight, cons
   MINIDL_CHECK(x.is_contiguous() && weight.is_contiguous() && y.is_contiguous(MemoryFormat::ChannelsLast),
                "conv2d_relu_direct: expected x and weight contiguous and y channels-last");
   cuda::DeviceGuard guard(device_);
-  const int64_t pixels = x.size(0) * g.out_h * g.out_w;
+  const int64_t pixels = x.size(0) * g.out_h * g.out_w, packs = channels / 8;
+  const unsigned blocks = blocks_for(pixels * packs, kBlock);
   dispatch_16bit(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const auto launch = [&](auto kernel) {
-      kernel<<<blocks_for(pixels, kBlock), kBlock, 0, stream_>>>(ptr<const T>(x), ptr<const T>(weight),
-                                                                  bias ? ptr<const T>(*bias) : nullptr, ptr<T>(y),
-                                                                  pixels, static_cast<int>(channels), Geo<int>(g));
+      kernel<<<blocks, kBlock, 0, stream_>>>(ptr<const T>(x), ptr<const T>(weight),
+                                             bias ? ptr<const T>(*bias) : nullptr, ptr<T>(y), pixels,
+                                             static_cast<int>(packs), Geo<int>(g));
     };
     if (g.kernel_h == 3 && g.kernel_w == 3) launch(conv2d_relu_direct_kernel<T, 3, 3>);
     else launch(conv2d_relu_direct_kernel<T, 0, 0>);
@@ -205,21 +252,17 @@ bool CudaKernels::conv2d_relu_direct_backward(const Tensor& grad_y, const Tensor
                    grad_y.is_contiguous(MemoryFormat::ChannelsLast),
                "conv2d_relu_direct_backward: expected x and grad_weight contiguous, y and grad_y channels-last");
   cuda::DeviceGuard guard(device_);
-  const int64_t pixels = x.size(0) * g.out_h * g.out_w;
-  const int kk = static_cast<int>(g.kernel_h * g.kernel_w), sums = kk + 1;
-  // Pixels a tile: as many as 40 KB of shared memory holds, at most 256.
-  const int64_t per_pixel = (channels + kk) * static_cast<int64_t>(sizeof(float));
-  const int tile = static_cast<int>(std::clamp<int64_t>((40 << 10) / per_pixel / 8 * 8, 8, 256));
-  const unsigned blocks =
-      static_cast<unsigned>(std::clamp<int64_t>((pixels + tile - 1) / tile, 1, kBackwardBlocks));
+  const int64_t pixels = x.size(0) * g.out_h * g.out_w, packs = channels / 8;
+  const int64_t sums = g.kernel_h * g.kernel_w + 1;
+  const unsigned blocks = backward_blocks(device_, pixels, packs);
   Tensor scratch = Tensor::empty({blocks, channels * sums}, kFloat32, y.device());
   dispatch_16bit(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const auto launch = [&](auto kernel) {
-      kernel<<<blocks, kBlock, tile * per_pixel, stream_>>>(
-          ptr<const T>(grad_y), ptr<const T>(y), ptr<const T>(x), pixels, static_cast<int>(channels), Geo<int>(g),
-          tile, ptr<float>(scratch), block_counters(device_, stream_), ptr<T>(grad_weight),
-          grad_bias ? ptr<T>(*grad_bias) : nullptr);
+      kernel<<<blocks, kBackwardBlock, 0, stream_>>>(ptr<const T>(grad_y), ptr<const T>(y), ptr<const T>(x), pixels,
+                                                     static_cast<int>(packs), Geo<int>(g), ptr<float>(scratch),
+                                                     block_counters(device_, stream_), ptr<T>(grad_weight),
+                                                     grad_bias ? ptr<T>(*grad_bias) : nullptr);
     };
     if (g.kernel_h == 3 && g.kernel_w == 3) launch(conv2d_relu_direct_backward_kernel<T, 3, 3>);
     else launch(conv2d_relu_direct_backward_kernel<T, 0, 0>);

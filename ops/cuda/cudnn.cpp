@@ -9,6 +9,7 @@
 // A plan holds one set for convolutions run op by op and one for those captured into a CUDA graph,
 // each within its mode's workspace limit (ops/backend_setting.h). Workspaces come from the caching
 // allocator and go back to it as soon as the call is queued (reuse is ordered on the stream).
+#include <cstdint>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -294,11 +295,19 @@ void run_backward(cudnnHandle_t handle, int device, const ConvPlan& p, const Con
   if (concurrent) cuda::stream_wait(device, side, stream);
   std::optional<Workspace> filter_space;
   if (grad_weight) {
-    filter_space.emplace(device, a.bwd_filter_ws);
-    CUDNN_CHECK(cudnnConvolutionBackwardFilter(concurrent ? cudnn_side_handle(device) : handle, kOne.get(dt), p.x.d,
-                                               x.raw_data(), p.y.d, grad_out.raw_data(), p.conv, a.bwd_filter,
-                                               filter_space->get(), filter_space->size(), kZero.get(dt), p.w,
-                                               grad_weight->raw_data()));
+    cudnnHandle_t filter_handle = concurrent ? cudnn_side_handle(device) : handle;
+    // The graph-API plan was made for 16-byte aligned operands (views at odd offsets take the legacy call).
+    const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+    const WeightGradEngine* engine = a.bwd_filter_engine;
+    if (engine && aligned(x.raw_data()) && aligned(grad_out.raw_data()) && aligned(grad_weight->raw_data())) {
+      filter_space.emplace(device, engine->workspace());
+      engine->run(filter_handle, x.raw_data(), grad_out.raw_data(), grad_weight->raw_data(), filter_space->get());
+    } else {
+      filter_space.emplace(device, a.bwd_filter_ws);
+      CUDNN_CHECK(cudnnConvolutionBackwardFilter(filter_handle, kOne.get(dt), p.x.d, x.raw_data(), p.y.d,
+                                                 grad_out.raw_data(), p.conv, a.bwd_filter, filter_space->get(),
+                                                 filter_space->size(), kZero.get(dt), p.w, grad_weight->raw_data()));
+    }
   }
   if (grad_x) {
     Workspace ws(device, a.bwd_data_ws);

@@ -160,12 +160,72 @@ const cudnnConvolutionFwdAlgoPerf_t* retime_forward(cudnnHandle_t handle, const 
   return candidates[best];
 }
 
+// 16-bit data: the weight gradient's graph-API engines (ops/cuda/cudnn_engine.h), timed as
+// retime_forward times the forward, against the legacy algorithm each mode took; an engine that is
+// faster within the mode's workspace limit replaces it there.
+void choose_weight_engine(cudnnHandle_t handle, ConvPlan& p, const ConvGeometry& g, const Tensor& x, const Tensor& dy,
+                          Tensor& dw, const Scratch& legacy_ws, ConvAlgorithms (&chosen)[2]) {
+  constexpr int kMostEngines = 8;
+  // Up to 1 GiB, as search_workspace: each mode's own limit is applied to the timed engines below.
+  const size_t limit = std::min(std::max(conv_workspace_limit(false), conv_workspace_limit(true)), size_t{1} << 30);
+  std::vector<std::unique_ptr<WeightGradEngine>> engines =
+      WeightGradEngine::candidates(handle, x.dtype(), x.size(0), dy.size(1), g, limit, kMostEngines);
+  if (engines.empty()) return;
+  // The engines' own workspace: the legacy search's is sized for the legacy algorithms.
+  size_t most = 0;
+  for (const auto& e : engines) most = std::max(most, e->workspace());
+  const Scratch engine_ws(most);
+  cudaStream_t stream = nullptr;
+  CUDNN_CHECK(cudnnGetStream(handle, &stream));
+  const float one = 1, zero = 0;
+  // Runs 0 and 1: each mode's legacy algorithm; then the engines.
+  std::vector<std::function<void()>> runs;
+  for (const ConvMode m : {kOpByOp, kInGraph}) {
+    const ConvAlgorithms& a = chosen[m];
+    runs.push_back([&, a] {
+      CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle, &one, p.x.d, x.raw_data(), p.y.d, dy.raw_data(), p.conv,
+                                                 a.bwd_filter, legacy_ws.ptr, a.bwd_filter_ws, &zero, p.w, dw.raw_data()));
+    });
+  }
+  for (const auto& e : engines)
+    runs.push_back([&, engine = e.get()] { engine->run(handle, x.raw_data(), dy.raw_data(), dw.raw_data(), engine_ws.ptr); });
+  constexpr int kRounds = 9;
+  std::vector<std::vector<float>> bursts(runs.size());
+  for (int round = 0; round < kRounds; ++round)
+    for (size_t i = 0; i < runs.size(); ++i) bursts[i].push_back(cuda::time_per_call_us(stream, runs[i], 4, 1));
+  std::vector<float> median(runs.size());
+  for (size_t i = 0; i < runs.size(); ++i) median[i] = cuda::median(bursts[i]);
+  std::vector<bool> taken(engines.size(), false);
+  // An engine replaces the legacy algorithm only where it is clearly faster: within 2% the legacy
+  // call stays (the same kernel often runs either way).
+  for (const ConvMode m : {kOpByOp, kInGraph}) {
+    size_t best = m;
+    for (size_t e = 0; e < engines.size(); ++e)
+      if (engines[e]->workspace() <= conv_workspace_limit(m == kInGraph) &&
+          median[2 + e] < (best == m ? 0.98f : 1.f) * median[best])
+        best = 2 + e;
+    if (best < 2) continue;
+    chosen[m].bwd_filter_engine = engines[best - 2].get();
+    taken[best - 2] = true;
+  }
+  if (cuda::gemm_tuning_verbose()) {
+    std::fprintf(stderr, "minidl:   weight gradient, back to back: legacy algorithm %d %.1f us",
+                 static_cast<int>(chosen[kOpByOp].bwd_filter), median[0]);
+    for (size_t e = 0; e < engines.size(); ++e)
+      std::fprintf(stderr, ", engine %lld %.1f us (%.0f MB)%s", static_cast<long long>(engines[e]->engine()),
+                   median[2 + e], static_cast<double>(engines[e]->workspace()) / (1 << 20), taken[e] ? " (taken)" : "");
+    std::fprintf(stderr, "\n");
+  }
+  for (size_t e = 0; e < engines.size(); ++e)
+    if (taken[e]) p.engines.push_back(std::move(engines[e]));
+}
+
 // Times every algorithm of the three passes and keeps the fastest of each within the workspace
 // limit of each mode (op by op, in a graph); false when a pass has none. The Ex queries run on our
 // buffers, written before: the plain ones allocate their own and read them unwritten, which
 // compute-sanitizer's initcheck reports.
-bool find_fastest(cudnnHandle_t handle, ConvPlan& p, const Tensor& x, const Tensor& w, Tensor& y, Tensor& gx,
-                  Tensor& gw) {
+bool find_fastest(cudnnHandle_t handle, ConvPlan& p, const ConvGeometry& g, const Tensor& x, const Tensor& w, Tensor& y,
+                  Tensor& gx, Tensor& gw) {
   cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   cudnnConvolutionBwdDataAlgoPerf_t bwd_data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
   cudnnConvolutionBwdFilterAlgoPerf_t bwd_filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
@@ -217,6 +277,7 @@ bool find_fastest(cudnnHandle_t handle, ConvPlan& p, const Tensor& x, const Tens
     if (!use_algorithms(handle, p, forward[m], bwd_data_rank.fastest(limit), bwd_filter_rank.fastest(limit), chosen[m]))
       return false;
   }
+  if (p.sixteen_bit && p.channels_last) choose_weight_engine(handle, p, g, x, y, gw, ws, chosen);
   for (const ConvMode m : {kOpByOp, kInGraph}) p.mode[m].algorithms = chosen[m];
   return true;
 }
@@ -231,6 +292,7 @@ bool adopt_larger_batch(cudnnHandle_t handle, ConvPlan& p, int device, DType dty
   ConvAlgorithms chosen[2];
   for (const ConvMode m : {kOpByOp, kInGraph}) {
     chosen[m] = big->mode[m].faster[input_grad] == 1 ? big->mode[m].algorithms : p.mode[m].algorithms;
+    chosen[m].bwd_filter_engine = nullptr;  // a graph-API plan is made for its batch alone
     if (!workspace_sizes(handle, p, chosen[m])) return false;
   }
   for (const ConvMode m : {kOpByOp, kInGraph}) {
@@ -286,7 +348,7 @@ bool CudaKernels::conv2d_cudnn_is_faster(DType dtype, int64_t batch, int64_t out
       Tensor gw = Tensor::empty(w.shape(), dtype, dev);
       Tensor out = Tensor::empty({batch, out_channels, g.out_h, g.out_w}, dtype, dev);
       for (Tensor* t : {&x, &w, &out, &gx, &gw}) fill(*t, 0.5);
-      p.found = find_fastest(handle, p, x, w, out, gx, gw) ? 1 : 0;
+      p.found = find_fastest(handle, p, g, x, w, out, gx, gw) ? 1 : 0;
     }
     for (const ConvMode m : {kOpByOp, kInGraph}) p.mode[m].faster[input_grad] = 1;
     return true;
@@ -305,7 +367,7 @@ bool CudaKernels::conv2d_cudnn_is_faster(DType dtype, int64_t batch, int64_t out
   // The gradients too: some algorithms scale their output by beta = 0 first, reading it.
   for (Tensor* t : {&x, &w, &out, &bias, &gx, &gw}) fill(*t, 0.5);
   // The search times the input's gradient too: its algorithm then serves both verdicts.
-  if (p.found < 0) p.found = find_fastest(handle, p, x, w, out, gx, gw) ? 1 : 0;
+  if (p.found < 0) p.found = find_fastest(handle, p, g, x, w, out, gx, gw) ? 1 : 0;
   const Tensor bias_view = Tensor::make_view(bias, {batch, o, l}, {0, 1, 0}, 0);
   const L2Flush flush;
   const auto bias_grad = [&] {

@@ -8,6 +8,7 @@
 
 #include "core/cuda/cudnn_check.h"
 #include "ops/cuda/cuda_kernels.h"
+#include "ops/cuda/cudnn_engine.h"
 
 namespace minidl::cudnn {
 
@@ -49,8 +50,12 @@ struct ConvAlgorithms {
   cudnnConvolutionBwdDataAlgo_t bwd_data{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
   size_t fwd_ws = 0, bwd_data_ws = 0, bwd_filter_ws = 0;
+  /// Where set, the weight gradient runs this graph-API plan of the same geometry and batch (owned
+  /// by the ConvPlan) instead of bwd_filter, which stays the fallback for operands it cannot take.
+  const WeightGradEngine* bwd_filter_engine = nullptr;
   bool same_as(const ConvAlgorithms& o) const {
-    return fwd == o.fwd && bwd_data == o.bwd_data && bwd_filter == o.bwd_filter;
+    return fwd == o.fwd && bwd_data == o.bwd_data && bwd_filter == o.bwd_filter &&
+           bwd_filter_engine == o.bwd_filter_engine;
   }
 };
 
@@ -87,6 +92,8 @@ struct ConvPlan {
   };
   Mode mode[2];
   int found = -1;  // the timed search: -1 not run yet, 0 a pass had no algorithm, 1 algorithms taken
+  /// The weight-gradient engines the timed search took (ConvAlgorithms::bwd_filter_engine).
+  std::vector<std::unique_ptr<WeightGradEngine>> engines;
   // Deterministic mode's algorithms (core/deterministic.h): the heuristics' picks among those cuDNN
   // reports deterministic, never timed. Made on first use in that mode; ok false where a pass has
   // none, and the convolution then takes the im2col path.

@@ -1,0 +1,180 @@
+// The weight gradient through cuDNN's graph API (ops/cuda/cudnn_engine.h). Descriptors are made,
+// given their attributes and finalized in the order cuDNN's backend documentation gives: tensors and
+// the convolution, the operation, the operation graph, the heuristics' engine configurations, an
+// execution plan for each, and per call a variant pack that binds the data pointers to the tensors'
+// ids.
+#include "ops/cuda/cudnn_engine.h"
+
+#include <initializer_list>
+#include <utility>
+
+#include "core/cuda/cudnn_check.h"
+#include "ops/cuda/cudnn_plan.h"
+
+namespace minidl::cudnn {
+
+namespace {
+
+constexpr int64_t kX = 'x', kDy = 'y', kDw = 'w';  // the tensors' ids in the graph and the variant pack
+
+// A descriptor owned by `keep` (destroyed with the engine or, on failure, by the caller's scope).
+cudnnBackendDescriptor_t make(cudnnBackendDescriptorType_t type, std::vector<cudnnBackendDescriptor_t>& keep) {
+  cudnnBackendDescriptor_t d = nullptr;
+  CUDNN_CHECK(cudnnBackendCreateDescriptor(type, &d));
+  keep.push_back(d);
+  return d;
+}
+
+template <class T>
+void set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type,
+         std::initializer_list<T> values) {
+  CUDNN_CHECK(cudnnBackendSetAttribute(d, name, type, static_cast<int64_t>(values.size()), values.begin()));
+}
+
+void set_descriptor(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name, cudnnBackendDescriptor_t value) {
+  CUDNN_CHECK(cudnnBackendSetAttribute(d, name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &value));
+}
+
+// A 4-d tensor [n, c, h, w] laid out NHWC (filters: KRSC), 16-byte aligned.
+cudnnBackendDescriptor_t nhwc_tensor(int64_t id, DType dtype, int64_t n, int64_t c, int64_t h, int64_t w,
+                                     std::vector<cudnnBackendDescriptor_t>& keep) {
+  cudnnBackendDescriptor_t d = make(CUDNN_BACKEND_TENSOR_DESCRIPTOR, keep);
+  const cudnnDataType_t type = cudnn_type(dtype);
+  CUDNN_CHECK(cudnnBackendSetAttribute(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type));
+  set<int64_t>(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, {n, c, h, w});
+  set<int64_t>(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, {h * w * c, 1, w * c, c});
+  set<int64_t>(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, {id});
+  set<int64_t>(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, {16});
+  CUDNN_CHECK(cudnnBackendFinalize(d));
+  return d;
+}
+
+// Whether an engine's numerical notes allow it here: deterministic, reducing in float32, no
+// transform that computes in float32 on the CUDA cores (the legacy path's rules, cudnn_plan.h).
+bool acceptable_notes(cudnnBackendDescriptor_t engine) {
+  cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+  int64_t count = 0;
+  if (cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                               CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &count, notes) != CUDNN_STATUS_SUCCESS)
+    return false;
+  for (int64_t i = 0; i < count; ++i) {
+    switch (notes[i]) {
+      case CUDNN_NUMERICAL_NOTE_TENSOR_CORE:
+      case CUDNN_NUMERICAL_NOTE_STRICT_NAN_PROP: break;
+      default: return false;  // nondeterministic, reduced-precision reduction, FFT, Winograd, down-conversion
+    }
+  }
+  cudnnBackendBehaviorNote_t behavior[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
+  if (cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                               CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &count, behavior) != CUDNN_STATUS_SUCCESS)
+    return false;
+  for (int64_t i = 0; i < count; ++i)
+    if (behavior[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) return false;  // seconds to build
+  return true;
+}
+
+void destroy_all(std::vector<cudnnBackendDescriptor_t>& keep) {
+  for (auto it = keep.rbegin(); it != keep.rend(); ++it) cudnnBackendDestroyDescriptor(*it);
+  keep.clear();
+}
+
+}  // namespace
+
+std::vector<std::unique_ptr<WeightGradEngine>> WeightGradEngine::candidates(cudnnHandle_t handle, DType dtype,
+                                                                             int64_t batch, int64_t out_channels,
+                                                                             const ConvGeometry& g,
+                                                                             size_t workspace_limit, int most) {
+  // The graph's descriptors are shared by the plans made from it and destroyed after the last of
+  // them (or here, if none is made or a call fails).
+  const auto shared = std::shared_ptr<std::vector<cudnnBackendDescriptor_t>>(
+      new std::vector<cudnnBackendDescriptor_t>(), [](std::vector<cudnnBackendDescriptor_t>* parts) {
+        destroy_all(*parts);
+        delete parts;
+      });
+  std::vector<cudnnBackendDescriptor_t>& graph_parts = *shared;
+  const cudnnBackendDescriptor_t x = nhwc_tensor(kX, dtype, batch, g.channels, g.height, g.width, graph_parts);
+  const cudnnBackendDescriptor_t dy = nhwc_tensor(kDy, dtype, batch, out_channels, g.out_h, g.out_w, graph_parts);
+  const cudnnBackendDescriptor_t dw =
+      nhwc_tensor(kDw, dtype, out_channels, g.channels, g.kernel_h, g.kernel_w, graph_parts);
+  const cudnnBackendDescriptor_t conv = make(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, graph_parts);
+  const cudnnDataType_t accumulate = CUDNN_DATA_FLOAT;
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  CUDNN_CHECK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &accumulate));
+  CUDNN_CHECK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode));
+  set<int64_t>(conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, {2});
+  set<int64_t>(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, {g.dilation_h, g.dilation_w});
+  set<int64_t>(conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, {g.stride_h, g.stride_w});
+  set<int64_t>(conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, {g.pad_h, g.pad_w});
+  set<int64_t>(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, {g.pad_h, g.pad_w});
+  CUDNN_CHECK(cudnnBackendFinalize(conv));
+  const cudnnBackendDescriptor_t op = make(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR, graph_parts);
+  set<float>(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, {1.f});
+  set<float>(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, {0.f});
+  set_descriptor(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, conv);
+  set_descriptor(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, x);
+  set_descriptor(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, dy);
+  set_descriptor(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, dw);
+  CUDNN_CHECK(cudnnBackendFinalize(op));
+  const cudnnBackendDescriptor_t graph = make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, graph_parts);
+  set_descriptor(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, op);
+  CUDNN_CHECK(cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle));
+  std::vector<std::unique_ptr<WeightGradEngine>> out;
+  if (cudnnBackendFinalize(graph) != CUDNN_STATUS_SUCCESS) return out;  // cuDNN has no engine for this graph
+  const cudnnBackendDescriptor_t heuristics = make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, graph_parts);
+  const cudnnBackendHeurMode_t heur_mode = CUDNN_HEUR_MODE_A;
+  set_descriptor(heuristics, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
+  CUDNN_CHECK(cudnnBackendSetAttribute(heuristics, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &heur_mode));
+  CUDNN_CHECK(cudnnBackendFinalize(heuristics));
+  int64_t count = 0;
+  CUDNN_CHECK(cudnnBackendGetAttribute(heuristics, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
+                                       &count, nullptr));
+  std::vector<cudnnBackendDescriptor_t> configs;
+  for (int64_t i = 0; i < count; ++i) configs.push_back(make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, graph_parts));
+  CUDNN_CHECK(cudnnBackendGetAttribute(heuristics, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
+                                       &count, configs.data()));
+  for (int64_t i = 0; i < count && static_cast<int>(out.size()) < most; ++i) {
+    std::unique_ptr<WeightGradEngine> e(new WeightGradEngine());
+    e->graph_ = shared;
+    cudnnBackendDescriptor_t engine = make(CUDNN_BACKEND_ENGINE_DESCRIPTOR, e->keep_);
+    int64_t got = 0;
+    if (cudnnBackendGetAttribute(configs[i], CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &got,
+                                 &engine) != CUDNN_STATUS_SUCCESS ||
+        !acceptable_notes(engine))
+      continue;
+    cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &got, &e->engine_);
+    e->plan_ = make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, e->keep_);
+    set_descriptor(e->plan_, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, configs[i]);
+    // Deprecated in later cuDNN 9 releases (the plan takes the graph's handle), required by earlier ones.
+    cudnnBackendSetAttribute(e->plan_, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+    if (cudnnBackendFinalize(e->plan_) != CUDNN_STATUS_SUCCESS) continue;
+    int64_t bytes = 0;
+    CUDNN_CHECK(cudnnBackendGetAttribute(e->plan_, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &got,
+                                         &bytes));
+    if (bytes < 0 || static_cast<size_t>(bytes) > workspace_limit) continue;
+    e->workspace_ = static_cast<size_t>(bytes);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+WeightGradEngine::~WeightGradEngine() { destroy_all(keep_); }
+
+void WeightGradEngine::run(cudnnHandle_t handle, const void* x, const void* dy, void* dw, void* workspace) const {
+  std::vector<cudnnBackendDescriptor_t> pack_parts;
+  const cudnnBackendDescriptor_t pack = make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, pack_parts);
+  void* pointers[] = {const_cast<void*>(x), const_cast<void*>(dy), dw};
+  const int64_t ids[] = {kX, kDy, kDw};
+  try {
+    CUDNN_CHECK(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers));
+    CUDNN_CHECK(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, ids));
+    CUDNN_CHECK(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace));
+    CUDNN_CHECK(cudnnBackendFinalize(pack));
+    CUDNN_CHECK(cudnnBackendExecute(handle, plan_, pack));
+  } catch (...) {
+    destroy_all(pack_parts);
+    throw;
+  }
+  destroy_all(pack_parts);
+}
+
+}  // namespace minidl::cudnn

@@ -1,0 +1,54 @@
+// The weight gradient through cuDNN's graph API (ops/cuda/cudnn_engine.h): every engine the
+// heuristics list, on channels-last bfloat16 and float16 data, against float32's gradient.
+#include "ops/conv2d_core.h"
+#include "test_cuda_util.h"
+
+#ifdef MINIDL_WITH_CUDNN
+#include "ops/cuda/cudnn_engine.h"
+#include "ops/cuda/cudnn_plan.h"
+#endif
+
+using namespace minidl;
+using namespace minidl::testing;
+
+namespace {
+
+#ifdef MINIDL_WITH_CUDNN
+// Small whole numbers: the inputs are exact in 16 bits, and each gradient is one float32 sum
+// rounded once, so every engine must land within half a unit of the dtype of float32's.
+TEST(CudaCudnnEngine, WeightGradientMatchesFloat32) {
+  MINIDL_REQUIRE_CUDNN();
+  struct Case {
+    Shape x, w;
+    Size2 stride, padding, dilation;
+  };
+  const Case cases[] = {{{6, 16, 10, 9}, {8, 16, 3, 3}, 1, 1, 1}, {{4, 8, 11, 12}, {16, 8, 3, 2}, 2, {0, 1}, {2, 1}}};
+  for (const Case& c : cases) {
+    manual_seed(41);
+    const Tensor x = randint(-2, 3, c.x).to(kFloat32), w = randint(-2, 3, c.w).to(kFloat32).requires_grad_();
+    const Tensor out = conv2d(x, w, Tensor(), c.stride, c.padding, c.dilation);
+    const Tensor dy = randint(-2, 3, out.shape()).to(kFloat32);
+    (out * dy).sum().backward();
+    const Tensor want = w.grad();
+    const ConvGeometry g = conv2d_check("conv2d", x, w, Tensor(), c.stride, c.padding, c.dilation);
+    for (DType dt : {kBFloat16, kHalf}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " weight " + shape_str(c.w));
+      const Tensor xd = x.to(dt).to(gpu()).contiguous(MemoryFormat::ChannelsLast);
+      const Tensor dyd = dy.to(dt).to(gpu()).contiguous(MemoryFormat::ChannelsLast);
+      cudnnHandle_t handle = cudnn::cudnn_handle(0);
+      const auto engines = cudnn::WeightGradEngine::candidates(handle, dt, c.x[0], c.w[0], g, size_t{64} << 20, 8);
+      ASSERT_FALSE(engines.empty()) << "cuDNN's heuristics listed no usable engine";
+      for (const auto& engine : engines) {
+        SCOPED_TRACE("engine " + std::to_string(engine->engine()));
+        Tensor dw = Tensor::empty(c.w, dt, gpu(), MemoryFormat::ChannelsLast);
+        const Tensor workspace = Tensor::empty({static_cast<int64_t>(engine->workspace() / 4 + 1)}, kFloat32, gpu());
+        engine->run(handle, xd.raw_data(), dyd.raw_data(), dw.raw_data(), workspace.raw_data());
+        const double half_unit = dt == kBFloat16 ? 1.0 / 256 : 1.0 / 2048;  // relative
+        EXPECT_TRUE(all_close(dw.to(kFloat32).to(Device::cpu()), want, 0, half_unit)) << "weight gradient";
+      }
+    }
+  }
+}
+#endif
+
+}  // namespace

@@ -97,11 +97,10 @@ __global__ void conv2d_relu_direct_kernel(const T* __restrict__ x, const T* __re
 // The weight and bias gradients. Thread (slot, pack) keeps the sums of its pack's 8 channels by
 // every tap and the bias over its stride of pixels, the gradient taken through the ReLU; the next
 // pixel's gradient and window are loaded before this one's products, so that a thread has two in
-// flight. Then,
-// in a fixed order each run: the threads of a pack add theirs across the warp (a butterfly), the
-// warps add theirs into shared memory one after the other, each block leaves a row of partials,
-// and the last block adds the rows: its threads each take four columns of a share of the rows
-// (16-byte loads), then the shares are added in order.
+// flight. Then, in a fixed order each run: the threads of a pack add theirs across the warp (a
+// butterfly), the warps add theirs into shared memory one after the other, each block leaves a row
+// of partials, and the last block adds the rows: its threads each take four columns of a share of
+// the rows (16-byte loads), then the shares are added in order.
 template <class T, int KH, int KW>
 __global__ void __launch_bounds__(kBackwardBlock, 1)
     conv2d_relu_direct_backward_kernel(const T* __restrict__ grad_y, const T* __restrict__ y,

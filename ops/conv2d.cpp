@@ -16,7 +16,7 @@
 #include "ops/conv2d.h"
 
 #include "core/autograd.h"
-#include "ops/autocast_policy.h"
+#include "ops/autocast_masters.h"
 #include "ops/backend_setting.h"
 #include "ops/conv2d_core.h"
 #include "ops/kernels.h"
@@ -105,14 +105,15 @@ ConvGeometry conv2d_check(const char* op, const Tensor& x, const Tensor& weight,
                          dilation);
 }
 
-Tensor conv2d_nobias(const Tensor& x, const Tensor& weight, const ConvGeometry& g, ConvSaved& saved) {
+Tensor conv2d_nobias(const Tensor& x, const Tensor& weight, const ConvGeometry& g, ConvSaved& saved,
+                     const Tensor& weight_recorded) {
   NoGradGuard no_grad;  // views and copies below are plumbing, not graph nodes
   const int64_t n = x.size(0), o = weight.size(0);
   Kernels& k = kernels_for(x.device());
   saved.g = g;
   saved.w_shape = weight.shape();
   // Keep x (or its columns) only for the weight's gradient and the weight only for the input's.
-  const bool keep_x = weight.requires_grad(), keep_w = x.requires_grad();
+  const bool keep_x = weight_recorded.requires_grad(), keep_w = x.requires_grad();
   const ConvBackend backend = conv_backend();
   if (backend == ConvBackend::Cudnn ||
       (backend == ConvBackend::Auto && k.conv2d_cudnn_is_faster(x.dtype(), n, o, g, keep_w))) {
@@ -152,7 +153,7 @@ Tensor conv2d_nobias(const Tensor& x, const Tensor& weight, const ConvGeometry& 
 }
 
 void conv2d_nobias_backward(const ConvSaved& saved, const Tensor& grad, bool need_x, bool need_w, Tensor& grad_x,
-                            Tensor& grad_w) {
+                            Tensor& grad_w, std::optional<DType> weight_grad_dtype) {
   NoGradGuard no_grad;
   const ConvGeometry& g = saved.g;
   const int64_t n = grad.size(0), o = grad.size(1);
@@ -166,7 +167,13 @@ void conv2d_nobias_backward(const ConvSaved& saved, const Tensor& grad, bool nee
     const bool done = k.conv2d_backward_cudnn(go, saved.x, saved.w, g, need_x ? &grad_x : nullptr,
                                               need_w ? &grad_w : nullptr, nullptr);
     MINIDL_CHECK(done, "conv2d: the cuDNN backward is unavailable although its forward ran");
-    if (need_w) grad_w = grad_w.contiguous();  // a parameter's gradient, as the optimizers read it
+    if (need_w) {
+      // A parameter's gradient, as the optimizers read it: contiguous, in its master's dtype; one copy
+      // does both.
+      Tensor out = Tensor::empty(saved.w_shape, weight_grad_dtype.value_or(grad_w.dtype()), grad_w.device());
+      k.copy(grad_w, out);
+      grad_w = out;
+    }
     return;
   }
   Tensor go = grad.contiguous();
@@ -177,6 +184,7 @@ void conv2d_nobias_backward(const ConvSaved& saved, const Tensor& grad, bool nee
     MINIDL_CHECK((!need_x || k.conv2d_backward_data_onednn(go, saved.w, g, grad_x)) &&
                      (!need_w || k.conv2d_backward_weights_onednn(go, saved.x, g, grad_w)),
                  "conv2d: the oneDNN backward is unavailable although its forward ran");
+    if (need_w && weight_grad_dtype && grad_w.dtype() != *weight_grad_dtype) grad_w = grad_w.to(*weight_grad_dtype);
     return;
   }
   if (need_x) {
@@ -185,17 +193,24 @@ void conv2d_nobias_backward(const ConvSaved& saved, const Tensor& grad, bool nee
     grad_x = col2im_raw(grad_cols, g);
   }
   if (need_w) grad_w = view(weight_grad(g3, saved.cols), saved.w_shape);
+  if (need_w && weight_grad_dtype && grad_w.dtype() != *weight_grad_dtype) grad_w = grad_w.to(*weight_grad_dtype);
 }
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 stride, Size2 padding,
-              Size2 dilation) {
-  MINIDL_AUTOCAST(conv2d, conv2d, x, weight, bias, stride, padding, dilation);
+namespace {
+
+// conv2d. Under autocast the weight and bias may be 16-bit copies of float32 masters
+// (ops/autocast_masters.h): the tape then records the masters, and their gradients come back in
+// float32, converted inside this node.
+Tensor conv2d_op(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 stride, Size2 padding,
+                 Size2 dilation, const autocast::Masters& masters) {
   const ConvGeometry g = conv2d_check("conv2d", x, weight, bias, stride, padding, dilation);
   if (conv_computes_in_float32(x, weight.size(0), g))
-    return conv2d(widen_to_float32(x), widen_to_float32(weight), widen_to_float32(bias), stride, padding, dilation)
+    return conv2d_op(widen_to_float32(x), widen_to_float32(weight), widen_to_float32(bias), stride, padding, dilation,
+                     masters)
         .to(x.dtype());
+  const Tensor &weight_recorded = autocast::recorded(masters, 1, weight), &bias_recorded = autocast::recorded(masters, 2, bias);
   ConvSaved saved;
-  Tensor out = conv2d_nobias(x, weight, g, saved);
+  Tensor out = conv2d_nobias(x, weight, g, saved, weight_recorded);
   if (bias.defined()) {
     NoGradGuard no_grad;
     // One pass over the output with the bias read per channel: cheaper than a broadcast add, and
@@ -203,16 +218,26 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 s
     const Tensor b = bias.detach().contiguous();
     kernels_for(x.device()).conv_bias_act(out, &b, false, out);
   }
-  if (autograd::needs_recording({x, weight, bias})) {
-    autograd::record("conv2d", out, {x, weight, bias}, {saved.x, saved.cols, saved.w},
-                     [saved](const Tensor& grad, const std::vector<bool>& needs) {
+  if (autograd::needs_recording({x, weight_recorded, bias_recorded})) {
+    autograd::record("conv2d", out, {x, weight_recorded, bias_recorded}, {saved.x, saved.cols, saved.w},
+                     [saved, weight_dtype = weight_recorded.dtype(),
+                      bias_dtype = bias_recorded.defined() ? bias_recorded.dtype() : x.dtype()](
+                         const Tensor& grad, const std::vector<bool>& needs) {
                        Tensor gx, gw, gb;
-                       conv2d_nobias_backward(saved, grad, needs[0], needs[1], gx, gw);
-                       if (needs[2]) gb = conv_bias_grad_4d(grad);
+                       conv2d_nobias_backward(saved, grad, needs[0], needs[1], gx, gw, weight_dtype);
+                       if (needs[2]) gb = conv_bias_grad_4d(grad).to(bias_dtype);
                        return std::vector<Tensor>{gx, gw, gb};
                      });
   }
   return out;
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 stride, Size2 padding,
+              Size2 dilation) {
+  MINIDL_AUTOCAST_MASTERS(conv2d, conv2d_op, x, weight, bias, stride, padding, dilation);
+  return conv2d_op(x, weight, bias, stride, padding, dilation, {});
 }
 
 Tensor im2col(const Tensor& x, Size2 kernel, Size2 stride, Size2 padding, Size2 dilation) {

@@ -3,6 +3,8 @@
 // the forward runs off the tape, by cuDNN or by im2col + GEMM as conv_backend() says, and keeps
 // what the backward needs; the caller records one node that adds its own epilogue's gradient.
 // Internal to ops/.
+#include <optional>
+
 #include "core/tensor.h"
 #include "ops/kernels.h"
 
@@ -36,14 +38,19 @@ Tensor widen_to_float32(const Tensor& t);
 ConvGeometry conv2d_check(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 stride,
                           Size2 padding, Size2 dilation);
 
-/// out [N, O, out_h, out_w] = x cross-correlated with weight, no bias, not recorded; fills `saved`.
-/// On cuDNN the output is laid out as saved.format (channels-last for bfloat16 and float16), any
-/// other path's is contiguous.
-Tensor conv2d_nobias(const Tensor& x, const Tensor& weight, const ConvGeometry& g, ConvSaved& saved);
+/// out [N, O, out_h, out_w] = x cross-correlated with weight, no bias, not recorded; fills `saved`
+/// with what the gradients will need: the weight's where `weight_recorded` (the tensor the tape
+/// records for it: weight itself, or its master, ops/autocast_masters.h) requires grad. On cuDNN the
+/// output is laid out as saved.format (channels-last for bfloat16 and float16), any other path's is
+/// contiguous.
+Tensor conv2d_nobias(const Tensor& x, const Tensor& weight, const ConvGeometry& g, ConvSaved& saved,
+                     const Tensor& weight_recorded);
 
 /// The input and weight gradients of conv2d_nobias from grad [N, O, out_h, out_w] (any layout); each
-/// one only when asked for (else left undefined). grad_x is laid out as saved.format.
+/// one only when asked for (else left undefined). grad_x is laid out as saved.format; grad_w is
+/// contiguous, in `weight_grad_dtype` (a master weight's float32, ops/autocast_masters.h) where given,
+/// else in grad's dtype.
 void conv2d_nobias_backward(const ConvSaved& saved, const Tensor& grad, bool need_x, bool need_w, Tensor& grad_x,
-                            Tensor& grad_w);
+                            Tensor& grad_w, std::optional<DType> weight_grad_dtype = std::nullopt);
 
 }  // namespace minidl

@@ -497,6 +497,47 @@ TEST(Autocast, MasterGradientsAreFloat32ProductsOnCpu) {
   check_master_gradients_are_float32_products(Device::cpu(), kFloat16);
 }
 
+// The convolutions take master weights as linear does: no differentiable cast, two copies a layer,
+// float32 gradients. On the CPU a 16-bit convolution computes in float32, so its weight's and bias's
+// gradients are float32 products of values known exactly (the input's 16-bit copy, the weight's, and
+// the loss's gradient c), equal to their double-precision values to float32's rounding. (On CUDA
+// cuDNN writes the weight's gradient in 16 bits; AutocastCuda.GradientsMatchFloat32 covers it.)
+TEST(Autocast, ConvolutionsTakeMasterWeights) {
+  using Op = std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>;
+  const std::vector<std::pair<std::string, Op>> ops = {
+      {"conv2d", [](const Tensor& x, const Tensor& w, const Tensor& b) { return conv2d(x, w, b, 1, 1); }},
+      {"conv2d_relu", [](const Tensor& x, const Tensor& w, const Tensor& b) { return conv2d_relu(x, w, b, 1, 1); }},
+      {"conv2d_relu_max_pool2d",
+       [](const Tensor& x, const Tensor& w, const Tensor& b) { return conv2d_relu_max_pool2d(x, w, b, 1, 1, 1, 2); }}};
+  for (DType dtype : {kBFloat16, kFloat16}) {
+    for (const auto& [name, op] : ops) {
+      SCOPED_TRACE(name + " in " + dtype_name(dtype));
+      manual_seed(47);
+      Tensor w = mul(randn({6, 3, 3, 3}), 0.3).requires_grad_(true), b = mul(randn({6}), 0.1).requires_grad_(true);
+      const Tensor x = randn({4, 3, 8, 8});
+      const size_t copies_before = autocast::master_copy_count();
+      Tensor out;
+      {
+        AutocastGuard guard(Device::cpu(), dtype);
+        out = op(x, w, b);
+        EXPECT_EQ(autocast::cache_size(), 0u);  // no differentiable cast of the weights
+        EXPECT_EQ(autocast::master_copy_count(), copies_before + 2);
+      }
+      EXPECT_EQ(out.dtype(), dtype);
+      const Tensor c = randn(out.shape()).to(dtype).to(kFloat32);
+      sum(mul(out, c)).backward();
+      ASSERT_TRUE(w.grad().defined() && b.grad().defined());
+      EXPECT_EQ(w.grad().dtype(), kFloat32);
+      EXPECT_EQ(b.grad().dtype(), kFloat32);
+      // The same op in float64 on the 16-bit values: its gradients are the exact products.
+      Tensor w64 = f64(w.to(dtype)).requires_grad_(true), b64 = f64(b.to(dtype)).requires_grad_(true);
+      sum(mul(op(f64(x.to(dtype)), w64, b64), f64(c))).backward();
+      expect_close(w.grad(), w64.grad(), 1e-5, "weight gradient");
+      expect_close(b.grad(), b64.grad(), 1e-5, "bias gradient");
+    }
+  }
+}
+
 namespace {
 
 // cross_entropy under autocast reads 16-bit logits as float32 in its kernel, with no cast: its loss

@@ -10,8 +10,10 @@
 // PyTorch's autocast, which casts each weight to the low dtype for the product and the gradient
 // back to float32 (one rounding less on the gradient here).
 //
-// The linear-layer ops take this path (ops/matmul.cpp, autocast::call_with_masters); other
-// lower-precision ops cast their inputs as before (ops/autocast_policy.h).
+// The linear-layer ops (ops/matmul.cpp) and the convolutions (ops/conv2d.cpp, ops/conv2d_relu.cpp)
+// take this path (autocast::call_with_masters); the convolutions' gradients come from cuDNN in 16
+// bits and are widened inside their node. Other lower-precision ops cast their inputs as before
+// (ops/autocast_policy.h).
 #include <vector>
 
 #include "core/tensor.h"

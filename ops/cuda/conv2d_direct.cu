@@ -55,8 +55,11 @@ __device__ __forceinline__ void read_window(const T* __restrict__ x, const Geo<i
   }
 }
 
-// Thread (pixel, pack) makes channels [8 pack, 8 pack + 8) of one output pixel, bias and ReLU
-// applied before the one rounding. The weights sit in shared memory tap by tap ([tap, channel]).
+// Thread p makes every channel of output pixel p, a pack of 8 at a time: the window read and indexed
+// once, the weights read from shared memory tap by tap ([tap, channel]) as float4s that the whole
+// warp loads at once (one load serves four channels of a tap), bias and ReLU applied before the one
+// rounding. (With a thread for each pack of a pixel, the window's reads and index arithmetic ran
+// once a pack, and the kernel took 23.5 us at batch 512.)
 template <class T, int KH, int KW>
 __global__ void conv2d_relu_direct_kernel(const T* __restrict__ x, const T* __restrict__ weight,
                                           const T* __restrict__ bias, T* __restrict__ y, int64_t pixels, int packs,
@@ -70,27 +73,27 @@ __global__ void conv2d_relu_direct_kernel(const T* __restrict__ x, const T* __re
   for (int c = threadIdx.x; c < channels; c += blockDim.x) reinterpret_cast<float*>(b_s)[c] = bias ? float(bias[c]) : 0.f;
   __syncthreads();
   Pack8<T>* out = reinterpret_cast<Pack8<T>*>(y);
-  const int pack_bits = __ffs(packs) - 1;  // packs is a power of two
-  for (int64_t item = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; item < pixels * packs;
-       item += int64_t(gridDim.x) * blockDim.x) {
-    const int pixel = static_cast<int>(item >> pack_bits), pack = static_cast<int>(item) & (packs - 1);
+  for (int64_t pixel = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; pixel < pixels;
+       pixel += int64_t(gridDim.x) * blockDim.x) {
     float window[kMaxWindow];
-    read_window<KH, KW>(x, g, pixel, window);
-    const float4 b0 = b_s[2 * pack], b1 = b_s[2 * pack + 1];
-    float acc[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+    read_window<KH, KW>(x, g, static_cast<int>(pixel), window);
+    for (int pack = 0; pack < packs; ++pack) {
+      const float4 b0 = b_s[2 * pack], b1 = b_s[2 * pack + 1];
+      float acc[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
 #pragma unroll
-    for (int t = 0; t < kMaxWindow; ++t) {
-      if (t >= kk) break;
-      const float4 w0 = w_s[(t * channels) / 4 + 2 * pack], w1 = w_s[(t * channels) / 4 + 2 * pack + 1];
-      const float v = window[t];
-      acc[0] = fmaf(w0.x, v, acc[0]), acc[1] = fmaf(w0.y, v, acc[1]), acc[2] = fmaf(w0.z, v, acc[2]);
-      acc[3] = fmaf(w0.w, v, acc[3]), acc[4] = fmaf(w1.x, v, acc[4]), acc[5] = fmaf(w1.y, v, acc[5]);
-      acc[6] = fmaf(w1.z, v, acc[6]), acc[7] = fmaf(w1.w, v, acc[7]);
+      for (int t = 0; t < kMaxWindow; ++t) {
+        if (t >= kk) break;
+        const float4 w0 = w_s[(t * channels) / 4 + 2 * pack], w1 = w_s[(t * channels) / 4 + 2 * pack + 1];
+        const float v = window[t];
+        acc[0] = fmaf(w0.x, v, acc[0]), acc[1] = fmaf(w0.y, v, acc[1]), acc[2] = fmaf(w0.z, v, acc[2]);
+        acc[3] = fmaf(w0.w, v, acc[3]), acc[4] = fmaf(w1.x, v, acc[4]), acc[5] = fmaf(w1.y, v, acc[5]);
+        acc[6] = fmaf(w1.z, v, acc[6]), acc[7] = fmaf(w1.w, v, acc[7]);
+      }
+      Pack8<T> o;
+#pragma unroll
+      for (int k = 0; k < 8; ++k) o.v[k] = T(acc[k] > 0.f || acc[k] != acc[k] ? acc[k] : 0.f);  // ReLU; NaN passes on
+      out[pixel * packs + pack] = o;
     }
-    Pack8<T> o;
-#pragma unroll
-    for (int k = 0; k < 8; ++k) o.v[k] = T(acc[k] > 0.f || acc[k] != acc[k] ? acc[k] : 0.f);  // ReLU; NaN passes on
-    out[item] = o;
   }
 }
 
@@ -229,7 +232,7 @@ bool CudaKernels::conv2d_relu_direct(const Tensor& x, const Tensor& weight, cons
                "conv2d_relu_direct: expected x and weight contiguous and y channels-last");
   cuda::DeviceGuard guard(device_);
   const int64_t pixels = x.size(0) * g.out_h * g.out_w, packs = channels / 8;
-  const unsigned blocks = blocks_for(pixels * packs, kBlock);
+  const unsigned blocks = blocks_for(pixels, kBlock);
   dispatch_16bit(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const auto launch = [&](auto kernel) {

@@ -162,18 +162,12 @@ void conv2d_nobias_backward(const ConvSaved& saved, const Tensor& grad, bool nee
     const MemoryFormat format = saved.format;
     Tensor go = grad.contiguous(format);
     if (need_x) grad_x = Tensor::empty({n, g.channels, g.height, g.width}, go.dtype(), go.device(), format);
-    // The weight's gradient in the filter layout cuDNN writes (KRSC when channels-last).
-    if (need_w) grad_w = Tensor::empty(saved.w_shape, go.dtype(), go.device(), format);
+    // A parameter's gradient, as the optimizers read it: contiguous, in its master's dtype (the
+    // backend converts from the filter layout it writes, KRSC when channels-last, in one copy).
+    if (need_w) grad_w = Tensor::empty(saved.w_shape, weight_grad_dtype.value_or(go.dtype()), go.device());
     const bool done = k.conv2d_backward_cudnn(go, saved.x, saved.w, g, need_x ? &grad_x : nullptr,
                                               need_w ? &grad_w : nullptr, nullptr);
     MINIDL_CHECK(done, "conv2d: the cuDNN backward is unavailable although its forward ran");
-    if (need_w) {
-      // A parameter's gradient, as the optimizers read it: contiguous, in its master's dtype; one copy
-      // does both.
-      Tensor out = Tensor::empty(saved.w_shape, weight_grad_dtype.value_or(grad_w.dtype()), grad_w.device());
-      k.copy(grad_w, out);
-      grad_w = out;
-    }
     return;
   }
   Tensor go = grad.contiguous();

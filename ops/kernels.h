@@ -461,8 +461,9 @@ class Kernels {
     return false;
   }
   /// Gradients of conv2d_cudnn; each output that is null is skipped. grad_x [N, C, H, W],
-  /// grad_weight [O, C, kh, kw] and grad_bias [O] are overwritten. x is read only for grad_weight and
-  /// weight only for grad_x: the other may be undefined.
+  /// grad_weight [O, C, kh, kw] and grad_bias [O] are overwritten; grad_weight may be in any layout
+  /// and floating dtype (a contiguous float32 master weight's gradient). x is read only for
+  /// grad_weight and weight only for grad_x: the other may be undefined.
   virtual bool conv2d_backward_cudnn(const Tensor& /*grad_out*/, const Tensor& /*x*/, const Tensor& /*weight*/,
                                      const ConvGeometry& /*g*/, Tensor* /*grad_x*/, Tensor* /*grad_weight*/,
                                      Tensor* /*grad_bias*/) {

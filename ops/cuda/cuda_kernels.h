@@ -12,6 +12,9 @@ namespace minidl {
 class CudaKernels final : public Kernels {
  public:
   explicit CudaKernels(int device);
+  /// The kernels of `device` queued on `stream` instead of its compute stream: work that follows
+  /// side-stream work in order (ops/cuda/cudnn.cpp).
+  CudaKernels(int device, cudaStream_t stream) : device_(device), stream_(stream) {}
 
   void copy(const Tensor& src, Tensor& dst) override;
   void fill(Tensor& dst, double value) override;

@@ -283,31 +283,37 @@ void run_forward(cudnnHandle_t handle, int device, const ConvPlan& p, const Conv
 
 void run_backward(cudnnHandle_t handle, int device, const ConvPlan& p, const ConvAlgorithms& a,
                   const Tensor& grad_out, const Tensor& x, const Tensor& weight, Tensor* grad_x, Tensor* grad_weight,
-                  Tensor* grad_bias) {
+                  Tensor* grad_bias, bool join_later) {
   const DType dt = grad_out.dtype();
   // With both gradients wanted, the weight's runs on the side stream next to the input's: they only
-  // read the same output gradient, and at small batches neither fills the GPU. The side stream's
-  // workspace goes back to the allocator after the join, so its reuse is ordered after it.
+  // read the same output gradient, and at small batches neither fills the GPU. The input's is queued
+  // first, since the layer below waits for it alone.
   const bool concurrent = grad_x && grad_weight;
   cudaStream_t stream = nullptr;
   CUDNN_CHECK(cudnnGetStream(handle, &stream));
   const cudaStream_t side = cuda::side_stream(device);
-  if (concurrent) cuda::stream_wait(device, side, stream);
-  std::optional<Workspace> filter_space;
+  if (concurrent) {
+    if (join_later) cuda::join_side_stream_if_holding_much(device);
+    cuda::stream_wait(device, side, stream);
+  }
+  // The weight gradient's buffers are taken first: a block the input's gradient frees (its
+  // workspace) must not come back for side-stream work while that gradient still runs.
+  const MemoryFormat format = p.channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+  // cuDNN writes the plan's filter layout in the data's dtype; another grad_weight (contiguous, or a
+  // master weight's float32) gets it by one converting copy queued after it.
+  const bool in_place = grad_weight && grad_weight->dtype() == dt && grad_weight->is_contiguous(format);
+  Tensor filter, space;
+  bool by_engine = false;
+  size_t bytes = 0;
   if (grad_weight) {
-    cudnnHandle_t filter_handle = concurrent ? cudnn_side_handle(device) : handle;
+    filter = in_place ? *grad_weight : Tensor::empty(grad_weight->shape(), dt, grad_weight->device(), format);
     // The graph-API plan was made for 16-byte aligned operands (views at odd offsets take the legacy call).
     const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
     const WeightGradEngine* engine = a.bwd_filter_engine;
-    if (engine && aligned(x.raw_data()) && aligned(grad_out.raw_data()) && aligned(grad_weight->raw_data())) {
-      filter_space.emplace(device, engine->workspace());
-      engine->run(filter_handle, x.raw_data(), grad_out.raw_data(), grad_weight->raw_data(), filter_space->get());
-    } else {
-      filter_space.emplace(device, a.bwd_filter_ws);
-      CUDNN_CHECK(cudnnConvolutionBackwardFilter(filter_handle, kOne.get(dt), p.x.d, x.raw_data(), p.y.d,
-                                                 grad_out.raw_data(), p.conv, a.bwd_filter, filter_space->get(),
-                                                 filter_space->size(), kZero.get(dt), p.w, grad_weight->raw_data()));
-    }
+    by_engine = engine && aligned(x.raw_data()) && aligned(grad_out.raw_data()) && aligned(filter.raw_data());
+    bytes = by_engine ? engine->workspace() : a.bwd_filter_ws;
+    // The workspace as a tensor: side work left unjoined keeps it alive until its join.
+    if (bytes) space = Tensor::empty({static_cast<int64_t>((bytes + 15) / 16)}, kFloat32, grad_out.device());
   }
   if (grad_x) {
     Workspace ws(device, a.bwd_data_ws);
@@ -315,7 +321,30 @@ void run_backward(cudnnHandle_t handle, int device, const ConvPlan& p, const Con
                                              p.conv, a.bwd_data, ws.get(), ws.size(), kZero.get(dt), p.x.d,
                                              grad_x->raw_data()));
   }
-  if (concurrent) cuda::stream_wait(device, stream, side);
+  if (grad_weight) {
+    const cudaStream_t filter_stream = concurrent ? side : stream;
+    cudnnHandle_t filter_handle = concurrent ? cudnn_side_handle(device) : handle;
+    void* space_ptr = bytes ? space.raw_data() : nullptr;
+    if (by_engine) {
+      a.bwd_filter_engine->run(filter_handle, x.raw_data(), grad_out.raw_data(), filter.raw_data(), space_ptr);
+    } else {
+      CUDNN_CHECK(cudnnConvolutionBackwardFilter(filter_handle, kOne.get(dt), p.x.d, x.raw_data(), p.y.d,
+                                                 grad_out.raw_data(), p.conv, a.bwd_filter, space_ptr, bytes,
+                                                 kZero.get(dt), p.w, filter.raw_data()));
+    }
+    if (!in_place) CudaKernels(device, filter_stream).copy(filter, *grad_weight);
+    if (concurrent) {
+      // The compute stream waits for the side stream where what it read or wrote is next used
+      // (core/cuda/side_stream.cpp): the layer below's backward runs beside this weight gradient.
+      if (join_later) {
+        std::vector<Tensor> reads = {x, grad_out, filter};
+        if (space.defined()) reads.push_back(space);
+        cuda::join_side_stream_later(device, std::move(reads), {grad_weight->impl().storage->data()});
+      } else {
+        cuda::stream_wait(device, stream, side);
+      }
+    }
+  }
   if (grad_bias) {
     CUDNN_CHECK(cudnnConvolutionBackwardBias(handle, kOne.get(dt), p.y.d, grad_out.raw_data(), kZero.get(dt), p.bias.d,
                                              grad_bias->raw_data()));
@@ -371,8 +400,8 @@ bool CudaKernels::conv2d_backward_cudnn(const Tensor& grad_out, const Tensor& x,
   // A forward run in deterministic mode had deterministic algorithms for all three passes.
   const auto [p, a] = plan_now(device_, handle, stream_, grad_out.dtype(), grad_out.size(0), grad_out.size(1), g);
   if (!a) return false;
-  check_layout(*p, {&grad_out, &x, &weight, grad_x, grad_weight});
-  run_backward(handle, device_, *p, *a, grad_out, x, weight, grad_x, grad_weight, grad_bias);
+  check_layout(*p, {&grad_out, &x, &weight, grad_x});  // grad_weight: any layout and floating dtype
+  run_backward(handle, device_, *p, *a, grad_out, x, weight, grad_x, grad_weight, grad_bias, true);
   return true;
 }
 

@@ -386,7 +386,7 @@ bool CudaKernels::conv2d_cudnn_is_faster(DType dtype, int64_t batch, int64_t out
       paths.push_back([&, m] {
         const ConvAlgorithms& a = p.mode[m].algorithms;
         run_forward(handle, device_, p, a, x, w4, &bias, out4);
-        run_backward(handle, device_, p, a, out4, x, w4, input_grad ? &gx : nullptr, &gw4, nullptr);
+        run_backward(handle, device_, p, a, out4, x, w4, input_grad ? &gx : nullptr, &gw4, nullptr, false);
         bias_grad();
       });
     }

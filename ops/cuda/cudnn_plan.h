@@ -194,9 +194,13 @@ bool use_algorithms(cudnnHandle_t handle, const ConvPlan& p, const cudnnConvolut
 /// The forward of `p` with `a`'s algorithm on `handle`'s stream: out = conv(x, weight) (+ bias).
 void run_forward(cudnnHandle_t handle, int device, const ConvPlan& p, const ConvAlgorithms& a, const Tensor& x,
                  const Tensor& weight, const Tensor* bias, Tensor& out);
-/// The backward of `p` with `a`'s algorithms: the gradients asked for (null: not wanted).
+/// The backward of `p` with `a`'s algorithms: the gradients asked for (null: not wanted). grad_weight
+/// may be in any layout and floating dtype (a converting copy follows cuDNN's where it is not the
+/// plan's). With both gradients wanted the weight's runs on the side stream; `join_later` leaves its
+/// join to the next use of what it read or wrote (core/cuda/side_stream.cpp), else the compute
+/// stream waits for it before this returns.
 void run_backward(cudnnHandle_t handle, int device, const ConvPlan& p, const ConvAlgorithms& a,
                   const Tensor& grad_out, const Tensor& x, const Tensor& weight, Tensor* grad_x, Tensor* grad_weight,
-                  Tensor* grad_bias);
+                  Tensor* grad_bias, bool join_later);
 
 }  // namespace minidl::cudnn

@@ -8,7 +8,8 @@
 // the heuristics and deterministic only.
 // A plan holds one set for convolutions run op by op and one for those captured into a CUDA graph,
 // each within its mode's workspace limit (ops/backend_setting.h). Workspaces come from the caching
-// allocator and go back to it as soon as the call is queued (reuse is ordered on the stream).
+// allocator and go back to it as soon as the call is queued (reuse is ordered on the stream), except
+// a weight gradient's on the side stream, which its unjoined work holds until the join.
 #include <cstdint>
 #include <initializer_list>
 #include <map>

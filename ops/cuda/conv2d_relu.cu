@@ -253,6 +253,23 @@ __global__ void conv_bias_relu_backward_nhwc_kernel(const Pack<T>* __restrict__ 
   }
 }
 
+// What block (r, n) of a channels-last pooling kernel covers: output rows [i0, i0 + here) of image n,
+// span = here * ow pixels of `channels`, windows of kw (K where known when compiling), and its rows
+// staged in dynamic shared memory as [channels, span].
+template <class T, int K>
+struct PoolRows {
+  T* row;
+  int i0, here, span, channels, kw;
+  int64_t n;
+  __device__ PoolRows(int channels, int oh, int ow, int k, int rows)
+      : row(staged()), i0(blockIdx.x * rows), here(min(rows, oh - i0)), span(here * ow), channels(channels),
+        kw(K ? K : k), n(blockIdx.y) {}
+  static __device__ T* staged() {
+    extern __shared__ unsigned char row_bytes[];
+    return reinterpret_cast<T*>(row_bytes);
+  }
+};
+
 // bias_relu_max_pool2d from NHWC x into NCHW out. Block (r, n) makes output rows [r * rows, (r + 1)
 // * rows) of image n for every channel: thread e reads the windows of one output pixel a Pack of
 // channels at a time (16-byte loads, the window unrolled for K = 2), keeps the rows in shared memory
@@ -262,11 +279,10 @@ __global__ void bias_relu_max_pool2d_nhwc_kernel(const Pack<T>* __restrict__ x, 
                                                  T* __restrict__ out, int packs, int H, int W, int oh, int ow, int k,
                                                  int rows) {
   constexpr int kSize = Pack<T>::kSize;
-  extern __shared__ unsigned char row_bytes[];
-  T* row = reinterpret_cast<T*>(row_bytes);
-  const int i0 = blockIdx.x * rows, here = min(rows, oh - i0), span = here * ow, channels = packs * kSize;
-  const int64_t n = blockIdx.y;
-  const int kw = K ? K : k;
+  const PoolRows<T, K> b(packs * kSize, oh, ow, k, rows);
+  T* row = b.row;
+  const int i0 = b.i0, here = b.here, span = b.span, channels = b.channels, kw = b.kw;
+  const int64_t n = b.n;
   for (int e = threadIdx.x; e < packs * span; e += blockDim.x) {
     const int pk = e % packs, r = e / packs, i = i0 + r / ow, j = r % ow;
     const Pack<T>* s = x + ((n * H + i * kw) * W + j * kw) * packs + pk;
@@ -308,11 +324,10 @@ __global__ void max_unpool2d_nhwc_kernel(const T* __restrict__ routed, const Pac
                                          const T* __restrict__ bias, Pack<T>* __restrict__ grad_pre, int packs, int H,
                                          int W, int oh, int ow, int k, int rows) {
   constexpr int kSize = Pack<T>::kSize;
-  extern __shared__ unsigned char row_bytes[];
-  T* row = reinterpret_cast<T*>(row_bytes);
-  const int i0 = blockIdx.x * rows, here = min(rows, oh - i0), span = here * ow, channels = packs * kSize;
-  const int64_t n = blockIdx.y;
-  const int kw = K ? K : k;
+  const PoolRows<T, K> b(packs * kSize, oh, ow, k, rows);
+  T* row = b.row;
+  const int i0 = b.i0, here = b.here, span = b.span, channels = b.channels, kw = b.kw;
+  const int64_t n = b.n;
   for (int e = threadIdx.x; e < channels * span; e += blockDim.x) {
     const int c = e / span, r = e - c * span;
     row[e] = routed[((n * channels + c) * oh + i0) * ow + r];

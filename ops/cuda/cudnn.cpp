@@ -314,7 +314,7 @@ void run_backward(cudnnHandle_t handle, int device, const ConvPlan& p, const Con
     by_engine = engine && aligned(x.raw_data()) && aligned(grad_out.raw_data()) && aligned(filter.raw_data());
     bytes = by_engine ? engine->workspace() : a.bwd_filter_ws;
     // The workspace as a tensor: side work left unjoined keeps it alive until its join.
-    if (bytes) space = Tensor::empty({static_cast<int64_t>((bytes + 15) / 16)}, kFloat32, grad_out.device());
+    if (bytes) space = Tensor::empty({static_cast<int64_t>(bytes)}, kByte, grad_out.device());
   }
   if (grad_x) {
     Workspace ws(device, a.bwd_data_ws);

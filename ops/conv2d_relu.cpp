@@ -56,8 +56,10 @@ bool direct_first_layer(const Tensor& x, const Tensor& weight, const Tensor& bia
                      [xc, g, y_saved = y.detach(), w_shape = weight.shape(),
                       dtypes = GradDtypes(weight_recorded, bias_recorded, x.dtype())](const Tensor& grad,
                                                                                       const std::vector<bool>& needs) {
-                       Tensor gw = Tensor::empty(w_shape, grad.dtype(), grad.device()), gb;
-                       if (needs[2]) gb = Tensor::empty({w_shape[0]}, grad.dtype(), grad.device());
+                       // The kernel writes float32 (masters') gradients itself.
+                       const DType out = dtypes.weight == kFloat32 && dtypes.bias == kFloat32 ? kFloat32 : grad.dtype();
+                       Tensor gw = Tensor::empty(w_shape, out, grad.device()), gb;
+                       if (needs[2]) gb = Tensor::empty({w_shape[0]}, out, grad.device());
                        const bool done = kernels_for(grad.device())
                                              .conv2d_relu_direct_backward(grad.contiguous(MemoryFormat::ChannelsLast),
                                                                           y_saved, xc, g, gw, needs[2] ? &gb : nullptr);

@@ -392,7 +392,8 @@ class Kernels {
     return false;
   }
   /// Its weight and bias gradients (overwritten; grad_bias may be null) from grad_y and y, both
-  /// channels-last; x's gradient is not made (a first layer's input needs none).
+  /// channels-last, in x's dtype or both in float32 (master weights'); x's gradient is not made (a
+  /// first layer's input needs none).
   virtual bool conv2d_relu_direct_backward(const Tensor& /*grad_y*/, const Tensor& /*y*/, const Tensor& /*x*/,
                                            const ConvGeometry& /*g*/, Tensor& /*grad_weight*/,
                                            Tensor* /*grad_bias*/) {

@@ -1,6 +1,7 @@
 // conv2d_relu and conv2d_relu_max_pool2d on CUDA, by im2col and by cuDNN: float64 gradchecks on the
 // GPU, and values and gradients equal to the CPU's and to the unfused composition's on the GPU.
 #include "conv2d_relu_cases.h"
+#include "core/autocast.h"
 #include "ops/backend_setting.h"
 #include "test_cuda_util.h"
 
@@ -207,10 +208,21 @@ TEST(CudaConv2dRelu, DirectFirstLayerMatchesFloat32) {
       (out.to(kFloat32) * up).sum().backward();
       const double t = dt == kBFloat16 ? 1e-2 : 2e-3;
       EXPECT_TRUE(all_close(out.to(kFloat32), ref, t, t)) << "output";
-      for (auto [got, want] : {std::pair{w16, w32}, std::pair{b16, b32}}) {
+      // Under autocast the float32 masters are recorded, and the kernel hands their gradients back
+      // in float32.
+      Tensor wm = w.to(kFloat32).to(gpu()).requires_grad_(), bm = b.to(kFloat32).to(gpu()).requires_grad_();
+      {
+        AutocastGuard autocast(Device::cuda(), dt);
+        const Tensor mixed = conv2d_relu(x.to(kFloat32).to(gpu()), wm, bm, c.stride, c.padding, c.dilation);
+        EXPECT_EQ(mixed.dtype(), dt);
+        (mixed.to(kFloat32) * up).sum().backward();
+      }
+      for (auto [got, want] : {std::pair{w16, w32}, std::pair{b16, b32}, std::pair{wm, w32}, std::pair{bm, b32}}) {
         const double scale = want.grad().abs().max().item<float>();
         EXPECT_TRUE(all_close(got.grad().to(kFloat32), want.grad(), 2 * t * scale, 0)) << "gradient";
       }
+      EXPECT_EQ(wm.grad().dtype(), kFloat32);
+      EXPECT_EQ(bm.grad().dtype(), kFloat32);
     }
   }
 }

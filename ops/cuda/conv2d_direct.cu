@@ -23,10 +23,15 @@ namespace {
 
 using namespace cuda;
 
-constexpr int kBlock = 256;           // the forward's threads a block
+constexpr int kBlock = 128;           // the forward's threads a block: 2-3 blocks an SM at batch 64
 constexpr int kBackwardBlock = 384;   // the backward's: one block an SM, up to 168 registers a thread
 constexpr int kMaxWindow = 9;         // up to 3 x 3: the taps a backward thread keeps sums of
 constexpr int kMaxChannels = 256;     // 32 packs: a warp at most
+constexpr int kWarps = kBackwardBlock / 32;
+constexpr int kMaxPairs = kMaxChannels * (kMaxWindow + 1);  // a block's sums: weights and bias
+constexpr int kStaged = 4 * kMaxPairs;                      // floats: 40 KB, 4 warps' sums at most
+constexpr int kColumns = (kMaxPairs + kBackwardBlock - 1) / kBackwardBlock;  // a thread's columns
+constexpr int kInFlight = 8;  // the last block's loads a thread keeps in flight
 
 template <class T>
 struct alignas(16) Pack8 {
@@ -97,19 +102,20 @@ __global__ void conv2d_relu_direct_kernel(const T* __restrict__ x, const T* __re
   }
 }
 
-// The weight and bias gradients. Thread (slot, pack) keeps the sums of its pack's 8 channels by
+// The weight and bias gradients, in T or in float32 (a master weight's: one rounding fewer and no
+// converting pass). Thread (slot, pack) keeps the sums of its pack's 8 channels by
 // every tap and the bias over its stride of pixels, the gradient taken through the ReLU; the next
 // pixel's gradient and window are loaded before this one's products, so that a thread has two in
 // flight. Then, in a fixed order each run: the threads of a pack add theirs across the warp (a
-// butterfly), the warps add theirs into shared memory one after the other, each block leaves a row
-// of partials, and the last block adds the rows: its threads each take four columns of a share of
-// the rows (16-byte loads), then the shares are added in order.
-template <class T, int KH, int KW>
+// butterfly), the block's threads add the warps' sums column by column, each block leaves a row of
+// partials, and the last block adds the rows: its threads each take four columns of a share of the
+// rows (16-byte loads), then the shares are added in order.
+template <class T, class G, int KH, int KW>
 __global__ void __launch_bounds__(kBackwardBlock, 1)
     conv2d_relu_direct_backward_kernel(const T* __restrict__ grad_y, const T* __restrict__ y,
                                        const T* __restrict__ x, int64_t pixels, int packs, Geo<int> g,
-                                       float* block_sums, unsigned* counters, T* grad_weight, T* grad_bias) {
-  __shared__ float4 staged4[kMaxChannels * (kMaxWindow + 1) / 4];
+                                       float* block_sums, unsigned* counters, G* grad_weight, G* grad_bias) {
+  __shared__ float4 staged4[kStaged / 4];
   float* staged = reinterpret_cast<float*>(staged4);
   const int kk = (KH ? KH : g.kernel_h) * (KW ? KW : g.kernel_w), sums = kk + 1, channels = packs * 8;
   const int pairs = channels * sums;  // a multiple of 8
@@ -150,36 +156,51 @@ __global__ void __launch_bounds__(kBackwardBlock, 1)
 #pragma unroll
     for (int t = 0; t <= kMaxWindow; ++t)
       for (int offset = packs; offset < 32; offset *= 2) acc[k][t] += __shfl_xor_sync(0xffffffffu, acc[k][t], offset);
+  // The warps' sums go to shared memory side by side, as many warps at a time as it holds (all 12
+  // up to 32 channels), and thread e adds column e (and e + 384, ...) over them in warp order. (Warp
+  // after warp into one row, each behind a barrier, cost a third of the kernel at batch 64.)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int e = threadIdx.x; e < pairs; e += kBackwardBlock) staged[e] = 0.f;
-  for (int w = 0; w < kBackwardBlock / 32; ++w) {
-    __syncthreads();
-    if (warp == w && lane < packs) {
+  const int per_round = min(kWarps, kStaged / pairs);
+  float column[kColumns] = {};
+  for (int first = 0; first < kWarps; first += per_round) {
+    const int rows = min(per_round, kWarps - first);
+    if (warp >= first && warp < first + rows && lane < packs) {
+      float* row = staged + (warp - first) * pairs + pack * 8 * sums;
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
-        float* row = staged + (pack * 8 + k) * sums;
 #pragma unroll
         for (int t = 0; t < kMaxWindow; ++t)
-          if (t < kk) row[t] += acc[k][t];
-        row[kk] += acc[k][kMaxWindow];
+          if (t < kk) row[k * sums + t] = acc[k][t];
+        row[k * sums + kk] = acc[k][kMaxWindow];
       }
     }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kColumns; ++i) {
+      const int e = threadIdx.x + i * kBackwardBlock;
+      if (e < pairs)
+        for (int r = 0; r < rows; ++r) column[i] += staged[r * pairs + e];
+    }
+    __syncthreads();
   }
-  __syncthreads();
-  for (int e = threadIdx.x; e < pairs; e += kBackwardBlock) block_sums[blockIdx.x * int64_t(pairs) + e] = staged[e];
+#pragma unroll
+  for (int i = 0; i < kColumns; ++i) {
+    const int e = threadIdx.x + i * kBackwardBlock;
+    if (e < pairs) block_sums[blockIdx.x * int64_t(pairs) + e] = column[i];
+  }
   if (!last_block_of_group(counters, 0, gridDim.x)) return;
-  // Job (quad, share): columns [4 quad, 4 quad + 4) of rows share, share + shares, ..., with four
-  // running sums; the shares' totals then go through shared memory (at most 2,048 floats, or one
+  // Job (quad, share): columns [4 quad, 4 quad + 4) of rows share, share + shares, ..., with eight
+  // loads in flight; the shares' totals then go through shared memory (at most 384 float4s, or one
   // share of `pairs`).
   const int quads = pairs / 4, shares = max(1, kBackwardBlock / quads);
   const float4* rows = reinterpret_cast<const float4*>(block_sums);
   for (int job = threadIdx.x; job < quads * shares; job += kBackwardBlock) {
     const int quad = job % quads, share = job / quads;
-    float4 part[4] = {};
+    float4 part[kInFlight] = {};
     unsigned b = share;
-    for (; b + 3 * shares < gridDim.x; b += 4 * shares)
+    for (; b + (kInFlight - 1) * shares < gridDim.x; b += kInFlight * shares)
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
+      for (int u = 0; u < kInFlight; ++u) {
         const float4 v = __ldcg(&rows[(b + u * shares) * int64_t(quads) + quad]);
         part[u].x += v.x, part[u].y += v.y, part[u].z += v.z, part[u].w += v.w;
       }
@@ -187,18 +208,21 @@ __global__ void __launch_bounds__(kBackwardBlock, 1)
       const float4 v = __ldcg(&rows[b * int64_t(quads) + quad]);
       part[0].x += v.x, part[0].y += v.y, part[0].z += v.z, part[0].w += v.w;
     }
-    staged4[share * quads + quad] = make_float4((part[0].x + part[1].x) + (part[2].x + part[3].x),
-                                                (part[0].y + part[1].y) + (part[2].y + part[3].y),
-                                                (part[0].z + part[1].z) + (part[2].z + part[3].z),
-                                                (part[0].w + part[1].w) + (part[2].w + part[3].w));
+#pragma unroll
+    for (int width = kInFlight / 2; width > 0; width /= 2)
+#pragma unroll
+      for (int u = 0; u < width; ++u)
+        part[u].x += part[u + width].x, part[u].y += part[u + width].y, part[u].z += part[u + width].z,
+            part[u].w += part[u + width].w;
+    staged4[share * quads + quad] = part[0];
   }
   __syncthreads();
   for (int e = threadIdx.x; e < pairs; e += kBackwardBlock) {
     float s = 0.f;
     for (int share = 0; share < shares; ++share) s += staged[share * pairs + e];
     const int c = e / sums, t = e - c * sums;
-    if (t < kk) grad_weight[c * kk + t] = T(s);
-    else if (grad_bias) grad_bias[c] = T(s);
+    if (t < kk) grad_weight[c * kk + t] = G(s);
+    else if (grad_bias) grad_bias[c] = G(s);
   }
 }
 
@@ -254,6 +278,10 @@ bool CudaKernels::conv2d_relu_direct_backward(const Tensor& grad_y, const Tensor
   MINIDL_CHECK(x.is_contiguous() && grad_weight.is_contiguous() && y.is_contiguous(MemoryFormat::ChannelsLast) &&
                    grad_y.is_contiguous(MemoryFormat::ChannelsLast),
                "conv2d_relu_direct_backward: expected x and grad_weight contiguous, y and grad_y channels-last");
+  const DType out = grad_weight.dtype();
+  MINIDL_CHECK((out == x.dtype() || out == kFloat32) && (!grad_bias || grad_bias->dtype() == out),
+               "conv2d_relu_direct_backward: expected the gradients in ", x.dtype(), " or float32, alike, got ", out,
+               " and ", grad_bias ? grad_bias->dtype() : out);
   cuda::DeviceGuard guard(device_);
   const int64_t pixels = x.size(0) * g.out_h * g.out_w, packs = channels / 8;
   const int64_t sums = g.kernel_h * g.kernel_w + 1;
@@ -261,14 +289,20 @@ bool CudaKernels::conv2d_relu_direct_backward(const Tensor& grad_y, const Tensor
   Tensor scratch = Tensor::empty({blocks, channels * sums}, kFloat32, y.device());
   dispatch_16bit(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const auto launch = [&](auto kernel) {
+    const auto launch = [&](auto kernel, auto* grads) {
+      using G = std::remove_pointer_t<decltype(grads)>;
       kernel<<<blocks, kBackwardBlock, 0, stream_>>>(ptr<const T>(grad_y), ptr<const T>(y), ptr<const T>(x), pixels,
                                                      static_cast<int>(packs), Geo<int>(g), ptr<float>(scratch),
-                                                     block_counters(device_, stream_), ptr<T>(grad_weight),
-                                                     grad_bias ? ptr<T>(*grad_bias) : nullptr);
+                                                     block_counters(device_, stream_), ptr<G>(grad_weight),
+                                                     grad_bias ? ptr<G>(*grad_bias) : nullptr);
     };
-    if (g.kernel_h == 3 && g.kernel_w == 3) launch(conv2d_relu_direct_backward_kernel<T, 3, 3>);
-    else launch(conv2d_relu_direct_backward_kernel<T, 0, 0>);
+    const auto with_window = [&](auto* grads) {
+      using G = std::remove_pointer_t<decltype(grads)>;
+      if (g.kernel_h == 3 && g.kernel_w == 3) launch(conv2d_relu_direct_backward_kernel<T, G, 3, 3>, grads);
+      else launch(conv2d_relu_direct_backward_kernel<T, G, 0, 0>, grads);
+    };
+    if (out == kFloat32) with_window(static_cast<float*>(nullptr));
+    else with_window(static_cast<T*>(nullptr));
     CUDA_LAUNCH_CHECK(conv2d_relu_direct_backward_kernel);
   });
   return true;

@@ -8,13 +8,15 @@
 // output (22 MB written forward, twice that read backward). Products accumulate in float32 and each
 // output is rounded once.
 //
-// Each thread of either kernel takes one pack of 8 output channels (16 bytes of a channels-last
-// pixel), so that a warp reads or writes whole pixels in one contiguous span. The forward reads its
-// pack's weights from shared memory as float4s, one load for four channels of a tap. The backward
+// A forward thread makes every channel of one pixel, 8 at a time (16 bytes of a channels-last
+// pixel), reading the weights from shared memory as float4s the whole warp loads at once. A backward
+// thread takes one pack of 8 channels, so that a warp reads whole pixels in one contiguous span,
 // keeps its pack's sums in registers over a stride of pixels, then adds them across the grid in a
-// fixed order. At that shape they take 23.7 and 56.3 us (docs/benchmarks.md), far from what the
-// bytes they move would allow: the backward took 81 us with the products staged in shared memory,
-// the forward 17.9 us with one thread a pixel reading each weight for each product.
+// fixed order. At that shape, in the step (docs/benchmarks.md), the forward takes 18.0 us and the
+// backward 102.8 us, run beside the next layer's cuDNN gradients that hold most of the SMs (56 us
+// alone before its block's sums were added column by column). Both are far from what the bytes they
+// move allow: the backward took 81 us with the products staged in shared memory, the forward 23.5
+// us with a thread for each pack.
 #include "ops/cuda/common.cuh"
 
 namespace minidl {
@@ -158,7 +160,7 @@ __global__ void __launch_bounds__(kBackwardBlock, 1)
       for (int offset = packs; offset < 32; offset *= 2) acc[k][t] += __shfl_xor_sync(0xffffffffu, acc[k][t], offset);
   // The warps' sums go to shared memory side by side, as many warps at a time as it holds (all 12
   // up to 32 channels), and thread e adds column e (and e + 384, ...) over them in warp order. (Warp
-  // after warp into one row, each behind a barrier, cost a third of the kernel at batch 64.)
+  // after warp into one row, each behind a barrier, left one of the SM's 12 warps working at a time.)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int per_round = min(kWarps, kStaged / pairs);
   float column[kColumns] = {};

@@ -312,6 +312,21 @@ TEST(Autocast, WeightCastsAreCachedUntilTheOutermostGuardExits) {
   expect_close(w.grad(), expected, tolerance(kBFloat16), "cached weight gradient");
 }
 
+namespace {
+
+// Runs `op` (one op of a weight and a bias) under CPU autocast in `dtype` and checks that it took
+// master weights: two 16-bit copies made, no differentiable cast cached.
+Tensor run_on_masters(DType dtype, const std::function<Tensor()>& op) {
+  const size_t copies_before = autocast::master_copy_count();
+  AutocastGuard guard(Device::cpu(), dtype);
+  Tensor out = op();
+  EXPECT_EQ(autocast::cache_size(), 0u);  // no differentiable cast of the weights
+  EXPECT_EQ(autocast::master_copy_count(), copies_before + 2);
+  return out;
+}
+
+}  // namespace
+
 // linear takes master weights (ops/autocast_masters.h): the product reads a bfloat16 copy, the tape
 // records the float32 leaf, and the gradient is float32 straight from the product, not a bfloat16
 // gradient widened: within float32 rounding of the column sums of the bfloat16 input.
@@ -319,14 +334,7 @@ TEST(Autocast, LinearTakesMasterWeightsAndGivesThemFloat32Gradients) {
   manual_seed(41);
   Tensor w = randn({5, 8}).requires_grad_(true), b = randn({5}).requires_grad_(true);
   const Tensor x = randn({64, 8});
-  const size_t copies_before = autocast::master_copy_count();
-  Tensor y;
-  {
-    AutocastGuard guard(Device::cpu(), kBFloat16);
-    y = linear(x, w, b);
-    EXPECT_EQ(autocast::cache_size(), 0u);  // no differentiable cast of the weights
-    EXPECT_EQ(autocast::master_copy_count(), copies_before + 2);
-  }
+  const Tensor y = run_on_masters(kBFloat16, [&] { return linear(x, w, b); });
   EXPECT_EQ(y.dtype(), kBFloat16);
   const Tensor x16 = x.to(kBFloat16).to(kFloat32);
   expect_close(y, add(matmul(x16, w.detach().to(kBFloat16).to(kFloat32).transpose(0, 1)), b.detach()),
@@ -515,14 +523,7 @@ TEST(Autocast, ConvolutionsTakeMasterWeights) {
       manual_seed(47);
       Tensor w = mul(randn({6, 3, 3, 3}), 0.3).requires_grad_(true), b = mul(randn({6}), 0.1).requires_grad_(true);
       const Tensor x = randn({4, 3, 8, 8});
-      const size_t copies_before = autocast::master_copy_count();
-      Tensor out;
-      {
-        AutocastGuard guard(Device::cpu(), dtype);
-        out = op(x, w, b);
-        EXPECT_EQ(autocast::cache_size(), 0u);  // no differentiable cast of the weights
-        EXPECT_EQ(autocast::master_copy_count(), copies_before + 2);
-      }
+      const Tensor out = run_on_masters(dtype, [&] { return op(x, w, b); });
       EXPECT_EQ(out.dtype(), dtype);
       const Tensor c = randn(out.shape()).to(dtype).to(kFloat32);
       sum(mul(out, c)).backward();

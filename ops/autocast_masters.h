@@ -11,9 +11,9 @@
 // back to float32 (one rounding less on the gradient here).
 //
 // The linear-layer ops (ops/matmul.cpp) and the convolutions (ops/conv2d.cpp, ops/conv2d_relu.cpp)
-// take this path (autocast::call_with_masters); the convolutions' gradients come from cuDNN in 16
-// bits and are widened inside their node. Other lower-precision ops cast their inputs as before
-// (ops/autocast_policy.h).
+// take this path (autocast::call_with_masters); the convolutions widen their gradients inside their
+// node (cuDNN's weight gradient in the copy out of its filter layout; the direct first-layer kernel
+// writes float32). Other lower-precision ops cast their inputs as before (ops/autocast_policy.h).
 #include <vector>
 
 #include "core/tensor.h"

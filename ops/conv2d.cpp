@@ -153,7 +153,7 @@ Tensor conv2d_nobias(const Tensor& x, const Tensor& weight, const ConvGeometry& 
 }
 
 void conv2d_nobias_backward(const ConvSaved& saved, const Tensor& grad, bool need_x, bool need_w, Tensor& grad_x,
-                            Tensor& grad_w, std::optional<DType> weight_grad_dtype) {
+                            Tensor& grad_w, DType weight_grad_dtype) {
   NoGradGuard no_grad;
   const ConvGeometry& g = saved.g;
   const int64_t n = grad.size(0), o = grad.size(1);
@@ -164,7 +164,7 @@ void conv2d_nobias_backward(const ConvSaved& saved, const Tensor& grad, bool nee
     if (need_x) grad_x = Tensor::empty({n, g.channels, g.height, g.width}, go.dtype(), go.device(), format);
     // A parameter's gradient, as the optimizers read it: contiguous, in its master's dtype (the
     // backend converts from the filter layout it writes, KRSC when channels-last, in one copy).
-    if (need_w) grad_w = Tensor::empty(saved.w_shape, weight_grad_dtype.value_or(go.dtype()), go.device());
+    if (need_w) grad_w = Tensor::empty(saved.w_shape, weight_grad_dtype, go.device());
     const bool done = k.conv2d_backward_cudnn(go, saved.x, saved.w, g, need_x ? &grad_x : nullptr,
                                               need_w ? &grad_w : nullptr, nullptr);
     MINIDL_CHECK(done, "conv2d: the cuDNN backward is unavailable although its forward ran");
@@ -178,7 +178,7 @@ void conv2d_nobias_backward(const ConvSaved& saved, const Tensor& grad, bool nee
     MINIDL_CHECK((!need_x || k.conv2d_backward_data_onednn(go, saved.w, g, grad_x)) &&
                      (!need_w || k.conv2d_backward_weights_onednn(go, saved.x, g, grad_w)),
                  "conv2d: the oneDNN backward is unavailable although its forward ran");
-    if (need_w && weight_grad_dtype && grad_w.dtype() != *weight_grad_dtype) grad_w = grad_w.to(*weight_grad_dtype);
+    if (need_w) grad_w = grad_w.to(weight_grad_dtype);
     return;
   }
   if (need_x) {
@@ -187,7 +187,7 @@ void conv2d_nobias_backward(const ConvSaved& saved, const Tensor& grad, bool nee
     grad_x = col2im_raw(grad_cols, g);
   }
   if (need_w) grad_w = view(weight_grad(g3, saved.cols), saved.w_shape);
-  if (need_w && weight_grad_dtype && grad_w.dtype() != *weight_grad_dtype) grad_w = grad_w.to(*weight_grad_dtype);
+  if (need_w) grad_w = grad_w.to(weight_grad_dtype);
 }
 
 namespace {
@@ -214,12 +214,11 @@ Tensor conv2d_op(const Tensor& x, const Tensor& weight, const Tensor& bias, Size
   }
   if (autograd::needs_recording({x, weight_recorded, bias_recorded})) {
     autograd::record("conv2d", out, {x, weight_recorded, bias_recorded}, {saved.x, saved.cols, saved.w},
-                     [saved, weight_dtype = weight_recorded.dtype(),
-                      bias_dtype = bias_recorded.defined() ? bias_recorded.dtype() : x.dtype()](
+                     [saved, dtypes = GradDtypes(weight_recorded, bias_recorded, x.dtype())](
                          const Tensor& grad, const std::vector<bool>& needs) {
                        Tensor gx, gw, gb;
-                       conv2d_nobias_backward(saved, grad, needs[0], needs[1], gx, gw, weight_dtype);
-                       if (needs[2]) gb = conv_bias_grad_4d(grad).to(bias_dtype);
+                       conv2d_nobias_backward(saved, grad, needs[0], needs[1], gx, gw, dtypes.weight);
+                       if (needs[2]) gb = conv_bias_grad_4d(grad).to(dtypes.bias);
                        return std::vector<Tensor>{gx, gw, gb};
                      });
   }

@@ -3,8 +3,6 @@
 // the forward runs off the tape, by cuDNN or by im2col + GEMM as conv_backend() says, and keeps
 // what the backward needs; the caller records one node that adds its own epilogue's gradient.
 // Internal to ops/.
-#include <optional>
-
 #include "core/tensor.h"
 #include "ops/kernels.h"
 
@@ -33,6 +31,14 @@ bool conv_computes_in_float32(const Tensor& x, int64_t out_channels, const ConvG
 /// t as float32, recorded (its gradient comes back in t's dtype); an undefined t stays undefined.
 Tensor widen_to_float32(const Tensor& t);
 
+/// The dtypes a convolution's node hands its weight's and bias's gradients back in: the recorded
+/// tensors' (float32 for masters, ops/autocast_masters.h); `fallback` where there is no bias.
+struct GradDtypes {
+  DType weight, bias;
+  GradDtypes(const Tensor& weight_recorded, const Tensor& bias_recorded, DType fallback)
+      : weight(weight_recorded.dtype()), bias(bias_recorded.defined() ? bias_recorded.dtype() : fallback) {}
+};
+
 /// Checks x [N, C, H, W], weight [O, C, kh, kw] and bias ([O] or undefined) for `op` and returns the
 /// geometry.
 ConvGeometry conv2d_check(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 stride,
@@ -48,9 +54,8 @@ Tensor conv2d_nobias(const Tensor& x, const Tensor& weight, const ConvGeometry& 
 
 /// The input and weight gradients of conv2d_nobias from grad [N, O, out_h, out_w] (any layout); each
 /// one only when asked for (else left undefined). grad_x is laid out as saved.format; grad_w is
-/// contiguous, in `weight_grad_dtype` (a master weight's float32, ops/autocast_masters.h) where given,
-/// else in grad's dtype.
+/// contiguous, in `weight_grad_dtype` (the recorded weight's: a master's float32, GradDtypes).
 void conv2d_nobias_backward(const ConvSaved& saved, const Tensor& grad, bool need_x, bool need_w, Tensor& grad_x,
-                            Tensor& grad_w, std::optional<DType> weight_grad_dtype = std::nullopt);
+                            Tensor& grad_w, DType weight_grad_dtype);
 
 }  // namespace minidl

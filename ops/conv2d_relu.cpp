@@ -26,13 +26,6 @@ Tensor contiguous_bias(const Tensor& bias) {
   return bias.defined() ? bias.detach().contiguous() : Tensor();
 }
 
-// The dtypes a node hands its weight's and bias's gradients back in: the recorded tensors'.
-struct GradDtypes {
-  DType weight, bias;
-  GradDtypes(const Tensor& weight_recorded, const Tensor& bias_recorded, DType fallback)
-      : weight(weight_recorded.dtype()), bias(bias_recorded.defined() ? bias_recorded.dtype() : fallback) {}
-};
-
 // conv2d_relu by Kernels::conv2d_relu_direct: a first layer of one input channel whose input needs
 // no gradient, in 16 bits on CUDA. One kernel each way instead of cuDNN's convolutions and the
 // epilogue's passes; false where the kernels do not take it.

@@ -27,11 +27,12 @@ Tensor contiguous_bias(const Tensor& bias) {
 }
 
 // conv2d_relu by Kernels::conv2d_relu_direct: a first layer of one input channel whose input needs
-// no gradient, in 16 bits on CUDA. One kernel each way instead of cuDNN's convolutions and the
-// epilogue's passes; false where the kernels do not take it.
+// no gradient, on CUDA where the convolutions run channels-last (16 bits, or float32 under TF32: the
+// kernel says). One kernel each way instead of cuDNN's convolutions and the epilogue's passes; false
+// where the kernels do not take it.
 bool direct_first_layer(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvGeometry& g,
                         const autocast::Masters& masters, Tensor& y) {
-  if (x.device().is_cpu() || x.size(1) != 1 || x.requires_grad() || !is_reduced_floating(x.dtype())) return false;
+  if (x.device().is_cpu() || x.size(1) != 1 || x.requires_grad() || !is_floating(x.dtype())) return false;
   Kernels& k = kernels_for(x.device());
   Tensor xc, wc, b;
   {

@@ -1,5 +1,6 @@
 // The weight gradient through cuDNN's graph API (ops/cuda/cudnn_engine.h): every engine the
-// heuristics list, on channels-last bfloat16 and float16 data, against float32's gradient.
+// heuristics list, on channels-last bfloat16, float16 and float32 data (TF32 engines among them),
+// against float32's gradient.
 #include "ops/conv2d_core.h"
 #include "test_cuda_util.h"
 
@@ -14,8 +15,9 @@ using namespace minidl::testing;
 namespace {
 
 #ifdef MINIDL_WITH_CUDNN
-// Small whole numbers: the inputs are exact in 16 bits, and each gradient is one float32 sum
-// rounded once, so every engine must land within half a unit of the dtype of float32's.
+// Small whole numbers: the inputs are exact in 16 bits and in TF32, and each gradient is one float32
+// sum rounded once, so every engine must land within half a unit of the dtype (TF32's 10 bits for
+// float32) of float32's.
 TEST(CudaCudnnEngine, WeightGradientMatchesFloat32) {
   MINIDL_REQUIRE_CUDNN();
   struct Case {
@@ -31,7 +33,7 @@ TEST(CudaCudnnEngine, WeightGradientMatchesFloat32) {
     (out * dy).sum().backward();
     const Tensor want = w.grad();
     const ConvGeometry g = conv2d_check("conv2d", x, w, Tensor(), c.stride, c.padding, c.dilation);
-    for (DType dt : {kBFloat16, kHalf}) {
+    for (DType dt : {kBFloat16, kHalf, kFloat32}) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " weight " + shape_str(c.w));
       const Tensor xd = x.to(dt).to(gpu()).contiguous(MemoryFormat::ChannelsLast);
       const Tensor dyd = dy.to(dt).to(gpu()).contiguous(MemoryFormat::ChannelsLast);
@@ -43,7 +45,7 @@ TEST(CudaCudnnEngine, WeightGradientMatchesFloat32) {
         Tensor dw = Tensor::empty(c.w, dt, gpu(), MemoryFormat::ChannelsLast);
         const Tensor workspace = Tensor::empty({static_cast<int64_t>(engine->workspace() / 4 + 1)}, kFloat32, gpu());
         engine->run(handle, xd.raw_data(), dyd.raw_data(), dw.raw_data(), workspace.raw_data());
-        const double half_unit = dt == kBFloat16 ? 1.0 / 256 : 1.0 / 2048;  // relative
+        const double half_unit = dt == kBFloat16 ? 1.0 / 256 : 1.0 / 2048;  // relative; TF32 as float16
         EXPECT_TRUE(all_close(dw.to(kFloat32).to(Device::cpu()), want, 0, half_unit)) << "weight gradient";
       }
     }

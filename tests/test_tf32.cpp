@@ -164,3 +164,37 @@ TEST(CudaTf32, ConvolutionFollowsTheCudnnSwitch) {
     EXPECT_LT(relative_error(conv2d(x.to(gpu()), w.to(gpu())), reference), 1e-2);
   }
 }
+
+// Under TF32 cuDNN's float32 convolutions run channels-last, as the 16-bit ones do (cudnn_format):
+// conv2d's output comes back channels-last, within TF32's rounding, and strict float32 stays NCHW.
+// A first layer of one input channel (conv2d_relu, input without gradient) then runs on the direct
+// kernels (ops/cuda/conv2d_direct.cu), whose products are strict float32 even so: within float32
+// rounding of float64, weight and bias gradients too.
+TEST(CudaTf32, ConvolutionsRunChannelsLastUnderTf32) {
+  MINIDL_REQUIRE_CUDNN();
+  Tf32Scope scope;
+  ConvBackendScope backend(ConvBackend::Cudnn);
+  manual_seed(324);
+  const Tensor x = randn({4, 16, 10, 10}), w = randn({24, 16, 3, 3});
+  const Tensor reference = conv2d(x.to(kFloat64), w.to(kFloat64));
+  set_allow_tf32_cudnn(false);
+  const Tensor strict = conv2d(x.to(gpu()), w.to(gpu()));
+  EXPECT_TRUE(strict.is_contiguous());
+  set_allow_tf32_cudnn(true);
+  const Tensor fast = conv2d(x.to(gpu()), w.to(gpu()));
+  EXPECT_TRUE(fast.is_contiguous(MemoryFormat::ChannelsLast));
+  EXPECT_LT(relative_error(fast, reference), 1e-2);
+
+  const Tensor image = randn({6, 1, 28, 28}), w1 = mul(randn({32, 1, 3, 3}), 0.3), b1 = mul(randn({32}), 0.1);
+  const Tensor up = randn({6, 32, 26, 26});
+  Tensor w64 = w1.to(kFloat64).requires_grad_(), b64 = b1.to(kFloat64).requires_grad_();
+  const Tensor want = conv2d_relu(image.to(kFloat64), w64, b64);
+  (want * up.to(kFloat64)).sum().backward();
+  Tensor wg = w1.to(gpu()).requires_grad_(), bg = b1.to(gpu()).requires_grad_();
+  const Tensor got = conv2d_relu(image.to(gpu()), wg, bg);
+  EXPECT_TRUE(got.is_contiguous(MemoryFormat::ChannelsLast));
+  (got * up.to(gpu())).sum().backward();
+  EXPECT_LT(relative_error(got, want), 1e-6);
+  EXPECT_LT(relative_error(wg.grad(), w64.grad()), 1e-5);
+  EXPECT_LT(relative_error(bg.grad(), b64.grad()), 1e-5);
+}

@@ -1,5 +1,8 @@
-// conv2d_relu over one input channel (a first layer on grey images, as MNIST's), in bfloat16 and
-// float16, output channels-last: Kernels::conv2d_relu_direct and its backward (ops/conv2d_relu.cpp).
+// conv2d_relu over one input channel (a first layer on grey images, as MNIST's), output
+// channels-last: Kernels::conv2d_relu_direct and its backward (ops/conv2d_relu.cpp). In bfloat16 and
+// float16, and in float32 where cuDNN's convolutions run channels-last (TF32 allowed,
+// cudnn_plan.h's cudnn_format), so that the next layer reads the layout it runs in; products are
+// strict float32 either way.
 //
 // cuDNN treats this as a GEMM whose inner dimension is the window (9 for 3 x 3): too short to feed
 // its tensor cores, so each pass costs as much as a deep layer's. At the MNIST CNN's first layer,
@@ -8,15 +11,16 @@
 // output (22 MB written forward, twice that read backward). Products accumulate in float32 and each
 // output is rounded once.
 //
-// A forward thread makes every channel of one pixel, 8 at a time (16 bytes of a channels-last
-// pixel), reading the weights from shared memory as float4s the whole warp loads at once. A backward
-// thread takes one pack of 8 channels, so that a warp reads whole pixels in one contiguous span,
-// keeps its pack's sums in registers over a stride of pixels, then adds them across the grid in a
-// fixed order. At that shape, in the step (docs/benchmarks.md), the forward takes 18.0 us and the
-// backward 102.8 us, run beside the next layer's cuDNN gradients that hold most of the SMs (56 us
-// alone before its block's sums were added column by column). Both are far from what the bytes they
-// move allow: the backward took 81 us with the products staged in shared memory, the forward 23.5
-// us with a thread for each pack.
+// A forward thread makes every channel of one pixel, 8 at a time (16 bytes of a channels-last pixel
+// in 16 bits, 32 in float32), reading the weights from shared memory as float4s the whole warp loads
+// at once. A backward thread takes one pack of 8 channels, so that a warp reads whole pixels in one
+// contiguous span, keeps its pack's sums in registers over a stride of pixels, then adds them across
+// the grid in a fixed order. At that shape, in the bfloat16 step (docs/benchmarks.md), the forward
+// takes 18.0 us and the backward 102.8 us, run beside the next layer's cuDNN gradients that hold
+// most of the SMs (56 us alone before its block's sums were added column by column). Both are far
+// from what the bytes they move allow: the backward took 81 us with the products staged in shared
+// memory, the forward 23.5 us with a thread for each pack.
+#include "ops/backend_setting.h"
 #include "ops/cuda/common.cuh"
 
 namespace minidl {
@@ -229,13 +233,21 @@ __global__ void __launch_bounds__(kBackwardBlock, 1)
 }
 
 // Whether the direct kernels take this convolution: one input channel, a window of at most 9 taps
-// (3 x 3), a 16-bit dtype, output channels 8 times a power of two up to 256 (whole packs, and the
-// packs of a pixel tile a warp for the backward's butterfly), 32-bit indices.
+// (3 x 3), a 16-bit dtype or float32 under TF32, output channels 8 times a power of two up to 256
+// (whole packs, and the packs of a pixel tile a warp for the backward's butterfly), 32-bit indices.
 bool direct_applies(const Tensor& x, int64_t channels, const ConvGeometry& g) {
   const int64_t pixels = x.size(0) * g.out_h * g.out_w, packs = channels / 8;
-  return x.size(1) == 1 && is_reduced_floating(x.dtype()) && g.kernel_h * g.kernel_w <= kMaxWindow &&
+  const bool dtype_ok = is_reduced_floating(x.dtype()) || (x.dtype() == kFloat32 && allow_tf32_cudnn());
+  return x.size(1) == 1 && dtype_ok && g.kernel_h * g.kernel_w <= kMaxWindow &&
          channels % 8 == 0 && channels <= kMaxChannels && packs > 0 && (packs & (packs - 1)) == 0 && pixels > 0 &&
          pixels * channels < (int64_t{1} << 31) && x.numel() < (int64_t{1} << 31);
+}
+
+// fn(T{}) for the direct kernels' dtypes.
+template <class Fn>
+void dispatch_direct(DType dtype, Fn&& fn) {
+  if (dtype == kFloat32) fn(float{});
+  else dispatch_16bit(dtype, fn);
 }
 
 // The backward's blocks: one wave, each thread then taking a stride of pixels (its sums are set up
@@ -259,7 +271,7 @@ bool CudaKernels::conv2d_relu_direct(const Tensor& x, const Tensor& weight, cons
   cuda::DeviceGuard guard(device_);
   const int64_t pixels = x.size(0) * g.out_h * g.out_w, packs = channels / 8;
   const unsigned blocks = blocks_for(pixels, kBlock);
-  dispatch_16bit(x.dtype(), [&](auto tag) {
+  dispatch_direct(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const auto launch = [&](auto kernel) {
       kernel<<<blocks, kBlock, 0, stream_>>>(ptr<const T>(x), ptr<const T>(weight),
@@ -289,7 +301,7 @@ bool CudaKernels::conv2d_relu_direct_backward(const Tensor& grad_y, const Tensor
   const int64_t sums = g.kernel_h * g.kernel_w + 1;
   const unsigned blocks = backward_blocks(device_, pixels, packs);
   Tensor scratch = Tensor::empty({blocks, channels * sums}, kFloat32, y.device());
-  dispatch_16bit(x.dtype(), [&](auto tag) {
+  dispatch_direct(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const auto launch = [&](auto kernel, auto* grads) {
       using G = std::remove_pointer_t<decltype(grads)>;

@@ -160,9 +160,10 @@ const cudnnConvolutionFwdAlgoPerf_t* retime_forward(cudnnHandle_t handle, const 
   return candidates[best];
 }
 
-// 16-bit data: the weight gradient's graph-API engines (ops/cuda/cudnn_engine.h), timed as
-// retime_forward times the forward, against the legacy algorithm each mode took; the fastest engine
-// within the mode's workspace limit replaces it there where it is more than 2% faster.
+// Channels-last data on tensor cores (16-bit, or float32 under TF32): the weight gradient's graph-API
+// engines (ops/cuda/cudnn_engine.h), timed as retime_forward times the forward, against the legacy
+// algorithm each mode took; the fastest engine within the mode's workspace limit replaces it there
+// where it is more than 2% faster.
 void choose_weight_engine(cudnnHandle_t handle, ConvPlan& p, const ConvGeometry& g, const Tensor& x, const Tensor& dy,
                           Tensor& dw, const Scratch& legacy_ws, ConvAlgorithms (&chosen)[2]) {
   constexpr int kMostEngines = 8;
@@ -277,7 +278,7 @@ bool find_fastest(cudnnHandle_t handle, ConvPlan& p, const ConvGeometry& g, cons
     if (!use_algorithms(handle, p, forward[m], bwd_data_rank.fastest(limit), bwd_filter_rank.fastest(limit), chosen[m]))
       return false;
   }
-  if (p.sixteen_bit && p.channels_last) choose_weight_engine(handle, p, g, x, y, gw, ws, chosen);
+  if (p.tensor_ops && p.channels_last) choose_weight_engine(handle, p, g, x, y, gw, ws, chosen);
   for (const ConvMode m : {kOpByOp, kInGraph}) p.mode[m].algorithms = chosen[m];
   return true;
 }

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "core/cuda/cudnn_check.h"
+#include "ops/backend_setting.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cudnn_engine.h"
 
@@ -165,12 +166,14 @@ bool usable(const Perf* perf, int count, int i, const ConvPlan& p) {
 ConvPlan& conv_plan(int device, cudnnHandle_t handle, DType dtype, int64_t batch, int64_t out_channels,
                     const ConvGeometry& g);
 
-/// The layout of cuDNN's convolutions of `dtype`: channels-last for bfloat16 and float16, whose
-/// tensor-core kernels are NHWC (given NCHW, cuDNN transposes the input, the filter and the output
-/// around every call: 230 us of a 1.06 ms bfloat16 MNIST CNN step at batch 512 on an H200); NCHW for
-/// float32 and float64.
+/// The layout of cuDNN's convolutions of `dtype`: channels-last where they run on tensor cores
+/// (bfloat16, float16, and float32 under allow_tf32_cudnn), whose kernels are NHWC (given NCHW, cuDNN
+/// transposes the input, the filter and the output around every call: 230 us of a 1.06 ms bfloat16
+/// MNIST CNN step at batch 512 on an H200, 205 us of a 1.04 ms TF32 one); NCHW for strict float32
+/// and float64. The TF32 setting keys the plans too (dtype_slot), so a plan's layout is fixed.
 inline MemoryFormat cudnn_format(DType dtype) {
-  return is_reduced_floating(dtype) ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+  const bool tensor_cores = is_reduced_floating(dtype) || (dtype == DType::Float32 && allow_tf32_cudnn());
+  return tensor_cores ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
 }
 
 /// The deterministic algorithms of `p` (found on first use).

@@ -76,6 +76,18 @@ cudaStream_t compute_stream(int index) { return context(index).compute; }
 cudaStream_t copy_stream(int index) { return context(index).copy; }
 cudaStream_t side_stream(int index) { return context(index).side; }
 
+int multiprocessor_count(int index) {
+  static const std::vector<int> counts = [] {
+    int devices = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&devices));
+    std::vector<int> per_device(static_cast<size_t>(devices));
+    for (int d = 0; d < devices; ++d)
+      CUDA_CHECK(cudaDeviceGetAttribute(&per_device[static_cast<size_t>(d)], cudaDevAttrMultiProcessorCount, d));
+    return per_device;
+  }();
+  return counts.at(static_cast<size_t>(index));
+}
+
 void stream_wait(int index, cudaStream_t waiter, cudaStream_t producer) {
   DeviceContext& ctx = context(index);
   // A wait takes the event's latest record, so one event per direction serves every fork and join.

@@ -31,6 +31,9 @@ class DeviceGuard {
 
 /// The stream every kernel of device `index` runs on. Created on first use, never destroyed.
 cudaStream_t compute_stream(int index);
+/// The streaming multiprocessors of device `index`, asked of the runtime once per process (launch
+/// sizes that fill one wave ask at every launch).
+int multiprocessor_count(int index);
 /// The stream host-to-device batch transfers run on (core/cuda/transfer.cpp).
 cudaStream_t copy_stream(int index);
 /// A second stream for kernels that may overlap the compute stream's (two independent GEMMs of a

@@ -254,8 +254,7 @@ void dispatch_direct(DType dtype, Fn&& fn) {
 // and added across the grid once, so fewer threads with longer strides cost less), and no more
 // blocks than pixel slots.
 unsigned backward_blocks(int device, int64_t pixels, int64_t packs) {
-  int sms = 0;
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t sms = cuda::multiprocessor_count(device);
   const int64_t slots = kBackwardBlock / packs;
   return static_cast<unsigned>(std::clamp<int64_t>((pixels + slots - 1) / slots, 1, sms));
 }

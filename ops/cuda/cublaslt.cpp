@@ -47,6 +47,7 @@
 
 #include "core/allocator.h"
 #include "core/cuda/check.h"
+#include "core/cuda/context.h"
 #include "core/deterministic.h"
 #include "ops/backend_setting.h"
 #include "ops/cuda/timing.h"
@@ -385,21 +386,7 @@ bool choose_by_timing(int device, const LtStream& dev, cudaStream_t stream, Plan
 
 }  // namespace
 
-int64_t side_stream_blocks(int device) {
-  // Asked once per process: every linear layer's backward asks for it.
-  static const std::vector<int64_t> blocks = [] {
-    int count = 0;
-    CUDA_CHECK(cudaGetDeviceCount(&count));
-    std::vector<int64_t> per_device(static_cast<size_t>(count));
-    for (int d = 0; d < count; ++d) {
-      int sms = 0;
-      CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d));
-      per_device[static_cast<size_t>(d)] = std::max<int64_t>(1, sms * 22 / 100);
-    }
-    return per_device;
-  }();
-  return blocks.at(static_cast<size_t>(device));
-}
+int64_t side_stream_blocks(int device) { return std::max<int64_t>(1, multiprocessor_count(device) * 22 / 100); }
 
 bool gemm_tuning_enabled() { return gemm_autotune(); }
 bool gemm_tuning_verbose() { return std::strcmp(tune_setting(), "verbose") == 0; }

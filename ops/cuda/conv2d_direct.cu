@@ -235,9 +235,11 @@ __global__ void __launch_bounds__(kBackwardBlock, 1)
 // Whether the direct kernels take this convolution: one input channel, a window of at most 9 taps
 // (3 x 3), a 16-bit dtype or float32 under TF32, output channels 8 times a power of two up to 256
 // (whole packs, and the packs of a pixel tile a warp for the backward's butterfly), 32-bit indices.
-bool direct_applies(const Tensor& x, int64_t channels, const ConvGeometry& g) {
+// The backward takes float32 whatever the switch says now: its forward ran.
+bool direct_applies(const Tensor& x, int64_t channels, const ConvGeometry& g, bool backward = false) {
   const int64_t pixels = x.size(0) * g.out_h * g.out_w, packs = channels / 8;
-  const bool dtype_ok = is_reduced_floating(x.dtype()) || (x.dtype() == kFloat32 && allow_tf32_cudnn());
+  const bool dtype_ok =
+      is_reduced_floating(x.dtype()) || (x.dtype() == kFloat32 && (backward || allow_tf32_cudnn()));
   return x.size(1) == 1 && dtype_ok && g.kernel_h * g.kernel_w <= kMaxWindow &&
          channels % 8 == 0 && channels <= kMaxChannels && packs > 0 && (packs & (packs - 1)) == 0 && pixels > 0 &&
          pixels * channels < (int64_t{1} << 31) && x.numel() < (int64_t{1} << 31);
@@ -287,7 +289,7 @@ bool CudaKernels::conv2d_relu_direct(const Tensor& x, const Tensor& weight, cons
 bool CudaKernels::conv2d_relu_direct_backward(const Tensor& grad_y, const Tensor& y, const Tensor& x,
                                               const ConvGeometry& g, Tensor& grad_weight, Tensor* grad_bias) {
   const int64_t channels = y.size(1);
-  if (!direct_applies(x, channels, g)) return false;
+  if (!direct_applies(x, channels, g, true)) return false;
   MINIDL_CHECK(x.is_contiguous() && grad_weight.is_contiguous() && y.is_contiguous(MemoryFormat::ChannelsLast) &&
                    grad_y.is_contiguous(MemoryFormat::ChannelsLast),
                "conv2d_relu_direct_backward: expected x and grad_weight contiguous, y and grad_y channels-last");

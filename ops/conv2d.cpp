@@ -160,6 +160,11 @@ void conv2d_nobias_backward(const ConvSaved& saved, const Tensor& grad, bool nee
   Kernels& k = kernels_for(grad.device());
   if (saved.cudnn) {
     const MemoryFormat format = saved.format;
+    // cuDNN's float32 layout follows the TF32 switch (channels-last under TF32), and the backward
+    // finds its algorithms by the switch as it is now.
+    MINIDL_CHECK(format == k.conv2d_cudnn_format(grad.dtype()),
+                 "conv2d: the TF32 setting for convolutions (set_allow_tf32_cudnn) changed between this "
+                 "convolution's forward and its backward; keep it fixed from a forward to its backward");
     Tensor go = grad.contiguous(format);
     if (need_x) grad_x = Tensor::empty({n, g.channels, g.height, g.width}, go.dtype(), go.device(), format);
     // A parameter's gradient, as the optimizers read it: contiguous, in its master's dtype (the

@@ -198,3 +198,22 @@ TEST(CudaTf32, ConvolutionsRunChannelsLastUnderTf32) {
   EXPECT_LT(relative_error(wg.grad(), w64.grad()), 1e-5);
   EXPECT_LT(relative_error(bg.grad(), b64.grad()), 1e-5);
 }
+
+// The layout of a float32 convolution on cuDNN follows the TF32 switch, so a switch flipped between
+// a forward and its backward is a clear error, not a layout mismatch deep in cuDNN.
+TEST(CudaTf32, SwitchFlippedBeforeTheBackwardIsAClearError) {
+  MINIDL_REQUIRE_CUDNN();
+  Tf32Scope scope;
+  ConvBackendScope backend(ConvBackend::Cudnn);
+  manual_seed(325);
+  set_allow_tf32_cudnn(true);
+  Tensor w = randn({8, 4, 3, 3}).to(gpu()).requires_grad_();
+  const Tensor y = conv2d(randn({2, 4, 9, 9}).to(gpu()), w);
+  set_allow_tf32_cudnn(false);
+  try {
+    y.sum().backward();
+    FAIL() << "expected an error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("TF32 setting for convolutions"), std::string::npos) << e.what();
+  }
+}

@@ -147,7 +147,8 @@ TEST(CudaTf32, StrictAfterTf32StaysStrict) {
 }
 
 // cuDNN: strict float32 by default, within TF32's rounding where allowed; a shape measured under one
-// setting is measured again under the other, so strict comes back strict.
+// setting is measured again under the other, so strict comes back strict. Under TF32 the
+// convolutions run channels-last, as the 16-bit ones do (cudnn_format), and strict ones NCHW.
 TEST(CudaTf32, ConvolutionFollowsTheCudnnSwitch) {
   MINIDL_REQUIRE_CUDNN();
   Tf32Scope scope;
@@ -159,32 +160,24 @@ TEST(CudaTf32, ConvolutionFollowsTheCudnnSwitch) {
     SCOPED_TRACE("round " + std::to_string(round));
     set_allow_tf32_cudnn(false);
     // Strict float32, on whichever algorithm: FFT and Winograd round more than a direct sum does.
-    EXPECT_LT(relative_error(conv2d(x.to(gpu()), w.to(gpu())), reference), 1e-4);
+    const Tensor strict = conv2d(x.to(gpu()), w.to(gpu()));
+    EXPECT_LT(relative_error(strict, reference), 1e-4);
+    EXPECT_TRUE(strict.is_contiguous());
     set_allow_tf32_cudnn(true);
-    EXPECT_LT(relative_error(conv2d(x.to(gpu()), w.to(gpu())), reference), 1e-2);
+    const Tensor fast = conv2d(x.to(gpu()), w.to(gpu()));
+    EXPECT_LT(relative_error(fast, reference), 1e-2);
+    EXPECT_TRUE(fast.is_contiguous(MemoryFormat::ChannelsLast));
   }
 }
 
-// Under TF32 cuDNN's float32 convolutions run channels-last, as the 16-bit ones do (cudnn_format):
-// conv2d's output comes back channels-last, within TF32's rounding, and strict float32 stays NCHW.
-// A first layer of one input channel (conv2d_relu, input without gradient) then runs on the direct
-// kernels (ops/cuda/conv2d_direct.cu), whose products are strict float32 even so: within float32
-// rounding of float64, weight and bias gradients too.
-TEST(CudaTf32, ConvolutionsRunChannelsLastUnderTf32) {
-  MINIDL_REQUIRE_CUDNN();
+// Under TF32 a first layer of one input channel (conv2d_relu, input without gradient) runs on the
+// direct kernels (ops/cuda/conv2d_direct.cu), channels-last for the next layer's cuDNN, and their
+// products are strict float32 even so: within float32 rounding of float64, gradients too.
+TEST(CudaTf32, FirstLayerRunsDirectAndStrictUnderTf32) {
+  MINIDL_REQUIRE_CUDA();
   Tf32Scope scope;
-  ConvBackendScope backend(ConvBackend::Cudnn);
-  manual_seed(324);
-  const Tensor x = randn({4, 16, 10, 10}), w = randn({24, 16, 3, 3});
-  const Tensor reference = conv2d(x.to(kFloat64), w.to(kFloat64));
-  set_allow_tf32_cudnn(false);
-  const Tensor strict = conv2d(x.to(gpu()), w.to(gpu()));
-  EXPECT_TRUE(strict.is_contiguous());
   set_allow_tf32_cudnn(true);
-  const Tensor fast = conv2d(x.to(gpu()), w.to(gpu()));
-  EXPECT_TRUE(fast.is_contiguous(MemoryFormat::ChannelsLast));
-  EXPECT_LT(relative_error(fast, reference), 1e-2);
-
+  manual_seed(324);
   const Tensor image = randn({6, 1, 28, 28}), w1 = mul(randn({32, 1, 3, 3}), 0.3), b1 = mul(randn({32}), 0.1);
   const Tensor up = randn({6, 32, 26, 26});
   Tensor w64 = w1.to(kFloat64).requires_grad_(), b64 = b1.to(kFloat64).requires_grad_();

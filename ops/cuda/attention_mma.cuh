@@ -1,7 +1,7 @@
 #pragma once
 // The tensor-core attention kernel of ops/cuda/attention.cu: mma.sync m16n8k16 (float32
 // accumulation) for bfloat16 and float16, and for float32 m16n8k8 TF32 products three times over
-// (attention_ptx.cuh's mma_3xtf32: big and small parts, float32's accuracy on tensor cores; plain
+// (mma_ptx.cuh's mma_3xtf32: big and small parts, float32's accuracy on tensor cores; plain
 // FP32 FMA ran 0.65-0.70x of PyTorch at L = 1,024), on operands read from shared memory.
 //
 // One kernel serves the three passes. A block owns 64 "rows" (16 per warp) and walks the other
@@ -30,7 +30,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "ops/cuda/attention_ptx.cuh"
+#include "ops/cuda/mma_ptx.cuh"
 
 namespace minidl::cuda::attention {
 

@@ -1,15 +1,16 @@
 #pragma once
-// The PTX that the attention kernel (attention_mma.cuh) uses, each wrapped in
-// a function of its own: cp.async copies into shared memory, ldmatrix loads of 8x8 16-bit
-// matrices, the m16n8k16 tensor-core product with float32 accumulation, and float32 products to
-// float32 accuracy on TF32 tensor cores (mma_3xtf32).
+// The PTX of the tensor-core kernels (the attention of attention_mma.cuh, the TF32 weight gradient
+// of conv2d_weight_grad_tf32.cu), each wrapped in a function of its own: cp.async copies into
+// shared memory, ldmatrix loads of 8x8 16-bit matrices, the m16n8k16 tensor-core product with
+// float32 accumulation, TF32 products, and float32 products to float32 accuracy on TF32 tensor
+// cores (mma_3xtf32).
 #include <cstdint>
 #include <type_traits>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-namespace minidl::cuda::attention {
+namespace minidl::cuda {
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -18,6 +19,10 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
 // 16 bytes global -> shared, zero-filled when `valid` is false (rows past the end).
 __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+// The same through L1, for data other loads of the block read again soon.
+__device__ __forceinline__ void cp_async_16_l1(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
@@ -95,4 +100,4 @@ __device__ __forceinline__ void mma_3xtf32(float (&d)[4], const Tf32Pair<4>& a, 
   mma_1688_tf32(d, a.big, b.big[first], b.big[first + 1]);
 }
 
-}  // namespace minidl::cuda::attention
+}  // namespace minidl::cuda

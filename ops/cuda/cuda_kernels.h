@@ -82,6 +82,13 @@ class CudaKernels final : public Kernels {
                           Tensor& y) override;  // ops/cuda/conv2d_direct.cu
   bool conv2d_relu_direct_backward(const Tensor& grad_y, const Tensor& y, const Tensor& x, const ConvGeometry& g,
                                    Tensor& grad_weight, Tensor* grad_bias) override;
+  /// conv2d's weight gradient on TF32 tensor cores from channels-last float32 x and grad_out, into
+  /// grad_weight of any floating dtype, contiguous or channels-last (ops/cuda/conv2d_weight_grad_tf32.cu);
+  /// `workspace` holds conv2d_weight_grad_tf32_workspace bytes. Takes the geometries _applies says.
+  static bool conv2d_weight_grad_tf32_applies(DType dtype, int64_t batch, int64_t out_channels, const ConvGeometry& g);
+  size_t conv2d_weight_grad_tf32_workspace(int64_t batch, int64_t out_channels, const ConvGeometry& g) const;
+  void conv2d_weight_grad_tf32(const Tensor& x, const Tensor& grad_out, const ConvGeometry& g, Tensor& grad_weight,
+                               void* workspace);
   void bias_relu_max_pool2d_backward(const Tensor& grad_out, const Tensor& x, const Tensor* bias, const Tensor& out,
                                      int64_t k, Tensor& grad_pre, Tensor* grad_bias) override;
   void avg_pool2d(const Tensor& x, const ConvGeometry& g, bool count_include_pad, Tensor& out) override;

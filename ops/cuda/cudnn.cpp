@@ -150,6 +150,7 @@ ConvPlan& conv_plan(int device, cudnnHandle_t handle, DType dtype, int64_t batch
   if (slot) return *slot;
   auto plan = std::make_unique<ConvPlan>();
   ConvPlan& p = *plan;
+  p.geometry = g;
   p.channels_last = cudnn_format(dtype) == MemoryFormat::ChannelsLast;
   p.x.set(dtype, batch, g.channels, g.height, g.width, p.channels_last);
   p.y.set(dtype, batch, out_channels, g.out_h, g.out_w, p.channels_last);
@@ -301,18 +302,29 @@ void run_backward(cudnnHandle_t handle, int device, const ConvPlan& p, const Con
   // workspace) must not come back for side-stream work while that gradient still runs.
   const MemoryFormat format = p.channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
   // cuDNN writes the plan's filter layout in the data's dtype; another grad_weight (contiguous, or a
-  // master weight's float32) gets it by one converting copy queued after it.
-  const bool in_place = grad_weight && grad_weight->dtype() == dt && grad_weight->is_contiguous(format);
+  // master weight's float32) gets it by one converting copy queued after it. Our TF32 kernel writes
+  // any of them.
+  const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  const int64_t batch = grad_out.size(0), out_channels = grad_out.size(1);
+  const bool by_kernel = grad_weight && a.bwd_filter_tf32_kernel && p.channels_last &&
+                         CudaKernels::conv2d_weight_grad_tf32_applies(dt, batch, out_channels, p.geometry) &&
+                         x.is_contiguous(MemoryFormat::ChannelsLast) &&
+                         grad_out.is_contiguous(MemoryFormat::ChannelsLast) && aligned(x.raw_data()) &&
+                         aligned(grad_out.raw_data());
+  const bool in_place =
+      grad_weight && (by_kernel || (grad_weight->dtype() == dt && grad_weight->is_contiguous(format)));
   Tensor filter, space;
   bool by_engine = false;
   size_t bytes = 0;
   if (grad_weight) {
     filter = in_place ? *grad_weight : Tensor::empty(grad_weight->shape(), dt, grad_weight->device(), format);
     // The graph-API plan was made for 16-byte aligned operands (views at odd offsets take the legacy call).
-    const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
     const WeightGradEngine* engine = a.bwd_filter_engine;
-    by_engine = engine && aligned(x.raw_data()) && aligned(grad_out.raw_data()) && aligned(filter.raw_data());
-    bytes = by_engine ? engine->workspace() : a.bwd_filter_ws;
+    by_engine = !by_kernel && engine && aligned(x.raw_data()) && aligned(grad_out.raw_data()) &&
+                aligned(filter.raw_data());
+    bytes = by_kernel   ? CudaKernels(device).conv2d_weight_grad_tf32_workspace(batch, out_channels, p.geometry)
+            : by_engine ? engine->workspace()
+                        : a.bwd_filter_ws;
     // The workspace as a tensor: side work left unjoined keeps it alive until its join.
     if (bytes) space = Tensor::empty({static_cast<int64_t>(bytes)}, kByte, grad_out.device());
   }
@@ -326,7 +338,9 @@ void run_backward(cudnnHandle_t handle, int device, const ConvPlan& p, const Con
     const cudaStream_t filter_stream = concurrent ? side : stream;
     cudnnHandle_t filter_handle = concurrent ? cudnn_side_handle(device) : handle;
     void* space_ptr = bytes ? space.raw_data() : nullptr;
-    if (by_engine) {
+    if (by_kernel) {
+      CudaKernels(device, filter_stream).conv2d_weight_grad_tf32(x, grad_out, p.geometry, filter, space_ptr);
+    } else if (by_engine) {
       a.bwd_filter_engine->run(filter_handle, x.raw_data(), grad_out.raw_data(), filter.raw_data(), space_ptr);
     } else {
       CUDNN_CHECK(cudnnConvolutionBackwardFilter(filter_handle, kOne.get(dt), p.x.d, x.raw_data(), p.y.d,

@@ -161,8 +161,9 @@ const cudnnConvolutionFwdAlgoPerf_t* retime_forward(cudnnHandle_t handle, const 
 }
 
 // Channels-last data on tensor cores (16-bit, or float32 under TF32): the weight gradient's graph-API
-// engines (ops/cuda/cudnn_engine.h), timed as retime_forward times the forward, against the legacy
-// algorithm each mode took; the fastest engine within the mode's workspace limit replaces it there
+// engines (ops/cuda/cudnn_engine.h), and for float32 our TF32 kernel
+// (ops/cuda/conv2d_weight_grad_tf32.cu), timed as retime_forward times the forward, against the
+// legacy algorithm each mode took; the fastest within the mode's workspace limit replaces it there
 // where it is more than 2% faster.
 void choose_weight_engine(cudnnHandle_t handle, ConvPlan& p, const ConvGeometry& g, const Tensor& x, const Tensor& dy,
                           Tensor& dw, const Scratch& legacy_ws, ConvAlgorithms (&chosen)[2]) {
@@ -171,16 +172,27 @@ void choose_weight_engine(cudnnHandle_t handle, ConvPlan& p, const ConvGeometry&
   const size_t limit = std::min(std::max(conv_workspace_limit(false), conv_workspace_limit(true)), size_t{1} << 30);
   std::vector<std::unique_ptr<WeightGradEngine>> engines =
       WeightGradEngine::candidates(handle, x.dtype(), x.size(0), dy.size(1), g, limit, kMostEngines);
-  if (engines.empty()) return;
-  // The engines' own workspace: the legacy search's is sized for the legacy algorithms.
-  size_t most = 0;
-  for (const auto& e : engines) most = std::max(most, e->workspace());
-  const Scratch engine_ws(most);
   cudaStream_t stream = nullptr;
   CUDNN_CHECK(cudnnGetStream(handle, &stream));
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CudaKernels kernels(device, stream);
+  const bool own = CudaKernels::conv2d_weight_grad_tf32_applies(x.dtype(), x.size(0), dy.size(1), g);
+  // The search's buffers (of any shape: the float32 search's are flat), read channels-last as the
+  // plan's descriptors read them.
+  const auto channels_last = [](const Tensor& t, Shape shape) {
+    return Tensor::make_view(t, shape, format_strides(shape, MemoryFormat::ChannelsLast), 0);
+  };
+  const size_t own_ws = own ? kernels.conv2d_weight_grad_tf32_workspace(x.size(0), dy.size(1), g) : 0;
+  if (engines.empty() && !own) return;
+  // The engines' own workspace: the legacy search's is sized for the legacy algorithms.
+  size_t most = own_ws;
+  for (const auto& e : engines) most = std::max(most, e->workspace());
+  const Scratch engine_ws(most);
   const float one = 1, zero = 0;
-  // Runs 0 and 1: each mode's legacy algorithm; then the engines.
+  // Runs 0 and 1: each mode's legacy algorithm; then the engines, then our kernel.
   std::vector<std::function<void()>> runs;
+  std::vector<size_t> workspace;  // of each candidate after the legacy runs
   for (const ConvMode m : {kOpByOp, kInGraph}) {
     const ConvAlgorithms& a = chosen[m];
     runs.push_back([&, a] {
@@ -188,33 +200,50 @@ void choose_weight_engine(cudnnHandle_t handle, ConvPlan& p, const ConvGeometry&
                                                  a.bwd_filter, legacy_ws.ptr, a.bwd_filter_ws, &zero, p.w, dw.raw_data()));
     });
   }
-  for (const auto& e : engines)
+  for (const auto& e : engines) {
     runs.push_back([&, engine = e.get()] { engine->run(handle, x.raw_data(), dy.raw_data(), dw.raw_data(), engine_ws.ptr); });
+    workspace.push_back(e->workspace());
+  }
+  if (own) {
+    const int64_t n = x.size(0), k = dy.size(1);
+    runs.push_back([&, xl = channels_last(x, {n, g.channels, g.height, g.width}),
+                    dyl = channels_last(dy, {n, k, g.out_h, g.out_w}),
+                    dwl = channels_last(dw, {k, g.channels, g.kernel_h, g.kernel_w})]() mutable {
+      kernels.conv2d_weight_grad_tf32(xl, dyl, g, dwl, engine_ws.ptr);
+    });
+    workspace.push_back(own_ws);
+  }
   constexpr int kRounds = 9;
   std::vector<std::vector<float>> bursts(runs.size());
   for (int round = 0; round < kRounds; ++round)
     for (size_t i = 0; i < runs.size(); ++i) bursts[i].push_back(cuda::time_per_call_us(stream, runs[i], 4, 1));
   std::vector<float> median(runs.size());
   for (size_t i = 0; i < runs.size(); ++i) median[i] = cuda::median(bursts[i]);
-  std::vector<bool> taken(engines.size(), false);
-  // An engine replaces the legacy algorithm only where it is clearly faster: within 2% the legacy
+  std::vector<bool> taken(workspace.size(), false);
+  // A candidate replaces the legacy algorithm only where it is clearly faster: within 2% the legacy
   // call stays (the same kernel often runs either way).
   for (const ConvMode m : {kOpByOp, kInGraph}) {
     size_t best = m;
-    for (size_t e = 0; e < engines.size(); ++e)
-      if (engines[e]->workspace() <= conv_workspace_limit(m == kInGraph) &&
-          median[2 + e] < (best == m ? 0.98f : 1.f) * median[best])
-        best = 2 + e;
+    for (size_t c = 0; c < workspace.size(); ++c)
+      if (workspace[c] <= conv_workspace_limit(m == kInGraph) &&
+          median[2 + c] < (best == m ? 0.98f : 1.f) * median[best])
+        best = 2 + c;
     if (best < 2) continue;
-    chosen[m].bwd_filter_engine = engines[best - 2].get();
     taken[best - 2] = true;
+    if (best - 2 < engines.size()) chosen[m].bwd_filter_engine = engines[best - 2].get();
+    else chosen[m].bwd_filter_tf32_kernel = true;
   }
   if (cuda::gemm_tuning_verbose()) {
     std::fprintf(stderr, "minidl:   weight gradient, back to back: legacy algorithm %d %.1f us",
                  static_cast<int>(chosen[kOpByOp].bwd_filter), median[0]);
-    for (size_t e = 0; e < engines.size(); ++e)
-      std::fprintf(stderr, ", engine %lld %.1f us (%.0f MB)%s", static_cast<long long>(engines[e]->engine()),
-                   median[2 + e], static_cast<double>(engines[e]->workspace()) / (1 << 20), taken[e] ? " (taken)" : "");
+    for (size_t c = 0; c < workspace.size(); ++c) {
+      if (c < engines.size())
+        std::fprintf(stderr, ", engine %lld", static_cast<long long>(engines[c]->engine()));
+      else
+        std::fprintf(stderr, ", minidl's TF32 kernel");
+      std::fprintf(stderr, " %.1f us (%.0f MB)%s", median[2 + c], static_cast<double>(workspace[c]) / (1 << 20),
+                   taken[c] ? " (taken)" : "");
+    }
     std::fprintf(stderr, "\n");
   }
   for (size_t e = 0; e < engines.size(); ++e)
@@ -381,13 +410,20 @@ bool CudaKernels::conv2d_cudnn_is_faster(DType dtype, int64_t batch, int64_t out
   Tensor gw4 = Tensor::make_view(gw, w4.shape(), w4.strides(), 0);
   Tensor out4 = Tensor::make_view(out, {batch, o, g.out_h, g.out_w}, contiguous_strides({batch, o, g.out_h, g.out_w}), 0);
   const bool modes_differ = !p.mode[kInGraph].algorithms.same_as(p.mode[kOpByOp].algorithms);
+  // cuDNN reads the buffers as the plan's descriptors say; our kernels read the tensors' layout.
+  const auto as_planned = [&](const Tensor& t) {
+    return p.channels_last ? Tensor::make_view(t, t.shape(), format_strides(t.shape(), MemoryFormat::ChannelsLast), 0)
+                           : t;
+  };
+  const Tensor x_planned = as_planned(x), out_planned = as_planned(out4);
   if (p.found == 1) {
     for (const ConvMode m : {kOpByOp, kInGraph}) {
       if (m == kInGraph && !modes_differ) break;
       paths.push_back([&, m] {
         const ConvAlgorithms& a = p.mode[m].algorithms;
         run_forward(handle, device_, p, a, x, w4, &bias, out4);
-        run_backward(handle, device_, p, a, out4, x, w4, input_grad ? &gx : nullptr, &gw4, nullptr, false);
+        run_backward(handle, device_, p, a, out_planned, x_planned, w4, input_grad ? &gx : nullptr, &gw4, nullptr,
+                     false);
         bias_grad();
       });
     }

@@ -54,9 +54,12 @@ struct ConvAlgorithms {
   /// Where set, the weight gradient runs this graph-API plan of the same geometry and batch (owned
   /// by the ConvPlan) instead of bwd_filter, which stays the fallback for operands it cannot take.
   const WeightGradEngine* bwd_filter_engine = nullptr;
+  /// Where set, the weight gradient runs CudaKernels::conv2d_weight_grad_tf32 instead (float32
+  /// channels-last data under TF32, where it timed faster than every cuDNN path).
+  bool bwd_filter_tf32_kernel = false;
   bool same_as(const ConvAlgorithms& o) const {
     return fwd == o.fwd && bwd_data == o.bwd_data && bwd_filter == o.bwd_filter &&
-           bwd_filter_engine == o.bwd_filter_engine;
+           bwd_filter_engine == o.bwd_filter_engine && bwd_filter_tf32_kernel == o.bwd_filter_tf32_kernel;
   }
 };
 
@@ -76,6 +79,7 @@ struct ConvPlan {
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
   bool ok = false;  // false: cuDNN has no algorithm for this geometry; the caller falls back
+  ConvGeometry geometry{};  // the convolution's, for the kernels of our own that stand in for cuDNN's
   /// NHWC data and KRSC filters (CudaKernels::conv2d_cudnn_format), else NCHW and KCRS.
   bool channels_last = false;
   /// Tensor-op algorithms allowed (CUDNN_TENSOR_OP_MATH): bfloat16 and float16 always, float32 under

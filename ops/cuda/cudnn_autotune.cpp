@@ -40,6 +40,13 @@ void add_usable(cuda::AlgorithmRanking<Perf, kCount>& ranking, const Perf* perf,
     if (usable(perf, count, i, p)) ranking.add(perf[i]);
 }
 
+// The search's buffer `t` (of any shape: the float32 search's are flat) read as `shape` in the
+// layout the plan's descriptors give cuDNN: our kernels read the tensor's own layout.
+Tensor as_planned(const ConvPlan& p, const Tensor& t, Shape shape) {
+  const MemoryFormat format = p.channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+  return Tensor::make_view(t, shape, format_strides(shape, format), 0);
+}
+
 // Scratch memory straight from cudaMalloc, freed at once: measurement scaffolding, not memory of the
 // model (the caching allocator would count it in the peak of whatever step first meets a new shape).
 struct Scratch {
@@ -178,11 +185,6 @@ void choose_weight_engine(cudnnHandle_t handle, ConvPlan& p, const ConvGeometry&
   CUDA_CHECK(cudaGetDevice(&device));
   CudaKernels kernels(device, stream);
   const bool own = CudaKernels::conv2d_weight_grad_tf32_applies(x.dtype(), x.size(0), dy.size(1), g);
-  // The search's buffers (of any shape: the float32 search's are flat), read channels-last as the
-  // plan's descriptors read them.
-  const auto channels_last = [](const Tensor& t, Shape shape) {
-    return Tensor::make_view(t, shape, format_strides(shape, MemoryFormat::ChannelsLast), 0);
-  };
   const size_t own_ws = own ? kernels.conv2d_weight_grad_tf32_workspace(x.size(0), dy.size(1), g) : 0;
   if (engines.empty() && !own) return;
   // The engines' own workspace: the legacy search's is sized for the legacy algorithms.
@@ -206,9 +208,9 @@ void choose_weight_engine(cudnnHandle_t handle, ConvPlan& p, const ConvGeometry&
   }
   if (own) {
     const int64_t n = x.size(0), k = dy.size(1);
-    runs.push_back([&, xl = channels_last(x, {n, g.channels, g.height, g.width}),
-                    dyl = channels_last(dy, {n, k, g.out_h, g.out_w}),
-                    dwl = channels_last(dw, {k, g.channels, g.kernel_h, g.kernel_w})]() mutable {
+    runs.push_back([&, xl = as_planned(p, x, {n, g.channels, g.height, g.width}),
+                    dyl = as_planned(p, dy, {n, k, g.out_h, g.out_w}),
+                    dwl = as_planned(p, dw, {k, g.channels, g.kernel_h, g.kernel_w})]() mutable {
       kernels.conv2d_weight_grad_tf32(xl, dyl, g, dwl, engine_ws.ptr);
     });
     workspace.push_back(own_ws);
@@ -410,12 +412,7 @@ bool CudaKernels::conv2d_cudnn_is_faster(DType dtype, int64_t batch, int64_t out
   Tensor gw4 = Tensor::make_view(gw, w4.shape(), w4.strides(), 0);
   Tensor out4 = Tensor::make_view(out, {batch, o, g.out_h, g.out_w}, contiguous_strides({batch, o, g.out_h, g.out_w}), 0);
   const bool modes_differ = !p.mode[kInGraph].algorithms.same_as(p.mode[kOpByOp].algorithms);
-  // cuDNN reads the buffers as the plan's descriptors say; our kernels read the tensors' layout.
-  const auto as_planned = [&](const Tensor& t) {
-    return p.channels_last ? Tensor::make_view(t, t.shape(), format_strides(t.shape(), MemoryFormat::ChannelsLast), 0)
-                           : t;
-  };
-  const Tensor x_planned = as_planned(x), out_planned = as_planned(out4);
+  const Tensor x_planned = as_planned(p, x, x.shape()), out_planned = as_planned(p, out4, out4.shape());
   if (p.found == 1) {
     for (const ConvMode m : {kOpByOp, kInGraph}) {
       if (m == kInGraph && !modes_differ) break;

@@ -17,6 +17,10 @@
 // each window's values where they lie in the input patch (operands rounded to TF32, sums in
 // float32). The slices' tiles go to a float32 workspace; conv2d_weight_grad_tf32_sum_kernel adds
 // them and writes the gradient in its layout and dtype.
+#include <map>
+#include <mutex>
+#include <utility>
+
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/mma_ptx.cuh"
 
@@ -212,17 +216,24 @@ int warps_across(int64_t columns) {
 
 constexpr int kMaxSmem = 2 * kMaxStageFloats * 4 + (kMaxPixels + kWarpCols * 6) * 4;
 
+// Blocks an SM of the current device holds, by the runtime's occupancy calculator, asked once per
+// device, block width and shared-memory size: the backward asks at every call. The kernel's limit of
+// shared memory is raised on each device once (a function attribute is a device's own).
 template <int WN>
 int blocks_per_sm(int smem) {
-  static const bool raised = [] {
+  static std::mutex mutex;
+  static std::map<std::pair<int, int>, int> known;  // (device, smem) -> blocks
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  std::lock_guard lock(mutex);
+  const auto found = known.find({device, smem});
+  if (found != known.end()) return found->second;
+  if (known.lower_bound({device, 0}) == known.lower_bound({device + 1, 0}))
     CUDA_CHECK(cudaFuncSetAttribute(conv2d_weight_grad_tf32_kernel<WN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     kMaxSmem));
-    return true;
-  }();
-  (void)raised;
   int n = 0;
   CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, conv2d_weight_grad_tf32_kernel<WN>, 32 * WN, smem));
-  return std::max(n, 1);
+  return known[{device, smem}] = std::max(n, 1);
 }
 
 template <class Fn>
@@ -264,6 +275,7 @@ bool CudaKernels::conv2d_weight_grad_tf32_applies(DType dtype, int64_t batch, in
 }
 
 size_t CudaKernels::conv2d_weight_grad_tf32_workspace(int64_t batch, int64_t out_channels, const ConvGeometry& g) const {
+  cuda::DeviceGuard guard(device_);
   const int64_t columns = g.kernel_h * g.kernel_w * g.channels;
   return static_cast<size_t>(slices(device_, batch, out_channels, g)) * out_channels * columns * sizeof(float);
 }
@@ -287,7 +299,7 @@ void CudaKernels::conv2d_weight_grad_tf32(const Tensor& x, const Tensor& grad_ou
   dispatch_warps(wn, [&](auto w) {
     constexpr int WN = decltype(w)::value;
     const int smem = smem_bytes(patch, WN);
-    blocks_per_sm<WN>(smem);  // raises the kernel's shared memory limit on first use
+    blocks_per_sm<WN>(smem);  // raises the kernel's shared memory limit on this device
     conv2d_weight_grad_tf32_kernel<WN><<<static_cast<unsigned>(tiles * splits), 32 * WN, smem, stream_>>>(
         ptr<const float>(x), ptr<const float>(grad_out), partials, static_cast<int>(batch),
         static_cast<int>(out_channels), static_cast<int>(columns), splits, Geo<int>(g), static_cast<int>(g.channels),

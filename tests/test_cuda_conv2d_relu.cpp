@@ -84,7 +84,8 @@ TEST(CudaConv2dRelu, BiasGradientOverManyBlocks) {
 // the same kernels on NCHW: the same values, and the bias gradient summed in another order. 32
 // channels and more take the packed kernels, 5 the scalar and NCHW-copy paths; planes of 9 x 7 and
 // 27 x 25 leave a row and a column outside every window; 96 images sum the bias gradient over
-// several blocks, and 27 x 25 images pool in several blocks of rows each.
+// several blocks, 27 x 25 images pool in several blocks of rows each, and 1,100 images leave the
+// channels-last backward 1,100 rows of bias sums, added in two rounds.
 TEST(CudaConv2dRelu, ChannelsLastEpiloguesMatchNchw) {
   MINIDL_REQUIRE_CUDA();
   Kernels& kernels = kernels_for(gpu());
@@ -93,7 +94,7 @@ TEST(CudaConv2dRelu, ChannelsLastEpiloguesMatchNchw) {
   for (DType dt : {kBFloat16, kHalf, kFloat32}) {
     for (const auto& [shape, k] : {std::pair{Shape{3, 32, 9, 7}, 2}, std::pair{Shape{2, 5, 6, 6}, 2},
                                    std::pair{Shape{96, 64, 6, 4}, 2}, std::pair{Shape{2, 64, 27, 25}, 2},
-                                   std::pair{Shape{2, 16, 10, 11}, 3}}) {
+                                   std::pair{Shape{2, 16, 10, 11}, 3}, std::pair{Shape{1100, 32, 2, 2}, 2}}) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " " + shape_str(shape) + " pool " + std::to_string(k));
       manual_seed(17);
       const Tensor x = randn(shape).to(dt).to(gpu()), b = randn({shape[1]}).to(dt).to(gpu());

@@ -11,12 +11,13 @@
 // slices in a fixed order (deterministic, no atomics).
 //
 // A block owns 64 output channels and 48 * WN filter columns (tap, input channel) for one slice of
-// the output's patches (Patch: up to 64 output pixels of one image). Each stage brings a patch's
-// rows of dY and the input patch its windows cover to shared memory through cp.async,
-// double-buffered; warp w multiplies the 64 x 48 tile of columns w with mma.sync m16n8k8, reading
-// each window's values where they lie in the input patch (operands rounded to TF32, sums in
-// float32). The slices' tiles go to a float32 workspace; conv2d_weight_grad_tf32_sum_kernel adds
-// them and writes the gradient in its layout and dtype.
+// the output's patches (Patch: up to 64 output pixels of one image), in two groups of WN warps that
+// take alternate patches. Each stage brings a patch's rows of dY and the input patch its windows
+// cover to shared memory through cp.async, double-buffered per group; warp w of a group multiplies
+// the 64 x 48 tile of columns w with mma.sync m16n8k8, reading each window's values where they lie
+// in the input patch (operands rounded to TF32, sums in float32). The groups' tiles are added in
+// the block, the slices' go to a float32 workspace; conv2d_weight_grad_tf32_sum_kernel adds them
+// and writes the gradient in its layout and dtype.
 #include <map>
 #include <mutex>
 #include <utility>
@@ -34,7 +35,12 @@ constexpr int kRows = 64;      // output channels a block makes
 constexpr int kWarpCols = 48;  // filter columns a warp makes: 6 products of 8 across, 4 of 16 down
 constexpr int kMaxPixels = 64;  // output pixels a stage brings, at most
 constexpr int kLdA = kRows + 8;  // floats a pixel's row of dY takes in shared memory
-constexpr int kMaxStageFloats = 12 * 1024;  // 48 KB a stage: two stages, two blocks an SM at least
+constexpr int kMaxStageFloats = 12 * 1024;  // 48 KB a stage: four stages, one block an SM at least
+// Groups of WN warps a block runs, each on every kGroups-th patch of the slice with stages of its
+// own, their tiles added at the end. One group of 6 warps an SM issued in 30% of the cycles at the
+// MNIST CNN's batch 64 (ncu); two blocks an SM instead would double the slices the sum adds.
+constexpr int kGroups = 2;
+constexpr int kAccFloats = 4 * 6 * 4;  // a thread's tile: acc[4][6][4]
 
 // A row's length in shared memory is 8 more than a multiple of 32 floats: a fragment's 32 loads,
 // (pixel t, column g) for t < 4, g < 8, then fall on 32 different banks.
@@ -65,21 +71,34 @@ Patch patch_of(const ConvGeometry& g) {
   return p;
 }
 
-int smem_bytes(const Patch& p, int wn) {
-  return 2 * p.stage_floats() * 4 + (p.steps * 8 + kWarpCols * wn) * 4;
+// Shared memory: each group's two stages, which the groups' tiles reuse at the end to be added,
+// then the tables of pixel and tap offsets.
+__host__ __device__ int buffer_floats(const Patch& p, int wn) {
+  const int stages = 2 * kGroups * p.stage_floats(), tiles = (kGroups - 1) * kAccFloats * 32 * wn;
+  return stages > tiles ? stages : tiles;
+}
+
+int smem_bytes(const Patch& p, int wn) { return (buffer_floats(p, wn) + p.steps * 8 + kWarpCols * wn) * 4; }
+
+// Synchronizes the warps of one group only (named barrier 1 + group; 0 is __syncthreads'). The ids
+// are constants: a barrier id in a register reserves all 16 of the block's.
+static_assert(kGroups == 2, "group_sync names a barrier for each group");
+__device__ __forceinline__ void group_sync(int group, int threads) {
+  if (group == 0) asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory");
+  else asm volatile("bar.sync 2, %0;" ::"r"(threads) : "memory");
 }
 
 template <int WN>
-__global__ void __launch_bounds__(32 * WN)
+__global__ void __launch_bounds__(32 * WN * kGroups)
     conv2d_weight_grad_tf32_kernel(const float* __restrict__ x, const float* __restrict__ dy, float* __restrict__ partials,
                                    int batch, int out_channels, int columns, int splits, Geo<int> g, int channels,
                                    Patch patch) {
-  constexpr int kThreads = 32 * WN, kCols = kWarpCols * WN;
+  constexpr int kGroupThreads = 32 * WN, kThreads = kGroupThreads * kGroups, kCols = kWarpCols * WN;
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
   const int stage_floats = patch.stage_floats(), a_floats = patch.steps * 8 * kLdA;
-  int* pixel_at = reinterpret_cast<int*>(smem + 2 * stage_floats);  // a pixel's window in the input patch
-  int* tap_at = pixel_at + patch.steps * 8;                         // a column's offset in a window
+  int* pixel_at = reinterpret_cast<int*>(smem + buffer_floats(patch, WN));  // a pixel's window in the input patch
+  int* tap_at = pixel_at + patch.steps * 8;                                 // a column's offset in a window
   const int tiles_n = columns / kCols, tiles = out_channels / kRows * tiles_n;
   // The tiles of one slice are neighbours in launch order: they run together and share the slice's
   // rows in L2.
@@ -96,14 +115,17 @@ __global__ void __launch_bounds__(32 * WN)
     const int col = col0 + q, tap = col / channels, r = tap / g.kernel_w, s = tap - r * g.kernel_w;
     tap_at[q] = (r * g.dilation_h * patch.in_cols + s * g.dilation_w) * patch.pitch + col - tap * channels;
   }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
+  const int group = warp / WN, group_warp = warp % WN, t = threadIdx.x % kGroupThreads;
+  float* stages = smem + group * 2 * stage_floats;  // this group's two stages
   const int quads = channels / 4, patch_quads = patch.in_rows * patch.in_cols * quads;
   const auto load = [&](int chunk, int stage) {
-    float* sa = smem + stage * stage_floats;
+    float* sa = stages + stage * stage_floats;
     float* sb = sa + a_floats;
     const int segment = chunk % patch.segs, rest = chunk / patch.segs, band = rest % patch.bands, n = rest / patch.bands;
     const int i0 = band * patch.rows, j0 = segment * patch.seg;
     // dY: a row of kRows channels a pixel, zero past the image and in the last step's padding.
-    for (int e = threadIdx.x; e < patch.steps * 8 * (kRows / 4); e += kThreads) {
+    for (int e = t; e < patch.steps * 8 * (kRows / 4); e += kGroupThreads) {
       const int p = e / (kRows / 4), q = e - p * (kRows / 4), pi = p / patch.seg, pj = p - pi * patch.seg;
       const int i = i0 + pi, j = j0 + pj;
       const bool ok = p < patch.pixels && i < g.out_h && j < g.out_w;
@@ -112,7 +134,7 @@ __global__ void __launch_bounds__(32 * WN)
     }
     // x: the input patch, zero in the padding.
     const int h0 = i0 * g.stride_h - g.pad_h, w0 = j0 * g.stride_w - g.pad_w;
-    for (int e = threadIdx.x; e < patch_quads; e += kThreads) {
+    for (int e = t; e < patch_quads; e += kGroupThreads) {
       const int pixel = e / quads, q = e - pixel * quads, hr = pixel / patch.in_cols, wc = pixel - hr * patch.in_cols;
       const int h = h0 + hr, w = w0 + wc;
       const bool ok = h >= 0 && h < g.height && w >= 0 && w < g.width;
@@ -121,21 +143,21 @@ __global__ void __launch_bounds__(32 * WN)
     }
   };
 
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
   __syncthreads();  // the tables
   int tap[6];
 #pragma unroll
-  for (int ni = 0; ni < 6; ++ni) tap[ni] = tap_at[warp * kWarpCols + ni * 8] + gq;
+  for (int ni = 0; ni < 6; ++ni) tap[ni] = tap_at[group_warp * kWarpCols + ni * 8] + gq;
   float acc[4][6][4] = {};
-  if (first < last) load(first, 0);
+  // Group `group` takes patches first + group, first + group + kGroups, ...; its barriers are its own.
+  if (first + group < last) load(first + group, 0);
   cp_async_commit();
-  for (int chunk = first; chunk < last; ++chunk) {
-    const int stage = (chunk - first) & 1;
-    if (chunk + 1 < last) load(chunk + 1, stage ^ 1);
+  for (int chunk = first + group, i = 0; chunk < last; chunk += kGroups, ++i) {
+    const int stage = i & 1;
+    if (chunk + kGroups < last) load(chunk + kGroups, stage ^ 1);
     cp_async_commit();
     cp_async_wait<1>();
-    __syncthreads();
-    const float* sa = smem + stage * stage_floats;
+    group_sync(group, kGroupThreads);
+    const float* sa = stages + stage * stage_floats;
     const float* sb = sa + a_floats;
     for (int k = 0; k < patch.steps * 8; k += 8) {
       // A = dY^T (channels x pixels), B = the windows (pixels x columns): PTX's m16n8k8 fragments.
@@ -155,14 +177,37 @@ __global__ void __launch_bounds__(32 * WN)
 #pragma unroll
         for (int ni = 0; ni < 6; ++ni) mma_1688_tf32(acc[mi][ni], a[mi], b[ni][0], b[ni][1]);
     }
-    __syncthreads();  // the stage is read before the next load overwrites it
+    group_sync(group, kGroupThreads);  // the stage is read before the next load overwrites it
   }
+  // The groups' tiles are added in group order, through the stages' memory: element e of thread t
+  // of group g > 0 at ((g - 1) * kAccFloats + e) * kGroupThreads + t.
+  cp_async_wait<0>();
+  __syncthreads();
+  if (group > 0) {
+#pragma unroll
+    for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < 6; ++ni)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          smem[((group - 1) * kAccFloats + (mi * 6 + ni) * 4 + e) * kGroupThreads + t] = acc[mi][ni][e];
+  }
+  __syncthreads();
+  if (group > 0) return;
+  for (int other = 1; other < kGroups; ++other)
+#pragma unroll
+    for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < 6; ++ni)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          acc[mi][ni][e] += smem[((other - 1) * kAccFloats + (mi * 6 + ni) * 4 + e) * kGroupThreads + t];
   float* out = partials + int64_t(split) * out_channels * columns;
 #pragma unroll
   for (int mi = 0; mi < 4; ++mi)
 #pragma unroll
     for (int ni = 0; ni < 6; ++ni) {
-      const int r = row0 + mi * 16 + gq, c = col0 + warp * kWarpCols + ni * 8 + 2 * tq;
+      const int r = row0 + mi * 16 + gq, c = col0 + group_warp * kWarpCols + ni * 8 + 2 * tq;
       *reinterpret_cast<float2*>(out + int64_t(r) * columns + c) = make_float2(acc[mi][ni][0], acc[mi][ni][1]);
       *reinterpret_cast<float2*>(out + int64_t(r + 8) * columns + c) = make_float2(acc[mi][ni][2], acc[mi][ni][3]);
     }
@@ -214,7 +259,7 @@ int warps_across(int64_t columns) {
   return 0;
 }
 
-constexpr int kMaxSmem = 2 * kMaxStageFloats * 4 + (kMaxPixels + kWarpCols * 6) * 4;
+constexpr int kMaxSmem = 2 * kGroups * kMaxStageFloats * 4 + (kMaxPixels + kWarpCols * 6) * 4;
 
 // Blocks an SM of the current device holds, by the runtime's occupancy calculator, asked once per
 // device, block width and shared-memory size: the backward asks at every call. The kernel's limit of
@@ -232,7 +277,8 @@ int blocks_per_sm(int smem) {
     CUDA_CHECK(cudaFuncSetAttribute(conv2d_weight_grad_tf32_kernel<WN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     kMaxSmem));
   int n = 0;
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, conv2d_weight_grad_tf32_kernel<WN>, 32 * WN, smem));
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, conv2d_weight_grad_tf32_kernel<WN>, 32 * WN * kGroups,
+                                                           smem));
   return known[{device, smem}] = std::max(n, 1);
 }
 
@@ -300,7 +346,7 @@ void CudaKernels::conv2d_weight_grad_tf32(const Tensor& x, const Tensor& grad_ou
     constexpr int WN = decltype(w)::value;
     const int smem = smem_bytes(patch, WN);
     blocks_per_sm<WN>(smem);  // raises the kernel's shared memory limit on this device
-    conv2d_weight_grad_tf32_kernel<WN><<<static_cast<unsigned>(tiles * splits), 32 * WN, smem, stream_>>>(
+    conv2d_weight_grad_tf32_kernel<WN><<<static_cast<unsigned>(tiles * splits), 32 * WN * kGroups, smem, stream_>>>(
         ptr<const float>(x), ptr<const float>(grad_out), partials, static_cast<int>(batch),
         static_cast<int>(out_channels), static_cast<int>(columns), splits, Geo<int>(g), static_cast<int>(g.channels),
         patch);

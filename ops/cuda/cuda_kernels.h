@@ -82,6 +82,11 @@ class CudaKernels final : public Kernels {
                           Tensor& y) override;  // ops/cuda/conv2d_direct.cu
   bool conv2d_relu_direct_backward(const Tensor& grad_y, const Tensor& y, const Tensor& x, const ConvGeometry& g,
                                    Tensor& grad_weight, Tensor* grad_bias) override;
+  /// The filter of conv2d's input gradient run as a forward convolution (stride 1): flipped [C, K, R,
+  /// S] = weight [K, C, R, S] with its channel axes swapped and its window turned half a turn,
+  /// flipped[c][k][r][s] = weight[k][c][R-1-r][S-1-s]; weight in any layout, flipped contiguous or
+  /// channels-last (ops/cuda/conv2d_flip_filter.cu).
+  void conv2d_flip_filter(const Tensor& weight, Tensor& flipped);
   /// conv2d's weight gradient on TF32 tensor cores from channels-last float32 x and grad_out, into
   /// grad_weight of any floating dtype, contiguous or channels-last (ops/cuda/conv2d_weight_grad_tf32.cu);
   /// `workspace` holds conv2d_weight_grad_tf32_workspace bytes. Takes the geometries _applies says.

@@ -50,10 +50,15 @@ cudnnHandle_t cudnn_handle(int device) { return handle_on(device, false); }
 cudnnHandle_t cudnn_side_handle(int device) { return handle_on(device, true); }
 
 bool workspace_sizes(cudnnHandle_t handle, const ConvPlan& p, ConvAlgorithms& a) {
+  if (a.bwd_data_by_forward && !p.flipped) return false;
+  const cudnnStatus_t data =
+      a.bwd_data_by_forward
+          ? cudnnGetConvolutionForwardWorkspaceSize(handle, p.flipped->x.d, p.flipped->w, p.flipped->conv,
+                                                    p.flipped->y.d, a.bwd_data_fwd, &a.bwd_data_ws)
+          : cudnnGetConvolutionBackwardDataWorkspaceSize(handle, p.w, p.y.d, p.conv, p.x.d, a.bwd_data, &a.bwd_data_ws);
   return cudnnGetConvolutionForwardWorkspaceSize(handle, p.x.d, p.w, p.conv, p.y.d, a.fwd, &a.fwd_ws) ==
              CUDNN_STATUS_SUCCESS &&
-         cudnnGetConvolutionBackwardDataWorkspaceSize(handle, p.w, p.y.d, p.conv, p.x.d, a.bwd_data, &a.bwd_data_ws) ==
-             CUDNN_STATUS_SUCCESS &&
+         data == CUDNN_STATUS_SUCCESS &&
          cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, p.x.d, p.y.d, p.conv, p.w, a.bwd_filter,
                                                         &a.bwd_filter_ws) == CUDNN_STATUS_SUCCESS;
 }
@@ -141,6 +146,30 @@ const ConvPlan* measured_with_larger_batch(int device, DType dtype, int64_t batc
       best = plan.get(), best_batch = b;
   }
   return best;
+}
+
+bool make_flipped(ConvPlan& p, DType dtype, int64_t batch, int64_t out_channels) {
+  const ConvGeometry& g = p.geometry;
+  const int64_t pad_h = g.dilation_h * (g.kernel_h - 1) - g.pad_h, pad_w = g.dilation_w * (g.kernel_w - 1) - g.pad_w;
+  if (g.stride_h != 1 || g.stride_w != 1 || pad_h < 0 || pad_w < 0) return false;
+  auto f = std::make_unique<FlippedConv>();
+  f->x.set(dtype, batch, out_channels, g.out_h, g.out_w, p.channels_last);
+  f->y.set(dtype, batch, g.channels, g.height, g.width, p.channels_last);
+  CUDNN_CHECK(cudnnCreateFilterDescriptor(&f->w));
+  CUDNN_CHECK(cudnnSetFilter4dDescriptor(f->w, cudnn_type(dtype), p.channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+                                         as_int(g.channels), as_int(out_channels), as_int(g.kernel_h),
+                                         as_int(g.kernel_w)));
+  CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&f->conv));
+  CUDNN_CHECK(cudnnSetConvolution2dDescriptor(f->conv, as_int(pad_h), as_int(pad_w), 1, 1, as_int(g.dilation_h),
+                                              as_int(g.dilation_w), CUDNN_CROSS_CORRELATION,
+                                              is_reduced_floating(dtype) ? CUDNN_DATA_FLOAT : cudnn_type(dtype)));
+  CUDNN_CHECK(cudnnSetConvolutionMathType(f->conv, p.tensor_ops ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+  int n = 0, c = 0, h = 0, w = 0;
+  if (cudnnGetConvolution2dForwardOutputDim(f->conv, f->x.d, f->w, &n, &c, &h, &w) != CUDNN_STATUS_SUCCESS ||
+      h != g.height || w != g.width)
+    return false;
+  p.flipped = std::move(f);
+  return true;
 }
 
 ConvPlan& conv_plan(int device, cudnnHandle_t handle, DType dtype, int64_t batch, int64_t out_channels,
@@ -330,9 +359,19 @@ void run_backward(cudnnHandle_t handle, int device, const ConvPlan& p, const Con
   }
   if (grad_x) {
     Workspace ws(device, a.bwd_data_ws);
-    CUDNN_CHECK(cudnnConvolutionBackwardData(handle, kOne.get(dt), p.w, weight.raw_data(), p.y.d, grad_out.raw_data(),
-                                             p.conv, a.bwd_data, ws.get(), ws.size(), kZero.get(dt), p.x.d,
-                                             grad_x->raw_data()));
+    if (a.bwd_data_by_forward) {
+      Tensor flipped = Tensor::empty({weight.size(1), weight.size(0), weight.size(2), weight.size(3)}, dt,
+                                     weight.device(), format);
+      CudaKernels(device, stream).conv2d_flip_filter(weight, flipped);
+      const FlippedConv& f = *p.flipped;
+      CUDNN_CHECK(cudnnConvolutionForward(handle, kOne.get(dt), f.x.d, grad_out.raw_data(), f.w, flipped.raw_data(),
+                                          f.conv, a.bwd_data_fwd, ws.get(), ws.size(), kZero.get(dt), f.y.d,
+                                          grad_x->raw_data()));
+    } else {
+      CUDNN_CHECK(cudnnConvolutionBackwardData(handle, kOne.get(dt), p.w, weight.raw_data(), p.y.d,
+                                               grad_out.raw_data(), p.conv, a.bwd_data, ws.get(), ws.size(),
+                                               kZero.get(dt), p.x.d, grad_x->raw_data()));
+    }
   }
   if (grad_weight) {
     const cudaStream_t filter_stream = concurrent ? side : stream;

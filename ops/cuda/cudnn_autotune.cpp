@@ -252,6 +252,91 @@ void choose_weight_engine(cudnnHandle_t handle, ConvPlan& p, const ConvGeometry&
     if (taken[e]) p.engines.push_back(std::move(engines[e]));
 }
 
+// At stride 1 the input gradient is also the forward convolution of the output gradient with the
+// flipped filter (ConvPlan::flipped), and cuDNN's forward kernels may be the faster: at the MNIST
+// CNN's second convolution in TF32 on an H200, its input-gradient kernel took about 32 us at batch 64
+// where its forward of the same size took 16 (docs/benchmarks.md). Channels-last data on tensor
+// cores: the forward's algorithms are found, then the filter's flip and the leading ones are timed
+// as retime_forward times the forward, against each mode's input-gradient algorithm; the fastest
+// within the mode's workspace limit replaces it where it is more than 2% faster.
+void choose_data_path(cudnnHandle_t handle, ConvPlan& p, const ConvGeometry& g, const Tensor& w, const Tensor& dy,
+                      Tensor& dx, const Scratch& ws, ConvAlgorithms (&chosen)[2]) {
+  const int64_t n = dy.size(0), k = dy.size(1);
+  if (!make_flipped(p, w.dtype(), n, k)) return;
+  const FlippedConv& f = *p.flipped;
+  const MemoryFormat format = p.channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+  const Tensor wl = as_planned(p, w, {k, g.channels, g.kernel_h, g.kernel_w});
+  Tensor flipped = Tensor::empty({g.channels, k, g.kernel_h, g.kernel_w}, w.dtype(), w.device(), format);
+  cudaStream_t stream = nullptr;
+  CUDNN_CHECK(cudnnGetStream(handle, &stream));
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CudaKernels kernels(device, stream);
+  kernels.conv2d_flip_filter(wl, flipped);
+  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  cuda::AlgorithmRanking<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> ranking;
+  constexpr int kFindRounds = 4;  // the first not counted, as in find_fastest
+  for (int round = 0; round < kFindRounds; ++round) {
+    int found = 0;
+    CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(handle, f.x.d, dy.raw_data(), f.w, flipped.raw_data(), f.conv,
+                                                       f.y.d, dx.raw_data(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found,
+                                                       perf, ws.ptr, ws.bytes));
+    if (round > 0) add_usable(ranking, perf, found, p);
+  }
+  std::vector<const cudnnConvolutionFwdAlgoPerf_t*> candidates =
+      ranking.near_fastest(std::max(conv_workspace_limit(false), conv_workspace_limit(true)), 1.5f);
+  if (candidates.empty()) return;
+  const float one = 1, zero = 0;
+  // Runs 0 and 1: each mode's input-gradient algorithm; then the flip and each forward candidate.
+  std::vector<std::function<void()>> runs;
+  for (const ConvMode m : {kOpByOp, kInGraph}) {
+    const ConvAlgorithms& a = chosen[m];
+    runs.push_back([&, a] {
+      CUDNN_CHECK(cudnnConvolutionBackwardData(handle, &one, p.w, w.raw_data(), p.y.d, dy.raw_data(), p.conv,
+                                               a.bwd_data, ws.ptr, a.bwd_data_ws, &zero, p.x.d, dx.raw_data()));
+    });
+  }
+  std::vector<size_t> workspace;
+  for (const auto* c : candidates) {
+    size_t bytes = 0;
+    CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle, f.x.d, f.w, f.conv, f.y.d, c->algo, &bytes));
+    workspace.push_back(bytes);
+    runs.push_back([&, algo = c->algo, bytes] {
+      kernels.conv2d_flip_filter(wl, flipped);
+      CUDNN_CHECK(cudnnConvolutionForward(handle, &one, f.x.d, dy.raw_data(), f.w, flipped.raw_data(), f.conv, algo,
+                                          ws.ptr, bytes, &zero, f.y.d, dx.raw_data()));
+    });
+  }
+  constexpr int kRounds = 9;
+  std::vector<std::vector<float>> bursts(runs.size());
+  for (int round = 0; round < kRounds; ++round)
+    for (size_t i = 0; i < runs.size(); ++i) bursts[i].push_back(cuda::time_per_call_us(stream, runs[i], 4, 1));
+  std::vector<float> median(runs.size());
+  for (size_t i = 0; i < runs.size(); ++i) median[i] = cuda::median(bursts[i]);
+  std::vector<bool> taken(candidates.size(), false);
+  for (const ConvMode m : {kOpByOp, kInGraph}) {
+    size_t best = m;
+    for (size_t c = 0; c < candidates.size(); ++c)
+      if (workspace[c] <= std::min(conv_workspace_limit(m == kInGraph), ws.bytes) &&
+          median[2 + c] < (best == m ? 0.98f : 1.f) * median[best])
+        best = 2 + c;
+    if (best < 2) continue;
+    taken[best - 2] = true;
+    chosen[m].bwd_data_by_forward = true;
+    chosen[m].bwd_data_fwd = candidates[best - 2]->algo;
+    chosen[m].bwd_data_ws = workspace[best - 2];
+  }
+  if (cuda::gemm_tuning_verbose()) {
+    std::fprintf(stderr, "minidl:   input gradient, back to back: algorithm %d %.1f us",
+                 static_cast<int>(chosen[kOpByOp].bwd_data), median[0]);
+    for (size_t c = 0; c < candidates.size(); ++c)
+      std::fprintf(stderr, ", flipped filter's forward algorithm %d %.1f us (%.0f MB)%s",
+                   static_cast<int>(candidates[c]->algo), median[2 + c],
+                   static_cast<double>(workspace[c]) / (1 << 20), taken[c] ? " (taken)" : "");
+    std::fprintf(stderr, "\n");
+  }
+}
+
 // Times every algorithm of the three passes and keeps the fastest of each within the workspace
 // limit of each mode (op by op, in a graph); false when a pass has none. The Ex queries run on our
 // buffers, written before: the plain ones allocate their own and read them unwritten, which
@@ -309,7 +394,10 @@ bool find_fastest(cudnnHandle_t handle, ConvPlan& p, const ConvGeometry& g, cons
     if (!use_algorithms(handle, p, forward[m], bwd_data_rank.fastest(limit), bwd_filter_rank.fastest(limit), chosen[m]))
       return false;
   }
-  if (p.tensor_ops && p.channels_last) choose_weight_engine(handle, p, g, x, y, gw, ws, chosen);
+  if (p.tensor_ops && p.channels_last) {
+    choose_data_path(handle, p, g, w, y, gx, ws, chosen);
+    choose_weight_engine(handle, p, g, x, y, gw, ws, chosen);
+  }
   for (const ConvMode m : {kOpByOp, kInGraph}) p.mode[m].algorithms = chosen[m];
   return true;
 }
@@ -325,6 +413,7 @@ bool adopt_larger_batch(cudnnHandle_t handle, ConvPlan& p, int device, DType dty
   for (const ConvMode m : {kOpByOp, kInGraph}) {
     chosen[m] = big->mode[m].faster[input_grad] == 1 ? big->mode[m].algorithms : p.mode[m].algorithms;
     chosen[m].bwd_filter_engine = nullptr;  // a graph-API plan is made for its batch alone
+    chosen[m].bwd_data_by_forward = false;     // as are the flipped filter's descriptors
     if (!workspace_sizes(handle, p, chosen[m])) return false;
   }
   for (const ConvMode m : {kOpByOp, kInGraph}) {

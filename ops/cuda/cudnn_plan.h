@@ -57,9 +57,15 @@ struct ConvAlgorithms {
   /// Where set, the weight gradient runs CudaKernels::conv2d_weight_grad_tf32 instead (float32
   /// channels-last data under TF32, where it timed faster than every cuDNN path).
   bool bwd_filter_tf32_kernel = false;
+  /// Where set, the input gradient runs as the forward convolution of the output gradient with the
+  /// flipped filter (ConvPlan::flipped), by forward algorithm bwd_data_fwd in bwd_data_ws bytes of
+  /// workspace, instead of bwd_data.
+  bool bwd_data_by_forward = false;
+  cudnnConvolutionFwdAlgo_t bwd_data_fwd{};
   bool same_as(const ConvAlgorithms& o) const {
     return fwd == o.fwd && bwd_data == o.bwd_data && bwd_filter == o.bwd_filter &&
-           bwd_filter_engine == o.bwd_filter_engine && bwd_filter_tf32_kernel == o.bwd_filter_tf32_kernel;
+           bwd_filter_engine == o.bwd_filter_engine && bwd_filter_tf32_kernel == o.bwd_filter_tf32_kernel &&
+           bwd_data_by_forward == o.bwd_data_by_forward && (!bwd_data_by_forward || bwd_data_fwd == o.bwd_data_fwd);
   }
 };
 
@@ -73,6 +79,19 @@ inline ConvMode conv_mode(cudaStream_t stream) {
   CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
   return capture == cudaStreamCaptureStatusNone ? kOpByOp : kInGraph;
 }
+
+/// A convolution's input gradient as a forward convolution, at stride 1: dX = dY convolved with the
+/// filter flipped [C, K, R, S] (CudaKernels::conv2d_flip_filter), padded by dilation * (kernel - 1)
+/// - pad. Its descriptors, in the plan's layout: dY [N, K, oh, ow] in, dX [N, C, H, W] out.
+struct FlippedConv {
+  TensorDesc x, y;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  ~FlippedConv() {
+    if (w) cudnnDestroyFilterDescriptor(w);
+    if (conv) cudnnDestroyConvolutionDescriptor(conv);
+  }
+};
 
 struct ConvPlan {
   TensorDesc x, y, bias;
@@ -99,6 +118,9 @@ struct ConvPlan {
   int found = -1;  // the timed search: -1 not run yet, 0 a pass had no algorithm, 1 algorithms taken
   /// The weight-gradient engines the timed search took (ConvAlgorithms::bwd_filter_engine).
   std::vector<std::unique_ptr<WeightGradEngine>> engines;
+  /// The input gradient as a forward convolution (ConvAlgorithms::bwd_data_by_forward), made by the
+  /// timed search where the geometry allows it (make_flipped).
+  std::unique_ptr<FlippedConv> flipped;
   // Deterministic mode's algorithms (core/deterministic.h): the heuristics' picks among those cuDNN
   // reports deterministic, never timed. Made on first use in that mode; ok false where a pass has
   // none, and the convolution then takes the im2col path.
@@ -179,6 +201,10 @@ inline MemoryFormat cudnn_format(DType dtype) {
   const bool tensor_cores = is_reduced_floating(dtype) || (dtype == DType::Float32 && allow_tf32_cudnn());
   return tensor_cores ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
 }
+
+/// Makes p.flipped where the input gradient can run as a forward convolution (stride 1, padding at
+/// most dilation * (kernel - 1)) and cuDNN takes its descriptors; false, leaving it null, otherwise.
+bool make_flipped(ConvPlan& p, DType dtype, int64_t batch, int64_t out_channels);
 
 /// The deterministic algorithms of `p` (found on first use).
 const ConvPlan::Deterministic& deterministic_algorithms(cudnnHandle_t handle, ConvPlan& p);

@@ -9,6 +9,7 @@
 // run, and the graphed step ran about 5% slower in the runs that took cuDNN there. A smaller batch
 // of a measured shape reuses its choice.
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -167,6 +168,35 @@ const cudnnConvolutionFwdAlgoPerf_t* retime_forward(cudnnHandle_t handle, const 
   return candidates[best];
 }
 
+// The median of kRounds bursts of each of `runs` on `stream`, timed as retime_forward times the
+// forward: four calls back to back, in turns.
+std::vector<float> burst_medians(cudaStream_t stream, const std::vector<std::function<void()>>& runs) {
+  constexpr int kRounds = 9;
+  std::vector<std::vector<float>> bursts(runs.size());
+  for (int round = 0; round < kRounds; ++round)
+    for (size_t i = 0; i < runs.size(); ++i) bursts[i].push_back(cuda::time_per_call_us(stream, runs[i], 4, 1));
+  std::vector<float> median(runs.size());
+  for (size_t i = 0; i < runs.size(); ++i) median[i] = cuda::median(bursts[i]);
+  return median;
+}
+
+// Runs 0 and 1 are each mode's own algorithm, run 2 + c candidate c, which takes workspace[c]
+// bytes. For each mode, the candidate that replaces its algorithm: the fastest within the mode's
+// workspace limit (and `most` bytes), and only where it is clearly faster: within 2% the mode's own
+// call stays (the same kernel often runs either way). -1 where none does.
+std::array<int, 2> replacements(const std::vector<float>& median, const std::vector<size_t>& workspace, size_t most) {
+  std::array<int, 2> chosen{-1, -1};
+  for (const ConvMode m : {kOpByOp, kInGraph}) {
+    size_t best = m;
+    for (size_t c = 0; c < workspace.size(); ++c)
+      if (workspace[c] <= std::min(conv_workspace_limit(m == kInGraph), most) &&
+          median[2 + c] < (best == m ? 0.98f : 1.f) * median[best])
+        best = 2 + c;
+    if (best >= 2) chosen[m] = static_cast<int>(best - 2);
+  }
+  return chosen;
+}
+
 // Channels-last data on tensor cores (16-bit, or float32 under TF32): the weight gradient's graph-API
 // engines (ops/cuda/cudnn_engine.h), and for float32 our TF32 kernel
 // (ops/cuda/conv2d_weight_grad_tf32.cu), timed as retime_forward times the forward, against the
@@ -215,24 +245,14 @@ void choose_weight_engine(cudnnHandle_t handle, ConvPlan& p, const ConvGeometry&
     });
     workspace.push_back(own_ws);
   }
-  constexpr int kRounds = 9;
-  std::vector<std::vector<float>> bursts(runs.size());
-  for (int round = 0; round < kRounds; ++round)
-    for (size_t i = 0; i < runs.size(); ++i) bursts[i].push_back(cuda::time_per_call_us(stream, runs[i], 4, 1));
-  std::vector<float> median(runs.size());
-  for (size_t i = 0; i < runs.size(); ++i) median[i] = cuda::median(bursts[i]);
+  const std::vector<float> median = burst_medians(stream, runs);
   std::vector<bool> taken(workspace.size(), false);
-  // A candidate replaces the legacy algorithm only where it is clearly faster: within 2% the legacy
-  // call stays (the same kernel often runs either way).
+  const std::array<int, 2> replacing = replacements(median, workspace, SIZE_MAX);
   for (const ConvMode m : {kOpByOp, kInGraph}) {
-    size_t best = m;
-    for (size_t c = 0; c < workspace.size(); ++c)
-      if (workspace[c] <= conv_workspace_limit(m == kInGraph) &&
-          median[2 + c] < (best == m ? 0.98f : 1.f) * median[best])
-        best = 2 + c;
-    if (best < 2) continue;
-    taken[best - 2] = true;
-    if (best - 2 < engines.size()) chosen[m].bwd_filter_engine = engines[best - 2].get();
+    const int c = replacing[m];
+    if (c < 0) continue;
+    taken[c] = true;
+    if (static_cast<size_t>(c) < engines.size()) chosen[m].bwd_filter_engine = engines[c].get();
     else chosen[m].bwd_filter_tf32_kernel = true;
   }
   if (cuda::gemm_tuning_verbose()) {
@@ -307,24 +327,16 @@ void choose_data_path(cudnnHandle_t handle, ConvPlan& p, const ConvGeometry& g, 
                                           ws.ptr, bytes, &zero, f.y.d, dx.raw_data()));
     });
   }
-  constexpr int kRounds = 9;
-  std::vector<std::vector<float>> bursts(runs.size());
-  for (int round = 0; round < kRounds; ++round)
-    for (size_t i = 0; i < runs.size(); ++i) bursts[i].push_back(cuda::time_per_call_us(stream, runs[i], 4, 1));
-  std::vector<float> median(runs.size());
-  for (size_t i = 0; i < runs.size(); ++i) median[i] = cuda::median(bursts[i]);
+  const std::vector<float> median = burst_medians(stream, runs);
   std::vector<bool> taken(candidates.size(), false);
+  const std::array<int, 2> replacing = replacements(median, workspace, ws.bytes);
   for (const ConvMode m : {kOpByOp, kInGraph}) {
-    size_t best = m;
-    for (size_t c = 0; c < candidates.size(); ++c)
-      if (workspace[c] <= std::min(conv_workspace_limit(m == kInGraph), ws.bytes) &&
-          median[2 + c] < (best == m ? 0.98f : 1.f) * median[best])
-        best = 2 + c;
-    if (best < 2) continue;
-    taken[best - 2] = true;
+    const int c = replacing[m];
+    if (c < 0) continue;
+    taken[c] = true;
     chosen[m].bwd_data_by_forward = true;
-    chosen[m].bwd_data_fwd = candidates[best - 2]->algo;
-    chosen[m].bwd_data_ws = workspace[best - 2];
+    chosen[m].bwd_data_fwd = candidates[c]->algo;
+    chosen[m].bwd_data_ws = workspace[c];
   }
   if (cuda::gemm_tuning_verbose()) {
     std::fprintf(stderr, "minidl:   input gradient, back to back: algorithm %d %.1f us",

@@ -179,29 +179,20 @@ __global__ void __launch_bounds__(32 * WN * kGroups)
     }
     group_sync(group, kGroupThreads);  // the stage is read before the next load overwrites it
   }
-  // The groups' tiles are added in group order, through the stages' memory: element e of thread t
-  // of group g > 0 at ((g - 1) * kAccFloats + e) * kGroupThreads + t.
+  // The groups' tiles are added in group order, through the stages' memory: element i of thread t
+  // of group g > 0 at ((g - 1) * kAccFloats + i) * kGroupThreads + t.
   cp_async_wait<0>();
   __syncthreads();
+  float* flat = &acc[0][0][0];  // the kAccFloats of acc in order, as registers (the loops unroll)
   if (group > 0) {
 #pragma unroll
-    for (int mi = 0; mi < 4; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < 6; ++ni)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          smem[((group - 1) * kAccFloats + (mi * 6 + ni) * 4 + e) * kGroupThreads + t] = acc[mi][ni][e];
+    for (int i = 0; i < kAccFloats; ++i) smem[((group - 1) * kAccFloats + i) * kGroupThreads + t] = flat[i];
   }
   __syncthreads();
   if (group > 0) return;
   for (int other = 1; other < kGroups; ++other)
 #pragma unroll
-    for (int mi = 0; mi < 4; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < 6; ++ni)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          acc[mi][ni][e] += smem[((other - 1) * kAccFloats + (mi * 6 + ni) * 4 + e) * kGroupThreads + t];
+    for (int i = 0; i < kAccFloats; ++i) flat[i] += smem[((other - 1) * kAccFloats + i) * kGroupThreads + t];
   float* out = partials + int64_t(split) * out_channels * columns;
 #pragma unroll
   for (int mi = 0; mi < 4; ++mi)

@@ -143,6 +143,28 @@ TEST(CudaGraph, CapturedCopyReadsTheSourceSetBeforeTheReplay) {
   EXPECT_THROW(graph.set_copy_source(copy + 1, first), Error);
 }
 
+// set_copy_source holds from then on: a source set once is read by every later replay, its contents
+// read afresh each time.
+TEST(CudaGraph, CopySourceHoldsForEveryLaterReplay) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  Tensor a = randn({64}).to(gpu()), b = randn({64}).to(gpu()), dst = Tensor::empty({64}, kFloat32, gpu());
+  Tensor plus_one;
+  cuda::Graph graph;
+  graph.capture_begin();
+  const int copy = graph.capture_copy(a, dst);
+  plus_one = dst + 1.0;
+  graph.capture_end();
+  for (Tensor* source : {&b, &a, &b}) {
+    graph.set_copy_source(copy, *source);
+    for (int replay = 0; replay < 3; ++replay) {
+      copy_(*source, randn({64}).to(gpu()));  // new contents in the same place
+      graph.replay();
+      EXPECT_TRUE(all_equal(plus_one, *source + 1.0)) << "replay " << replay;
+    }
+  }
+}
+
 TEST(CudaGraph, RandomDrawsAdvanceOnEveryReplayAsEagerWould) {
   MINIDL_REQUIRE_CUDA();
   // Eager: three draws in a row from seed 5.

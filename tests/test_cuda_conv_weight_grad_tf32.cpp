@@ -62,9 +62,40 @@ TEST(CudaConvWeightGradTf32, WholeNumbersExactlyInEveryLayout) {
       kernels.conv2d_weight_grad_tf32(xd, dyd, g, dw, workspace.raw_data());
       EXPECT_TRUE(equal(dw.to(Device::cpu()).contiguous(), want)) << "float32, channels-last " << (format != MemoryFormat::Contiguous);
     }
+    // Beside another kernel: half the slices, each over twice the patches, in its own workspace size.
+    const Tensor half_workspace = Tensor::empty(
+        {static_cast<int64_t>(kernels.conv2d_weight_grad_tf32_workspace(c.x[0], c.w[0], g, true))}, kByte, gpu());
+    Tensor beside = Tensor::empty(c.w, kFloat32, gpu());
+    kernels.conv2d_weight_grad_tf32(xd, dyd, g, beside, half_workspace.raw_data(), true);
+    EXPECT_TRUE(equal(beside.to(Device::cpu()), want)) << "beside another kernel";
     Tensor narrow = Tensor::empty(c.w, kBFloat16, gpu());
     kernels.conv2d_weight_grad_tf32(xd, dyd, g, narrow, workspace.raw_data());
     EXPECT_TRUE(equal(narrow.to(Device::cpu()), want.to(kBFloat16))) << "bfloat16: the float32 sum rounded once";
+  }
+}
+
+// At the MNIST CNN's second convolution, batch 64, the kernel run beside another (half a wave of
+// blocks) takes fewer slices, so a smaller workspace, and still gives the float32 gradient bit for
+// bit on whole numbers (every partial sum below 2^24).
+TEST(CudaConvWeightGradTf32, BesideAnotherKernelOnHalfAWave) {
+  MINIDL_REQUIRE_CUDA();
+  const Case c{{64, 32, 26, 26}, {64, 32, 3, 3}, 1, 0, 1};
+  manual_seed(73);
+  const Tensor x = randint(-3, 4, c.x).to(kFloat32), w = randint(-3, 4, c.w).to(kFloat32);
+  const ConvGeometry g = conv2d_check("conv2d", x, w, Tensor(), c.stride, c.padding, c.dilation);
+  const Tensor dy = randint(-3, 4, {c.x[0], c.w[0], g.out_h, g.out_w}).to(kFloat32);
+  const Tensor want = cpu_weight_grad(x, w, dy, c);
+  CudaKernels kernels(0);
+  const size_t alone = kernels.conv2d_weight_grad_tf32_workspace(c.x[0], c.w[0], g),
+               beside = kernels.conv2d_weight_grad_tf32_workspace(c.x[0], c.w[0], g, true);
+  EXPECT_LT(beside, alone);
+  const Tensor xd = x.to(gpu()).contiguous(MemoryFormat::ChannelsLast);
+  const Tensor dyd = dy.to(gpu()).contiguous(MemoryFormat::ChannelsLast);
+  for (const bool half : {false, true}) {
+    const Tensor workspace = Tensor::empty({static_cast<int64_t>(half ? beside : alone)}, kByte, gpu());
+    Tensor dw = Tensor::empty(c.w, kFloat32, gpu());
+    kernels.conv2d_weight_grad_tf32(xd, dyd, g, dw, workspace.raw_data(), half);
+    EXPECT_TRUE(equal(dw.to(Device::cpu()), want)) << (half ? "beside" : "alone");
   }
 }
 

@@ -286,8 +286,13 @@ void dispatch_warps(int wn, Fn&& fn) {
 // Slices of the patches: one wave of blocks, at least kLeastPatches patches a slice. Each slice
 // writes the whole of its tiles for the sum to read: at batch 64 (768 patches of the MNIST CNN's
 // second convolution), 264 slices of 3 patches wrote 19 MB, and the sum took 20 us.
+// Beside the input gradient, half a wave: with a whole one, the input gradient's blocks (cuDNN's,
+// which take most of an SM's shared memory) waited for SMs this kernel left. In the MNIST CNN's TF32
+// step at batch 64 (H200) the pair then took 34.0 us, this kernel on half the SMs and the input
+// gradient 26.1 us beside it, against 37 us for the input gradient beside a whole wave; the step
+// went from 165-173 to 154-157 us.
 constexpr int64_t kLeastPatches = 6;
-int slices(int device, int64_t batch, int64_t out_channels, const ConvGeometry& g) {
+int slices(int device, int64_t batch, int64_t out_channels, const ConvGeometry& g, bool beside) {
   const int64_t columns = g.kernel_h * g.kernel_w * g.channels;
   const int wn = warps_across(columns);
   const Patch patch = patch_of(g);
@@ -295,7 +300,7 @@ int slices(int device, int64_t batch, int64_t out_channels, const ConvGeometry& 
   dispatch_warps(wn, [&](auto w) { per_sm = blocks_per_sm<decltype(w)::value>(smem_bytes(patch, wn)); });
   const int64_t tiles = out_channels / kRows * (columns / (kWarpCols * wn));
   const int64_t chunks = batch * patch.bands * patch.segs;
-  const int64_t wave = cuda::multiprocessor_count(device) * int64_t(per_sm);
+  const int64_t wave = cuda::multiprocessor_count(device) * int64_t(per_sm) / (beside ? 2 : 1);
   return static_cast<int>(std::clamp<int64_t>(wave / tiles, 1, std::max<int64_t>(chunks / kLeastPatches, 1)));
 }
 
@@ -311,14 +316,15 @@ bool CudaKernels::conv2d_weight_grad_tf32_applies(DType dtype, int64_t batch, in
          batch * g.height * g.width * g.channels < (int64_t{1} << 31);
 }
 
-size_t CudaKernels::conv2d_weight_grad_tf32_workspace(int64_t batch, int64_t out_channels, const ConvGeometry& g) const {
+size_t CudaKernels::conv2d_weight_grad_tf32_workspace(int64_t batch, int64_t out_channels, const ConvGeometry& g,
+                                                      bool beside) const {
   cuda::DeviceGuard guard(device_);
   const int64_t columns = g.kernel_h * g.kernel_w * g.channels;
-  return static_cast<size_t>(slices(device_, batch, out_channels, g)) * out_channels * columns * sizeof(float);
+  return static_cast<size_t>(slices(device_, batch, out_channels, g, beside)) * out_channels * columns * sizeof(float);
 }
 
 void CudaKernels::conv2d_weight_grad_tf32(const Tensor& x, const Tensor& grad_out, const ConvGeometry& g,
-                                          Tensor& grad_weight, void* workspace) {
+                                          Tensor& grad_weight, void* workspace, bool beside) {
   const int64_t batch = x.size(0), out_channels = grad_out.size(1);
   MINIDL_CHECK(conv2d_weight_grad_tf32_applies(x.dtype(), batch, out_channels, g) && grad_out.dtype() == kFloat32,
                "conv2d_weight_grad_tf32: expected float32 data of a geometry it takes, got ", dtype_name(x.dtype()));
@@ -329,7 +335,7 @@ void CudaKernels::conv2d_weight_grad_tf32(const Tensor& x, const Tensor& grad_ou
                "conv2d_weight_grad_tf32: expected grad_weight contiguous or channels-last");
   cuda::DeviceGuard guard(device_);
   const int64_t columns = g.kernel_h * g.kernel_w * g.channels;
-  const int wn = warps_across(columns), splits = slices(device_, batch, out_channels, g);
+  const int wn = warps_across(columns), splits = slices(device_, batch, out_channels, g, beside);
   const int64_t tiles = out_channels / kRows * (columns / (kWarpCols * wn));
   const Patch patch = patch_of(g);
   float* partials = static_cast<float*>(workspace);

@@ -89,11 +89,14 @@ class CudaKernels final : public Kernels {
   void conv2d_flip_filter(const Tensor& weight, Tensor& flipped);
   /// conv2d's weight gradient on TF32 tensor cores from channels-last float32 x and grad_out, into
   /// grad_weight of any floating dtype, contiguous or channels-last (ops/cuda/conv2d_weight_grad_tf32.cu);
-  /// `workspace` holds conv2d_weight_grad_tf32_workspace bytes. Takes the geometries _applies says.
+  /// `workspace` holds conv2d_weight_grad_tf32_workspace bytes (asked with the same `beside`). Takes
+  /// the geometries _applies says. `beside`: another kernel (the input gradient) runs at the same
+  /// time, and this one takes half the GPU's blocks, leaving it the rest.
   static bool conv2d_weight_grad_tf32_applies(DType dtype, int64_t batch, int64_t out_channels, const ConvGeometry& g);
-  size_t conv2d_weight_grad_tf32_workspace(int64_t batch, int64_t out_channels, const ConvGeometry& g) const;
+  size_t conv2d_weight_grad_tf32_workspace(int64_t batch, int64_t out_channels, const ConvGeometry& g,
+                                           bool beside = false) const;
   void conv2d_weight_grad_tf32(const Tensor& x, const Tensor& grad_out, const ConvGeometry& g, Tensor& grad_weight,
-                               void* workspace);
+                               void* workspace, bool beside = false);
   void bias_relu_max_pool2d_backward(const Tensor& grad_out, const Tensor& x, const Tensor* bias, const Tensor& out,
                                      int64_t k, Tensor& grad_pre, Tensor* grad_bias) override;
   void avg_pool2d(const Tensor& x, const ConvGeometry& g, bool count_include_pad, Tensor& out) override;

@@ -351,7 +351,8 @@ void run_backward(cudnnHandle_t handle, int device, const ConvPlan& p, const Con
     const WeightGradEngine* engine = a.bwd_filter_engine;
     by_engine = !by_kernel && engine && aligned(x.raw_data()) && aligned(grad_out.raw_data()) &&
                 aligned(filter.raw_data());
-    bytes = by_kernel   ? CudaKernels(device).conv2d_weight_grad_tf32_workspace(batch, out_channels, p.geometry)
+    bytes = by_kernel   ? CudaKernels(device).conv2d_weight_grad_tf32_workspace(batch, out_channels, p.geometry,
+                                                                                  concurrent)
             : by_engine ? engine->workspace()
                         : a.bwd_filter_ws;
     // The workspace as a tensor: side work left unjoined keeps it alive until its join.
@@ -378,7 +379,7 @@ void run_backward(cudnnHandle_t handle, int device, const ConvPlan& p, const Con
     cudnnHandle_t filter_handle = concurrent ? cudnn_side_handle(device) : handle;
     void* space_ptr = bytes ? space.raw_data() : nullptr;
     if (by_kernel) {
-      CudaKernels(device, filter_stream).conv2d_weight_grad_tf32(x, grad_out, p.geometry, filter, space_ptr);
+      CudaKernels(device, filter_stream).conv2d_weight_grad_tf32(x, grad_out, p.geometry, filter, space_ptr, concurrent);
     } else if (by_engine) {
       a.bwd_filter_engine->run(filter_handle, x.raw_data(), grad_out.raw_data(), filter.raw_data(), space_ptr);
     } else {

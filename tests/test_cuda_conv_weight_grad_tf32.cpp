@@ -75,8 +75,8 @@ TEST(CudaConvWeightGradTf32, WholeNumbersExactlyInEveryLayout) {
 }
 
 // At the MNIST CNN's second convolution, batch 64, the kernel run beside another (half a wave of
-// blocks) takes fewer slices, so a smaller workspace, and still gives the float32 gradient bit for
-// bit on whole numbers (every partial sum below 2^24).
+// blocks) takes no more slices, so no larger a workspace (on an H100 or H200, 66 against 128), and
+// still gives the float32 gradient bit for bit on whole numbers (every partial sum below 2^24).
 TEST(CudaConvWeightGradTf32, BesideAnotherKernelOnHalfAWave) {
   MINIDL_REQUIRE_CUDA();
   const Case c{{64, 32, 26, 26}, {64, 32, 3, 3}, 1, 0, 1};
@@ -88,7 +88,7 @@ TEST(CudaConvWeightGradTf32, BesideAnotherKernelOnHalfAWave) {
   CudaKernels kernels(0);
   const size_t alone = kernels.conv2d_weight_grad_tf32_workspace(c.x[0], c.w[0], g),
                beside = kernels.conv2d_weight_grad_tf32_workspace(c.x[0], c.w[0], g, true);
-  EXPECT_LT(beside, alone);
+  EXPECT_LE(beside, alone);
   const Tensor xd = x.to(gpu()).contiguous(MemoryFormat::ChannelsLast);
   const Tensor dyd = dy.to(gpu()).contiguous(MemoryFormat::ChannelsLast);
   for (const bool half : {false, true}) {

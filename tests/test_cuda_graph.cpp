@@ -165,6 +165,66 @@ TEST(CudaGraph, CopySourceHoldsForEveryLaterReplay) {
   }
 }
 
+// Two copies of different sizes and dtypes in one graph with random draws: each copy reads its own
+// source at each replay, and the draws still follow eager's.
+TEST(CudaGraph, CopiesOfTwoSizesAndRandomDrawsInOneReplay) {
+  MINIDL_REQUIRE_CUDA();
+  manual_seed(7);
+  std::vector<Tensor> eager;
+  for (int i = 0; i < 2; ++i) eager.push_back(rand({100}, kFloat32, gpu()));
+  Tensor values = Tensor::empty({5000}, kFloat32, gpu()), index = Tensor::empty({3}, kInt64, gpu());
+  Tensor first_values = randn({5000}).to(gpu()), first_index = zeros({3}, kInt64, gpu());
+  Tensor doubled, shifted, drawn;
+  cuda::Graph graph;
+  graph.capture_begin();
+  const int copy_values = graph.capture_copy(first_values, values);
+  const int copy_index = graph.capture_copy(first_index, index);
+  doubled = values * 2.0;
+  shifted = index + 1;
+  drawn = rand({100}, kFloat32, gpu());
+  graph.capture_end();
+  const Tensor sources[2] = {randn({5000}).to(gpu()), randn({5000}).to(gpu())};
+  manual_seed(7);  // the draws above were not the graph's
+  for (int replay = 0; replay < 2; ++replay) {
+    const Tensor& v = sources[replay];
+    Tensor i = Tensor::from_vector(std::vector<int64_t>{replay, 10 * replay, -replay}).to(gpu());
+    graph.set_copy_source(copy_values, v);
+    graph.set_copy_source(copy_index, i);
+    graph.replay();
+    EXPECT_TRUE(all_equal(doubled, v * 2.0)) << "replay " << replay;
+    EXPECT_TRUE(all_equal(shifted, i + 1)) << "replay " << replay;
+    EXPECT_TRUE(all_equal(drawn, eager[static_cast<size_t>(replay)])) << "replay " << replay;
+  }
+}
+
+// The host may queue replays far ahead of the GPU (here behind large products): each replay still
+// copies from the source set for it. Each replay shifts a history down a row and puts what it
+// copied on top, so a source read twice, skipped or out of order shows.
+TEST(CudaGraph, EachQueuedReplayCopiesItsOwnSource) {
+  MINIDL_REQUIRE_CUDA();
+  constexpr int kReplays = 600, kWidth = 256;
+  std::vector<Tensor> sources;
+  for (int k = 0; k < kReplays; ++k) sources.push_back(full({kWidth}, k + 1, kFloat32, gpu()));
+  Tensor dst = Tensor::empty({kWidth}, kFloat32, gpu()), history = zeros({kReplays, kWidth}, kFloat32, gpu());
+  cuda::Graph graph;
+  graph.capture_begin();
+  const int copy = graph.capture_copy(sources[0], dst);
+  Tensor older = narrow(history, 0, 0, kReplays - 1).clone(), below = narrow(history, 0, 1, kReplays - 1),
+         top = narrow(history, 0, 0, 1);
+  copy_(below, older);
+  copy_(top, dst.view({1, kWidth}));
+  graph.capture_end();
+  Tensor big = randn({4096, 4096}).to(gpu());
+  Tensor busy = matmul(matmul(big, big), big);  // keeps the GPU behind while the host queues replays
+  for (int k = 0; k < kReplays; ++k) {
+    graph.set_copy_source(copy, sources[static_cast<size_t>(k)]);
+    graph.replay();
+  }
+  std::vector<float> expected;  // row j: what replay kReplays - 1 - j copied
+  for (int j = 0; j < kReplays; ++j) expected.insert(expected.end(), kWidth, static_cast<float>(kReplays - j));
+  EXPECT_TRUE(all_equal(history.cpu(), Tensor::from_vector(expected, {kReplays, kWidth})));
+}
+
 TEST(CudaGraph, RandomDrawsAdvanceOnEveryReplayAsEagerWould) {
   MINIDL_REQUIRE_CUDA();
   // Eager: three draws in a row from seed 5.

@@ -167,7 +167,9 @@ std::vector<OpCase> elementwise_cases() {
       {"relu", {s}, [](V x) { return one(relu(x[0])); }},
       {"relu odd", {odd}, [](V x) { return one(relu(x[0])); }},
       {"sigmoid", {s}, [](V x) { return one(sigmoid(x[0])); }},
-      {"tanh", {s}, [](V x) { return one(tanh(x[0])); }},
+      // Its gradient 1 - y^2 comes from the 16-bit output, as PyTorch's does: where |y| nears 1 the
+      // output's rounding is doubled in y^2 and the difference loses the leading bits.
+      {"tanh", {s}, [](V x) { return one(tanh(x[0])); }, Domain::Any, true, 2},
       {"leaky_relu", {s}, [](V x) { return one(leaky_relu(x[0], 0.1)); }},
       {"gelu", {s}, [](V x) { return one(gelu(x[0])); }},
       {"gelu tanh", {s}, [](V x) { return one(gelu(x[0], "tanh")); }},

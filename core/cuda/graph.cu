@@ -188,9 +188,9 @@ void Graph::set_copy_source(int copy, const Tensor& src) {
                src.is_contiguous() ? "" : " (not contiguous)");
   // The node's new argument costs about 2 us of GPU time at the next launch (MNIST MLP, batch 64,
   // TF32, H200: 1.77M img/s with the update skipped, 1.69M with it). Every way around it measured
-  // slower (docs/benchmarks.md): the copies in a kernel queued before the graph, the source's
-  // address read by the copy from pinned host memory, and a second instance updated and uploaded
-  // on a stream of its own while the first runs.
+  // slower (docs/benchmarks.md): a kernel queued before the graph that writes the sources where
+  // the copy reads them, or does the copies itself; the source's address read by the copy from
+  // pinned host memory; a second instance updated and uploaded on a stream of its own.
   const unsigned char* from = static_cast<const unsigned char*>(src.raw_data());
   unsigned char* to = static_cast<unsigned char*>(c.dst.raw_data());
   size_t nbytes = c.nbytes;

@@ -1,5 +1,7 @@
 // CUDA graphs: cuda::Graph (capture, replay, private memory, random draws) and cuda::GraphedStep
 // against the eager step it replaces. GPU tests skip, saying why, where no CUDA device is usable.
+#include <algorithm>
+
 #include "nn/nn.h"
 #include "optim/optim.h"
 #include "test_cuda_util.h"
@@ -223,6 +225,60 @@ TEST(CudaGraph, EachQueuedReplayCopiesItsOwnSource) {
   std::vector<float> expected;  // row j: what replay kReplays - 1 - j copied
   for (int j = 0; j < kReplays; ++j) expected.insert(expected.end(), kWidth, static_cast<float>(kReplays - j));
   EXPECT_TRUE(all_equal(history.cpu(), Tensor::from_vector(expected, {kReplays, kWidth})));
+}
+
+// The copy's source lives on the device and moves on by itself as the last move predicts, so the
+// host writes it only when a replay wants another one. Two copies (one of several blocks, one of
+// 64 bytes) follow patterns that break that prediction in every way: consecutive slices forwards
+// and backwards, one slice again and again, jumps, strides, two slices in turn. Replays are queued
+// far ahead of the GPU; each puts what it copied on top of a history, checked whole at the end.
+TEST(CudaGraph, QueuedReplaysReadTheirSourcesInAnyPattern) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  constexpr int64_t kWide = 1283, kNarrow = 16, kCount = 64;  // 5,132 bytes: two blocks, and a tail
+  std::vector<int64_t> starts = {0};
+  auto extend = [&](int steps, int64_t by) {
+    for (int i = 0; i < steps; ++i) starts.push_back(starts.back() + by);
+  };
+  extend(20, 1);   // consecutive slices
+  extend(10, 0);   // the same slice
+  extend(15, -1);  // backwards
+  extend(10, 3);   // a stride
+  for (int i = 0; i < 10; ++i) starts.push_back(i % 2 ? 40 : 7);  // two slices in turn
+  for (int i = 0; i < 15; ++i) starts.push_back(static_cast<int64_t>(randint(0, kCount, {1}).item<int64_t>()));
+  extend(5, 1);
+  const int64_t replays = static_cast<int64_t>(starts.size());
+  for (int64_t& s : starts) s = std::clamp<int64_t>(s, 0, kCount - 1);
+  // Slice k of each buffer holds the numbers k * width onwards; the narrow copy walks its slices
+  // in the opposite order.
+  Tensor wide = arange(kCount * kWide, kFloat32, gpu()), narrow_buffer = arange(kCount * kNarrow, kFloat32, gpu());
+  auto slice = [](const Tensor& buffer, int64_t k, int64_t width) { return narrow(buffer, 0, k * width, width); };
+  Tensor wide_dst = Tensor::empty({kWide}, kFloat32, gpu()), narrow_dst = Tensor::empty({kNarrow}, kFloat32, gpu());
+  Tensor history = zeros({replays, kWide + kNarrow}, kFloat32, gpu());
+  cuda::Graph graph;
+  graph.capture_begin();
+  const int copy_wide = graph.capture_copy(slice(wide, 0, kWide), wide_dst);
+  const int copy_narrow = graph.capture_copy(slice(narrow_buffer, 0, kNarrow), narrow_dst);
+  Tensor older = narrow(history, 0, 0, replays - 1).clone(), below = narrow(history, 0, 1, replays - 1),
+         top = narrow(history, 0, 0, 1);
+  copy_(below, older);
+  copy_(top, cat({wide_dst, narrow_dst}).view({1, kWide + kNarrow}));
+  graph.capture_end();
+  Tensor big = randn({4096, 4096}).to(gpu());
+  Tensor busy = matmul(matmul(big, big), big);  // keeps the GPU behind while the host queues replays
+  std::vector<float> expected;  // row j: what replay replays - 1 - j copied
+  for (int64_t r = replays - 1; r >= 0; --r) {
+    const int64_t w = starts[static_cast<size_t>(r)], n = kCount - 1 - w;
+    for (int64_t i = 0; i < kWide; ++i) expected.push_back(static_cast<float>(w * kWide + i));
+    for (int64_t i = 0; i < kNarrow; ++i) expected.push_back(static_cast<float>(n * kNarrow + i));
+  }
+  for (int64_t r = 0; r < replays; ++r) {
+    const int64_t w = starts[static_cast<size_t>(r)];
+    graph.set_copy_source(copy_wide, slice(wide, w, kWide));
+    graph.set_copy_source(copy_narrow, slice(narrow_buffer, kCount - 1 - w, kNarrow));
+    graph.replay();
+  }
+  EXPECT_TRUE(all_equal(history.cpu(), Tensor::from_vector(expected, {replays, kWide + kNarrow})));
 }
 
 TEST(CudaGraph, RandomDrawsAdvanceOnEveryReplayAsEagerWould) {

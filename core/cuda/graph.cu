@@ -28,11 +28,23 @@ __global__ void set_philox_state(uint64_t* state, uint64_t seed, uint64_t offset
   state[1] = offset;
 }
 
-// Copies a step's input into its static buffer as the graph's first work. The source moves from
-// replay to replay (set_copy_source), so its alignment is checked here.
-__global__ void copy_input_kernel(const unsigned char* src, unsigned char* dst, size_t nbytes) {
+// Where a copy reads its next source, on the device: the address, how far it moves after each
+// replay, and a count of the copy's blocks that have read it.
+struct CopySource {
+  uint64_t address;
+  int64_t advance;
+  unsigned long long blocks_done;
+};
+
+// Copies a step's input into its static buffer as the graph's first work, from the address in
+// `source`, which its last block then moves on by `advance`. A training loop's inputs are mostly
+// consecutive slices of one buffer (or one buffer again and again), so the next replay's source is
+// usually already there and the host writes it only when the pattern changes (Graph::replay). The
+// address moves from replay to replay, so its alignment is checked here.
+__global__ void copy_input_kernel(CopySource* source, unsigned char* dst, size_t nbytes) {
   wait_for_earlier_kernels();
   let_next_kernel_start();
+  const unsigned char* src = reinterpret_cast<const unsigned char*>(source->address);
   const size_t first = blockIdx.x * size_t(blockDim.x) + threadIdx.x, stride = size_t(gridDim.x) * blockDim.x;
   if (((reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst)) & 15) == 0) {
     const size_t vectors = nbytes / 16;
@@ -42,6 +54,31 @@ __global__ void copy_input_kernel(const unsigned char* src, unsigned char* dst, 
   } else {
     for (size_t i = first; i < nbytes; i += stride) dst[i] = src[i];
   }
+  __syncthreads();  // every thread of this block has read the address
+  if (threadIdx.x != 0) return;
+  if (gridDim.x > 1) {
+    if (atomicAdd(&source->blocks_done, 1ull) != gridDim.x - 1) return;
+    source->blocks_done = 0;  // the last block: every other one has read the address too
+  }
+  source->address += source->advance;
+}
+
+// Sets the sources of up to kSourcesPerLaunch copies before a replay, when they are not where the
+// previous replay left them.
+constexpr int kSourcesPerLaunch = 8;
+struct SourceUpdates {
+  CopySource* source[kSourcesPerLaunch];
+  uint64_t address[kSourcesPerLaunch];
+  int64_t advance[kSourcesPerLaunch];
+  int count;
+};
+
+__global__ void set_copy_sources(SourceUpdates updates) {
+  const int i = threadIdx.x;
+  if (i >= updates.count) return;
+  updates.source[i]->address = updates.address[i];
+  updates.source[i]->advance = updates.advance[i];
+  updates.source[i]->blocks_done = 0;
 }
 
 constexpr unsigned kCopyThreads = 256;
@@ -63,11 +100,44 @@ struct Graph::Impl {
   bool capturing = false;
   std::unique_lock<std::shared_mutex> others_off_stream;  // held while capturing
   struct Copy {
-    cudaGraphNode_t node;  // copy_input_kernel's node in `graph`
+    Tensor source;  // one CopySource on the device, allocated before the capture's first kernel
     Tensor dst;
     size_t nbytes;
+    uint64_t wanted = 0;      // what the next replay must read (set_copy_source)
+    bool known = false;       // the host knows the device's CopySource:
+    uint64_t last_read = 0;   //   the address the last replay read,
+    int64_t advance = 0;      //   and how far it moved it
   };
   std::vector<Copy> copies;
+
+  // Writes the sources the next replay must read where the last replay did not leave them, and
+  // guesses that each will move on as it just did: by as much again (consecutive slices of one
+  // buffer), or not at all (the same buffer). A copy whose source follows the guess costs nothing
+  // here, where a kernel node's new argument (cudaGraphExecKernelNodeSetParams) cost about 2 us of
+  // GPU time at every launch (MNIST MLP, batch 64, TF32, H200). Until replay() has queued the
+  // graph, the host does not count on what the device's sources hold.
+  void update_copy_sources(cudaStream_t stream) {
+    SourceUpdates updates{};
+    for (Copy& c : copies) {
+      const uint64_t next = c.last_read + static_cast<uint64_t>(c.advance);
+      if (!c.known || next != c.wanted) {
+        c.advance = c.known ? static_cast<int64_t>(c.wanted - c.last_read) : 0;
+        updates.source[updates.count] = static_cast<CopySource*>(c.source.raw_data());
+        updates.address[updates.count] = c.wanted;
+        updates.advance[updates.count] = c.advance;
+        if (++updates.count == kSourcesPerLaunch) flush(updates, stream);
+      }
+      c.known = false;
+      c.last_read = c.wanted;
+    }
+    if (updates.count > 0) flush(updates, stream);
+  }
+
+  static void flush(SourceUpdates& updates, cudaStream_t stream) {
+    set_copy_sources<<<1, kSourcesPerLaunch, 0, stream>>>(updates);
+    CUDA_LAUNCH_CHECK(set_copy_sources);
+    updates.count = 0;
+  }
 
   void destroy_graph() {
     if (exec) cudaGraphExecDestroy(exec);
@@ -163,17 +233,14 @@ int Graph::capture_copy(const Tensor& src, Tensor& dst) {
                src.dtype(), " and ", dst.shape(), " ", dst.dtype());
   DeviceGuard guard(impl_->device.index);
   cudaStream_t stream = compute_stream(impl_->device.index);
+  // Filled by the first replay (Impl::update_copy_sources), not here: a kernel now would be captured.
+  Tensor source = Tensor::empty({static_cast<int64_t>(sizeof(CopySource) / 8)}, kInt64, impl_->device);
   launch_early("copy_input_kernel", copy_input_kernel, copy_blocks(dst.nbytes()), kCopyThreads, 0, stream,
-               static_cast<const unsigned char*>(src.raw_data()), static_cast<unsigned char*>(dst.raw_data()),
+               static_cast<CopySource*>(source.raw_data()), static_cast<unsigned char*>(dst.raw_data()),
                dst.nbytes());
-  // The node just captured is what the stream's next work would depend on.
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  const cudaGraphNode_t* last = nullptr;
-  size_t count = 0;
-  CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &last, nullptr, &count));
-  MINIDL_CHECK(status == cudaStreamCaptureStatusActive && count == 1,
-               "cuda::Graph::capture_copy: the capture did not record the copy as one node");
-  impl_->copies.push_back({last[0], dst, dst.nbytes()});
+  Impl::Copy copy{source, dst, dst.nbytes()};
+  copy.wanted = reinterpret_cast<uint64_t>(src.raw_data());
+  impl_->copies.push_back(std::move(copy));
   return static_cast<int>(impl_->copies.size()) - 1;
 }
 
@@ -186,22 +253,7 @@ void Graph::set_copy_source(int copy, const Tensor& src) {
                "cuda::Graph::set_copy_source: expected a contiguous tensor of ", c.nbytes, " bytes on ", impl_->device,
                ", got ", src.shape(), " ", src.dtype(), " on ", src.device(),
                src.is_contiguous() ? "" : " (not contiguous)");
-  // The node's new argument costs about 2 us of GPU time at the next launch (MNIST MLP, batch 64,
-  // TF32, H200: 1.77M img/s with the update skipped, 1.69M with it). Every way around it measured
-  // slower (docs/benchmarks.md): a kernel queued before the graph that writes the sources where
-  // the copy reads them, or does the copies itself; the source's address read by the copy from
-  // pinned host memory; a second instance updated and uploaded on a stream of its own.
-  const unsigned char* from = static_cast<const unsigned char*>(src.raw_data());
-  unsigned char* to = static_cast<unsigned char*>(c.dst.raw_data());
-  size_t nbytes = c.nbytes;
-  void* args[] = {&from, &to, &nbytes};
-  cudaKernelNodeParams params{};
-  params.func = reinterpret_cast<void*>(copy_input_kernel);
-  params.gridDim = dim3(copy_blocks(nbytes));
-  params.blockDim = dim3(kCopyThreads);
-  params.kernelParams = args;
-  DeviceGuard guard(impl_->device.index);
-  CUDA_CHECK(cudaGraphExecKernelNodeSetParams(impl_->exec, c.node, &params));
+  c.wanted = reinterpret_cast<uint64_t>(src.raw_data());
 }
 
 void Graph::replay() {
@@ -219,7 +271,9 @@ void Graph::replay() {
     set_philox_state<<<1, 1, 0, stream>>>(static_cast<uint64_t*>(impl_->philox_state.raw_data()), seed, offset);
     CUDA_LAUNCH_CHECK(set_philox_state);
   }
+  impl_->update_copy_sources(stream);
   CUDA_CHECK(cudaGraphLaunch(impl_->exec, stream));
+  for (Impl::Copy& c : impl_->copies) c.known = true;
 }
 
 bool Graph::captured() const { return impl_->exec != nullptr; }

@@ -274,6 +274,12 @@ class Kernels {
   /// The backward of ReLU(linear) up to its GEMMs: grad_pre [M, N] = grad_out * (out > 0), and
   /// grad_bias [N] = grad_pre summed over the rows; `out` is the ReLU's output. One pass on CUDA.
   virtual void relu_bias_backward(const Tensor& grad_out, const Tensor& out, Tensor& grad_pre, Tensor& grad_bias);
+  /// The gradients of ReLU(linear) whose input needs none (an MLP's first layer): grad_weight [N, K]
+  /// = (grad_out * (out > 0))^T op(x) and, when given, grad_bias [N] = that masked gradient summed
+  /// over the rows; grad_out and out [M, N], op(x) [M, K]. The default is relu_bias_backward, then
+  /// gemm_row_sums; CUDA masks inside the product, in float32 over at most 64 rows.
+  virtual void relu_weight_grad(const Tensor& grad_out, const Tensor& out, const Tensor& x, bool trans_x,
+                                Tensor& grad_weight, Tensor* grad_bias);
   /// Two linear layers with a ReLU between (linear_relu_linear): hidden [M, H] = relu(op(x) @ op(w1)
   /// + b1), then out [M, N] = hidden @ op(w2) + b2; b2 may be undefined. The default is two
   /// gemm_bias; CUDA, where the first product is split along k and N <= 16, adds the slices, b1 and

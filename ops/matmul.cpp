@@ -314,6 +314,11 @@ Tensor linear_op(const char* name, const Tensor& x, const Tensor& weight, const 
       Tensor g2 = g.dim() == 2 ? g : reshape(g, {rows, out_features});
       Tensor gx, gw, gb;
       if (needs[2]) gb = Tensor::empty({out_features}, bias_grad_dtype, g.device());
+      if (saved_out.defined() && !needs[0] && needs[1]) {  // the first layer: its weight gradient ends the backward
+        gw = Tensor::empty({out_features, in}, weight_grad_dtype, g.device());
+        kg.relu_weight_grad(g2.contiguous(), saved_out, saved_x.data, saved_x.trans, gw, needs[2] ? &gb : nullptr);
+        return std::vector<Tensor>{gx, gw, gb};
+      }
       if (saved_out.defined()) {
         Tensor pre = Tensor::empty({rows, out_features}, g.dtype(), g.device());
         if (needs[2]) kg.relu_bias_backward(g2.contiguous(), saved_out, pre, gb);
@@ -599,6 +604,14 @@ void Kernels::linear_relu_linear_backward(const Tensor& grad_out, const Tensor& 
   if (second) gemm_concurrent(first, *second);
   else gemm_row_sums(first);
   relu_bias_backward(grad_hidden, hidden, grad_pre, grad_bias1);
+}
+
+void Kernels::relu_weight_grad(const Tensor& grad_out, const Tensor& out, const Tensor& x, bool trans_x,
+                               Tensor& grad_weight, Tensor* grad_bias) {
+  Tensor pre = Tensor::empty(grad_out.shape(), grad_out.dtype(), grad_out.device());
+  if (grad_bias) relu_bias_backward(grad_out, out, pre, *grad_bias);
+  else binary(BinaryOp::ReluBackward, grad_out, out, pre);
+  gemm_row_sums({pre, true, x, trans_x, grad_weight, nullptr});
 }
 
 void Kernels::relu_bias_backward(const Tensor& grad_out, const Tensor& out, Tensor& grad_pre, Tensor& grad_bias) {

@@ -48,6 +48,8 @@ class CudaKernels final : public Kernels {
   void gemm_bias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, bool relu,
                  Tensor& c) override;
   void relu_bias_backward(const Tensor& grad_out, const Tensor& out, Tensor& grad_pre, Tensor& grad_bias) override;
+  void relu_weight_grad(const Tensor& grad_out, const Tensor& out, const Tensor& x, bool trans_x, Tensor& grad_weight,
+                        Tensor* grad_bias) override;
   void linear_relu_linear(const Tensor& x, bool trans_x, const Tensor& w1, bool trans_w1, const Tensor& b1,
                           const Tensor& w2, bool trans_w2, const Tensor& b2, Tensor& hidden, Tensor& out) override;
   void linear_relu_linear_backward(const Tensor& grad_out, const Tensor& w2, bool trans_w2, const Tensor& hidden,
@@ -198,6 +200,11 @@ class CudaKernels final : public Kernels {
   // and relu_bias_grad [N] = ((a relu_next_w) * (b > 0)) summed over K.
   bool narrow_weight_grad(cudaStream_t stream, const Tensor& a, const Tensor& b, Tensor& c, Tensor* row_sums,
                           const Tensor& relu_next_w = Tensor(), Tensor* relu_bias_grad = nullptr);
+  // Strict float32 c [M, N] = a [K <= 64, M]^T b [K, N] and, when row_sums is given, row_sums [M] =
+  // a summed over K, on `stream`; with mask_by [K, M], a is zero where mask_by is not positive
+  // (ops/cuda/linear_short_k.cu).
+  bool short_k_weight_grad(cudaStream_t stream, const Tensor& a, const Tensor& b, Tensor& c, Tensor* row_sums,
+                           const Tensor& mask_by = Tensor());
 
   int device_;
   cudaStream_t stream_;

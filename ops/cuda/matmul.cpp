@@ -38,7 +38,8 @@ int to_int(int64_t v, const char* what) {
 }
 
 // Whether a GemmCall has the layout of a weight gradient g^T x, which narrow_weight_grad computes
-// with its bias gradient for a layer with at most 16 outputs (ops/cuda/linear_narrow.cu).
+// with its bias gradient for a layer with at most 16 outputs (ops/cuda/linear_narrow.cu), and
+// short_k_weight_grad in float32 over at most 64 rows (ops/cuda/linear_short_k.cu).
 bool weight_grad_layout(const Kernels::GemmCall& call) {
   return call.trans_a && !call.trans_b && call.a.dim() == 2 && call.b.dim() == 2 && call.c.dim() == 2;
 }
@@ -246,9 +247,18 @@ bool CudaKernels::gemm_lt_keeps_within(const Tensor& a, bool trans_a, const Tens
 void CudaKernels::gemm_row_sums(const GemmCall& call) {
   cuda::DeviceGuard guard(device_);
   if (weight_grad_layout(call) && !mixed_product(call.a, call.c) &&
-      narrow_weight_grad(stream_, call.a, call.b, call.c, call.row_sums))
+      (narrow_weight_grad(stream_, call.a, call.b, call.c, call.row_sums) ||
+       short_k_weight_grad(stream_, call.a, call.b, call.c, call.row_sums)))
     return;
   Kernels::gemm_row_sums(call);
+}
+
+void CudaKernels::relu_weight_grad(const Tensor& grad_out, const Tensor& out, const Tensor& x, bool trans_x,
+                                   Tensor& grad_weight, Tensor* grad_bias) {
+  cuda::DeviceGuard guard(device_);
+  if (!trans_x && grad_out.is_contiguous() && short_k_weight_grad(stream_, grad_out, x, grad_weight, grad_bias, out))
+    return;
+  Kernels::relu_weight_grad(grad_out, out, x, trans_x, grad_weight, grad_bias);
 }
 
 // The second product (a weight gradient, needed only by the optimizer) runs on the side stream on a

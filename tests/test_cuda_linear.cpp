@@ -317,37 +317,40 @@ TEST(CudaLinear, NarrowWeightGradMatchesCpu) {
 // A float32 weight gradient over at most 64 rows (ops/cuda/linear_short_k.cu) against float64 on the
 // CPU: at the edges of its tiles (rows and columns past a multiple of 64, k of one), with and without
 // the bias gradient beside it, and masked by a ReLU's output as an MLP's first layer asks
-// (relu_weight_grad). The tolerance is float32's, so that a path through TF32 would fail it.
+// (relu_weight_grad). With TF32 allowed it still multiplies in float32: the tolerance is float32's,
+// which cuBLAS's TF32 kernels (a relative error near 1e-3) would fail.
 TEST(CudaLinear, ShortKWeightGradMatchesCpu) {
   MINIDL_REQUIRE_CUDA();
   MINIDL_FRESH_SEED();
   Kernels& k = kernels_for(gpu());
   Kernels& cpu = kernels_for(Device::cpu());
   const bool tf32_before = allow_tf32_matmul();
-  set_allow_tf32_matmul(false);
-  for (int64_t m : {4, 68, 512}) {
-    for (int64_t n : {4, 100, 784}) {
-      for (int64_t kk : {1, 7, 64}) {
-        SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(kk));
-        Tensor g = randn({kk, m}), x = randn({kk, n}), out = relu(randn({kk, m}));
-        Tensor g64 = g.to(kFloat64), x64 = x.to(kFloat64);
-        Tensor expected = Tensor::empty({m, n}, kFloat64), expected_sums = Tensor::empty({m}, kFloat64);
-        cpu.gemm_row_sums({g64, true, x64, false, expected, &expected_sums});
-        Tensor g_gpu = g.to(gpu()), x_gpu = x.to(gpu());
-        Tensor got = Tensor::empty({m, n}, kFloat32, gpu()), sums = Tensor::empty({m}, kFloat32, gpu());
-        k.gemm_row_sums({g_gpu, true, x_gpu, false, got, &sums});
-        EXPECT_TRUE(all_close(got.to(kFloat64), expected, 1e-5, 1e-5));
-        EXPECT_TRUE(all_close(sums.to(kFloat64), expected_sums, 1e-5, 1e-5));
-        Tensor alone = Tensor::empty({m, n}, kFloat32, gpu());
-        k.gemm_row_sums({g_gpu, true, x_gpu, false, alone, nullptr});
-        EXPECT_TRUE(all_equal(alone, got));
-        // Through the ReLU whose output is `out`.
-        Tensor relu_expected = Tensor::empty({m, n}, kFloat64), relu_sums = Tensor::empty({m}, kFloat64);
-        cpu.relu_weight_grad(g64, out.to(kFloat64), x64, false, relu_expected, &relu_sums);
-        Tensor relu_got = Tensor::empty({m, n}, kFloat32, gpu()), relu_got_sums = Tensor::empty({m}, kFloat32, gpu());
-        k.relu_weight_grad(g_gpu, out.to(gpu()), x_gpu, false, relu_got, &relu_got_sums);
-        EXPECT_TRUE(all_close(relu_got.to(kFloat64), relu_expected, 1e-5, 1e-5));
-        EXPECT_TRUE(all_close(relu_got_sums.to(kFloat64), relu_sums, 1e-5, 1e-5));
+  for (bool tf32 : {false, true}) {
+    set_allow_tf32_matmul(tf32);
+    for (int64_t m : {4, 68, 512}) {
+      for (int64_t n : {4, 100, 784}) {
+        for (int64_t kk : {1, 7, 33, 64}) {
+          SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(kk) + (tf32 ? " tf32" : ""));
+          Tensor g = randn({kk, m}), x = randn({kk, n}), out = relu(randn({kk, m}));
+          Tensor g64 = g.to(kFloat64), x64 = x.to(kFloat64);
+          Tensor expected = Tensor::empty({m, n}, kFloat64), expected_sums = Tensor::empty({m}, kFloat64);
+          cpu.gemm_row_sums({g64, true, x64, false, expected, &expected_sums});
+          Tensor g_gpu = g.to(gpu()), x_gpu = x.to(gpu());
+          Tensor got = Tensor::empty({m, n}, kFloat32, gpu()), sums = Tensor::empty({m}, kFloat32, gpu());
+          k.gemm_row_sums({g_gpu, true, x_gpu, false, got, &sums});
+          EXPECT_TRUE(all_close(got.to(kFloat64), expected, 1e-5, 1e-5));
+          EXPECT_TRUE(all_close(sums.to(kFloat64), expected_sums, 1e-5, 1e-5));
+          Tensor alone = Tensor::empty({m, n}, kFloat32, gpu());
+          k.gemm_row_sums({g_gpu, true, x_gpu, false, alone, nullptr});
+          EXPECT_TRUE(all_equal(alone, got));
+          // Through the ReLU whose output is `out`.
+          Tensor relu_expected = Tensor::empty({m, n}, kFloat64), relu_sums = Tensor::empty({m}, kFloat64);
+          cpu.relu_weight_grad(g64, out.to(kFloat64), x64, false, relu_expected, &relu_sums);
+          Tensor relu_got = Tensor::empty({m, n}, kFloat32, gpu()), relu_got_sums = Tensor::empty({m}, kFloat32, gpu());
+          k.relu_weight_grad(g_gpu, out.to(gpu()), x_gpu, false, relu_got, &relu_got_sums);
+          EXPECT_TRUE(all_close(relu_got.to(kFloat64), relu_expected, 1e-5, 1e-5));
+          EXPECT_TRUE(all_close(relu_got_sums.to(kFloat64), relu_sums, 1e-5, 1e-5));
+        }
       }
     }
   }

@@ -200,7 +200,7 @@ class CudaKernels final : public Kernels {
   // and relu_bias_grad [N] = ((a relu_next_w) * (b > 0)) summed over K.
   bool narrow_weight_grad(cudaStream_t stream, const Tensor& a, const Tensor& b, Tensor& c, Tensor* row_sums,
                           const Tensor& relu_next_w = Tensor(), Tensor* relu_bias_grad = nullptr);
-  // Strict float32 c [M, N] = a [K <= 64, M]^T b [K, N] and, when row_sums is given, row_sums [M] =
+  // float32 c [M, N] = a [K <= 64, M]^T b [K, N] and, when row_sums is given, row_sums [M] =
   // a summed over K, on `stream`; with mask_by [K, M], a is zero where mask_by is not positive
   // (ops/cuda/linear_short_k.cu).
   bool short_k_weight_grad(cudaStream_t stream, const Tensor& a, const Tensor& b, Tensor& c, Tensor* row_sums,

@@ -4,17 +4,17 @@
 // mask_by (the layer's ReLU output, a's layout), a is first masked where it is not positive: the
 // ReLU's backward, otherwise a pass of its own between the input gradient and this product.
 // cuBLAS(Lt) tiles it as a long product: for the MNIST MLP's first layer (512 x 784 over k = 64) on
-// an H200, its fastest timed configuration took 6.6 us in float32 (a SIMT kernel of 104 blocks
-// stepping through k 8 at a time) inside the training step's graph, this kernel 5.7; with the
-// mask inside it too, the float32 step went from 1.55M to 1.62M images/s. In TF32, cuBLAS's
-// tensor-core kernel took 4.5 us and the step was faster with it: TF32 products stay there.
+// an H200, inside the training step's graph, its fastest timed configuration took 6.6 us in
+// float32 (a SIMT kernel of 104 blocks stepping through k 8 at a time) and 4.5 us in TF32 (tensor
+// cores), each after a 2.3-2.8 us ReLU backward. With this kernel the step went from 1.55M to
+// 1.62M images/s in float32 and from 1.72M to 1.80M in TF32 (docs/benchmarks.md).
 //
 // Here all of k fits in shared memory at once: a block stages its 64 rows of a and 64 columns of
-// b over the whole of k with every load in flight together, then each thread makes a 4 x 4 tile
-// of c from shared memory. Products accumulate in float32 in k's order, bias sums in double like
-// the reductions: deterministic.
+// b over the whole of k with every load in flight together, then each thread of two groups, each
+// over half of k, makes a 4 x 4 tile of c from shared memory, and the groups' sums are added. The
+// products are float32 (in TF32 mode too: at this size the tensor cores would save little), in a
+// fixed order, bias sums in double like the reductions: deterministic.
 #include "core/cuda/launch.cuh"
-#include "ops/backend_setting.h"
 #include "ops/cuda/common.cuh"
 
 namespace minidl {
@@ -23,7 +23,7 @@ namespace {
 
 using namespace cuda;
 
-constexpr int kTile = 64, kMaxK = 64, kShortKThreads = 256;
+constexpr int kTile = 64, kMaxK = 64, kKGroups = 2, kGroupThreads = 256, kShortKThreads = kGroupThreads * kKGroups;
 constexpr int kVectorsPerRow = kTile / 4;                                 // float4s in a tile's row
 constexpr int kLoadsPerThread = kMaxK * kVectorsPerRow / kShortKThreads;  // of a and of b each
 constexpr int kOutputsPerThread = 4;
@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(kShortKThreads)
     *reinterpret_cast<float4*>(&b_tile[kk][q]) = b_load[l];
   }
   __syncthreads();
-  if (row_sums && blockIdx.x == 0) {  // four lanes of k a row, then their sums in order
+  if (row_sums && blockIdx.x == 0) {  // lanes of k for each row, then their sums in order
     __shared__ double lane_sums[kShortKThreads / kTile][kTile];
     const int row = t % kTile, lane = t / kTile, per_lane = kMaxK / (kShortKThreads / kTile);
     double sum = 0;
@@ -77,11 +77,16 @@ __global__ void __launch_bounds__(kShortKThreads)
       row_sums[row0 + t] = static_cast<float>(total);
     }
   }
-  // A warp is 2 rows of 16 threads: its a values are two broadcasts, its b values 256 bytes in a row.
-  const int ty = t / kVectorsPerRow, tx = t % kVectorsPerRow;
+  // Two groups of 256 threads take half of k each: twice the warps an SM can switch between while
+  // one waits on shared memory. In a group a warp is 2 rows of 16 threads: its a values are two
+  // broadcasts, its b values 256 bytes in a row.
+  constexpr int kKPerGroup = kMaxK / kKGroups;
+  const int group = t / kGroupThreads, u = t % kGroupThreads;
+  const int ty = u / kVectorsPerRow, tx = u % kVectorsPerRow;
   float acc[kOutputsPerThread][4] = {};
+  const int k_end = min(k, (group + 1) * kKPerGroup);
 #pragma unroll 8
-  for (int kk = 0; kk < k; ++kk) {
+  for (int kk = group * kKPerGroup; kk < k_end; ++kk) {
     const float4 av = *reinterpret_cast<const float4*>(&a_tile[kk][ty * 4]);
     const float4 bv = *reinterpret_cast<const float4*>(&b_tile[kk][tx * 4]);
     const float as[4] = {av.x, av.y, av.z, av.w}, bs[4] = {bv.x, bv.y, bv.z, bv.w};
@@ -90,12 +95,25 @@ __global__ void __launch_bounds__(kShortKThreads)
 #pragma unroll
       for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(as[i], bs[j], acc[i][j]);
   }
+  // The second group's sums go through shared memory (a's tile, read by now) to the first's.
+  static_assert(kKGroups == 2, "the groups' sums are added in one step");
+  __syncthreads();
+  float4* partial = reinterpret_cast<float4*>(&a_tile[0][0]) + u;  // its row i at partial[i * kGroupThreads]
+  if (group == 1) {
+#pragma unroll
+    for (int i = 0; i < kOutputsPerThread; ++i)
+      partial[i * kGroupThreads] = make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+  }
+  __syncthreads();
   const int col = col0 + tx * 4;
-  if (col >= n) return;
+  if (group == 1 || col >= n) return;
 #pragma unroll
   for (int i = 0; i < kOutputsPerThread; ++i) {
     const int row = row0 + ty * 4 + i;
-    if (row < m) *reinterpret_cast<float4*>(c + size_t(row) * n + col) = make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+    const float4 p = partial[i * kGroupThreads];
+    if (row < m)
+      *reinterpret_cast<float4*>(c + size_t(row) * n + col) =
+          make_float4(acc[i][0] + p.x, acc[i][1] + p.y, acc[i][2] + p.z, acc[i][3] + p.w);
   }
 }
 
@@ -106,7 +124,7 @@ bool aligned16(const Tensor& t) { return (reinterpret_cast<uintptr_t>(t.raw_data
 bool CudaKernels::short_k_weight_grad(cudaStream_t stream, const Tensor& a, const Tensor& b, Tensor& c,
                                       Tensor* row_sums, const Tensor& mask_by) {
   const int64_t m = c.size(0), n = c.size(1), k = a.size(0);
-  if (allow_tf32_matmul() || a.dtype() != kFloat32 || b.dtype() != kFloat32 || c.dtype() != kFloat32 ||
+  if (a.dtype() != kFloat32 || b.dtype() != kFloat32 || c.dtype() != kFloat32 ||
       (mask_by.defined() && (mask_by.dtype() != kFloat32 || mask_by.shape() != a.shape() ||
                              !mask_by.is_contiguous() || !aligned16(mask_by))) ||
       (row_sums && (row_sums->dtype() != kFloat32 || !row_sums->is_contiguous())))

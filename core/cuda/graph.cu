@@ -100,7 +100,7 @@ struct Graph::Impl {
   bool capturing = false;
   std::unique_lock<std::shared_mutex> others_off_stream;  // held while capturing
   struct Copy {
-    Tensor source;  // one CopySource on the device, allocated before the capture's first kernel
+    Tensor source;  // one CopySource on the device, in the graph's pool
     Tensor dst;
     size_t nbytes;
     uint64_t wanted = 0;      // what the next replay must read (set_copy_source)

@@ -288,9 +288,9 @@ void dispatch_warps(int wn, Fn&& fn) {
 // second convolution), 264 slices of 3 patches wrote 19 MB, and the sum took 20 us.
 // Beside the input gradient, half a wave: with a whole one, the input gradient's blocks (cuDNN's,
 // which take most of an SM's shared memory) waited for SMs this kernel left. In the MNIST CNN's TF32
-// step at batch 64 (H200) the pair then took 34.0 us, this kernel on half the SMs and the input
-// gradient 26.1 us beside it, against 37 us for the input gradient beside a whole wave; the step
-// went from 165-173 to 154-157 us.
+// step at batch 64 (H200) this kernel then took 33.7 us on half the SMs and the input gradient
+// 26.0 us beside it, against 36.8 us for the input gradient beside a whole wave; the step went from
+// 171.4 to 155.8 us (docs/benchmarks.md).
 constexpr int64_t kLeastPatches = 6;
 int slices(int device, int64_t batch, int64_t out_channels, const ConvGeometry& g, bool beside) {
   const int64_t columns = g.kernel_h * g.kernel_w * g.channels;

@@ -27,6 +27,7 @@ constexpr int kTile = 64, kMaxK = 64, kKGroups = 2, kGroupThreads = 256, kShortK
 constexpr int kVectorsPerRow = kTile / 4;                                 // float4s in a tile's row
 constexpr int kLoadsPerThread = kMaxK * kVectorsPerRow / kShortKThreads;  // of a and of b each
 constexpr int kOutputsPerThread = 4;
+constexpr int kSumLanes = kShortKThreads / kTile, kKPerSumLane = kMaxK / kSumLanes;  // the bias sums' lanes of k
 // Measured on the MNIST MLP's 401,408 outputs; larger products are left to cuBLAS's larger tiles.
 constexpr int64_t kMaxOutputs = int64_t(1) << 20;
 
@@ -65,15 +66,15 @@ __global__ void __launch_bounds__(kShortKThreads)
   }
   __syncthreads();
   if (row_sums && blockIdx.x == 0) {  // lanes of k for each row, then their sums in order
-    __shared__ double lane_sums[kShortKThreads / kTile][kTile];
-    const int row = t % kTile, lane = t / kTile, per_lane = kMaxK / (kShortKThreads / kTile);
+    __shared__ double lane_sums[kSumLanes][kTile];
+    const int row = t % kTile, lane = t / kTile;
     double sum = 0;
-    for (int kk = lane * per_lane; kk < min(k, (lane + 1) * per_lane); ++kk) sum += a_tile[kk][row];
+    for (int kk = lane * kKPerSumLane; kk < min(k, (lane + 1) * kKPerSumLane); ++kk) sum += a_tile[kk][row];
     lane_sums[lane][row] = sum;
     __syncthreads();
     if (t < kTile && row0 + t < m) {
       double total = 0;
-      for (int l = 0; l < kShortKThreads / kTile; ++l) total += lane_sums[l][t];
+      for (int l = 0; l < kSumLanes; ++l) total += lane_sums[l][t];
       row_sums[row0 + t] = static_cast<float>(total);
     }
   }
@@ -117,8 +118,6 @@ __global__ void __launch_bounds__(kShortKThreads)
   }
 }
 
-bool aligned16(const Tensor& t) { return (reinterpret_cast<uintptr_t>(t.raw_data()) & 15) == 0; }
-
 }  // namespace
 
 bool CudaKernels::short_k_weight_grad(cudaStream_t stream, const Tensor& a, const Tensor& b, Tensor& c,
@@ -126,12 +125,12 @@ bool CudaKernels::short_k_weight_grad(cudaStream_t stream, const Tensor& a, cons
   const int64_t m = c.size(0), n = c.size(1), k = a.size(0);
   if (a.dtype() != kFloat32 || b.dtype() != kFloat32 || c.dtype() != kFloat32 ||
       (mask_by.defined() && (mask_by.dtype() != kFloat32 || mask_by.shape() != a.shape() ||
-                             !mask_by.is_contiguous() || !aligned16(mask_by))) ||
+                             !mask_by.is_contiguous() || !aligned_to(16, {mask_by.raw_data()}))) ||
       (row_sums && (row_sums->dtype() != kFloat32 || !row_sums->is_contiguous())))
     return false;
   if (k == 0 || k > kMaxK || m == 0 || n == 0 || m % 4 != 0 || n % 4 != 0 || m * n > kMaxOutputs ||
-      !a.is_contiguous() || !b.is_contiguous() || !c.is_contiguous() || !aligned16(a) || !aligned16(b) ||
-      !aligned16(c))
+      !a.is_contiguous() || !b.is_contiguous() || !c.is_contiguous() ||
+      !aligned_to(16, {a.raw_data(), b.raw_data(), c.raw_data()}))
     return false;
   const dim3 grid(static_cast<unsigned>((n + kTile - 1) / kTile), static_cast<unsigned>((m + kTile - 1) / kTile));
   launch_early("short_k_weight_grad_kernel", short_k_weight_grad_kernel, grid, kShortKThreads, 0, stream,

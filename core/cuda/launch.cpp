@@ -1,4 +1,5 @@
-// early_launch_enabled: asked once per device, since every short kernel's launch asks.
+// early_launch_enabled and thread_block_clusters: asked once per device, since every short kernel's
+// launch asks.
 #include <cuda_runtime.h>
 
 #include <array>
@@ -10,12 +11,10 @@
 
 namespace minidl::cuda {
 
-bool early_launch_enabled() {
-  static const bool allowed = [] {
-    const char* v = std::getenv("MINIDL_EARLY_LAUNCH");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
-  if (!allowed) return false;
+namespace {
+
+// Whether the current device has compute capability 9.0 or later.
+bool hopper_or_later() {
   constexpr int kDevices = 64;
   static std::array<std::atomic<int8_t>, kDevices> answer{};  // 0 unknown, 1 yes, -1 no
   int device = 0;
@@ -29,5 +28,17 @@ bool early_launch_enabled() {
   }
   return known > 0;
 }
+
+}  // namespace
+
+bool early_launch_enabled() {
+  static const bool allowed = [] {
+    const char* v = std::getenv("MINIDL_EARLY_LAUNCH");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return allowed && hopper_or_later();
+}
+
+bool thread_block_clusters() { return hopper_or_later(); }
 
 }  // namespace minidl::cuda

@@ -34,23 +34,44 @@ __device__ __forceinline__ void let_next_kernel_start() {
 /// then waits for the one before it, as `<<<...>>>` does).
 bool early_launch_enabled();
 
-/// `kernel<<<grid, block, shared_bytes, stream>>>(args...)`, allowed to start before the previous
-/// kernel of `stream` has finished (see above); throws naming `name` if the launch fails.
+/// Whether the current device runs thread block clusters (compute capability 9.0 on).
+bool thread_block_clusters();
+
+/// launch_early in thread block clusters of cluster_x blocks along x (1: none; else
+/// thread_block_clusters() must hold), whose shared memory every block of a cluster can read
+/// (cooperative_groups::this_cluster()). early = false waits for the kernel before, as `<<<...>>>`.
 template <class... Params, class... Args>
-void launch_early(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes,
-                  cudaStream_t stream, Args... args) {
-  cudaLaunchAttribute early{};
-  early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  early.val.programmaticStreamSerializationAllowed = 1;
+void launch_in_clusters(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, unsigned cluster_x,
+                        bool early, size_t shared_bytes, cudaStream_t stream, Args... args) {
+  cudaLaunchAttribute attributes[2]{};
+  unsigned count = 0;
+  if (early && early_launch_enabled()) {
+    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[count++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster_x > 1) {
+    attributes[count].id = cudaLaunchAttributeClusterDimension;
+    attributes[count].val.clusterDim.x = cluster_x;
+    attributes[count].val.clusterDim.y = 1;
+    attributes[count++].val.clusterDim.z = 1;
+  }
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = shared_bytes;
   config.stream = stream;
-  config.attrs = &early;
-  config.numAttrs = early_launch_enabled() ? 1 : 0;
+  config.attrs = attributes;
+  config.numAttrs = count;
   const cudaError_t status = cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
   if (status != cudaSuccess) detail::throw_call_error("CUDA", name, detail::cuda_error_text(status), __FILE__, __LINE__);
+}
+
+/// `kernel<<<grid, block, shared_bytes, stream>>>(args...)`, allowed to start before the previous
+/// kernel of `stream` has finished (see above); throws naming `name` if the launch fails.
+template <class... Params, class... Args>
+void launch_early(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes,
+                  cudaStream_t stream, Args... args) {
+  launch_in_clusters(name, kernel, grid, block, 1, true, shared_bytes, stream, args...);
 }
 
 }  // namespace minidl::cuda

@@ -200,6 +200,9 @@ class CudaKernels final : public Kernels {
   // and relu_bias_grad [N] = ((a relu_next_w) * (b > 0)) summed over K.
   bool narrow_weight_grad(cudaStream_t stream, const Tensor& a, const Tensor& b, Tensor& c, Tensor* row_sums,
                           const Tensor& relu_next_w = Tensor(), Tensor* relu_bias_grad = nullptr);
+  // float32 c [M <= 64, N] = a [M, K] op(b) (+ bias [N] where defined, then ReLU where relu), op(b)
+  // = b [N, K]^T where trans_b, else b [K, N] (ops/cuda/linear_short_m.cu).
+  bool short_m_gemm(const Tensor& a, const Tensor& b, bool trans_b, const Tensor& bias, bool relu, Tensor& c);
   // float32 c [M, N] = a [K <= 64, M]^T b [K, N] and, when row_sums is given, row_sums [M] =
   // a summed over K, on `stream`; with mask_by [K, M], a is zero where mask_by is not positive
   // (ops/cuda/linear_short_k.cu).

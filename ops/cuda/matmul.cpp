@@ -176,6 +176,7 @@ void CudaKernels::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool tran
   if (!batched && a.dim() == 2 && b.dim() == 2 && !trans_a && !trans_b && k > 0 && !mixed_product(a, c) &&
       small_k_gemm(a, b, c, alpha, beta))
     return;
+  if (!batched && !trans_a && alpha == 1 && beta == 0 && short_m_gemm(a, b, trans_b, Tensor(), false, c)) return;
   if (!batched && gemm_padded(*this, a, trans_a, b, trans_b, c, alpha, beta)) return;
   if (gemm_lt(stream_, a, trans_a, b, trans_b, c, alpha, beta)) return;
   cublasHandle_t handle = cuda::cublas_handle(device_);
@@ -449,6 +450,7 @@ void CudaKernels::gemm_bias(const Tensor& a, bool trans_a, const Tensor& b, bool
   }
   if (lt_dtype(c.dtype()) && m > 0 && n > 0 && k > 0) {
     cuda::DeviceGuard guard(device_);
+    if (!trans_a && short_m_gemm(a, b, trans_b, bias, relu, c)) return;
     // The split along k sums float32 slices (sum_slices_bias): float32's only.
     const int64_t slices = c.dtype() == kFloat32 ? gemm_bias_slices(a, trans_a, b, trans_b, bias, relu, c) : 1;
     if (slices > 1) {
@@ -470,12 +472,14 @@ void CudaKernels::linear_relu_linear(const Tensor& x, bool trans_x, const Tensor
   if (hidden.dtype() == kFloat32 && m > 0 && h > 16 && n > 0 && k > 0 && n <= 16 && trans_w2) {
     cuda::DeviceGuard guard(device_);
     // The first layer as gemm_bias runs a wide one, asking gemm_bias_slices once: it counts calls.
-    const int64_t slices = gemm_bias_slices(x, trans_x, w1, trans_w1, b1, true, hidden);
+    const int64_t slices = !trans_x && short_m_gemm(x, w1, trans_w1, b1, true, hidden)
+                               ? 0  // done, without slices in memory: the narrow layer as below
+                               : gemm_bias_slices(x, trans_x, w1, trans_w1, b1, true, hidden);
     if (slices > 1) {
       const Tensor parts = split_k_parts(x, trans_x, w1, trans_w1, m, h, slices);
       if (narrow_linear_from_slices(parts, b1, hidden, w2, b2, out)) return;
       sum_slices_bias(parts, b1, true, hidden);  // a layout the narrow kernel does not take
-    } else if (!gemm_bias_lt(x, trans_x, w1, trans_w1, b1, true, hidden)) {
+    } else if (slices == 1 && !gemm_bias_lt(x, trans_x, w1, trans_w1, b1, true, hidden)) {
       Kernels::gemm_bias(x, trans_x, w1, trans_w1, b1, true, hidden);
     }
   } else {

@@ -40,7 +40,7 @@ constexpr int kMaxColumns = 1024;  // measured on 256 and 512; wider products ar
 
 // BTransposed: b is w [N, K] (a forward: k contiguous in both operands), staged like a as
 // [column][k]; else b [K, N], staged as [k][column]. A thread's columns are j * 16 + tx from the
-// former (16 threads reading 16 bytes each from 16 rows, two bank groups apart), 2 tx + j from the
+// former (16 threads reading 16 bytes each from 16 rows, each one bank group on), 2 tx + j from the
 // latter (16 threads reading 8 bytes each from one row).
 template <bool BTransposed>
 __device__ __forceinline__ int thread_col(int tx, int j) {

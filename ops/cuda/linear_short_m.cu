@@ -143,16 +143,13 @@ __global__ void __launch_bounds__(kBlockThreads)
   // This block's eighth of the rows, a warp a row: the parts added in rank order, then bias and ReLU
   // as sum_slices_bias does them.
   constexpr int kRowsPerBlock = kRows / kSlices;
-  static_assert(kRowsPerBlock * kCols <= kBlockThreads, "at most one output a thread");
-  if (t < kRowsPerBlock * kCols) {
-    const int tile_row = rank * kRowsPerBlock + t / kCols, tile_col = t % kCols;
-    const int row = tile_row, col = col0 + tile_col;
-    float sum = bias && col < n ? bias[col] : 0.f;
+  static_assert(kRowsPerBlock * kCols == kBlockThreads, "one output a thread");
+  const int tile_row = rank * kRowsPerBlock + t / kCols, tile_col = t % kCols, col = col0 + tile_col;
+  float sum = bias && col < n ? bias[col] : 0.f;
 #pragma unroll
-    for (int s = 0; s < kSlices; ++s) sum += *cluster.map_shared_rank(&part[tile_row][tile_col], s);
-    if constexpr (Relu) sum = sum > 0.f || sum != sum ? sum : 0.f;
-    if (row < m && col < n) c[size_t(row) * n + col] = sum;
-  }
+  for (int s = 0; s < kSlices; ++s) sum += *cluster.map_shared_rank(&part[tile_row][tile_col], s);
+  if constexpr (Relu) sum = sum > 0.f || sum != sum ? sum : 0.f;
+  if (tile_row < m && col < n) c[size_t(tile_row) * n + col] = sum;
   cluster.sync();  // the other blocks may still read this one's part
 #endif
 }

@@ -27,27 +27,28 @@ Tensor contiguous_bias(const Tensor& bias) {
 }
 
 // conv2d_relu by Kernels::conv2d_relu_direct: a first layer of one input channel whose input needs
-// no gradient, on CUDA where the convolutions run channels-last (16 bits, or float32 under TF32: the
-// kernel says). One kernel each way instead of cuDNN's convolutions and the epilogue's passes; false
-// where the kernels do not take it.
+// no gradient, on CUDA (the kernel says which dtypes and shapes), its output in the layout the
+// dtype's convolutions run in (conv2d_cudnn_format: the next layer's). One kernel each way instead
+// of cuDNN's (or im2col's) convolutions and the epilogue's passes; false where the kernels do not
+// take it.
 bool direct_first_layer(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvGeometry& g,
                         const autocast::Masters& masters, Tensor& y) {
   if (x.device().is_cpu() || x.size(1) != 1 || x.requires_grad() || !is_floating(x.dtype())) return false;
   Kernels& k = kernels_for(x.device());
+  const MemoryFormat format = k.conv2d_cudnn_format(x.dtype());
   Tensor xc, wc, b;
   {
     NoGradGuard no_grad;
     xc = x.detach().contiguous();
     wc = weight.detach().contiguous();
     b = contiguous_bias(bias);
-    y = Tensor::empty({x.size(0), weight.size(0), g.out_h, g.out_w}, x.dtype(), x.device(),
-                      MemoryFormat::ChannelsLast);
+    y = Tensor::empty({x.size(0), weight.size(0), g.out_h, g.out_w}, x.dtype(), x.device(), format);
     if (!k.conv2d_relu_direct(xc, wc, b.defined() ? &b : nullptr, g, y)) return false;
   }
   const Tensor &weight_recorded = autocast::recorded(masters, 1, weight), &bias_recorded = autocast::recorded(masters, 2, bias);
   if (autograd::needs_recording({weight_recorded, bias_recorded})) {
     autograd::record("conv2d_relu", y, {x, weight_recorded, bias_recorded}, {xc, y},
-                     [xc, g, y_saved = y.detach(), w_shape = weight.shape(),
+                     [xc, g, y_saved = y.detach(), w_shape = weight.shape(), format,
                       dtypes = GradDtypes(weight_recorded, bias_recorded, x.dtype())](const Tensor& grad,
                                                                                       const std::vector<bool>& needs) {
                        // The kernel writes float32 (masters') gradients itself.
@@ -55,7 +56,7 @@ bool direct_first_layer(const Tensor& x, const Tensor& weight, const Tensor& bia
                        Tensor gw = Tensor::empty(w_shape, out, grad.device()), gb;
                        if (needs[2]) gb = Tensor::empty({w_shape[0]}, out, grad.device());
                        const bool done = kernels_for(grad.device())
-                                             .conv2d_relu_direct_backward(grad.contiguous(MemoryFormat::ChannelsLast),
+                                             .conv2d_relu_direct_backward(grad.contiguous(format),
                                                                           y_saved, xc, g, gw, needs[2] ? &gb : nullptr);
                        MINIDL_CHECK(done, "conv2d_relu: the direct backward is unavailable although its forward ran");
                        return std::vector<Tensor>{Tensor(), needs[1] ? gw.to(dtypes.weight) : Tensor(),

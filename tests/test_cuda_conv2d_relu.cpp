@@ -85,7 +85,8 @@ TEST(CudaConv2dRelu, BiasGradientOverManyBlocks) {
 // channels and more take the packed kernels, 5 the scalar and NCHW-copy paths; planes of 9 x 7 and
 // 27 x 25 leave a row and a column outside every window; 96 images sum the bias gradient over
 // several blocks, 27 x 25 images pool in several blocks of rows each, and 1,100 images leave the
-// channels-last backward 1,100 rows of bias sums, added in two rounds.
+// channels-last backward 1,100 rows of bias sums, added in two rounds. In float32, 6 x 4 and the
+// MNIST CNN's 24 x 24 take the NCHW pool backward's kernel of two 2 x 2 windows a thread.
 TEST(CudaConv2dRelu, ChannelsLastEpiloguesMatchNchw) {
   MINIDL_REQUIRE_CUDA();
   Kernels& kernels = kernels_for(gpu());
@@ -94,7 +95,8 @@ TEST(CudaConv2dRelu, ChannelsLastEpiloguesMatchNchw) {
   for (DType dt : {kBFloat16, kHalf, kFloat32}) {
     for (const auto& [shape, k] : {std::pair{Shape{3, 32, 9, 7}, 2}, std::pair{Shape{2, 5, 6, 6}, 2},
                                    std::pair{Shape{96, 64, 6, 4}, 2}, std::pair{Shape{2, 64, 27, 25}, 2},
-                                   std::pair{Shape{2, 16, 10, 11}, 3}, std::pair{Shape{1100, 32, 2, 2}, 2}}) {
+                                   std::pair{Shape{2, 16, 10, 11}, 3}, std::pair{Shape{1100, 32, 2, 2}, 2},
+                                   std::pair{Shape{20, 64, 24, 24}, 2}}) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " " + shape_str(shape) + " pool " + std::to_string(k));
       manual_seed(17);
       const Tensor x = randn(shape).to(dt).to(gpu()), b = randn({shape[1]}).to(dt).to(gpu());
@@ -173,12 +175,14 @@ TEST(CudaConv2dRelu, SixteenBitCudnnRunsChannelsLast) {
 }
 
 // The direct first-layer kernels with strides, padding, dilation and windows of 3 x 3 and 3 x 2,
-// against the float32 op; 8 to 64 output channels (one pack to eight). The MNIST shape at a batch
-// whose pixels outnumber one wave of threads, so that threads take several pixels each. (A 5 x 5
-// window or 24 channels take cuDNN's path, which rounds the convolution before adding the bias: on
-// random inputs a pre-activation near zero can change sign against float32's, so that path is
-// tested on whole numbers, in SixteenBitCudnnRunsChannelsLast above.)
-TEST(CudaConv2dRelu, DirectFirstLayerMatchesFloat32) {
+// against float64 on the CPU; 8 to 64 output channels (one pack to eight). The MNIST shape at a
+// batch whose pixels outnumber one wave of threads, so that threads take several pixels each. In
+// strict float32 the output is NCHW (the layout of the next layer's convolutions), under TF32 and in
+// 16 bits channels-last. (A 5 x 5 window or 24 channels take cuDNN's path, which rounds the
+// convolution before adding the bias: on random inputs a pre-activation near zero can change sign
+// against float32's, so that path is tested on whole numbers, in SixteenBitCudnnRunsChannelsLast
+// above.)
+TEST(CudaConv2dRelu, DirectFirstLayerMatchesFloat64) {
   MINIDL_REQUIRE_CUDA();
   struct Case {
     Shape w;
@@ -190,40 +194,55 @@ TEST(CudaConv2dRelu, DirectFirstLayerMatchesFloat32) {
                         {{32, 1, 3, 2}, {1, 2}, {0, 1}, 1},
                         {{64, 1, 2, 2}, 1, 0, 1},
                         {{32, 1, 3, 3}, 1, 0, 1, {48, 1, 28, 28}}};
+  const bool tf32_before = allow_tf32_cudnn();
   for (const Case& c : cases) {
-    for (DType dt : {kBFloat16, kHalf}) {
-      SCOPED_TRACE(std::string(dtype_name(dt)) + " weight " + shape_str(c.w) + " input " + shape_str(c.x));
+    for (int variant = 0; variant < 4; ++variant) {
+      const DType dt = variant < 2 ? kFloat32 : variant == 2 ? kBFloat16 : kHalf;
+      const bool tf32 = variant == 1;  // products stay strict float32; the layout follows cuDNN's
+      set_allow_tf32_cudnn(tf32);
+      SCOPED_TRACE(std::string(dtype_name(dt)) + (tf32 ? " (TF32)" : "") + " weight " + shape_str(c.w) + " input " +
+                   shape_str(c.x));
       manual_seed(29);
-      // Values the 16-bit types hold exactly, so that both runs start from the same inputs.
+      // Values of the dtype, so that both runs start from the same inputs.
       const Tensor x = randn(c.x).to(dt), w = (randn(c.w) * 0.3).to(dt), b = (randn({c.w[0]}) * 0.1).to(dt);
-      const auto run = [&](DType as, Tensor& wl, Tensor& bl) {
-        wl = w.to(as).to(gpu()).requires_grad_();
-        bl = b.to(as).to(gpu()).requires_grad_();
-        return conv2d_relu(x.to(as).to(gpu()), wl, bl, c.stride, c.padding, c.dilation);
-      };
-      Tensor w32, b32, w16, b16;
-      const Tensor ref = run(kFloat32, w32, b32), out = run(dt, w16, b16);
-      EXPECT_TRUE(out.is_contiguous(MemoryFormat::ChannelsLast));
-      const Tensor up = randn(ref.shape()).to(gpu());
+      const auto leaf = [](const Tensor& t, DType as, Device on) { return t.to(as).to(on).requires_grad_(); };
+      Tensor w64 = leaf(w, kFloat64, Device::cpu()), b64 = leaf(b, kFloat64, Device::cpu());
+      const Tensor ref = conv2d_relu(x.to(kFloat64), w64, b64, c.stride, c.padding, c.dilation);
+      Tensor wg = leaf(w, dt, gpu()), bg = leaf(b, dt, gpu());
+      const Tensor out = conv2d_relu(x.to(gpu()), wg, bg, c.stride, c.padding, c.dilation);
+      if (dt == kFloat32 && !tf32) {
+        EXPECT_TRUE(out.is_contiguous() && !out.is_contiguous(MemoryFormat::ChannelsLast)) << "NCHW";
+      } else {
+        EXPECT_TRUE(out.is_contiguous(MemoryFormat::ChannelsLast) && !out.is_contiguous()) << "channels-last";
+      }
+      const Tensor up = randn(ref.shape(), kFloat64);
       (ref * up).sum().backward();
-      (out.to(kFloat32) * up).sum().backward();
-      const double t = dt == kBFloat16 ? 1e-2 : 2e-3;
-      EXPECT_TRUE(all_close(out.to(kFloat32), ref, t, t)) << "output";
-      // Under autocast the float32 masters are recorded, and the kernel hands their gradients back
-      // in float32.
-      Tensor wm = w.to(kFloat32).to(gpu()).requires_grad_(), bm = b.to(kFloat32).to(gpu()).requires_grad_();
-      {
-        AutocastGuard autocast(Device::cuda(), dt);
-        const Tensor mixed = conv2d_relu(x.to(kFloat32).to(gpu()), wm, bm, c.stride, c.padding, c.dilation);
-        EXPECT_EQ(mixed.dtype(), dt);
-        (mixed.to(kFloat32) * up).sum().backward();
+      (out.to(kFloat64) * up.to(gpu())).sum().backward();
+      const double t = dt == kFloat32 ? 1e-5 : dt == kBFloat16 ? 1e-2 : 2e-3;
+      EXPECT_TRUE(all_close(out.to(kFloat64).cpu(), ref, t, t)) << "output";
+      const auto expect_grads = [&](const Tensor& wl, const Tensor& bl, const char* what) {
+        for (auto [got, want] : {std::pair{wl, w64}, std::pair{bl, b64}}) {
+          const double scale = want.grad().abs().max().item<double>();
+          EXPECT_TRUE(all_close(got.grad().to(kFloat64).cpu(), want.grad(), (dt == kFloat32 ? 1e-4 : 2 * t) * scale, 0))
+              << what;
+        }
+      };
+      expect_grads(wg, bg, "gradient");
+      if (dt != kFloat32) {
+        // Under autocast the float32 masters are recorded, and the kernel hands their gradients back
+        // in float32.
+        Tensor wm = leaf(w, kFloat32, gpu()), bm = leaf(b, kFloat32, gpu());
+        {
+          AutocastGuard autocast(Device::cuda(), dt);
+          const Tensor mixed = conv2d_relu(x.to(kFloat32).to(gpu()), wm, bm, c.stride, c.padding, c.dilation);
+          EXPECT_EQ(mixed.dtype(), dt);
+          (mixed.to(kFloat64) * up.to(gpu())).sum().backward();
+        }
+        expect_grads(wm, bm, "the masters' gradient");
+        EXPECT_EQ(wm.grad().dtype(), kFloat32);
+        EXPECT_EQ(bm.grad().dtype(), kFloat32);
       }
-      for (auto [got, want] : {std::pair{w16, w32}, std::pair{b16, b32}, std::pair{wm, w32}, std::pair{bm, b32}}) {
-        const double scale = want.grad().abs().max().item<float>();
-        EXPECT_TRUE(all_close(got.grad().to(kFloat32), want.grad(), 2 * t * scale, 0)) << "gradient";
-      }
-      EXPECT_EQ(wm.grad().dtype(), kFloat32);
-      EXPECT_EQ(bm.grad().dtype(), kFloat32);
     }
   }
+  set_allow_tf32_cudnn(tf32_before);
 }

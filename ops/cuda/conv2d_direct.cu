@@ -1,8 +1,8 @@
-// conv2d_relu over one input channel (a first layer on grey images, as MNIST's), output
-// channels-last: Kernels::conv2d_relu_direct and its backward (ops/conv2d_relu.cpp). In bfloat16 and
-// float16, and in float32 where cuDNN's convolutions run channels-last (TF32 allowed,
-// cudnn_plan.h's cudnn_format), so that the next layer reads the layout it runs in; products are
-// strict float32 either way.
+// conv2d_relu over one input channel (a first layer on grey images, as MNIST's):
+// Kernels::conv2d_relu_direct and its backward (ops/conv2d_relu.cpp), in bfloat16, float16 and
+// float32. The output is laid out as cuDNN's convolutions of its dtype run (cudnn_plan.h's
+// cudnn_format: channels-last in 16 bits and in float32 under TF32, NCHW in strict float32), so that
+// the next layer reads the layout it runs in; products are strict float32 either way.
 //
 // cuDNN treats this as a GEMM whose inner dimension is the window (9 for 3 x 3): too short to feed
 // its tensor cores, so each pass costs as much as a deep layer's. At the MNIST CNN's first layer,
@@ -12,17 +12,17 @@
 // output is rounded once.
 //
 // A forward thread makes every channel of one pixel, 8 at a time (16 bytes of a channels-last pixel
-// in 16 bits, 32 in float32), reading the weights from shared memory as float4s the whole warp loads
-// at once. A backward thread takes one pack of 8 channels, so that a warp reads whole pixels in one
-// contiguous span, keeps its pack's sums in registers over a stride of pixels and adds them across
-// its block; a second kernel adds the blocks' rows in a fixed order. At that shape, in the bfloat16
+// in 16 bits, 32 in float32; in NCHW a warp's 32 pixels of one channel are one contiguous span),
+// reading the weights from shared memory as float4s the whole warp loads at once. A backward thread
+// takes one pack of 8 channels, so that a warp reads whole pixels in one contiguous span (NCHW: 8
+// pixels of a channel for each pack), keeps its pack's sums in registers over a stride of pixels and
+// adds them across its block; a second kernel adds the blocks' rows in a fixed order. At that shape, in the bfloat16
 // step (docs/benchmarks.md), the forward takes 18.0 us and the backward 102.8 us, run beside the
 // next layer's cuDNN gradients that hold most of the SMs (56 us alone before its block's sums were
 // added column by column). Both are far
 // from what the bytes they move allow: the backward took 81 us with the products staged in shared
 // memory, the forward 23.5 us with a thread for each pack.
 #include "core/cuda/launch.cuh"
-#include "ops/backend_setting.h"
 #include "ops/cuda/common.cuh"
 
 namespace minidl {
@@ -44,6 +44,33 @@ template <class T>
 struct alignas(16) Pack8 {
   T v[8];
 };
+
+// Channels pack * 8 ... pack * 8 + 7 of output pixel `pixel` (= n * area + the pixel's place in its
+// image) in y [N, C, oh, ow], channels-last (one Pack8) or NCHW (8 planes apart).
+template <bool ChannelsLast, class T>
+__device__ __forceinline__ Pack8<T> load_pack(const T* __restrict__ y, int64_t pixel, int pack, int packs, int area) {
+  if constexpr (ChannelsLast) {
+    return reinterpret_cast<const Pack8<T>*>(y)[pixel * packs + pack];
+  } else {
+    const int64_t n = pixel / area, first = (n * packs * 8 + pack * 8) * area + (pixel - n * area);
+    Pack8<T> p;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) p.v[k] = y[first + int64_t(k) * area];
+    return p;
+  }
+}
+
+template <bool ChannelsLast, class T>
+__device__ __forceinline__ void store_pack(T* __restrict__ y, int64_t pixel, int pack, int packs, int area,
+                                           const Pack8<T>& p) {
+  if constexpr (ChannelsLast) {
+    reinterpret_cast<Pack8<T>*>(y)[pixel * packs + pack] = p;
+  } else {
+    const int64_t n = pixel / area, first = (n * packs * 8 + pack * 8) * area + (pixel - n * area);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) y[first + int64_t(k) * area] = p.v[k];
+  }
+}
 
 // The window of output pixel `pixel` = (n, i, j) from x [N, 1, H, W] as float, tap t = di * kw + dj;
 // zeros in the padding. KH and KW give the window's size where known when compiling (3 x 3), so
@@ -72,7 +99,7 @@ __device__ __forceinline__ void read_window(const T* __restrict__ x, const Geo<i
 // warp loads at once (one load serves four channels of a tap), bias and ReLU applied before the one
 // rounding. (With a thread for each pack of a pixel, the window's reads and index arithmetic ran
 // once a pack, and the kernel took 23.5 us at batch 512.)
-template <class T, int KH, int KW>
+template <class T, int KH, int KW, bool ChannelsLast>
 __global__ void conv2d_relu_direct_kernel(const T* __restrict__ x, const T* __restrict__ weight,
                                           const T* __restrict__ bias, T* __restrict__ y, int64_t pixels, int packs,
                                           Geo<int> g) {
@@ -84,7 +111,7 @@ __global__ void conv2d_relu_direct_kernel(const T* __restrict__ x, const T* __re
   }
   for (int c = threadIdx.x; c < channels; c += blockDim.x) reinterpret_cast<float*>(b_s)[c] = bias ? float(bias[c]) : 0.f;
   __syncthreads();
-  Pack8<T>* out = reinterpret_cast<Pack8<T>*>(y);
+  const int area = g.out_h * g.out_w;
   for (int64_t pixel = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; pixel < pixels;
        pixel += int64_t(gridDim.x) * blockDim.x) {
     float window[kMaxWindow];
@@ -104,7 +131,7 @@ __global__ void conv2d_relu_direct_kernel(const T* __restrict__ x, const T* __re
       Pack8<T> o;
 #pragma unroll
       for (int k = 0; k < 8; ++k) o.v[k] = T(acc[k] > 0.f || acc[k] != acc[k] ? acc[k] : 0.f);  // ReLU; NaN passes on
-      out[pixel * packs + pack] = o;
+      store_pack<ChannelsLast>(y, pixel, pack, packs, area, o);
     }
   }
 }
@@ -115,7 +142,7 @@ __global__ void conv2d_relu_direct_kernel(const T* __restrict__ x, const T* __re
 // two in flight. Then, in a fixed order each run: the threads of a pack add theirs across the warp
 // (a butterfly), the block's threads add the warps' sums column by column, and each block leaves a
 // row of them in block_sums for the sums kernel below.
-template <class T, int KH, int KW>
+template <class T, int KH, int KW, bool ChannelsLast>
 __global__ void __launch_bounds__(kBackwardBlock, 1)
     conv2d_relu_direct_backward_kernel(const T* __restrict__ grad_y, const T* __restrict__ y,
                                        const T* __restrict__ x, int64_t pixels, int packs, Geo<int> g,
@@ -128,13 +155,13 @@ __global__ void __launch_bounds__(kBackwardBlock, 1)
   const int pack = threadIdx.x & (packs - 1), slots = kBackwardBlock / packs;
   const int64_t stride = int64_t(gridDim.x) * slots;
   float acc[8][kMaxWindow + 1] = {};  // [k][kMaxWindow]: the bias
-  const Pack8<T>* gp = reinterpret_cast<const Pack8<T>*>(grad_y);
-  const Pack8<T>* yp = reinterpret_cast<const Pack8<T>*>(y);
+  const int area = g.out_h * g.out_w;
   int64_t pixel = blockIdx.x * int64_t(slots) + threadIdx.x / packs;
   Pack8<T> gv, yv;
   float wv[kMaxWindow];
   if (pixel < pixels) {
-    gv = gp[pixel * packs + pack], yv = yp[pixel * packs + pack];
+    gv = load_pack<ChannelsLast>(grad_y, pixel, pack, packs, area);
+    yv = load_pack<ChannelsLast>(y, pixel, pack, packs, area);
     read_window<KH, KW>(x, g, static_cast<int>(pixel), wv);
   }
   for (; pixel < pixels; pixel += stride) {
@@ -143,7 +170,8 @@ __global__ void __launch_bounds__(kBackwardBlock, 1)
 #pragma unroll
     for (int t = 0; t < kMaxWindow; ++t) window[t] = wv[t];
     if (pixel + stride < pixels) {
-      gv = gp[(pixel + stride) * packs + pack], yv = yp[(pixel + stride) * packs + pack];
+      gv = load_pack<ChannelsLast>(grad_y, pixel + stride, pack, packs, area);
+      yv = load_pack<ChannelsLast>(y, pixel + stride, pack, packs, area);
       read_window<KH, KW>(x, g, static_cast<int>(pixel + stride), wv);
     }
 #pragma unroll
@@ -230,13 +258,11 @@ __global__ void __launch_bounds__(32 * kSumGroups)
 }
 
 // Whether the direct kernels take this convolution: one input channel, a window of at most 9 taps
-// (3 x 3), a 16-bit dtype or float32 under TF32, output channels 8 times a power of two up to 256
-// (whole packs, and the packs of a pixel tile a warp for the backward's butterfly), 32-bit indices.
-// The backward takes float32 whatever the switch says now: its forward ran.
-bool direct_applies(const Tensor& x, int64_t channels, const ConvGeometry& g, bool backward = false) {
+// (3 x 3), a 16-bit dtype or float32, output channels 8 times a power of two up to 256 (whole
+// packs, and the packs of a pixel tile a warp for the backward's butterfly), 32-bit indices.
+bool direct_applies(const Tensor& x, int64_t channels, const ConvGeometry& g) {
   const int64_t pixels = x.size(0) * g.out_h * g.out_w, packs = channels / 8;
-  const bool dtype_ok =
-      is_reduced_floating(x.dtype()) || (x.dtype() == kFloat32 && (backward || allow_tf32_cudnn()));
+  const bool dtype_ok = is_reduced_floating(x.dtype()) || x.dtype() == kFloat32;
   return x.size(1) == 1 && dtype_ok && g.kernel_h * g.kernel_w <= kMaxWindow &&
          channels % 8 == 0 && channels <= kMaxChannels && packs > 0 && (packs & (packs - 1)) == 0 && pixels > 0 &&
          pixels * channels < (int64_t{1} << 31) && x.numel() < (int64_t{1} << 31);
@@ -264,8 +290,9 @@ bool CudaKernels::conv2d_relu_direct(const Tensor& x, const Tensor& weight, cons
                                      Tensor& y) {
   const int64_t channels = weight.size(0);
   if (!direct_applies(x, channels, g)) return false;
-  MINIDL_CHECK(x.is_contiguous() && weight.is_contiguous() && y.is_contiguous(MemoryFormat::ChannelsLast),
-               "conv2d_relu_direct: expected x and weight contiguous and y channels-last");
+  const bool channels_last = y.is_contiguous(MemoryFormat::ChannelsLast);
+  MINIDL_CHECK(x.is_contiguous() && weight.is_contiguous() && (channels_last || y.is_contiguous()),
+               "conv2d_relu_direct: expected x and weight contiguous and y channels-last or contiguous");
   cuda::DeviceGuard guard(device_);
   const int64_t pixels = x.size(0) * g.out_h * g.out_w, packs = channels / 8;
   const unsigned blocks = blocks_for(pixels, kBlock);
@@ -276,8 +303,13 @@ bool CudaKernels::conv2d_relu_direct(const Tensor& x, const Tensor& weight, cons
                                              bias ? ptr<const T>(*bias) : nullptr, ptr<T>(y), pixels,
                                              static_cast<int>(packs), Geo<int>(g));
     };
-    if (g.kernel_h == 3 && g.kernel_w == 3) launch(conv2d_relu_direct_kernel<T, 3, 3>);
-    else launch(conv2d_relu_direct_kernel<T, 0, 0>);
+    if (channels_last) {
+      if (g.kernel_h == 3 && g.kernel_w == 3) launch(conv2d_relu_direct_kernel<T, 3, 3, true>);
+      else launch(conv2d_relu_direct_kernel<T, 0, 0, true>);
+    } else {
+      if (g.kernel_h == 3 && g.kernel_w == 3) launch(conv2d_relu_direct_kernel<T, 3, 3, false>);
+      else launch(conv2d_relu_direct_kernel<T, 0, 0, false>);
+    }
     CUDA_LAUNCH_CHECK(conv2d_relu_direct_kernel);
   });
   return true;
@@ -286,10 +318,13 @@ bool CudaKernels::conv2d_relu_direct(const Tensor& x, const Tensor& weight, cons
 bool CudaKernels::conv2d_relu_direct_backward(const Tensor& grad_y, const Tensor& y, const Tensor& x,
                                               const ConvGeometry& g, Tensor& grad_weight, Tensor* grad_bias) {
   const int64_t channels = y.size(1);
-  if (!direct_applies(x, channels, g, true)) return false;
-  MINIDL_CHECK(x.is_contiguous() && grad_weight.is_contiguous() && y.is_contiguous(MemoryFormat::ChannelsLast) &&
-                   grad_y.is_contiguous(MemoryFormat::ChannelsLast),
-               "conv2d_relu_direct_backward: expected x and grad_weight contiguous, y and grad_y channels-last");
+  if (!direct_applies(x, channels, g)) return false;
+  const bool channels_last = y.is_contiguous(MemoryFormat::ChannelsLast);
+  MINIDL_CHECK(x.is_contiguous() && grad_weight.is_contiguous() &&
+                   (channels_last ? grad_y.is_contiguous(MemoryFormat::ChannelsLast)
+                                  : y.is_contiguous() && grad_y.is_contiguous()),
+               "conv2d_relu_direct_backward: expected x and grad_weight contiguous, y and grad_y in one layout, "
+               "channels-last or contiguous");
   const DType out = grad_weight.dtype();
   MINIDL_CHECK((out == x.dtype() || out == kFloat32) && (!grad_bias || grad_bias->dtype() == out),
                "conv2d_relu_direct_backward: expected the gradients in ", x.dtype(), " or float32, alike, got ", out,
@@ -313,8 +348,13 @@ bool CudaKernels::conv2d_relu_direct_backward(const Tensor& grad_y, const Tensor
                    grad_bias ? ptr<G>(*grad_bias) : nullptr);
     };
     const auto with_window = [&](auto* grads) {
-      if (g.kernel_h == 3 && g.kernel_w == 3) launch(conv2d_relu_direct_backward_kernel<T, 3, 3>, grads);
-      else launch(conv2d_relu_direct_backward_kernel<T, 0, 0>, grads);
+      if (channels_last) {
+        if (g.kernel_h == 3 && g.kernel_w == 3) launch(conv2d_relu_direct_backward_kernel<T, 3, 3, true>, grads);
+        else launch(conv2d_relu_direct_backward_kernel<T, 0, 0, true>, grads);
+      } else {
+        if (g.kernel_h == 3 && g.kernel_w == 3) launch(conv2d_relu_direct_backward_kernel<T, 3, 3, false>, grads);
+        else launch(conv2d_relu_direct_backward_kernel<T, 0, 0, false>, grads);
+      }
     };
     if (out == kFloat32) with_window(static_cast<float*>(nullptr));
     else with_window(static_cast<T*>(nullptr));

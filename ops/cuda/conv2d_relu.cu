@@ -232,7 +232,8 @@ __global__ void bias_relu_max_pool2x2_backward_kernel(const float* __restrict__ 
     const float2 p = *reinterpret_cast<const float2*>(pooled + o), go = *reinterpret_cast<const float2*>(grad_out + o);
     const float g[2] = {p.x > 0.f ? go.x : 0.f, p.y > 0.f ? go.y : 0.f};  // ReLU passes nothing where its output is 0
     const int64_t corner = plane * (2 * oh) * W + int64_t(2 * i) * W + 2 * j;
-    const float4 top = *reinterpret_cast<const float4*>(x + corner), bottom = *reinterpret_cast<const float4*>(x + corner + W);
+    const float4 top = *reinterpret_cast<const float4*>(x + corner);
+    const float4 bottom = *reinterpret_cast<const float4*>(x + corner + W);
     const float rows[2][4] = {{top.x, top.y, top.z, top.w}, {bottom.x, bottom.y, bottom.z, bottom.w}};
     float out[2][4] = {};
 #pragma unroll
@@ -749,13 +750,15 @@ void CudaKernels::bias_relu_max_pool2d_backward(const Tensor& grad_out, const Te
   if (x.dtype() == kFloat32 && k == 2 && x.size(2) == 2 * oh && x.size(3) == 2 * ow && ow % 2 == 0 &&
       aligned_to(16, {x.raw_data(), grad_pre.raw_data()}) && aligned_to(8, {out.raw_data(), grad_out.raw_data()})) {
     Tensor scratch;
-    if (grad_bias && slices > 1) scratch = Tensor::empty({slices, channels}, dtype_of<EpilogueSum<float>>(), x.device());
+    using S = EpilogueSum<float>;
+    if (grad_bias && slices > 1) scratch = Tensor::empty({slices, channels}, dtype_of<S>(), x.device());
     bias_relu_max_pool2x2_backward_kernel<<<dim3(static_cast<unsigned>(channels), static_cast<unsigned>(slices)),
                                             kBlock, 0, stream_>>>(
         ptr<const float>(grad_out), ptr<const float>(x), bias ? ptr<const float>(*bias) : nullptr,
         ptr<const float>(out), ptr<float>(grad_pre), grad_bias ? ptr<float>(*grad_bias) : nullptr, images, per_slice,
         static_cast<int>(x.size(3)), static_cast<int>(oh), static_cast<int>(ow),
-        scratch.defined() ? ptr<EpilogueSum<float>>(scratch) : nullptr, scratch.defined() ? block_counters(device_, stream_) : nullptr);
+        scratch.defined() ? ptr<S>(scratch) : nullptr,
+        scratch.defined() ? block_counters(device_, stream_) : nullptr);
     CUDA_LAUNCH_CHECK(bias_relu_max_pool2x2_backward_kernel);
     return;
   }

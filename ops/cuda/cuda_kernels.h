@@ -89,6 +89,22 @@ class CudaKernels final : public Kernels {
   /// flipped[c][k][r][s] = weight[k][c][R-1-r][S-1-s]; weight in any layout, flipped contiguous or
   /// channels-last (ops/cuda/conv2d_flip_filter.cu).
   void conv2d_flip_filter(const Tensor& weight, Tensor& flipped);
+  /// conv2d of a 3 x 3 filter at stride 1 in strict float32, NCHW, by Winograd's F(2 x 2, 3 x 3)
+  /// (ops/cuda/conv2d_winograd.cu): y = x * weight [K, C, 3, 3] + bias, padded by pad_h x pad_w; with
+  /// `input_gradient`, x is an output gradient and weight is read flipped with its channel axes
+  /// swapped, so that y is the input gradient of the convolution by `weight` (pad_h = 2 - its pad).
+  static bool conv2d_winograd_applies(DType dtype, int64_t batch, int64_t out_channels, const ConvGeometry& g);
+  void conv2d_winograd(const Tensor& x, const Tensor& weight, const Tensor* bias, int64_t pad_h, int64_t pad_w,
+                       bool input_gradient, Tensor& y);
+  /// conv2d's weight gradient where conv2d_winograd_applies, by Winograd's F(3 x 3, 2 x 2), from
+  /// contiguous float32 x and grad_out into contiguous float32 grad_weight [K, C, 3, 3]
+  /// (ops/cuda/conv2d_winograd_weight_grad.cu); `workspace` holds
+  /// conv2d_winograd_weight_grad_workspace bytes (asked with the same `beside`: another kernel runs at
+  /// the same time, and this one takes half the GPU's blocks).
+  size_t conv2d_winograd_weight_grad_workspace(int64_t batch, int64_t out_channels, const ConvGeometry& g,
+                                               bool beside = false) const;
+  void conv2d_winograd_weight_grad(const Tensor& x, const Tensor& grad_out, const ConvGeometry& g,
+                                   Tensor& grad_weight, void* workspace, bool beside = false);
   /// conv2d's weight gradient on TF32 tensor cores from channels-last float32 x and grad_out, into
   /// grad_weight of any floating dtype, contiguous or channels-last (ops/cuda/conv2d_weight_grad_tf32.cu);
   /// `workspace` holds conv2d_weight_grad_tf32_workspace bytes (asked with the same `beside`). Takes

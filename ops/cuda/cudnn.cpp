@@ -56,11 +56,15 @@ bool workspace_sizes(cudnnHandle_t handle, const ConvPlan& p, ConvAlgorithms& a)
           ? cudnnGetConvolutionForwardWorkspaceSize(handle, p.flipped->x.d, p.flipped->w, p.flipped->conv,
                                                     p.flipped->y.d, a.bwd_data_fwd, &a.bwd_data_ws)
           : cudnnGetConvolutionBackwardDataWorkspaceSize(handle, p.w, p.y.d, p.conv, p.x.d, a.bwd_data, &a.bwd_data_ws);
-  return cudnnGetConvolutionForwardWorkspaceSize(handle, p.x.d, p.w, p.conv, p.y.d, a.fwd, &a.fwd_ws) ==
-             CUDNN_STATUS_SUCCESS &&
-         data == CUDNN_STATUS_SUCCESS &&
-         cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, p.x.d, p.y.d, p.conv, p.w, a.bwd_filter,
-                                                        &a.bwd_filter_ws) == CUDNN_STATUS_SUCCESS;
+  const bool ok = cudnnGetConvolutionForwardWorkspaceSize(handle, p.x.d, p.w, p.conv, p.y.d, a.fwd, &a.fwd_ws) ==
+                      CUDNN_STATUS_SUCCESS &&
+                  data == CUDNN_STATUS_SUCCESS &&
+                  cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, p.x.d, p.y.d, p.conv, p.w, a.bwd_filter,
+                                                                 &a.bwd_filter_ws) == CUDNN_STATUS_SUCCESS;
+  if (a.fwd_by_winograd) a.fwd_ws = 0;
+  if (a.bwd_data_by_winograd) a.bwd_data_ws = 0;
+  if (a.bwd_filter_by_winograd) a.bwd_filter_ws = 0;  // asked of the kernel when it runs
+  return ok;
 }
 
 bool use_algorithms(cudnnHandle_t handle, const ConvPlan& p, const cudnnConvolutionFwdAlgoPerf_t* fwd,
@@ -304,6 +308,13 @@ namespace cudnn {
 void run_forward(cudnnHandle_t handle, int device, const ConvPlan& p, const ConvAlgorithms& a, const Tensor& x,
                  const Tensor& weight, const Tensor* bias, Tensor& out) {
   const DType dt = x.dtype();
+  if (a.fwd_by_winograd) {  // the plan's layout, NCHW, is checked by the callers (check_layout)
+    cudaStream_t stream = nullptr;
+    CUDNN_CHECK(cudnnGetStream(handle, &stream));
+    const Tensor* b = bias && bias->defined() ? bias : nullptr;
+    CudaKernels(device, stream).conv2d_winograd(x, weight, b, p.geometry.pad_h, p.geometry.pad_w, false, out);
+    return;
+  }
   Workspace ws(device, a.fwd_ws);
   CUDNN_CHECK(cudnnConvolutionForward(handle, kOne.get(dt), p.x.d, x.raw_data(), p.w, weight.raw_data(), p.conv,
                                       a.fwd, ws.get(), ws.size(), kZero.get(dt), p.y.d, out.raw_data()));
@@ -340,6 +351,8 @@ void run_backward(cudnnHandle_t handle, int device, const ConvPlan& p, const Con
                          x.is_contiguous(MemoryFormat::ChannelsLast) &&
                          grad_out.is_contiguous(MemoryFormat::ChannelsLast) && aligned(x.raw_data()) &&
                          aligned(grad_out.raw_data());
+  // Strict float32 NCHW (check_layout): the Winograd weight gradient, where the autotuner took it.
+  const bool by_winograd = grad_weight && !by_kernel && a.bwd_filter_by_winograd;
   const bool in_place =
       grad_weight && (by_kernel || (grad_weight->dtype() == dt && grad_weight->is_contiguous(format)));
   Tensor filter, space;
@@ -349,10 +362,12 @@ void run_backward(cudnnHandle_t handle, int device, const ConvPlan& p, const Con
     filter = in_place ? *grad_weight : Tensor::empty(grad_weight->shape(), dt, grad_weight->device(), format);
     // The graph-API plan was made for 16-byte aligned operands (views at odd offsets take the legacy call).
     const WeightGradEngine* engine = a.bwd_filter_engine;
-    by_engine = !by_kernel && engine && aligned(x.raw_data()) && aligned(grad_out.raw_data()) &&
+    by_engine = !by_kernel && !by_winograd && engine && aligned(x.raw_data()) && aligned(grad_out.raw_data()) &&
                 aligned(filter.raw_data());
     bytes = by_kernel   ? CudaKernels(device).conv2d_weight_grad_tf32_workspace(batch, out_channels, p.geometry,
                                                                                   concurrent)
+            : by_winograd ? CudaKernels(device).conv2d_winograd_weight_grad_workspace(batch, out_channels, p.geometry,
+                                                                                      concurrent)
             : by_engine ? engine->workspace()
                         : a.bwd_filter_ws;
     // The workspace as a tensor: side work left unjoined keeps it alive until its join.
@@ -360,7 +375,10 @@ void run_backward(cudnnHandle_t handle, int device, const ConvPlan& p, const Con
   }
   if (grad_x) {
     Workspace ws(device, a.bwd_data_ws);
-    if (a.bwd_data_by_forward) {
+    const ConvGeometry& g = p.geometry;
+    if (a.bwd_data_by_winograd) {
+      CudaKernels(device, stream).conv2d_winograd(grad_out, weight, nullptr, 2 - g.pad_h, 2 - g.pad_w, true, *grad_x);
+    } else if (a.bwd_data_by_forward) {
       Tensor flipped = Tensor::empty({weight.size(1), weight.size(0), weight.size(2), weight.size(3)}, dt,
                                      weight.device(), format);
       CudaKernels(device, stream).conv2d_flip_filter(weight, flipped);
@@ -380,6 +398,9 @@ void run_backward(cudnnHandle_t handle, int device, const ConvPlan& p, const Con
     void* space_ptr = bytes ? space.raw_data() : nullptr;
     if (by_kernel) {
       CudaKernels(device, filter_stream).conv2d_weight_grad_tf32(x, grad_out, p.geometry, filter, space_ptr, concurrent);
+    } else if (by_winograd) {
+      CudaKernels(device, filter_stream)
+          .conv2d_winograd_weight_grad(x, grad_out, p.geometry, filter, space_ptr, concurrent);
     } else if (by_engine) {
       a.bwd_filter_engine->run(filter_handle, x.raw_data(), grad_out.raw_data(), filter.raw_data(), space_ptr);
     } else {

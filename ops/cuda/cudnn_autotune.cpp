@@ -275,8 +275,9 @@ void choose_weight_engine(cudnnHandle_t handle, ConvPlan& p, const ConvGeometry&
 // At stride 1 the input gradient is also the forward convolution of the output gradient with the
 // flipped filter (ConvPlan::flipped), and cuDNN's forward kernels may be the faster: at the MNIST
 // CNN's second convolution in TF32 on an H200, its input-gradient kernel took about 32 us at batch 64
-// where its forward of the same size took 16 (docs/benchmarks.md). Channels-last data on tensor
-// cores: the forward's algorithms are found, then the filter's flip and the leading ones are timed
+// where its forward of the same size took 16 (docs/benchmarks.md); in strict float32 its FFT input
+// gradient races its Winograd and FFT forwards. Every dtype but float64 (whose plans serve tests, not
+// speed): the forward's algorithms are found, then the filter's flip and the leading ones are timed
 // as retime_forward times the forward, against each mode's input-gradient algorithm; the fastest
 // within the mode's workspace limit replaces it where it is more than 2% faster.
 void choose_data_path(cudnnHandle_t handle, ConvPlan& p, const ConvGeometry& g, const Tensor& w, const Tensor& dy,
@@ -349,6 +350,78 @@ void choose_data_path(cudnnHandle_t handle, ConvPlan& p, const ConvGeometry& g, 
   }
 }
 
+// Strict float32 NCHW, 3 x 3 at stride 1: CudaKernels::conv2d_winograd, one kernel with the
+// transforms in shared memory, against each mode's forward and input gradient as chosen so far
+// (cuDNN's FFT and Winograd algorithms run their transforms as passes through memory). Timed as
+// retime_forward times the forward; it replaces a mode's pick where it is more than 2% faster.
+void choose_winograd(cudnnHandle_t handle, ConvPlan& p, const ConvGeometry& g, const Tensor& x, const Tensor& w,
+                     Tensor& y, Tensor& dx, Tensor& dw, const Scratch& ws, ConvAlgorithms (&chosen)[2]) {
+  const int64_t n = x.size(0), k = y.size(1);
+  if (p.tensor_ops || p.channels_last || !CudaKernels::conv2d_winograd_applies(x.dtype(), n, k, g)) return;
+  cudaStream_t stream = nullptr;
+  CUDNN_CHECK(cudnnGetStream(handle, &stream));
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CudaKernels kernels(device, stream);
+  const Tensor xs = as_planned(p, x, {n, g.channels, g.height, g.width});
+  const Tensor wl = as_planned(p, w, {k, g.channels, g.kernel_h, g.kernel_w});
+  Tensor ys = as_planned(p, y, {n, k, g.out_h, g.out_w});
+  Tensor dxs = as_planned(p, dx, {n, g.channels, g.height, g.width});
+  Tensor dwl = as_planned(p, dw, {k, g.channels, g.kernel_h, g.kernel_w});
+  const Scratch weight_ws(kernels.conv2d_winograd_weight_grad_workspace(n, k, g));
+  const float one = 1, zero = 0;
+  Tensor flipped;
+  // Runs 0 and 1: each mode's pick; run 2: ours.
+  std::vector<std::function<void()>> forward, data, weight;
+  for (const ConvMode m : {kOpByOp, kInGraph}) {
+    const ConvAlgorithms a = chosen[m];
+    forward.push_back([&, a] {
+      CUDNN_CHECK(cudnnConvolutionForward(handle, &one, p.x.d, x.raw_data(), p.w, w.raw_data(), p.conv, a.fwd, ws.ptr,
+                                          a.fwd_ws, &zero, p.y.d, y.raw_data()));
+    });
+    data.push_back([&, a] {
+      if (a.bwd_data_by_forward) {
+        if (!flipped.defined())
+          flipped = Tensor::empty({g.channels, k, g.kernel_h, g.kernel_w}, w.dtype(), w.device());
+        kernels.conv2d_flip_filter(wl, flipped);
+        CUDNN_CHECK(cudnnConvolutionForward(handle, &one, p.flipped->x.d, y.raw_data(), p.flipped->w,
+                                            flipped.raw_data(), p.flipped->conv, a.bwd_data_fwd, ws.ptr,
+                                            a.bwd_data_ws, &zero, p.flipped->y.d, dx.raw_data()));
+      } else {
+        CUDNN_CHECK(cudnnConvolutionBackwardData(handle, &one, p.w, w.raw_data(), p.y.d, y.raw_data(), p.conv,
+                                                 a.bwd_data, ws.ptr, a.bwd_data_ws, &zero, p.x.d, dx.raw_data()));
+      }
+    });
+    weight.push_back([&, a] {
+      CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle, &one, p.x.d, x.raw_data(), p.y.d, y.raw_data(), p.conv,
+                                                 a.bwd_filter, ws.ptr, a.bwd_filter_ws, &zero, p.w, dw.raw_data()));
+    });
+  }
+  forward.push_back([&] { kernels.conv2d_winograd(xs, wl, nullptr, g.pad_h, g.pad_w, false, ys); });
+  data.push_back([&] { kernels.conv2d_winograd(ys, wl, nullptr, 2 - g.pad_h, 2 - g.pad_w, true, dxs); });
+  weight.push_back([&] { kernels.conv2d_winograd_weight_grad(xs, ys, g, dwl, weight_ws.ptr); });
+  const std::vector<float> fwd_median = burst_medians(stream, forward), data_median = burst_medians(stream, data),
+                           weight_median = burst_medians(stream, weight);
+  // The weight gradient's workspace is not cuDNN's: the mode's limit is applied to it alone.
+  const std::array<int, 2> fwd_by = replacements(fwd_median, {0}, SIZE_MAX),
+                            data_by = replacements(data_median, {0}, SIZE_MAX),
+                            weight_by = replacements(weight_median, {weight_ws.bytes}, SIZE_MAX);
+  for (const ConvMode m : {kOpByOp, kInGraph}) {
+    if (fwd_by[m] == 0) chosen[m].fwd_by_winograd = true, chosen[m].fwd_ws = 0;
+    if (data_by[m] == 0) chosen[m].bwd_data_by_winograd = true, chosen[m].bwd_data_ws = 0;
+    if (weight_by[m] == 0) chosen[m].bwd_filter_by_winograd = true, chosen[m].bwd_filter_ws = 0;
+  }
+  if (cuda::gemm_tuning_verbose()) {
+    const auto line = [&](const char* pass, const std::vector<float>& median, bool taken) {
+      std::fprintf(stderr, "minidl:   %s, back to back: %.1f us, minidl's Winograd %.1f us%s\n", pass, median[0],
+                   median[2], taken ? " (taken)" : "");
+    };
+    line("forward", fwd_median, chosen[kOpByOp].fwd_by_winograd);
+    line("input gradient", data_median, chosen[kOpByOp].bwd_data_by_winograd);
+    line("weight gradient", weight_median, chosen[kOpByOp].bwd_filter_by_winograd);
+  }
+}
+
 // Times every algorithm of the three passes and keeps the fastest of each within the workspace
 // limit of each mode (op by op, in a graph); false when a pass has none. The Ex queries run on our
 // buffers, written before: the plain ones allocate their own and read them unwritten, which
@@ -406,10 +479,9 @@ bool find_fastest(cudnnHandle_t handle, ConvPlan& p, const ConvGeometry& g, cons
     if (!use_algorithms(handle, p, forward[m], bwd_data_rank.fastest(limit), bwd_filter_rank.fastest(limit), chosen[m]))
       return false;
   }
-  if (p.tensor_ops && p.channels_last) {
-    choose_data_path(handle, p, g, w, y, gx, ws, chosen);
-    choose_weight_engine(handle, p, g, x, y, gw, ws, chosen);
-  }
+  if (w.dtype() != kFloat64) choose_data_path(handle, p, g, w, y, gx, ws, chosen);
+  choose_winograd(handle, p, g, x, w, y, gx, gw, ws, chosen);
+  if (p.tensor_ops && p.channels_last) choose_weight_engine(handle, p, g, x, y, gw, ws, chosen);
   for (const ConvMode m : {kOpByOp, kInGraph}) p.mode[m].algorithms = chosen[m];
   return true;
 }

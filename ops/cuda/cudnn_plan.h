@@ -62,8 +62,15 @@ struct ConvAlgorithms {
   /// workspace, instead of bwd_data.
   bool bwd_data_by_forward = false;
   cudnnConvolutionFwdAlgo_t bwd_data_fwd{};
+  /// Where set, the forward, or the input gradient, runs CudaKernels::conv2d_winograd instead (strict
+  /// float32 NCHW, 3 x 3 at stride 1, where it timed faster than cuDNN) and takes no workspace.
+  bool fwd_by_winograd = false, bwd_data_by_winograd = false;
+  /// Where set, the weight gradient runs CudaKernels::conv2d_winograd_weight_grad instead (likewise).
+  bool bwd_filter_by_winograd = false;
   bool same_as(const ConvAlgorithms& o) const {
     return fwd == o.fwd && bwd_data == o.bwd_data && bwd_filter == o.bwd_filter &&
+           fwd_by_winograd == o.fwd_by_winograd && bwd_data_by_winograd == o.bwd_data_by_winograd &&
+           bwd_filter_by_winograd == o.bwd_filter_by_winograd &&
            bwd_filter_engine == o.bwd_filter_engine && bwd_filter_tf32_kernel == o.bwd_filter_tf32_kernel &&
            bwd_data_by_forward == o.bwd_data_by_forward && (!bwd_data_by_forward || bwd_data_fwd == o.bwd_data_fwd);
   }

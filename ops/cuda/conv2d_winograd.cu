@@ -1,0 +1,272 @@
+// conv2d of 3 x 3 filters at stride 1 in strict float32, NCHW, by Winograd's F(2 x 2, 3 x 3) in
+// one kernel: CudaKernels::conv2d_winograd, for the forward and, with the filter flipped, for the
+// input gradient (cudnn.cpp's run_forward and run_backward, where the autotuner timed it faster than
+// cuDNN's algorithms, cudnn_autotune.cpp).
+//
+// Each 2 x 2 output tile is A^T [(G g G^T) . (B^T d B)] A for its 4 x 4 input patch d: 16 products
+// a tile and channel pair instead of 36, summed over the input channels as 16 independent GEMMs
+// [tiles x C] x [C x K]. cuDNN's Winograd runs the transforms and the GEMMs as kernels of their own
+// through memory (its "non-fused" algorithm), its fused one takes only a few channel counts, and in
+// strict float32 its FFT algorithms won at the MNIST CNN's second convolution (32 -> 64 channels,
+// 26 x 26): 247 us forward and 275 us for the input gradient at batch 512 on an H200
+// (docs/benchmarks.md). Here a block takes 32 tiles and 32 output channels; 8 input channels at a
+// time are loaded and transformed into shared memory (the next 8 loaded while the GEMMs run), each
+// warp keeps two of the 16 GEMMs in registers (a thread 4 tiles x 8 channels of each), and at the end
+// the 16 sums of every tile and channel meet in shared memory for the output transform. Products
+// and sums are float32; the transforms' factors are 0, +-1 and 1/2, so rounding stays near a direct
+// convolution's (the test bounds it by 1e-5 of the terms' magnitudes).
+#include "core/cuda/launch.cuh"
+#include "ops/cuda/common.cuh"
+
+namespace minidl {
+
+namespace {
+
+using namespace cuda;
+
+constexpr int kTiles = 32;    // a block's 2 x 2 output tiles
+constexpr int kOuts = 32;     // a block's output channels
+constexpr int kChunk = 8;     // input channels transformed into shared memory at a time
+constexpr int kBlockThreads = 256; // 8 warps: two of the 16 GEMMs each
+constexpr int kRow = kOuts + 1;  // the sums' rows, padded: the output transform reads them down a column
+constexpr int kStageFloats = 16 * kChunk * (kTiles + kOuts);
+constexpr int kSumFloats = 16 * kTiles * kRow;
+constexpr size_t kSharedBytes = sizeof(float) * (kStageFloats > kSumFloats ? kStageFloats : kSumFloats);
+
+struct WinogradParams {
+  const float* x;       // [N, C, H, W]
+  const float* weight;  // the filter element of (out o, in c, r, s) at o * out_stride + c * in_stride + tap
+  const float* bias;    // [K] or null
+  float* y;             // [N, K, OH, OW]
+  int n, channels, height, width, outs, out_h, out_w, pad_h, pad_w;
+  int64_t out_stride, in_stride;
+  bool flip;            // tap (r, s) reads the filter's (2 - r, 2 - s): the input gradient's filter
+  bool pairs;           // y's rows are of even length and start on 8 bytes: a tile's row is one float2
+  int tiles_h, tiles_w, tiles;
+};
+
+__global__ __launch_bounds__(kBlockThreads, 2) void conv2d_winograd_kernel(WinogradParams p) {
+  extern __shared__ float4 shared4[];
+  float* shared = reinterpret_cast<float*>(shared4);
+  float* U = shared;                          // [16][kChunk][kTiles]: transformed input
+  float* V = shared + 16 * kChunk * kTiles;   // [16][kChunk][kOuts]: transformed filter
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int o0 = blockIdx.x * kOuts, t0 = blockIdx.y * kTiles;
+
+  // Staging: thread (warp, lane) loads channel c0 + warp of tile t0 + lane, and of output o0 + lane.
+  const int tile = t0 + lane, o_stage = o0 + lane;
+  const int per_image = p.tiles_h * p.tiles_w;
+  const int image = tile / per_image, in_image = tile - image * per_image;
+  const int iy0 = 2 * (in_image / p.tiles_w) - p.pad_h, ix0 = 2 * (in_image % p.tiles_w) - p.pad_w;
+  const bool tile_ok = tile < p.tiles;
+  const int64_t plane = int64_t(p.height) * p.width;
+  const float* x_tile = p.x + int64_t(tile_ok ? image : 0) * p.channels * plane;
+  float d[16], g[9];
+  const auto load = [&](int c0) {
+    const int c = c0 + warp;
+    const bool ok = tile_ok && c < p.channels;
+    const float* xc = x_tile + c * plane;
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        const int iy = iy0 + r, ix = ix0 + s;
+        d[r * 4 + s] = ok && iy >= 0 && iy < p.height && ix >= 0 && ix < p.width ? __ldg(xc + iy * p.width + ix) : 0.f;
+      }
+  };
+  // The filter's 9 taps are read as they are staged: they come from L2 (73 KB at the MNIST CNN's
+  // second convolution), and prefetched beside the patch they made the kernel spill registers.
+  const auto load_filter = [&](int c0) {
+    const int c = c0 + warp;
+    const bool w_ok = o_stage < p.outs && c < p.channels;
+    const float* wp = p.weight + (w_ok ? o_stage * p.out_stride + c * p.in_stride : 0);
+#pragma unroll
+    for (int i = 0; i < 9; ++i) g[i] = w_ok ? __ldg(wp + (p.flip ? 8 - i : i)) : 0.f;
+  };
+  // B^T d B, B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], and G g G^T, G = [1 0 0; .5 .5 .5;
+  // .5 -.5 .5; 0 0 1], into shared memory.
+  const auto stage = [&](int c0) {
+    load_filter(c0);
+    float e[16];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      e[0 + j] = d[0 + j] - d[8 + j];
+      e[4 + j] = d[4 + j] + d[8 + j];
+      e[8 + j] = d[8 + j] - d[4 + j];
+      e[12 + j] = d[4 + j] - d[12 + j];
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float* u = U + warp * kTiles + lane;
+      u[(i * 4 + 0) * kChunk * kTiles] = e[i * 4 + 0] - e[i * 4 + 2];
+      u[(i * 4 + 1) * kChunk * kTiles] = e[i * 4 + 1] + e[i * 4 + 2];
+      u[(i * 4 + 2) * kChunk * kTiles] = e[i * 4 + 2] - e[i * 4 + 1];
+      u[(i * 4 + 3) * kChunk * kTiles] = e[i * 4 + 1] - e[i * 4 + 3];
+    }
+    float h[12];
+#pragma unroll
+    for (int j = 0; j < 3; ++j) {
+      h[0 + j] = g[j];
+      h[3 + j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
+      h[6 + j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
+      h[9 + j] = g[6 + j];
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float* v = V + warp * kOuts + lane;
+      v[(i * 4 + 0) * kChunk * kOuts] = h[i * 3];
+      v[(i * 4 + 1) * kChunk * kOuts] = 0.5f * (h[i * 3] + h[i * 3 + 1] + h[i * 3 + 2]);
+      v[(i * 4 + 2) * kChunk * kOuts] = 0.5f * (h[i * 3] - h[i * 3 + 1] + h[i * 3 + 2]);
+      v[(i * 4 + 3) * kChunk * kOuts] = h[i * 3 + 2];
+    }
+  };
+
+  // The GEMMs: warp w sums positions 2w and 2w + 1; lane (ti, ki) tiles 4 ti .. 4 ti + 3 and
+  // outputs 8 ki .. 8 ki + 7 of each.
+  const int ti = lane >> 2, ki = lane & 3;
+  float acc[2][4][8];
+#pragma unroll
+  for (int e = 0; e < 2; ++e)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int m = 0; m < 8; ++m) acc[e][j][m] = 0.f;
+
+  load(0);
+  for (int c0 = 0; c0 < p.channels; c0 += kChunk) {
+    stage(c0);
+    __syncthreads();
+    if (c0 + kChunk < p.channels) load(c0 + kChunk);
+    // Not unrolled: unrolled, the loads run ahead and the kernel needs 185 registers (one block an SM)
+    // or spills at 128 (two); this way it takes 128, with 64 products for every 6 loads.
+#pragma unroll 1
+    for (int c = 0; c < kChunk; ++c)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int xi = 2 * warp + e;
+        const float4 u = reinterpret_cast<const float4*>(U + (xi * kChunk + c) * kTiles)[ti];
+        const float4 v0 = reinterpret_cast<const float4*>(V + (xi * kChunk + c) * kOuts)[2 * ki];
+        const float4 v1 = reinterpret_cast<const float4*>(V + (xi * kChunk + c) * kOuts)[2 * ki + 1];
+        const float uu[4] = {u.x, u.y, u.z, u.w}, vv[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+          for (int m = 0; m < 8; ++m) acc[e][j][m] = fmaf(uu[j], vv[m], acc[e][j][m]);
+      }
+    __syncthreads();
+  }
+
+  // The sums M [16][kTiles][kRow] meet in shared memory, then A^T M A, A^T = [1 1 1 0; 0 1 -1 -1].
+  float* M = shared;
+#pragma unroll
+  for (int e = 0; e < 2; ++e)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int m = 0; m < 8; ++m) M[((2 * warp + e) * kTiles + 4 * ti + j) * kRow + 8 * ki + m] = acc[e][j][m];
+  __syncthreads();
+#pragma unroll
+  for (int round = 0; round < kTiles * kOuts / kBlockThreads; ++round) {
+    const int pair = tid + round * kBlockThreads, t = pair % kTiles, o_local = pair / kTiles;
+    const int out_tile = t0 + t, o = o0 + o_local;
+    if (out_tile >= p.tiles || o >= p.outs) continue;
+    float m[16];
+#pragma unroll
+    for (int xi = 0; xi < 16; ++xi) m[xi] = M[(xi * kTiles + t) * kRow + o_local];
+    float q[8];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      q[j] = m[j] + m[4 + j] + m[8 + j];
+      q[4 + j] = m[4 + j] - m[8 + j] - m[12 + j];
+    }
+    const float b = p.bias ? __ldg(p.bias + o) : 0.f;
+    const int n = out_tile / per_image, rest = out_tile - n * per_image;
+    const int oy = 2 * (rest / p.tiles_w), ox = 2 * (rest % p.tiles_w);
+    float* out = p.y + ((int64_t(n) * p.outs + o) * p.out_h + oy) * p.out_w + ox;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      if (oy + i >= p.out_h) break;
+      const float y0 = q[i * 4] + q[i * 4 + 1] + q[i * 4 + 2] + b;
+      const float y1 = q[i * 4 + 1] - q[i * 4 + 2] - q[i * 4 + 3] + b;
+      float* row = out + i * p.out_w;
+      if (ox + 1 < p.out_w) {
+        if (p.pairs)
+          *reinterpret_cast<float2*>(row) = make_float2(y0, y1);
+        else
+          row[0] = y0, row[1] = y1;
+      } else {
+        row[0] = y0;
+      }
+    }
+  }
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+bool CudaKernels::conv2d_winograd_applies(DType dtype, int64_t batch, int64_t out_channels, const ConvGeometry& g) {
+  if (dtype != DType::Float32 || g.kernel_h != 3 || g.kernel_w != 3 || g.stride_h != 1 || g.stride_w != 1 ||
+      g.dilation_h != 1 || g.dilation_w != 1 || g.pad_h > 2 || g.pad_w > 2)
+    return false;
+  const int64_t tiles = batch * ceil_div(g.out_h, 2) * ceil_div(g.out_w, 2);
+  // Both directions' tiles, sizes and offsets in 32 bits; the grid's y dimension up to 65,535.
+  const int64_t in_tiles = batch * ceil_div(g.height, 2) * ceil_div(g.width, 2);
+  const int64_t largest = std::max(batch * g.channels * g.height * g.width, batch * out_channels * g.out_h * g.out_w);
+  return tiles > 0 && std::max(tiles, in_tiles) <= int64_t{65535} * kTiles && largest < (int64_t{1} << 31) &&
+         out_channels * g.channels * 9 < (int64_t{1} << 31);
+}
+
+void CudaKernels::conv2d_winograd(const Tensor& x, const Tensor& weight, const Tensor* bias, int64_t pad_h,
+                                  int64_t pad_w, bool input_gradient, Tensor& y) {
+  MINIDL_CHECK(x.dtype() == DType::Float32 && weight.dtype() == DType::Float32 && y.dtype() == DType::Float32,
+               "conv2d_winograd: expected float32, got ", x.dtype(), ", ", weight.dtype(), " and ", y.dtype());
+  MINIDL_CHECK(x.dim() == 4 && weight.dim() == 4 && y.dim() == 4 && weight.size(2) == 3 && weight.size(3) == 3 &&
+                   x.is_contiguous() && weight.is_contiguous() && y.is_contiguous(),
+               "conv2d_winograd: expected contiguous NCHW data and a contiguous 3 x 3 filter, got x ", x.shape(),
+               ", weight ", weight.shape(), ", y ", y.shape());
+  // The forward: weight [K, C, 3, 3]; the input gradient: weight is the forward's [C', K', 3, 3],
+  // read flipped with its channel axes swapped, x the output gradient [N, C', ...] and y [N, K', ...].
+  const int64_t outs = input_gradient ? weight.size(1) : weight.size(0);
+  const int64_t ins = input_gradient ? weight.size(0) : weight.size(1);
+  MINIDL_CHECK(x.size(1) == ins && y.size(0) == x.size(0) && y.size(1) == outs &&
+                   y.size(2) == x.size(2) + 2 * pad_h - 2 && y.size(3) == x.size(3) + 2 * pad_w - 2,
+               "conv2d_winograd: x ", x.shape(), ", weight ", weight.shape(), " and padding ", pad_h, " x ", pad_w,
+               " do not make y ", y.shape());
+  MINIDL_CHECK(!bias || (bias->dtype() == DType::Float32 && bias->numel() == outs && bias->is_contiguous()),
+               "conv2d_winograd: expected a contiguous float32 bias of ", outs, " values");
+  if (y.numel() == 0) return;
+  cuda::DeviceGuard guard(device_);
+  WinogradParams p{};
+  p.x = ptr<const float>(x);
+  p.weight = ptr<const float>(weight);
+  p.bias = bias ? ptr<const float>(*bias) : nullptr;
+  p.y = ptr<float>(y);
+  p.n = static_cast<int>(x.size(0));
+  p.channels = static_cast<int>(ins);
+  p.height = static_cast<int>(x.size(2));
+  p.width = static_cast<int>(x.size(3));
+  p.outs = static_cast<int>(outs);
+  p.out_h = static_cast<int>(y.size(2));
+  p.out_w = static_cast<int>(y.size(3));
+  p.pad_h = static_cast<int>(pad_h);
+  p.pad_w = static_cast<int>(pad_w);
+  p.flip = input_gradient;
+  p.pairs = p.out_w % 2 == 0 && reinterpret_cast<uintptr_t>(p.y) % 8 == 0;
+  p.out_stride = input_gradient ? 9 : ins * 9;
+  p.in_stride = input_gradient ? outs * 9 : 9;
+  p.tiles_h = static_cast<int>(ceil_div(p.out_h, 2));
+  p.tiles_w = static_cast<int>(ceil_div(p.out_w, 2));
+  const int64_t tiles = int64_t(p.n) * p.tiles_h * p.tiles_w;
+  MINIDL_CHECK(ceil_div(tiles, kTiles) <= 65535 && y.numel() < (int64_t{1} << 31) && x.numel() < (int64_t{1} << 31),
+               "conv2d_winograd: ", tiles, " tiles of y ", y.shape(), " exceed the kernel's 32-bit sizes");
+  p.tiles = static_cast<int>(tiles);
+  // Per device, so set at every launch (as attention.cu's): a host call, no stream work.
+  CUDA_CHECK(cudaFuncSetAttribute(conv2d_winograd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(kSharedBytes)));
+  const dim3 grid(static_cast<unsigned>(ceil_div(outs, kOuts)), static_cast<unsigned>(ceil_div(tiles, kTiles)));
+  conv2d_winograd_kernel<<<grid, kBlockThreads, kSharedBytes, stream_>>>(p);
+  CUDA_LAUNCH_CHECK(conv2d_winograd_kernel);
+}
+
+}  // namespace minidl

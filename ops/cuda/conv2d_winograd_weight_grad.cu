@@ -10,9 +10,10 @@
 // algorithm took 375 us at the MNIST CNN's second convolution at batch 512 on an H200
 // (docs/benchmarks.md). Here a block owns 32 output and 32 input channels and one slice of the
 // blocks, 8 at a time transformed into shared memory (the next 8 loaded while the GEMMs run); each
-// warp keeps two of the 16 GEMMs in registers, and at the end the 16 sums meet in shared memory for
-// the output transform. The slices' 3 x 3 gradients go to a float32 workspace, which
-// conv2d_winograd_weight_grad_sum_kernel adds in a fixed order (deterministic, no atomics).
+// half-warp keeps one of the 16 GEMMs in registers (a thread 8 x 8 channel pairs of it), and at the
+// end the 16 sums meet in shared memory for the output transform. The slices' 3 x 3 gradients go to
+// a float32 workspace, which conv2d_winograd_weight_grad_sum_kernel adds in a fixed order
+// (deterministic, no atomics).
 #include <algorithm>
 
 #include "core/cuda/launch.cuh"
@@ -28,9 +29,12 @@ constexpr int kSide = 32;      // a block's output channels, and its input chann
 constexpr int kChunk = 8;      // output-gradient blocks transformed into shared memory at a time
 constexpr int kBlockThreads = 256;
 constexpr int kPitch = kSide + 4;  // a staged row: 32 floats and 4 more, so that staging hits 32 banks
+// The sums M [16][kSide][kSumRow] of position xi start kPlane floats apart: with these paddings, the
+// output transform's threads read them on 32 different banks.
 constexpr int kSumRow = kSide + 1;
+constexpr int kPlane = kSide * kSumRow + 4;
 constexpr int kStageFloats = 2 * 16 * kChunk * kPitch;
-constexpr int kSumFloats = 16 * kSide * kSumRow;
+constexpr int kSumFloats = 16 * kPlane;
 constexpr size_t kSharedBytes = sizeof(float) * (kStageFloats > kSumFloats ? kStageFloats : kSumFloats);
 constexpr int64_t kLeastBlocks = 64;  // output-gradient blocks a slice takes at least
 
@@ -42,6 +46,7 @@ struct WeightGradParams {
   int tiles_h, tiles_w, tiles, per_slice;
 };
 
+template <bool Pairs>
 __global__ __launch_bounds__(kBlockThreads, 2) void conv2d_winograd_weight_grad_kernel(WeightGradParams p) {
   extern __shared__ float4 shared4[];
   float* shared = reinterpret_cast<float*>(shared4);
@@ -65,21 +70,41 @@ __global__ __launch_bounds__(kBlockThreads, 2) void conv2d_winograd_weight_grad_
     const int y0 = 2 * (rest / p.tiles_w), x0 = 2 * (rest % p.tiles_w);
     const float* g = p.dy + (int64_t(n) * p.outs + o) * out_plane;
     const bool g_ok = ok && o < p.outs;
-#pragma unroll
-    for (int a = 0; a < 2; ++a)
-#pragma unroll
-      for (int b = 0; b < 2; ++b)
-        gv[a * 2 + b] = g_ok && y0 + a < p.out_h && x0 + b < p.out_w ? __ldg(g + (y0 + a) * p.out_w + x0 + b) : 0.f;
     const float* xc = p.x + (int64_t(n) * p.channels + i) * in_plane;
     const bool x_ok = ok && i < p.channels;
     const int iy0 = y0 - p.pad_h, ix0 = x0 - p.pad_w;
+    if constexpr (Pairs) {  // even rows and padding: each float2 wholly inside or outside
 #pragma unroll
-    for (int r = 0; r < 4; ++r)
-#pragma unroll
-      for (int s = 0; s < 4; ++s) {
-        const int iy = iy0 + r, ix = ix0 + s;
-        d[r * 4 + s] = x_ok && iy >= 0 && iy < p.height && ix >= 0 && ix < p.width ? __ldg(xc + iy * p.width + ix) : 0.f;
+      for (int a = 0; a < 2; ++a) {
+        const float2 v = g_ok && y0 + a < p.out_h ? __ldg(reinterpret_cast<const float2*>(g + (y0 + a) * p.out_w + x0))
+                                                  : make_float2(0.f, 0.f);
+        gv[a * 2] = v.x, gv[a * 2 + 1] = v.y;
       }
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int s = 0; s < 4; s += 2) {
+          const int iy = iy0 + r, ix = ix0 + s;
+          const float2 v = x_ok && iy >= 0 && iy < p.height && ix >= 0 && ix < p.width
+                               ? __ldg(reinterpret_cast<const float2*>(xc + iy * p.width + ix))
+                               : make_float2(0.f, 0.f);
+          d[r * 4 + s] = v.x, d[r * 4 + s + 1] = v.y;
+        }
+    } else {
+#pragma unroll
+      for (int a = 0; a < 2; ++a)
+#pragma unroll
+        for (int b = 0; b < 2; ++b)
+          gv[a * 2 + b] = g_ok && y0 + a < p.out_h && x0 + b < p.out_w ? __ldg(g + (y0 + a) * p.out_w + x0 + b) : 0.f;
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+          const int iy = iy0 + r, ix = ix0 + s;
+          d[r * 4 + s] =
+              x_ok && iy >= 0 && iy < p.height && ix >= 0 && ix < p.width ? __ldg(xc + iy * p.width + ix) : 0.f;
+        }
+    }
   };
   // G g G^T, G = [1 0; .5 .5; .5 -.5; 0 1], and B^T d B, B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 -1 0 1].
   const auto stage = [&] {
@@ -117,47 +142,45 @@ __global__ __launch_bounds__(kBlockThreads, 2) void conv2d_winograd_weight_grad_
     }
   };
 
-  // The GEMMs: warp w sums positions 2w and 2w + 1; lane (oi, ii) output channels 4 oi .. 4 oi + 3
-  // and input channels 8 ii .. 8 ii + 7 of each.
-  const int oi = lane >> 2, ii = lane & 3;
-  float acc[2][4][8];
+  // The GEMMs: half-warp h of warp w sums position xi = 2w + h; its thread (oi, ii) output channels
+  // 8 oi .. 8 oi + 7 and input channels 8 ii .. 8 ii + 7: 64 products for every 4 loads. (Input
+  // channels ii + 4 m instead, as conv2d_winograd.cu's outputs, would spare the sums' exchange its
+  // bank conflicts, but the staging, which runs for every chunk, would then have them.)
+  const int xi = 2 * warp + (lane >> 4), oi = (lane >> 2) & 3, ii = lane & 3;
+  float acc[8][8];
 #pragma unroll
-  for (int e = 0; e < 2; ++e)
+  for (int j = 0; j < 8; ++j)
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int m = 0; m < 8; ++m) acc[e][j][m] = 0.f;
+    for (int m = 0; m < 8; ++m) acc[j][m] = 0.f;
   if (first < last) load(first);
   for (int t0 = first; t0 < last; t0 += kChunk) {
     stage();
     __syncthreads();
     if (t0 + kChunk < last) load(t0 + kChunk);
+    const float4* g4 = reinterpret_cast<const float4*>(Gs + xi * kChunk * kPitch) + 2 * oi;
+    const float4* d4 = reinterpret_cast<const float4*>(Ds + xi * kChunk * kPitch) + 2 * ii;
+    // Not unrolled: unrolled, the loads run ahead and the kernel spills at two blocks an SM.
 #pragma unroll 1
-    for (int t = 0; t < kChunk; ++t)
+    for (int t = 0; t < kChunk; ++t) {
+      const float4 ga = g4[t * kPitch / 4], gb = g4[t * kPitch / 4 + 1];
+      const float4 da = d4[t * kPitch / 4], db = d4[t * kPitch / 4 + 1];
+      const float uu[8] = {ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w};
+      const float vv[8] = {da.x, da.y, da.z, da.w, db.x, db.y, db.z, db.w};
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int xi = 2 * warp + e;
-        const float4 u = reinterpret_cast<const float4*>(Gs + (xi * kChunk + t) * kPitch)[oi];
-        const float4 v0 = reinterpret_cast<const float4*>(Ds + (xi * kChunk + t) * kPitch)[2 * ii];
-        const float4 v1 = reinterpret_cast<const float4*>(Ds + (xi * kChunk + t) * kPitch)[2 * ii + 1];
-        const float uu[4] = {u.x, u.y, u.z, u.w}, vv[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+      for (int j = 0; j < 8; ++j)
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
-#pragma unroll
-          for (int m = 0; m < 8; ++m) acc[e][j][m] = fmaf(uu[j], vv[m], acc[e][j][m]);
-      }
+        for (int m = 0; m < 8; ++m) acc[j][m] = fmaf(uu[j], vv[m], acc[j][m]);
+    }
     __syncthreads();
   }
 
-  // The sums M [16][kSide][kSumRow] meet in shared memory, then A^T M A, A^T = [1 1 1 0; 0 1 -1 0;
-  // 0 1 1 1], is the slice's 3 x 3 gradient of each channel pair.
+  // The sums M meet in shared memory, then A^T M A, A^T = [1 1 1 0; 0 1 -1 0; 0 1 1 1], is the
+  // slice's 3 x 3 gradient of each channel pair.
   float* M = shared;
 #pragma unroll
-  for (int e = 0; e < 2; ++e)
+  for (int j = 0; j < 8; ++j)
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int m = 0; m < 8; ++m) M[((2 * warp + e) * kSide + 4 * oi + j) * kSumRow + 8 * ii + m] = acc[e][j][m];
+    for (int m = 0; m < 8; ++m) M[xi * kPlane + (8 * oi + j) * kSumRow + 8 * ii + m] = acc[j][m];
   __syncthreads();
 #pragma unroll
   for (int round = 0; round < kSide * kSide / kBlockThreads; ++round) {
@@ -166,7 +189,7 @@ __global__ __launch_bounds__(kBlockThreads, 2) void conv2d_winograd_weight_grad_
     if (oo >= p.outs || in >= p.channels) continue;
     float m[16];
 #pragma unroll
-    for (int xi = 0; xi < 16; ++xi) m[xi] = M[(xi * kSide + out_local) * kSumRow + in_local];
+    for (int x = 0; x < 16; ++x) m[x] = M[x * kPlane + out_local * kSumRow + in_local];
     float q[12];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -253,12 +276,21 @@ void CudaKernels::conv2d_winograd_weight_grad(const Tensor& x, const Tensor& gra
   p.tiles = static_cast<int>(tiles);
   p.per_slice = static_cast<int>(slice_blocks(device_, tiles, outs, g, beside));
   const int slices = static_cast<int>(ceil_div(tiles, p.per_slice));
-  CUDA_CHECK(cudaFuncSetAttribute(conv2d_winograd_weight_grad_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(kSharedBytes)));
   const dim3 grid(static_cast<unsigned>(ceil_div(outs, kSide)), static_cast<unsigned>(ceil_div(g.channels, kSide)),
                   static_cast<unsigned>(slices));
-  conv2d_winograd_weight_grad_kernel<<<grid, kBlockThreads, kSharedBytes, stream_>>>(p);
-  CUDA_LAUNCH_CHECK(conv2d_winograd_weight_grad_kernel);
+  const auto launch = [&](auto kernel) {
+    CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSharedBytes)));
+    kernel<<<grid, kBlockThreads, kSharedBytes, stream_>>>(p);
+    CUDA_LAUNCH_CHECK(conv2d_winograd_weight_grad_kernel);
+  };
+  // Whole float2 rows: even widths and padding, 8-byte aligned data.
+  const bool pairs = g.width % 2 == 0 && g.out_w % 2 == 0 && g.pad_w % 2 == 0 &&
+                     reinterpret_cast<uintptr_t>(p.x) % 8 == 0 && reinterpret_cast<uintptr_t>(p.dy) % 8 == 0;
+  if (pairs)
+    launch(conv2d_winograd_weight_grad_kernel<true>);
+  else
+    launch(conv2d_winograd_weight_grad_kernel<false>);
   const int size = static_cast<int>(grad_weight.numel());
   conv2d_winograd_weight_grad_sum_kernel<<<blocks_for(size), kThreads, 0, stream_>>>(p.partial, ptr<float>(grad_weight),
                                                                                    slices, size);

@@ -350,10 +350,11 @@ void choose_data_path(cudnnHandle_t handle, ConvPlan& p, const ConvGeometry& g, 
   }
 }
 
-// Strict float32 NCHW, 3 x 3 at stride 1: CudaKernels::conv2d_winograd, one kernel with the
-// transforms in shared memory, against each mode's forward and input gradient as chosen so far
-// (cuDNN's FFT and Winograd algorithms run their transforms as passes through memory). Timed as
-// retime_forward times the forward; it replaces a mode's pick where it is more than 2% faster.
+// Strict float32 NCHW, 3 x 3 at stride 1: our Winograd kernels (CudaKernels::conv2d_winograd and
+// conv2d_winograd_weight_grad), whose transforms stay in shared memory, against each mode's three
+// passes as chosen so far (cuDNN's FFT and Winograd algorithms run their transforms as passes through
+// memory). Timed as retime_forward times the forward; ours replaces a mode's pick where it is more
+// than 2% faster.
 void choose_winograd(cudnnHandle_t handle, ConvPlan& p, const ConvGeometry& g, const Tensor& x, const Tensor& w,
                      Tensor& y, Tensor& dx, Tensor& dw, const Scratch& ws, ConvAlgorithms (&chosen)[2]) {
   const int64_t n = x.size(0), k = y.size(1);
@@ -409,7 +410,9 @@ void choose_winograd(cudnnHandle_t handle, ConvPlan& p, const ConvGeometry& g, c
   for (const ConvMode m : {kOpByOp, kInGraph}) {
     if (fwd_by[m] == 0) chosen[m].fwd_by_winograd = true, chosen[m].fwd_ws = 0;
     if (data_by[m] == 0) chosen[m].bwd_data_by_winograd = true, chosen[m].bwd_data_ws = 0;
-    if (weight_by[m] == 0) chosen[m].bwd_filter_by_winograd = true, chosen[m].bwd_filter_ws = 0;
+    // The weight gradient's workspace is the kernel's own (reported in the log line; run_backward
+    // asks the kernel again, for the blocks it takes beside the input gradient).
+    if (weight_by[m] == 0) chosen[m].bwd_filter_by_winograd = true, chosen[m].bwd_filter_ws = weight_ws.bytes;
   }
   if (cuda::gemm_tuning_verbose()) {
     const auto line = [&](const char* pass, const std::vector<float>& median, bool taken) {
@@ -628,10 +631,17 @@ bool CudaKernels::conv2d_cudnn_is_faster(DType dtype, int64_t batch, int64_t out
   for (const ConvMode m : {kOpByOp, kInGraph}) {
     if (m == kInGraph && same) break;
     const ConvAlgorithms& a = p.mode[m].algorithms;
+    // The passes on our Winograd kernels, where the cuDNN path runs them (their numbers are then the
+    // cuDNN algorithms they replaced).
+    std::string ours;
+    for (const auto& [taken, pass] : {std::pair{a.fwd_by_winograd, "the forward"},
+                                      std::pair{a.bwd_data_by_winograd, "the input gradient"},
+                                      std::pair{a.bwd_filter_by_winograd, "the weight gradient"}})
+      if (taken) ours += std::string(ours.empty() ? "; minidl's Winograd for " : ", ") + pass;
     std::fprintf(stderr,
                  "minidl: conv2d [%lld, %lld, %lld, %lld] * [%lld, %lld, %lld, %lld]%s: %s (cuDNN algorithms %d/%d/%d "
                  "%.3f ms with %.0f/%.0f/%.0f MB of workspace, im2col %.3f ms with %.0f MB of columns, forward and %s, "
-                 "L2 flushed)\n",
+                 "L2 flushed%s)\n",
                  static_cast<long long>(batch), static_cast<long long>(g.channels), static_cast<long long>(g.height),
                  static_cast<long long>(g.width), static_cast<long long>(o), static_cast<long long>(g.channels),
                  static_cast<long long>(g.kernel_h), static_cast<long long>(g.kernel_w),
@@ -639,7 +649,7 @@ bool CudaKernels::conv2d_cudnn_is_faster(DType dtype, int64_t batch, int64_t out
                  p.mode[m].faster[input_grad] ? "cuDNN" : "im2col", static_cast<int>(a.fwd),
                  static_cast<int>(a.bwd_data), static_cast<int>(a.bwd_filter), cudnn_ms[m], mb(a.fwd_ws),
                  mb(a.bwd_data_ws), mb(a.bwd_filter_ws), im2col_ms, mb(cols.nbytes()),
-                 input_grad ? "backward" : "the weight's gradient");
+                 input_grad ? "backward" : "the weight's gradient", ours.c_str());
   }
   return faster == 1;
 }

@@ -6,10 +6,9 @@
 // Each 2 x 2 output tile is A^T [(G g G^T) . (B^T d B)] A for its 4 x 4 input patch d: 16 products
 // a tile and channel pair instead of 36, summed over the input channels as 16 independent GEMMs
 // [tiles x C] x [C x K]. cuDNN's Winograd runs the transforms and the GEMMs as kernels of their own
-// through memory (its "non-fused" algorithm), its fused one takes only a few channel counts, and in
-// strict float32 its FFT algorithms won at the MNIST CNN's second convolution (32 -> 64 channels,
-// 26 x 26): 247 us forward and 275 us for the input gradient at batch 512 on an H200
-// (docs/benchmarks.md). Here a first kernel transforms the filter once a call; then a block takes 32
+// through memory (its "non-fused" algorithm). At the MNIST CNN's second convolution (32 -> 64
+// channels, 26 x 26) its fused one was not offered, and in strict float32 its FFT algorithms won:
+// 247 us forward and 275 us for the input gradient at batch 512 on an H200 (docs/benchmarks.md). Here a first kernel transforms the filter once a call; then a block takes 32
 // tiles and 32 output channels; 8 input channels at a time are loaded and transformed into shared
 // memory, with their filter rows copied there (the next 8 loaded while the GEMMs run), each
 // half-warp keeps one of the 16 GEMMs in registers (a thread 8 tiles x 8 channels of it), and at the

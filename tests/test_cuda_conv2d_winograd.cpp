@@ -32,6 +32,15 @@ struct Case {
 const Case kCases[] = {{{3, 32, 26, 26}, 64, 0}, {{2, 5, 9, 7}, 7, 1},   {{1, 12, 6, 5}, 40, 2},
                        {{2, 16, 3, 3}, 33, 0},   {{4, 9, 11, 10}, 32, 1}, {{2, 12, 8, 10}, 20, 2}};
 
+// The case's convolution: 3 x 3 at stride 1, padded by c.pad.
+ConvGeometry geometry(const Case& c) {
+  return {c.x[1], c.x[2], c.x[3], 3, 3, 1, 1, c.pad, c.pad, 1, 1, c.x[2] + 2 * c.pad - 2, c.x[3] + 2 * c.pad - 2};
+}
+
+std::string name(const Case& c) {
+  return shape_str(c.x) + " -> " + std::to_string(c.outs) + " pad " + std::to_string(c.pad);
+}
+
 bool within(const Tensor& got, const Tensor& want, const Tensor& magnitude, double tolerance) {
   const Tensor error = (got.to(Device::cpu()).to(kFloat64) - want).abs();
   const bool ok = error.le(magnitude * tolerance + 1e-30).all().item<bool>();
@@ -43,12 +52,10 @@ TEST(CudaConv2dWinograd, ForwardMatchesFloat64) {
   MINIDL_REQUIRE_CUDA();
   for (const Case& c : kCases) {
     for (const bool with_bias : {false, true}) {
-      SCOPED_TRACE(shape_str(c.x) + " -> " + std::to_string(c.outs) + " pad " + std::to_string(c.pad) +
-                   (with_bias ? " with bias" : ""));
+      SCOPED_TRACE(name(c) + (with_bias ? " with bias" : ""));
       manual_seed(41);
       const Tensor x = randn(c.x), w = mul(randn({c.outs, c.x[1], 3, 3}), 0.2), b = randn({c.outs});
-      const ConvGeometry g{c.x[1], c.x[2], c.x[3], 3, 3, 1, 1, c.pad, c.pad, 1, 1,
-                           c.x[2] + 2 * c.pad - 2, c.x[3] + 2 * c.pad - 2};
+      const ConvGeometry g = geometry(c);
       ASSERT_TRUE(CudaKernels::conv2d_winograd_applies(kFloat32, c.x[0], c.outs, g));
       Tensor y = Tensor::empty({c.x[0], c.outs, g.out_h, g.out_w}, kFloat32, gpu());
       y.fill_(std::nan(""));
@@ -67,11 +74,11 @@ TEST(CudaConv2dWinograd, ForwardMatchesFloat64) {
 TEST(CudaConv2dWinograd, InputGradientMatchesFloat64) {
   MINIDL_REQUIRE_CUDA();
   for (const Case& c : kCases) {
-    SCOPED_TRACE(shape_str(c.x) + " -> " + std::to_string(c.outs) + " pad " + std::to_string(c.pad));
+    SCOPED_TRACE(name(c));
     manual_seed(43);
     const Tensor x = randn(c.x), w = mul(randn({c.outs, c.x[1], 3, 3}), 0.2);
-    const Shape out{c.x[0], c.outs, c.x[2] + 2 * c.pad - 2, c.x[3] + 2 * c.pad - 2};
-    const Tensor dy = randn(out);
+    const ConvGeometry g = geometry(c);
+    const Tensor dy = randn({c.x[0], c.outs, g.out_h, g.out_w});
     Tensor dx = Tensor::empty(c.x, kFloat32, gpu());
     dx.fill_(std::nan(""));
     CudaKernels(gpu().index).conv2d_winograd(dy.to(gpu()), w.to(gpu()), nullptr, 2 - c.pad, 2 - c.pad, true, dx);
@@ -88,12 +95,10 @@ TEST(CudaConv2dWinograd, WeightGradientMatchesFloat64) {
   MINIDL_REQUIRE_CUDA();
   for (const Case& c : kCases) {
     for (const bool beside : {false, true}) {
-      SCOPED_TRACE(shape_str(c.x) + " -> " + std::to_string(c.outs) + " pad " + std::to_string(c.pad) +
-                   (beside ? " beside" : ""));
+      SCOPED_TRACE(name(c) + (beside ? " beside" : ""));
       manual_seed(47);
       const Tensor x = randn(c.x), w = randn({c.outs, c.x[1], 3, 3});
-      const ConvGeometry g{c.x[1], c.x[2], c.x[3], 3, 3, 1, 1, c.pad, c.pad, 1, 1,
-                           c.x[2] + 2 * c.pad - 2, c.x[3] + 2 * c.pad - 2};
+      const ConvGeometry g = geometry(c);
       const Tensor dy = randn({c.x[0], c.outs, g.out_h, g.out_w});
       CudaKernels kernels(gpu().index);
       const Tensor space = Tensor::empty(

@@ -104,6 +104,7 @@ __global__ void conv2d_relu_direct_kernel(const T* __restrict__ x, const T* __re
                                           const T* __restrict__ bias, T* __restrict__ y, int64_t pixels, int packs,
                                           Geo<int> g) {
   __shared__ float4 w_s[kMaxWindow * kMaxChannels / 4], b_s[kMaxChannels / 4];
+  wait_for_earlier_kernels();  // launched early: the input
   const int kk = (KH ? KH : g.kernel_h) * (KW ? KW : g.kernel_w), channels = packs * 8;
   for (int e = threadIdx.x; e < channels * kk; e += blockDim.x) {
     const int c = e / kk, t = e - c * kk;
@@ -147,6 +148,7 @@ __global__ void __launch_bounds__(kBackwardBlock, 1)
     conv2d_relu_direct_backward_kernel(const T* __restrict__ grad_y, const T* __restrict__ y,
                                        const T* __restrict__ x, int64_t pixels, int packs, Geo<int> g,
                                        float* block_sums) {
+  wait_for_earlier_kernels();  // launched early: the output gradient
   let_next_kernel_start();  // the sums kernel's blocks wait on the SMs for this one's rows
   __shared__ float4 staged4[kStaged / 4];
   float* staged = reinterpret_cast<float*>(staged4);
@@ -299,9 +301,9 @@ bool CudaKernels::conv2d_relu_direct(const Tensor& x, const Tensor& weight, cons
   dispatch_direct(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const auto launch = [&](auto kernel) {
-      kernel<<<blocks, kBlock, 0, stream_>>>(ptr<const T>(x), ptr<const T>(weight),
-                                             bias ? ptr<const T>(*bias) : nullptr, ptr<T>(y), pixels,
-                                             static_cast<int>(packs), Geo<int>(g));
+      launch_early("conv2d_relu_direct_kernel", kernel, dim3(blocks), dim3(kBlock), 0, stream_, ptr<const T>(x),
+                   ptr<const T>(weight), bias ? ptr<const T>(*bias) : nullptr, ptr<T>(y), pixels,
+                   static_cast<int>(packs), Geo<int>(g));
     };
     if (channels_last) {
       if (g.kernel_h == 3 && g.kernel_w == 3) launch(conv2d_relu_direct_kernel<T, 3, 3, true>);
@@ -338,9 +340,9 @@ bool CudaKernels::conv2d_relu_direct_backward(const Tensor& grad_y, const Tensor
     using T = decltype(tag);
     const auto launch = [&](auto kernel, auto* grads) {
       using G = std::remove_pointer_t<decltype(grads)>;
-      kernel<<<blocks, kBackwardBlock, 0, stream_>>>(ptr<const T>(grad_y), ptr<const T>(y), ptr<const T>(x), pixels,
-                                                     static_cast<int>(packs), Geo<int>(g), ptr<float>(scratch));
-      CUDA_LAUNCH_CHECK(conv2d_relu_direct_backward_kernel);
+      launch_early("conv2d_relu_direct_backward_kernel", kernel, dim3(blocks), dim3(kBackwardBlock), 0, stream_,
+                   ptr<const T>(grad_y), ptr<const T>(y), ptr<const T>(x), pixels, static_cast<int>(packs),
+                   Geo<int>(g), ptr<float>(scratch));
       const int pairs = static_cast<int>(channels * sums);
       launch_early("conv2d_relu_direct_backward_sums_kernel", conv2d_relu_direct_backward_sums_kernel<G>,
                    dim3((pairs + 31) / 32), dim3(32 * kSumGroups), 0, stream_, ptr<const float>(scratch),

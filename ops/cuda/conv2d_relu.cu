@@ -151,6 +151,7 @@ __global__ void conv_bias_relu_backward_kernel(const T* __restrict__ grad_out, c
 template <class T>
 __global__ void bias_relu_max_pool2d_kernel(const T* __restrict__ x, const T* __restrict__ bias, T* __restrict__ out,
                                             int64_t n, int64_t channels, int H, int W, int oh, int ow, int k) {
+  wait_for_earlier_kernels();  // launched early: the convolution's output
   for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < n; o += int64_t(gridDim.x) * blockDim.x) {
     const int64_t plane = o / (int64_t(oh) * ow);
     const int r = static_cast<int>(o - plane * oh * ow), i = r / ow, j = r - i * ow;
@@ -220,6 +221,7 @@ __global__ void bias_relu_max_pool2x2_backward_kernel(const float* __restrict__ 
                                                       float* __restrict__ grad_pre, float* grad_bias, int64_t images,
                                                       int64_t images_per_slice, int W, int oh, int ow,
                                                       EpilogueSum<float>* slice_sums, unsigned* counters) {
+  wait_for_earlier_kernels();  // launched early: the output gradient
   const int64_t c = blockIdx.x, channels = gridDim.x;
   const int64_t begin = blockIdx.y * images_per_slice;
   const int count = static_cast<int>(min(images, begin + images_per_slice) - begin);
@@ -670,11 +672,10 @@ void CudaKernels::bias_relu_max_pool2d(const Tensor& x, const Tensor* bias, int6
       xc = Tensor::empty(x.shape(), x.dtype(), x.device());
       copy(x, xc);
     }
-    bias_relu_max_pool2d_kernel<T><<<blocks_for(n), kBlock, 0, stream_>>>(
-        ptr<const T>(xc), bias ? ptr<const T>(*bias) : nullptr, ptr<T>(out), n, x.size(1), static_cast<int>(x.size(2)),
-        static_cast<int>(x.size(3)), static_cast<int>(out.size(2)), static_cast<int>(out.size(3)),
-        static_cast<int>(k));
-    CUDA_LAUNCH_CHECK(bias_relu_max_pool2d_kernel);
+    launch_early("bias_relu_max_pool2d_kernel", bias_relu_max_pool2d_kernel<T>, dim3(blocks_for(n)), dim3(kBlock), 0,
+                 stream_, ptr<const T>(xc), bias ? ptr<const T>(*bias) : nullptr, ptr<T>(out), n, x.size(1),
+                 static_cast<int>(x.size(2)), static_cast<int>(x.size(3)), static_cast<int>(out.size(2)),
+                 static_cast<int>(out.size(3)), static_cast<int>(k));
   });
 }
 
@@ -752,14 +753,13 @@ void CudaKernels::bias_relu_max_pool2d_backward(const Tensor& grad_out, const Te
     Tensor scratch;
     using S = EpilogueSum<float>;
     if (grad_bias && slices > 1) scratch = Tensor::empty({slices, channels}, dtype_of<S>(), x.device());
-    bias_relu_max_pool2x2_backward_kernel<<<dim3(static_cast<unsigned>(channels), static_cast<unsigned>(slices)),
-                                            kBlock, 0, stream_>>>(
-        ptr<const float>(grad_out), ptr<const float>(x), bias ? ptr<const float>(*bias) : nullptr,
-        ptr<const float>(out), ptr<float>(grad_pre), grad_bias ? ptr<float>(*grad_bias) : nullptr, images, per_slice,
-        static_cast<int>(x.size(3)), static_cast<int>(oh), static_cast<int>(ow),
-        scratch.defined() ? ptr<S>(scratch) : nullptr,
-        scratch.defined() ? block_counters(device_, stream_) : nullptr);
-    CUDA_LAUNCH_CHECK(bias_relu_max_pool2x2_backward_kernel);
+    unsigned* counters = scratch.defined() ? block_counters(device_, stream_) : nullptr;
+    launch_early("bias_relu_max_pool2x2_backward_kernel", bias_relu_max_pool2x2_backward_kernel,
+                 dim3(static_cast<unsigned>(channels), static_cast<unsigned>(slices)), dim3(kBlock), 0, stream_,
+                 ptr<const float>(grad_out), ptr<const float>(x), bias ? ptr<const float>(*bias) : nullptr,
+                 ptr<const float>(out), ptr<float>(grad_pre), grad_bias ? ptr<float>(*grad_bias) : nullptr, images,
+                 per_slice, static_cast<int>(x.size(3)), static_cast<int>(oh), static_cast<int>(ow),
+                 scratch.defined() ? ptr<S>(scratch) : nullptr, counters);
     return;
   }
   dispatch_floating_and_half(x.dtype(), "bias_relu_max_pool2d_backward", [&](auto tag) {

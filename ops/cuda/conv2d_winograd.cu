@@ -62,6 +62,8 @@ __host__ __device__ constexpr int out_column(int o) { return (o & 3) * 8 + (o >>
 __global__ void conv2d_winograd_filter_kernel(const float* __restrict__ weight, float* __restrict__ filter,
                                               int channels, int outs, int outs_padded, int64_t out_stride,
                                               int64_t in_stride, bool flip) {
+  wait_for_earlier_kernels();  // the kernel before may write the weight or read the block `filter`
+  let_next_kernel_start();     // the main kernel's blocks wait on the SMs for this one's rows
   const int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= channels * outs_padded) return;
   const int c = e / outs_padded, o = e % outs_padded;
@@ -94,6 +96,7 @@ __global__ __launch_bounds__(kBlockThreads, 2) void conv2d_winograd_kernel(Winog
   float* shared = reinterpret_cast<float*>(shared4);
   float* U = shared;                          // [16][kChunk][kTiles]: transformed input
   float* V = shared + 16 * kChunk * kTiles;   // [2][16][kChunk][kOuts]: transformed filter, two chunks
+  wait_for_earlier_kernels();  // launched early: the filter kernel's rows
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int o0 = blockIdx.x * kOuts, t0 = blockIdx.y * kTiles;
 
@@ -305,10 +308,12 @@ void CudaKernels::conv2d_winograd(const Tensor& x, const Tensor& weight, const T
   // The transformed filter, from the caching allocator: its reuse is ordered on this stream.
   Tensor filter = Tensor::empty({16 * ins * p.outs_padded}, DType::Float32, y.device());
   const int pairs = p.channels * p.outs_padded;
-  conv2d_winograd_filter_kernel<<<blocks_for(pairs), kThreads, 0, stream_>>>(
-      ptr<const float>(weight), ptr<float>(filter), p.channels, p.outs, p.outs_padded,
-      input_gradient ? 9 : ins * 9, input_gradient ? outs * 9 : 9, input_gradient);
-  CUDA_LAUNCH_CHECK(conv2d_winograd_filter_kernel);
+  // Both kernels start early (core/cuda/launch.cuh): the filter's few blocks and the main kernel's
+  // launch overlap the kernels before them instead of leaving the GPU idle between.
+  launch_early("conv2d_winograd_filter_kernel", conv2d_winograd_filter_kernel, dim3(blocks_for(pairs)),
+               dim3(kThreads), 0, stream_, ptr<const float>(weight), ptr<float>(filter), p.channels, p.outs,
+               p.outs_padded, input_gradient ? int64_t{9} : ins * 9, input_gradient ? outs * 9 : int64_t{9},
+               input_gradient);
   p.x = ptr<const float>(x);
   p.filter = ptr<const float>(filter);
   p.bias = bias ? ptr<const float>(*bias) : nullptr;
@@ -320,8 +325,7 @@ void CudaKernels::conv2d_winograd(const Tensor& x, const Tensor& weight, const T
     // Per device, so set at every launch (as attention.cu's): a host call, no stream work.
     CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSharedBytes)));
-    kernel<<<grid, kBlockThreads, kSharedBytes, stream_>>>(p);
-    CUDA_LAUNCH_CHECK(conv2d_winograd_kernel);
+    launch_early("conv2d_winograd_kernel", kernel, grid, dim3(kBlockThreads), kSharedBytes, stream_, p);
   };
   if (p.pairs_in)
     launch(conv2d_winograd_kernel<true>);

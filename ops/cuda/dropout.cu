@@ -1,6 +1,9 @@
 // Inverted dropout on cuRAND Philox: one kernel draws the keep mask (one byte per element, kept for
-// the backward) and writes the scaled output; the backward is one masked scale.
+// the backward) and writes the scaled output; the backward is one masked scale. Both start early
+// (core/cuda/launch.cuh): in a small model's step they sit between longer kernels.
 #include <initializer_list>
+
+#include "core/cuda/launch.cuh"
 
 #include "ops/cuda/random.cuh"
 
@@ -31,6 +34,8 @@ __global__ void dropout_kernel(const T* __restrict__ x, T* __restrict__ out, boo
                                PhiloxDraw draw, compute_t<T> keep_prob, compute_t<T> scale, bool packed) {
   using C = compute_t<T>;
   constexpr int per = kPer<T>;
+  wait_for_earlier_kernels();
+  let_next_kernel_start();
   // u is uniform on (0, 1]: P(u <= keep_prob) = keep_prob, and keep_prob = 1 keeps everything.
   philox_for_each_pack<C, true>(draw, n, [&](int64_t t, const C* u) {
     if (packed && (t + 1) * per <= n) {
@@ -59,6 +64,8 @@ __global__ void dropout_backward_kernel(const T* __restrict__ grad_out, const bo
                                         T* __restrict__ grad_in, int64_t n, compute_t<T> scale, bool packed) {
   using C = compute_t<T>;
   constexpr int per = kPer<T>;
+  wait_for_earlier_kernels();
+  let_next_kernel_start();
   const int64_t packs = (n + per - 1) / per;
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < packs; t += int64_t(gridDim.x) * blockDim.x) {
     if (packed && (t + 1) * per <= n) {
@@ -93,10 +100,9 @@ void CudaKernels::dropout(const Tensor& x, double keep_prob, Tensor& out, Tensor
     using C = compute_t<T>;
     const PhiloxDraw draw = reserve_philox<C>(n);
     const bool packed = packable<T>({x.raw_data(), out.raw_data()}, mask.raw_data());
-    dropout_kernel<T><<<blocks_for((n + kPer<T> - 1) / kPer<T>), kThreads, 0, stream_>>>(
-        ptr<const T>(x), ptr<T>(out), ptr<bool>(mask), n, draw, static_cast<C>(keep_prob),
-        static_cast<C>(1.0 / keep_prob), packed);
-    CUDA_LAUNCH_CHECK(dropout_kernel);
+    launch_early("dropout_kernel", dropout_kernel<T>, dim3(blocks_for((n + kPer<T> - 1) / kPer<T>)), dim3(kThreads),
+                 0, stream_, ptr<const T>(x), ptr<T>(out), ptr<bool>(mask), n, draw, static_cast<C>(keep_prob),
+                 static_cast<C>(1.0 / keep_prob), packed);
   });
 }
 
@@ -107,10 +113,9 @@ void CudaKernels::dropout_backward(const Tensor& grad_out, const Tensor& mask, d
   dispatch_floating_and_half(grad_out.dtype(), "dropout_backward", [&](auto tag) {
     using T = decltype(tag);
     const bool packed = packable<T>({grad_out.raw_data(), grad_in.raw_data()}, mask.raw_data());
-    dropout_backward_kernel<T><<<blocks_for((n + kPer<T> - 1) / kPer<T>), kThreads, 0, stream_>>>(
-        ptr<const T>(grad_out), ptr<const bool>(mask), ptr<T>(grad_in), n, static_cast<compute_t<T>>(1.0 / keep_prob),
-        packed);
-    CUDA_LAUNCH_CHECK(dropout_backward_kernel);
+    launch_early("dropout_backward_kernel", dropout_backward_kernel<T>,
+                 dim3(blocks_for((n + kPer<T> - 1) / kPer<T>)), dim3(kThreads), 0, stream_, ptr<const T>(grad_out),
+                 ptr<const bool>(mask), ptr<T>(grad_in), n, static_cast<compute_t<T>>(1.0 / keep_prob), packed);
   });
 }
 

@@ -292,6 +292,8 @@ void CudaKernels::conv2d_winograd_weight_grad(const Tensor& x, const Tensor& gra
   else
     launch(conv2d_winograd_weight_grad_kernel<false>);
   const int size = static_cast<int>(grad_weight.numel());
+  // Not started early, unlike the step's other short kernels: beside the input gradient its waiting
+  // blocks held SM slots that kernel needed (docs/ARCHITECTURE.md, docs/benchmarks.md).
   conv2d_winograd_weight_grad_sum_kernel<<<blocks_for(size), kThreads, 0, stream_>>>(p.partial, ptr<float>(grad_weight),
                                                                                    slices, size);
   CUDA_LAUNCH_CHECK(conv2d_winograd_weight_grad_sum_kernel);

@@ -178,22 +178,25 @@ TEST(CudaConv2dRelu, SixteenBitCudnnRunsChannelsLast) {
 // against float64 on the CPU; 8 to 64 output channels (one pack to eight). The MNIST shape at a
 // batch whose pixels outnumber one wave of threads, so that threads take several pixels each. In
 // strict float32 the output is NCHW (the layout of the next layer's convolutions), under TF32 and in
-// 16 bits channels-last. (A 5 x 5 window or 24 channels take cuDNN's path, which rounds the
-// convolution before adding the bias: on random inputs a pre-activation near zero can change sign
-// against float32's, so that path is tested on whole numbers, in SixteenBitCudnnRunsChannelsLast
-// above.)
+// 16 bits channels-last. In NCHW, up to 2^17 output pixels take the backward whose threads walk
+// the images, and the batch of 200 the pack kernel's. (A 5 x 5 window or 24 channels take cuDNN's
+// path, which rounds the convolution before adding the bias: on random inputs a pre-activation
+// near zero can change sign against float32's, so that path is tested on whole numbers, in
+// SixteenBitCudnnRunsChannelsLast above.)
 TEST(CudaConv2dRelu, DirectFirstLayerMatchesFloat64) {
   MINIDL_REQUIRE_CUDA();
   struct Case {
     Shape w;
     Size2 stride, padding, dilation;
     Shape x = {3, 1, 11, 10};
+    bool whole = false;  // whole-number inputs: no pre-activation near zero (see below)
   };
   const Case cases[] = {{{16, 1, 3, 3}, 2, 2, 1},
                         {{8, 1, 3, 3}, 1, 1, 2},
                         {{32, 1, 3, 2}, {1, 2}, {0, 1}, 1},
                         {{64, 1, 2, 2}, 1, 0, 1},
-                        {{32, 1, 3, 3}, 1, 0, 1, {48, 1, 28, 28}}};
+                        {{32, 1, 3, 3}, 1, 0, 1, {48, 1, 28, 28}},
+                        {{16, 1, 3, 3}, 1, 1, 1, {200, 1, 28, 28}, true}};
   const bool tf32_before = allow_tf32_cudnn();
   for (const Case& c : cases) {
     for (int variant = 0; variant < 4; ++variant) {
@@ -204,7 +207,15 @@ TEST(CudaConv2dRelu, DirectFirstLayerMatchesFloat64) {
                    shape_str(c.x));
       manual_seed(29);
       // Values of the dtype, so that both runs start from the same inputs.
-      const Tensor x = randn(c.x).to(dt), w = (randn(c.w) * 0.3).to(dt), b = (randn({c.w[0]}) * 0.1).to(dt);
+      // Whole numbers in quarters, the bias an eighth off them: every pre-activation is exact in each
+      // dtype and at least an eighth from zero. (With 2.5M random ones, a few fall within float32's
+      // rounding of zero, and the ReLU then passes a gradient the float64 reference stops.)
+      const auto whole = [](int64_t low, int64_t high, const Shape& shape) {
+        return randint(low, high, shape).to(kFloat32);
+      };
+      const Tensor x = (c.whole ? whole(-2, 3, c.x) : randn(c.x)).to(dt);
+      const Tensor w = (c.whole ? whole(-3, 4, c.w) * 0.25 : randn(c.w) * 0.3).to(dt);
+      const Tensor b = (c.whole ? whole(-2, 2, {c.w[0]}) * 0.25 + 0.125 : randn({c.w[0]}) * 0.1).to(dt);
       const auto leaf = [](const Tensor& t, DType as, Device on) { return t.to(as).to(on).requires_grad_(); };
       Tensor w64 = leaf(w, kFloat64, Device::cpu()), b64 = leaf(b, kFloat64, Device::cpu());
       const Tensor ref = conv2d_relu(x.to(kFloat64), w64, b64, c.stride, c.padding, c.dilation);

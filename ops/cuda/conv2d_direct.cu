@@ -22,6 +22,10 @@
 // block's sums were added column by column). Both are far from what the bytes they move allow: the
 // backward took 81 us with the products staged in shared memory, the forward 23.5 us with a thread
 // for each pack. In strict float32 NCHW at batch 512: 16.3 us forward, 71.4 us backward (H200).
+// A small NCHW batch takes a backward of its own, a thread for each pixel walking the images (below
+// the pack kernel): 9.1 us at batch 64 against the pack kernel's 16.5 with its sums.
+#include <type_traits>
+
 #include "core/cuda/launch.cuh"
 #include "ops/cuda/common.cuh"
 
@@ -259,6 +263,128 @@ __global__ void __launch_bounds__(32 * kSumGroups)
   else if (grad_bias) grad_bias[c] = G(s);
 }
 
+// The NCHW backward (strict float32's layout) in one kernel. A channel's output gradient is one
+// plane an image there, so a thread keeps one output pixel and walks through the images: its
+// window's offsets, and which of its taps fall inside the image, are worked out once, and each
+// image then costs its loads and products and little else (the pack kernel above finds every
+// pixel's place by division, and that index arithmetic, not memory, sets its pace). A tap outside
+// the image reads the image's first pixel instead, and its sums are dropped at the end. A block takes
+// two channels, and a warp reads 128 contiguous bytes of each plane at once. The blocks of a group
+// hold every pixel of a few images (slices) each; the group's last block adds their 20 sums in
+// block order (last_block_of_group), so no second kernel runs. (Thread block clusters of 8 blocks
+// in place of the groups ran in two waves: not all 16 fit on an H200 at once.)
+constexpr int kNchwThreads = 256;
+constexpr int kNchwChannels = 2;     // a block's channels: the window read once for both
+constexpr int kNchwGroupBlocks = 16;  // a group's blocks: 2 an SM over 16 groups (32 channels)
+constexpr int kNchwUnroll = 4;       // images a thread has in flight
+constexpr int kNchwSums = kNchwChannels * (kMaxWindow + 1);
+// Up to here the NCHW kernel; past it the pack kernel, whose fixed costs (its sums kernel, its
+// butterflies over 80 sums a thread) weigh less as its strides grow. At the MNIST CNN's first layer
+// (H200, float32) the NCHW kernel took 9.1 us at batch 64 against the pack kernel's 12.2 + 4.3, and
+// 94.6 us at batch 512 against 71: lines through those points cross near 190 images (128,000
+// pixels).
+constexpr int64_t kNchwMaxPixels = 1 << 17;
+// Counter groups from the top of the range, clear of the other users (ops/cuda/common.cuh), which
+// count from 0.
+constexpr int64_t kNchwCounterBase = kMaxCounterGroups - kMaxChannels / kNchwChannels;
+
+template <class T, class G, int KH, int KW>
+__global__ void __launch_bounds__(kNchwThreads, 2)
+    conv2d_relu_direct_backward_nchw_kernel(const T* __restrict__ grad_y, const T* __restrict__ y,
+                                            const T* __restrict__ x, int images, int slices, int channels,
+                                            Geo<int> g, float* block_sums, unsigned* counters, G* grad_weight,
+                                            G* grad_bias) {
+  __shared__ float warp_sums[kNchwThreads / 32][kNchwSums];
+  const int kh = KH ? KH : g.kernel_h, kw = KW ? KW : g.kernel_w, kk = kh * kw;
+  const int area = g.out_h * g.out_w, image_area = g.height * g.width;
+  const int c0 = static_cast<int>(blockIdx.y) * kNchwChannels;
+  const int thread = static_cast<int>(blockIdx.x) * kNchwThreads + static_cast<int>(threadIdx.x);
+  const int slice = thread / area, r = thread - slice * area;  // images slice, slice + slices, ...; pixel r
+  float acc[kNchwChannels][kMaxWindow + 1] = {};  // [c][kMaxWindow]: the bias
+  wait_for_earlier_kernels();  // launched early: the output gradient
+  if (slice < slices) {
+    const int i = r / g.out_w, j = r - i * g.out_w;
+    const int h0 = i * g.stride_h - g.pad_h, w0 = j * g.stride_w - g.pad_w;
+    int offset[kMaxWindow];  // from the image's start; 0 (a place inside) for a tap outside it
+    unsigned inside = 0;
+#pragma unroll
+    for (int t = 0; t < kMaxWindow; ++t) {
+      if (t >= kk) break;
+      const int h = h0 + t / kw * g.dilation_h, w = w0 + t % kw * g.dilation_w;
+      const bool in = h >= 0 && h < g.height && w >= 0 && w < g.width;
+      offset[t] = in ? h * g.width + w : 0;
+      inside |= unsigned(in) << t;
+    }
+    const int image_step = slices * image_area, plane_step = slices * channels * area;
+    int image = slice * image_area, plane = (slice * channels + c0) * area + r;
+    const auto add_images = [&](auto unroll) {
+      constexpr int U = decltype(unroll)::value;
+      float d[U][kNchwChannels], window[U][kMaxWindow];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+#pragma unroll
+        for (int c = 0; c < kNchwChannels; ++c) {
+          const int at = plane + u * plane_step + c * area;
+          const T gv = grad_y[at], yv = y[at];
+          d[u][c] = yv > T(0) ? float(gv) : 0.f;  // through the ReLU
+        }
+#pragma unroll
+        for (int t = 0; t < kMaxWindow; ++t)
+          if (t < kk) window[u][t] = float(x[image + u * image_step + offset[t]]);
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int c = 0; c < kNchwChannels; ++c) {
+#pragma unroll
+          for (int t = 0; t < kMaxWindow; ++t)
+            if (t < kk) acc[c][t] = fmaf(d[u][c], window[u][t], acc[c][t]);
+          acc[c][kMaxWindow] += d[u][c];
+        }
+      image += U * image_step, plane += U * plane_step;
+    };
+    int n = slice;
+    for (; n + (kNchwUnroll - 1) * slices < images; n += kNchwUnroll * slices)
+      add_images(std::integral_constant<int, kNchwUnroll>{});
+    for (; n < images; n += slices) add_images(std::integral_constant<int, 1>{});
+#pragma unroll
+    for (int t = 0; t < kMaxWindow; ++t)
+      if (!(inside >> t & 1u))
+#pragma unroll
+        for (int c = 0; c < kNchwChannels; ++c) acc[c][t] = 0.f;
+  }
+  let_next_kernel_start();
+  // The block's sums: a butterfly across each warp, then the warps' in order.
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int c = 0; c < kNchwChannels; ++c)
+#pragma unroll
+    for (int t = 0; t <= kMaxWindow; ++t) {
+      float v = acc[c][t];
+#pragma unroll
+      for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+      if (lane == 0) warp_sums[warp][c * (kMaxWindow + 1) + t] = v;
+    }
+  __syncthreads();
+  // The block's row of sums, then the group's rows in block order by its last block.
+  float* rows = block_sums + int64_t(blockIdx.y) * gridDim.x * kNchwSums;
+  if (threadIdx.x < kNchwSums) {
+    float s = 0.f;
+#pragma unroll
+    for (int w = 0; w < kNchwThreads / 32; ++w) s += warp_sums[w][threadIdx.x];
+    rows[blockIdx.x * kNchwSums + threadIdx.x] = s;
+  }
+  if (!last_block_of_group(counters, kNchwCounterBase + blockIdx.y, gridDim.x)) return;
+  if (threadIdx.x < kNchwSums) {
+    const int e = threadIdx.x;
+    float s = 0.f;
+    for (unsigned b = 0; b < gridDim.x; ++b) s += __ldcg(&rows[b * kNchwSums + e]);
+    const int c = c0 + e / (kMaxWindow + 1), t = e % (kMaxWindow + 1);
+    if (t < kk) grad_weight[c * kk + t] = G(s);
+    else if (t == kMaxWindow && grad_bias) grad_bias[c] = G(s);
+  }
+}
+
 // Whether the direct kernels take this convolution: one input channel, a window of at most 9 taps
 // (3 x 3), a 16-bit dtype or float32, output channels 8 times a power of two up to 256 (whole
 // packs, and the packs of a pixel tile a warp for the backward's butterfly), 32-bit indices.
@@ -333,6 +459,32 @@ bool CudaKernels::conv2d_relu_direct_backward(const Tensor& grad_y, const Tensor
                " and ", grad_bias ? grad_bias->dtype() : out);
   cuda::DeviceGuard guard(device_);
   const int64_t pixels = x.size(0) * g.out_h * g.out_w, packs = channels / 8;
+  const int64_t area = g.out_h * g.out_w;
+  if (!channels_last && area <= kNchwGroupBlocks * kNchwThreads && pixels <= kNchwMaxPixels) {
+    const int64_t images = x.size(0);
+    const int64_t slices = std::clamp<int64_t>(kNchwGroupBlocks * kNchwThreads / area, 1, images);
+    const unsigned group_blocks = static_cast<unsigned>((slices * area + kNchwThreads - 1) / kNchwThreads);
+    const unsigned groups = static_cast<unsigned>(channels / kNchwChannels);
+    Tensor scratch = Tensor::empty({int64_t(groups) * group_blocks, kNchwSums}, kFloat32, y.device());
+    unsigned* counters = block_counters(device_, stream_);
+    dispatch_direct(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const auto launch = [&](auto* grads) {
+        using G = std::remove_pointer_t<decltype(grads)>;
+        const bool three = g.kernel_h == 3 && g.kernel_w == 3;
+        launch_early("conv2d_relu_direct_backward_nchw_kernel",
+                     three ? conv2d_relu_direct_backward_nchw_kernel<T, G, 3, 3>
+                           : conv2d_relu_direct_backward_nchw_kernel<T, G, 0, 0>,
+                     dim3(group_blocks, groups), dim3(kNchwThreads), 0, stream_, ptr<const T>(grad_y),
+                     ptr<const T>(y), ptr<const T>(x), static_cast<int>(images), static_cast<int>(slices),
+                     static_cast<int>(channels), Geo<int>(g), ptr<float>(scratch), counters, ptr<G>(grad_weight),
+                     grad_bias ? ptr<G>(*grad_bias) : nullptr);
+      };
+      if (out == kFloat32) launch(static_cast<float*>(nullptr));
+      else launch(static_cast<T*>(nullptr));
+    });
+    return true;
+  }
   const int64_t sums = g.kernel_h * g.kernel_w + 1;
   const unsigned blocks = backward_blocks(device_, pixels, packs);
   Tensor scratch = Tensor::empty({blocks, channels * sums}, kFloat32, y.device());

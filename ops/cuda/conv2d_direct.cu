@@ -268,11 +268,11 @@ __global__ void __launch_bounds__(32 * kSumGroups)
 // window's offsets, and which of its taps fall inside the image, are worked out once, and each
 // image then costs its loads and products and little else (the pack kernel above finds every
 // pixel's place by division, and that index arithmetic, not memory, sets its pace). A tap outside
-// the image reads the image's first pixel instead, and its sums are dropped at the end. A block takes
-// two channels, and a warp reads 128 contiguous bytes of each plane at once. The blocks of a group
-// hold every pixel of a few images (slices) each; the group's last block adds their 20 sums in
-// block order (last_block_of_group), so no second kernel runs. (Thread block clusters of 8 blocks
-// in place of the groups ran in two waves: not all 16 fit on an H200 at once.)
+// the image reads the image's first pixel instead, and its sums are dropped at the end. A block
+// takes two channels, and a warp reads 128 contiguous bytes of each plane at once. The blocks of a
+// group hold every pixel of a few images (slices) each; the group's last block adds their 20 sums
+// in block order (last_block_of_group), so no second kernel runs. (Thread block clusters of 8
+// blocks in place of the groups ran in two waves: not all 16 fit on an H200 at once.)
 constexpr int kNchwThreads = 256;
 constexpr int kNchwChannels = 2;     // a block's channels: the window read once for both
 constexpr int kNchwGroupBlocks = 16;  // a group's blocks: 2 an SM over 16 groups (32 channels)

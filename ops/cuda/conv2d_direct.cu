@@ -274,9 +274,9 @@ __global__ void __launch_bounds__(32 * kSumGroups)
 // in block order (last_block_of_group), so no second kernel runs. (Thread block clusters of 8
 // blocks in place of the groups ran in two waves: not all 16 fit on an H200 at once.)
 constexpr int kNchwThreads = 256;
-constexpr int kNchwChannels = 2;     // a block's channels: the window read once for both
+constexpr int kNchwChannels = 2;      // a block's channels: the window read once for both
 constexpr int kNchwGroupBlocks = 16;  // a group's blocks: 2 an SM over 16 groups (32 channels)
-constexpr int kNchwUnroll = 4;       // images a thread has in flight
+constexpr int kNchwUnroll = 4;        // images a thread has in flight
 constexpr int kNchwSums = kNchwChannels * (kMaxWindow + 1);
 // Up to here the NCHW kernel; past it the pack kernel, whose fixed costs (its sums kernel, its
 // butterflies over 80 sums a thread) weigh less as its strides grow. At the MNIST CNN's first layer

@@ -28,7 +28,6 @@
 
 #include "core/cuda/launch.cuh"
 #include "ops/cuda/common.cuh"
-#include "ops/cuda/softmax.cuh"  // warp_sum
 
 namespace minidl {
 
@@ -361,7 +360,9 @@ __global__ void __launch_bounds__(kNchwThreads, 2)
   for (int c = 0; c < kNchwChannels; ++c)
 #pragma unroll
     for (int t = 0; t <= kMaxWindow; ++t) {
-      const float v = warp_sum(acc[c][t]);
+      float v = acc[c][t];
+#pragma unroll
+      for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
       if (lane == 0) warp_sums[warp][c * (kMaxWindow + 1) + t] = v;
     }
   __syncthreads();

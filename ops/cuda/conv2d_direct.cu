@@ -28,6 +28,7 @@
 
 #include "core/cuda/launch.cuh"
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/softmax.cuh"  // warp_sum
 
 namespace minidl {
 
@@ -360,9 +361,7 @@ __global__ void __launch_bounds__(kNchwThreads, 2)
   for (int c = 0; c < kNchwChannels; ++c)
 #pragma unroll
     for (int t = 0; t <= kMaxWindow; ++t) {
-      float v = acc[c][t];
-#pragma unroll
-      for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+      const float v = warp_sum(acc[c][t]);
       if (lane == 0) warp_sums[warp][c * (kMaxWindow + 1) + t] = v;
     }
   __syncthreads();

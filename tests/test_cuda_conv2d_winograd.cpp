@@ -1,9 +1,10 @@
 // CudaKernels::conv2d_winograd (ops/cuda/conv2d_winograd.cu) called directly, whatever the
 // autotuner would pick, and conv2d_winograd_weight_grad: the forward with and without a bias, the
-// input gradient through the flipped filter and the weight gradient (its slices alone on the GPU
-// and half as many beside another kernel), against conv2d and its gradient in float64 on the CPU,
-// within 1e-5 of the terms' magnitudes, at the MNIST CNN's second convolution and at sizes that
-// leave partial tiles, partial channel chunks and partial blocks of output channels.
+// input gradient through the flipped filter and the weight gradient (its slices over a whole wave
+// of blocks and over the shares it takes beside the input gradient), against conv2d and its
+// gradient in float64 on the CPU, within 1e-5 of the terms' magnitudes, at the MNIST CNN's second
+// convolution and at sizes that leave partial tiles, partial channel chunks and partial blocks of
+// output channels.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -94,19 +95,20 @@ TEST(CudaConv2dWinograd, InputGradientMatchesFloat64) {
 TEST(CudaConv2dWinograd, WeightGradientMatchesFloat64) {
   MINIDL_REQUIRE_CUDA();
   for (const Case& c : kCases) {
-    for (const bool beside : {false, true}) {
-      SCOPED_TRACE(name(c) + (beside ? " beside" : ""));
+    for (const double share : {1.0, CudaKernels::kWinogradWeightGradBesideCudnn,
+                               CudaKernels::kWinogradWeightGradBesideWinograd}) {
+      SCOPED_TRACE(name(c) + " on " + std::to_string(share) + " of a wave");
       manual_seed(47);
       const Tensor x = randn(c.x), w = randn({c.outs, c.x[1], 3, 3});
       const ConvGeometry g = geometry(c);
       const Tensor dy = randn({c.x[0], c.outs, g.out_h, g.out_w});
       CudaKernels kernels(gpu().index);
       const Tensor space = Tensor::empty(
-          {static_cast<int64_t>(kernels.conv2d_winograd_weight_grad_workspace(c.x[0], c.outs, g, beside))}, kByte,
+          {static_cast<int64_t>(kernels.conv2d_winograd_weight_grad_workspace(c.x[0], c.outs, g, share))}, kByte,
           gpu());
       Tensor dw = Tensor::empty(w.shape(), kFloat32, gpu());
       dw.fill_(std::nan(""));
-      kernels.conv2d_winograd_weight_grad(x.to(gpu()), dy.to(gpu()), g, dw, space.raw_data(), beside);
+      kernels.conv2d_winograd_weight_grad(x.to(gpu()), dy.to(gpu()), g, dw, space.raw_data(), share);
       const auto weight_grad = [&](const Tensor& xs, const Tensor& dys) {
         const Tensor wr = w.to(kFloat64).requires_grad_();
         (conv2d(xs.to(kFloat64), wr, Tensor(), 1, c.pad) * dys.to(kFloat64)).sum().backward();

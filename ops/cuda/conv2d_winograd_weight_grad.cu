@@ -219,11 +219,15 @@ __global__ void conv2d_winograd_weight_grad_sum_kernel(const float* __restrict__
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Slices: about two blocks an SM over the whole GPU (or half of it beside the input gradient), each
-// at least kLeastBlocks output-gradient blocks, a whole number of chunks.
-int64_t slice_blocks(int device, int64_t tiles, int64_t out_channels, const ConvGeometry& g, bool beside) {
+// Slices: about two blocks an SM over `share` of the GPU, each at least kLeastBlocks output-gradient
+// blocks, a whole number of chunks. Beside the input gradient the MNIST CNN's second convolution
+// ran fastest with half the wave where that gradient is cuDNN's (batch 512 in a graph: 545k images/s,
+// against 543k at 3/4, 541k at all of it and 484k at 3/8) and with 3/8 of it beside minidl's
+// Winograd input gradient (batch 64: 344.5k against 337.3k at 1/2, 341.6k at 5/8, 338.3k at 0.3 and
+// 327k at 1/4; H200, docs/benchmarks.md).
+int64_t slice_blocks(int device, int64_t tiles, int64_t out_channels, const ConvGeometry& g, double share) {
   const int64_t tiles_2d = ceil_div(out_channels, kSide) * ceil_div(g.channels, kSide);
-  const int64_t wave = 2 * int64_t(cuda::multiprocessor_count(device)) / (beside ? 2 : 1);
+  const int64_t wave = std::max<int64_t>(1, static_cast<int64_t>(2 * cuda::multiprocessor_count(device) * share));
   const int64_t slices = std::clamp<int64_t>(wave / tiles_2d, 1, std::max<int64_t>(tiles / kLeastBlocks, 1));
   return ceil_div(ceil_div(tiles, slices), kChunk) * kChunk;
 }
@@ -231,16 +235,16 @@ int64_t slice_blocks(int device, int64_t tiles, int64_t out_channels, const Conv
 }  // namespace
 
 size_t CudaKernels::conv2d_winograd_weight_grad_workspace(int64_t batch, int64_t out_channels, const ConvGeometry& g,
-                                                          bool beside) const {
+                                                          double wave_share) const {
   cuda::DeviceGuard guard(device_);
   const int64_t tiles = batch * ceil_div(g.out_h, 2) * ceil_div(g.out_w, 2);
   if (tiles == 0) return 0;
-  const int64_t slices = ceil_div(tiles, slice_blocks(device_, tiles, out_channels, g, beside));
+  const int64_t slices = ceil_div(tiles, slice_blocks(device_, tiles, out_channels, g, wave_share));
   return static_cast<size_t>(slices * out_channels * g.channels * 9) * sizeof(float);
 }
 
 void CudaKernels::conv2d_winograd_weight_grad(const Tensor& x, const Tensor& grad_out, const ConvGeometry& g,
-                                              Tensor& grad_weight, void* workspace, bool beside) {
+                                              Tensor& grad_weight, void* workspace, double wave_share) {
   const int64_t batch = x.size(0), outs = grad_out.size(1);
   MINIDL_CHECK(conv2d_winograd_applies(x.dtype(), batch, outs, g) && grad_out.dtype() == kFloat32 &&
                    grad_weight.dtype() == kFloat32,
@@ -274,7 +278,7 @@ void CudaKernels::conv2d_winograd_weight_grad(const Tensor& x, const Tensor& gra
     return;
   }
   p.tiles = static_cast<int>(tiles);
-  p.per_slice = static_cast<int>(slice_blocks(device_, tiles, outs, g, beside));
+  p.per_slice = static_cast<int>(slice_blocks(device_, tiles, outs, g, wave_share));
   const int slices = static_cast<int>(ceil_div(tiles, p.per_slice));
   const dim3 grid(static_cast<unsigned>(ceil_div(outs, kSide)), static_cast<unsigned>(ceil_div(g.channels, kSide)),
                   static_cast<unsigned>(slices));

@@ -99,12 +99,15 @@ class CudaKernels final : public Kernels {
   /// conv2d's weight gradient where conv2d_winograd_applies, by Winograd's F(3 x 3, 2 x 2), from
   /// contiguous float32 x and grad_out into contiguous float32 grad_weight [K, C, 3, 3]
   /// (ops/cuda/conv2d_winograd_weight_grad.cu); `workspace` holds
-  /// conv2d_winograd_weight_grad_workspace bytes (asked with the same `beside`: another kernel runs at
-  /// the same time, and this one takes half the GPU's blocks).
+  /// conv2d_winograd_weight_grad_workspace bytes (asked with the same `wave_share`: the part of a
+  /// wave of blocks it takes, less than 1 where another kernel runs at the same time).
   size_t conv2d_winograd_weight_grad_workspace(int64_t batch, int64_t out_channels, const ConvGeometry& g,
-                                               bool beside = false) const;
+                                               double wave_share = 1) const;
   void conv2d_winograd_weight_grad(const Tensor& x, const Tensor& grad_out, const ConvGeometry& g,
-                                   Tensor& grad_weight, void* workspace, bool beside = false);
+                                   Tensor& grad_weight, void* workspace, double wave_share = 1);
+  /// The wave shares beside the input gradient: cuDNN's, or minidl's Winograd kernel (measured,
+  /// ops/cuda/conv2d_winograd_weight_grad.cu).
+  static constexpr double kWinogradWeightGradBesideCudnn = 0.5, kWinogradWeightGradBesideWinograd = 0.375;
   /// conv2d's weight gradient on TF32 tensor cores from channels-last float32 x and grad_out, into
   /// grad_weight of any floating dtype, contiguous or channels-last (ops/cuda/conv2d_weight_grad_tf32.cu);
   /// `workspace` holds conv2d_weight_grad_tf32_workspace bytes (asked with the same `beside`). Takes

@@ -353,6 +353,11 @@ void run_backward(cudnnHandle_t handle, int device, const ConvPlan& p, const Con
                          aligned(grad_out.raw_data());
   // Strict float32 NCHW (check_layout): the Winograd weight gradient, where the autotuner took it.
   const bool by_winograd = grad_weight && !by_kernel && a.bwd_filter_by_winograd;
+  // The Winograd weight gradient's part of a wave of blocks: all of it alone, less beside the input
+  // gradient (how much depends on whose that is).
+  const double winograd_share = !concurrent                 ? 1.0
+                                : a.bwd_data_by_winograd ? CudaKernels::kWinogradWeightGradBesideWinograd
+                                                         : CudaKernels::kWinogradWeightGradBesideCudnn;
   const bool in_place =
       grad_weight && (by_kernel || (grad_weight->dtype() == dt && grad_weight->is_contiguous(format)));
   Tensor filter, space;
@@ -367,7 +372,7 @@ void run_backward(cudnnHandle_t handle, int device, const ConvPlan& p, const Con
     bytes = by_kernel   ? CudaKernels(device).conv2d_weight_grad_tf32_workspace(batch, out_channels, p.geometry,
                                                                                   concurrent)
             : by_winograd ? CudaKernels(device).conv2d_winograd_weight_grad_workspace(batch, out_channels, p.geometry,
-                                                                                      concurrent)
+                                                                                      winograd_share)
             : by_engine ? engine->workspace()
                         : a.bwd_filter_ws;
     // The workspace as a tensor: side work left unjoined keeps it alive until its join.
@@ -400,7 +405,7 @@ void run_backward(cudnnHandle_t handle, int device, const ConvPlan& p, const Con
       CudaKernels(device, filter_stream).conv2d_weight_grad_tf32(x, grad_out, p.geometry, filter, space_ptr, concurrent);
     } else if (by_winograd) {
       CudaKernels(device, filter_stream)
-          .conv2d_winograd_weight_grad(x, grad_out, p.geometry, filter, space_ptr, concurrent);
+          .conv2d_winograd_weight_grad(x, grad_out, p.geometry, filter, space_ptr, winograd_share);
     } else if (by_engine) {
       a.bwd_filter_engine->run(filter_handle, x.raw_data(), grad_out.raw_data(), filter.raw_data(), space_ptr);
     } else {

@@ -454,6 +454,30 @@ class Kernels {
   virtual void group_norm_backward(const Tensor& grad_out, const Tensor& x, int64_t groups, const Tensor* weight,
                                    const Tensor& save_mean, const Tensor& save_invstd, Tensor* grad_x,
                                    Tensor* grad_weight, Tensor* grad_bias) = 0;
+  /// dropout_add_layer_norm in one pass over rows of d = x.size(-1): sum = residual + dropout(x)
+  /// (mask drawn as dropout() draws it; `mask` undefined when keep_prob is 1) and out = the layer norm
+  /// of sum in x's dtype; save_mean and save_invstd [rows] in residual's dtype. All contiguous.
+  /// Returns false, doing nothing, where the device has no kernel for these dtypes, d or alignment
+  /// (the op then composes dropout, add and layer_norm).
+  virtual bool dropout_add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor* weight,
+                                      const Tensor* bias, double keep_prob, double eps, Tensor& out, Tensor& sum,
+                                      Tensor& mask, Tensor& save_mean, Tensor& save_invstd) {
+    (void)x, (void)residual, (void)weight, (void)bias, (void)keep_prob, (void)eps, (void)out, (void)sum, (void)mask;
+    (void)save_mean, (void)save_invstd;
+    return false;
+  }
+  /// Its backward, after a forward that returned true: grad_residual = grad_sum + the layer norm's
+  /// input gradient from grad_out, and grad_x = grad_residual through the dropout, in x's dtype.
+  /// grad_sum (undefined where no gradient reached sum) and each output may be null.
+  virtual void dropout_add_layer_norm_backward(const Tensor& grad_out, const Tensor* grad_sum, const Tensor& sum,
+                                               const Tensor& save_mean, const Tensor& save_invstd,
+                                               const Tensor* weight, const Tensor& mask, double keep_prob,
+                                               Tensor* grad_x, Tensor* grad_residual, Tensor* grad_weight,
+                                               Tensor* grad_bias) {
+    (void)grad_out, (void)grad_sum, (void)sum, (void)save_mean, (void)save_invstd, (void)weight, (void)mask;
+    (void)keep_prob, (void)grad_x, (void)grad_residual, (void)grad_weight, (void)grad_bias;
+    MINIDL_FAIL("dropout_add_layer_norm_backward: this device has no fused kernel");
+  }
 
   // ---- optional cuDNN path (ops/cuda/cudnn.cpp), taken when conv_backend() says Cudnn ----
   // Each returns false, doing nothing, where the device has no such path (the CPU, a build without

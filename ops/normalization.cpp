@@ -20,6 +20,9 @@
 
 #include "core/autograd.h"
 #include "ops/autocast_policy.h"
+#include "ops/compare.h"
+#include "ops/dropout.h"
+#include "ops/elementwise.h"
 #include "ops/kernels.h"
 #include "ops/view.h"
 #include "ops/widen_16bit.h"
@@ -216,6 +219,64 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   int64_t rows = 1;
   for (int64_t d = 0; d < lead; ++d) rows *= x.size(d);
   return grouped_norm("layer_norm", x, rows, shape_numel(normalized_shape), 1, 1, weight, bias, eps);
+}
+
+std::tuple<Tensor, Tensor> dropout_add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                                                  const Tensor& bias, double p, bool training, double eps) {
+  const char* op = "dropout_add_layer_norm";
+  check_x(op, x);
+  check_x(op, residual);
+  MINIDL_CHECK(x.shape() == residual.shape(), op, ": expected x and residual of one shape, got ", x.shape(), " and ",
+               residual.shape());
+  MINIDL_CHECK(x.dim() >= 1, op, ": expected x of at least one dim, got a scalar");
+  MINIDL_CHECK(x.dtype() == residual.dtype() || (residual.dtype() == kFloat32 && is_reduced_floating(x.dtype())), op,
+               ": expected x in residual's dtype ", residual.dtype(),
+               residual.dtype() == kFloat32 ? " or a 16-bit one" : "", ", got ", x.dtype());
+  MINIDL_CHECK(p >= 0 && p <= 1, op, ": expected a probability p in [0, 1], got ", p);
+  const int64_t d = x.size(-1);
+  check_param(op, "weight", weight, residual, {d}, "the last dim");
+  check_param(op, "bias", bias, residual, {d}, "the last dim");
+  check_same_device(op, {x, residual, weight, bias});
+  const double keep = training ? 1 - p : 1;
+  if (keep > 0 && x.numel() > 0) {  // p = 1 keeps nothing to scale: the composition's dropout zeroes
+    const Tensor xc = plain(x), rc = plain(residual), w = plain(weight), b = plain(bias);
+    Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+    Tensor sum = Tensor::empty(x.shape(), residual.dtype(), x.device());
+    Tensor mask = keep < 1 ? Tensor::empty(x.shape(), kBool, x.device()) : Tensor();
+    Tensor mean = Tensor::empty({x.numel() / d}, residual.dtype(), x.device());
+    Tensor invstd = Tensor::empty({x.numel() / d}, residual.dtype(), x.device());
+    Kernels& kernels = kernels_for(x.device());
+    if (kernels.dropout_add_layer_norm(xc, rc, or_null(w), or_null(b), keep, eps, out, sum, mask, mean, invstd)) {
+      if (autograd::needs_recording({x, residual, weight, bias})) {
+        autograd::record_multi(
+            op, {&out, &sum}, {x, residual, weight, bias}, {sum, w},
+            [s = sum.detach(), w, mean, invstd, mask, keep, x_dtype = x.dtype()](const std::vector<Tensor>& grads,
+                                                                                 const std::vector<bool>& needs) {
+              const Tensor& g_out = grads[0];
+              const Tensor g_sum = plain(grads[1]);
+              if (!g_out.defined()) {  // only the sum reached: it is the residual's and, dropped, x's
+                Tensor gx;
+                if (needs[0] && g_sum.defined()) gx = (mask.defined() ? where(mask, g_sum / keep, 0.0) : g_sum).to(x_dtype);
+                return std::vector<Tensor>{gx, needs[1] ? g_sum : Tensor(), Tensor(), Tensor()};
+              }
+              Tensor gx, gr, gw, gb;
+              if (needs[0]) gx = Tensor::empty(s.shape(), x_dtype, s.device());
+              if (needs[1]) gr = Tensor::empty(s.shape(), s.dtype(), s.device());
+              if (needs[2]) gw = Tensor::empty(w.shape(), w.dtype(), s.device());
+              if (needs[3]) gb = Tensor::empty({s.size(-1)}, s.dtype(), s.device());
+              kernels_for(s.device())
+                  .dropout_add_layer_norm_backward(plain(g_out.to(x_dtype)), or_null(g_sum), s, mean, invstd,
+                                                   or_null(w), mask, keep, needs[0] ? &gx : nullptr,
+                                                   needs[1] ? &gr : nullptr, needs[2] ? &gw : nullptr,
+                                                   needs[3] ? &gb : nullptr);
+              return std::vector<Tensor>{gx, gr, gw, gb};
+            });
+      }
+      return {out, sum};
+    }
+  }
+  Tensor sum = residual + dropout(x, p, training);
+  return {layer_norm(sum, {d}, weight, bias, eps).to(x.dtype()), sum};
 }
 
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {

@@ -1,5 +1,7 @@
 #pragma once
 // Normalization layers' ops: batch norm, layer norm and group norm, as torch.nn.functional has them.
+#include <tuple>
+
 #include "core/tensor.h"
 
 namespace minidl {
@@ -18,6 +20,17 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 ///   Tensor y = layer_norm(x, {512}, gamma, beta);
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {}, const Tensor& bias = {},
                   double eps = 1e-5);
+
+/// A pre-norm transformer's seam in one op (flash-attn's dropout_add_layer_norm): sum = residual +
+/// dropout(x, p, training), and out = layer_norm(sum) over the last dim, in x's dtype. Returns
+/// {out, sum}. x is a block's branch, residual the stream it adds to: x has residual's dtype or, beside a
+/// float32 residual, a 16-bit one (autocast's products make 16-bit branches on a float32 stream, and
+/// the next product wants its input 16-bit). weight and bias [d] are optional, in residual's dtype.
+/// On CUDA one kernel each way, with the mask drawn as dropout() draws it; elsewhere the composition.
+///   std::tie(y, x) = dropout_add_layer_norm(branch, x, ln->weight, ln->bias, 0.2, is_training());
+std::tuple<Tensor, Tensor> dropout_add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight = {},
+                                                  const Tensor& bias = {}, double p = 0.5, bool training = true,
+                                                  double eps = 1e-5);
 
 /// Splits the channels of x [N, C, *] into num_groups groups and normalizes each sample's group with
 /// its own mean and biased variance; weight and bias [C] (per channel) are optional.

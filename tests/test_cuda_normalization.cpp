@@ -5,7 +5,9 @@
 // registers both as 16-byte packs and as single elements (rows of d % 4 != 0, views that start off a
 // 16-byte boundary), with the weight and bias gradients summed in grad_x's pass; the modules on the GPU.
 // Each test skips, saying why, where no CUDA device is usable.
+#include <cmath>
 #include <functional>
+#include <tuple>
 
 #include "nn/nn.h"
 #include "test_cuda_util.h"
@@ -291,4 +293,77 @@ TEST(CudaNormalization, DeviceMismatch) {
     msg = e.what();
   }
   EXPECT_NE(msg.find("batch_norm: expected all tensors on one device"), std::string::npos) << msg;
+}
+
+// dropout_add_layer_norm's kernels: float64 gradient checks on the GPU (a fixed seed before each
+// evaluation keeps the dropout's mask), and the float32 and 16-bit kernels against the composition
+// they replace (dropout, add, layer_norm, cast) from the same generator state: the same mask, the same
+// sum, outputs and gradients within the dtype's rounding.
+TEST(CudaDropoutAddLayerNorm, GradcheckFloat64) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  for (double p : {0.0, 0.4}) {
+    for (const Shape& shape : std::vector<Shape>{{3, 2, 6}, {4, 130}}) {
+      const int64_t d = shape.back();
+      auto f = [p](const std::vector<Tensor>& in) {
+        manual_seed(11);
+        auto [out, sum] = dropout_add_layer_norm(in[0], in[1], in[2], in[3], p, true);
+        return out * 1.5 + sum * sum;
+      };
+      // The fused kernel, not the composition, is what the check reaches.
+      Tensor x = leaf(shape);
+      EXPECT_EQ(std::get<1>(dropout_add_layer_norm(x, leaf(shape), {}, {}, p, true)).grad_fn()->name(),
+                "DropoutAddLayerNormBackward0");
+      expect_gradcheck("p " + std::to_string(p) + ", " + shape_str(shape), f,
+                       {leaf(shape), leaf(shape), positive_leaf({d}), leaf({d})});
+      auto out_only = [p](const std::vector<Tensor>& in) {
+        manual_seed(11);
+        return std::get<0>(dropout_add_layer_norm(in[0], in[1], Tensor(), Tensor(), p, true));
+      };
+      expect_gradcheck("no weight, out only, p " + std::to_string(p), out_only, {leaf(shape), leaf(shape)});
+    }
+  }
+}
+
+TEST(CudaDropoutAddLayerNorm, MatchesTheCompositionItReplaces) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  const uint64_t seed = fresh_seed();
+  struct Case {
+    DType branch;
+    int64_t rows, d;
+    double tol;
+  };
+  // float32 rows of 384 (nanoGPT's width, 3 groups of 4 a lane), 36 (one partial group a lane) and
+  // 512 (the widest); bfloat16 and float16 branches round their outputs and gradients.
+  for (const Case& c : {Case{kFloat32, 300, 384, 1e-5}, Case{kFloat32, 37, 36, 1e-5}, Case{kFloat32, 9, 512, 1e-5},
+                        Case{kBFloat16, 300, 384, 1e-2}, Case{kFloat16, 50, 64, 2e-3}}) {
+    SCOPED_TRACE(std::string(dtype_name(c.branch)) + " [" + std::to_string(c.rows) + ", " + std::to_string(c.d) + "]");
+    const Tensor x0 = randn({c.rows, c.d}).to(c.branch).to(gpu()), r0 = randn({c.rows, c.d}).to(gpu());
+    const Tensor w0 = randn({c.d}).to(gpu()), b0 = randn({c.d}).to(gpu());
+    const Tensor seed_out = randn({c.rows, c.d}).to(c.branch).to(gpu()), seed_sum = randn({c.rows, c.d}).to(gpu());
+    auto run = [&](bool fused) {
+      std::vector<Tensor> in = {x0.detach().requires_grad_(), r0.detach().requires_grad_(),
+                                w0.detach().requires_grad_(), b0.detach().requires_grad_()};
+      manual_seed(seed);
+      Tensor out, sum;
+      if (fused) {
+        std::tie(out, sum) = dropout_add_layer_norm(in[0], in[1], in[2], in[3], 0.2, true);
+        EXPECT_EQ(sum.grad_fn()->name(), "DropoutAddLayerNormBackward0");
+      } else {
+        sum = in[1] + dropout(in[0], 0.2, true);
+        out = layer_norm(sum, {c.d}, in[2], in[3]).to(c.branch);
+      }
+      autograd::backward({out, sum}, {seed_out, seed_sum});
+      return std::vector<Tensor>{out, sum, in[0].grad(), in[1].grad(), in[2].grad(), in[3].grad()};
+    };
+    const std::vector<Tensor> fused = run(true), composed = run(false);
+    EXPECT_TRUE(all_equal(fused[1], composed[1])) << "sum: the same mask and the same rounding";
+    const char* names[] = {"out", "sum", "grad x", "grad residual", "grad weight", "grad bias"};
+    for (size_t i = 0; i < fused.size(); ++i) {
+      // Sums over the rows (the weight and bias gradients) grow with them.
+      const double tol = i >= 4 ? c.tol * std::sqrt(double(c.rows)) : c.tol;
+      EXPECT_TRUE(all_close(fused[i].to(kFloat32), composed[i].to(kFloat32), tol, tol)) << names[i];
+    }
+  }
 }

@@ -291,6 +291,70 @@ TEST(LayerNorm, Errors) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// dropout_add_layer_norm
+
+TEST(DropoutAddLayerNorm, SumIsResidualPlusDroppedBranchAndOutIsItsNorm) {
+  manual_seed(3);
+  const double p = 0.3;
+  Tensor x = randn({4, 5, 8}, kFloat64), residual = randn({4, 5, 8}, kFloat64);
+  Tensor w = randn({8}, kFloat64), b = randn({8}, kFloat64);
+  auto [out, sum] = dropout_add_layer_norm(x, residual, w, b, p, true);
+  // Each element of the branch is dropped (sum = residual) or kept and scaled by 1 / (1 - p).
+  Tensor added = (sum - residual).contiguous(), xs = x.contiguous();
+  int64_t dropped = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const double a = added.data<double>()[i], kept = xs.data<double>()[i] / (1 - p);
+    if (a == 0) ++dropped;
+    else EXPECT_NEAR(a, kept, 1e-12) << "element " << i;
+  }
+  EXPECT_GT(dropped, 0);
+  EXPECT_LT(dropped, x.numel() / 2);
+  EXPECT_TRUE(allclose(out, layer_norm(sum, {8}, w, b), 1e-12, 1e-12));
+  // Not training: nothing is dropped.
+  auto [eval_out, eval_sum] = dropout_add_layer_norm(x, residual, w, b, p, false);
+  EXPECT_TRUE(allclose(eval_sum, residual + x, 0, 0));
+  EXPECT_TRUE(allclose(eval_out, layer_norm(residual + x, {8}, w, b), 1e-12, 1e-12));
+}
+
+TEST(DropoutAddLayerNorm, SixteenBitBranchOnAFloatStream) {
+  Tensor x = randn({3, 16}).to(kBFloat16), residual = randn({3, 16});
+  auto [out, sum] = dropout_add_layer_norm(x, residual, ones({16}), zeros({16}), 0.0, true);
+  EXPECT_EQ(out.dtype(), kBFloat16);
+  EXPECT_EQ(sum.dtype(), kFloat32);
+  EXPECT_TRUE(allclose(sum, residual + x.to(kFloat32), 0, 0));
+  EXPECT_TRUE(allclose(out.to(kFloat32), layer_norm(sum, {16}).to(kBFloat16).to(kFloat32), 0, 0));
+}
+
+TEST(DropoutAddLayerNorm, Gradcheck) {
+  // The dropout's mask is drawn again on each evaluation: a fixed seed makes it the same one.
+  for (double p : {0.0, 0.4}) {
+    auto f = [p](const std::vector<Tensor>& in) {
+      manual_seed(11);
+      auto [out, sum] = dropout_add_layer_norm(in[0], in[1], in[2], in[3], p, true);
+      return out * 1.5 + sum * sum;  // both outputs' gradients at once
+    };
+    auto r = gradcheck(f, {leaf({3, 2, 6}), leaf({3, 2, 6}), positive_leaf({6}), leaf({6})});
+    EXPECT_TRUE(r) << "p " << p << ": " << r.message;
+    auto out_only = [p](const std::vector<Tensor>& in) {
+      manual_seed(11);
+      return std::get<0>(dropout_add_layer_norm(in[0], in[1], Tensor(), Tensor(), p, true));
+    };
+    r = gradcheck(out_only, {leaf({5, 4}), leaf({5, 4})});
+    EXPECT_TRUE(r) << "p " << p << ", no weight: " << r.message;
+  }
+}
+
+TEST(DropoutAddLayerNorm, Errors) {
+  EXPECT_ERROR(dropout_add_layer_norm(zeros({2, 3}), zeros({2, 4})),
+               "dropout_add_layer_norm: expected x and residual of one shape, got [2, 3] and [2, 4]");
+  EXPECT_ERROR(dropout_add_layer_norm(zeros({2, 3}, kFloat64), zeros({2, 3})),
+               "dropout_add_layer_norm: expected x in residual's dtype float32 or a 16-bit one, got float64");
+  EXPECT_ERROR(dropout_add_layer_norm(zeros({2, 3}), zeros({2, 3}), ones({2})),
+               "dropout_add_layer_norm: expected weight of shape [3] (the last dim of x of shape [2, 3]), got shape [2]");
+  EXPECT_ERROR(dropout_add_layer_norm(zeros({2, 3}), zeros({2, 3}), {}, {}, 1.5), "expected a probability p in [0, 1]");
+}
+
+// ---------------------------------------------------------------------------------------------
 // group_norm
 
 TEST(GroupNorm, HandComputed) {

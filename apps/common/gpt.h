@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "minidl.h"
@@ -42,15 +43,17 @@ struct CausalSelfAttention : nn::Module {
     register_module("resid_dropout", resid_dropout);
   }
 
-  Tensor forward(const Tensor& x) override {  // [B, T, C]
+  /// The heads' attention, projected back to [B, T, C]: the branch before its dropout.
+  Tensor project(const Tensor& x) {  // [B, T, C]
     const int64_t B = x.size(0), T = x.size(1), C = x.size(2), hs = C / n_head;
     std::vector<Tensor> qkv = c_attn(x).split(n_embd, 2);
     auto heads = [&](const Tensor& t) { return t.view({B, T, n_head, hs}).transpose(1, 2); };  // [B, nh, T, hs]
     Tensor y = nn::functional::scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), {},
                                                             is_training() ? dropout : 0.0, /*is_causal=*/true);
     y = y.transpose(1, 2).contiguous().view({B, T, C});
-    return resid_dropout(c_proj(y));
+    return c_proj(y);
   }
+  Tensor forward(const Tensor& x) override { return resid_dropout(project(x)); }
 
   nn::Linear c_attn, c_proj;
   nn::Dropout resid_dropout;
@@ -71,7 +74,8 @@ struct Mlp : nn::Module {
   // c_proj(gelu(c_fc(x))) as one op, whose backward makes the GELU's output again rather than saving
   // it: the tape keeps one [B*T, 4C] tensor per layer instead of two (PyTorch's compiler recomputes
   // such pointwise results too).
-  Tensor forward(const Tensor& x) override { return dropout(c_fc->forward_gelu_linear(x, *c_proj)); }
+  Tensor project(const Tensor& x) { return c_fc->forward_gelu_linear(x, *c_proj); }  // before the dropout
+  Tensor forward(const Tensor& x) override { return dropout(project(x)); }
 
   nn::Linear c_fc, c_proj;
   nn::Dropout dropout;
@@ -92,6 +96,20 @@ struct Block : nn::Module {
   Tensor forward(const Tensor& input) override {
     Tensor x = input + attn->forward(ln_1(input));
     return x + mlp->forward(ln_2(x));
+  }
+
+  /// forward() with each residual addition fused to the dropout before it and the layer norm after
+  /// it (nn::functional::dropout_add_layer_norm: one pass each way on CUDA, where the separate ops
+  /// make five). Takes the stream x and ln_1(x); returns the new stream and `next`'s norm of it (the
+  /// next block's ln_1, or the final ln_f).
+  std::tuple<Tensor, Tensor> forward_fused(const Tensor& x, const Tensor& normed, const nn::LayerNorm& next) {
+    namespace F = nn::functional;
+    const bool train = is_training();
+    auto [normed_2, x_1] = F::dropout_add_layer_norm(attn->project(normed), x, ln_2->weight, ln_2->bias,
+                                                     attn->resid_dropout->options.p(), train, ln_2->options.eps());
+    auto [normed_next, x_2] = F::dropout_add_layer_norm(mlp->project(normed_2), x_1, next->weight, next->bias,
+                                                        mlp->dropout->options.p(), train, next->options.eps());
+    return {x_2, normed_next};
   }
 
   nn::LayerNorm ln_1;
@@ -151,8 +169,11 @@ struct Gpt : nn::Module {
                  config.block_size);
     Tensor pos = arange(T, kInt64, idx.device());
     Tensor x = drop(wte(idx) + wpe(pos));
-    for (const std::shared_ptr<Block>& block : blocks) x = block->forward(x);
-    return lm_head(ln_f(x));
+    // Block by block as block->forward(x), each block's seams fused with the next one's first norm.
+    Tensor normed = blocks.front()->ln_1(x);
+    for (size_t i = 0; i < blocks.size(); ++i)
+      std::tie(x, normed) = blocks[i]->forward_fused(x, normed, i + 1 < blocks.size() ? blocks[i + 1]->ln_1 : ln_f);
+    return lm_head(normed);
   }
 
   /// nanoGPT's configure_optimizers: the optimizer's weight decay on the parameters of 2 or more dims

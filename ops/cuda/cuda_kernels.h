@@ -139,6 +139,13 @@ class CudaKernels final : public Kernels {
   void group_norm_backward(const Tensor& grad_out, const Tensor& x, int64_t groups, const Tensor* weight,
                            const Tensor& save_mean, const Tensor& save_invstd, Tensor* grad_x, Tensor* grad_weight,
                            Tensor* grad_bias) override;
+  bool dropout_add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor* weight, const Tensor* bias,
+                              double keep_prob, double eps, Tensor& out, Tensor& sum, Tensor& mask, Tensor& save_mean,
+                              Tensor& save_invstd) override;
+  void dropout_add_layer_norm_backward(const Tensor& grad_out, const Tensor* grad_sum, const Tensor& sum,
+                                       const Tensor& save_mean, const Tensor& save_invstd, const Tensor* weight,
+                                       const Tensor& mask, double keep_prob, Tensor* grad_x, Tensor* grad_residual,
+                                       Tensor* grad_weight, Tensor* grad_bias) override;
   void amp_non_finite_check_and_unscale(std::vector<Tensor>& grads, Tensor& found_inf, const Tensor& inv_scale) override;
   void amp_update_scale(Tensor& scale, Tensor& growth_tracker, const Tensor& found_inf, double growth_factor,
                         double backoff_factor, int64_t growth_interval) override;

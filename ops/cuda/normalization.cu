@@ -16,6 +16,7 @@
 #include <cub/warp/warp_reduce.cuh>
 
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/random.cuh"
 
 namespace minidl {
 
@@ -617,6 +618,221 @@ void dispatch_index(const Tensor& x, const char* what, Fn&& fn) {
   });
 }
 
+
+// ---- dropout_add_layer_norm: sum = residual + dropout(x), out = layer_norm(sum), in one pass ----
+// A warp per row as in layer_norm_rows, in groups of G = kRandomPer<C> elements: one Philox draw
+// covers a group, and element i takes the draw a dropout() launch gives it (thread i / G's), so the
+// fused op and its composition drop the same elements from one generator state. The residual and
+// sum are T (float or double); x and out are N (T, or a 16-bit type beside float): a residual
+// stream under autocast is a float32 sum of 16-bit branches whose norms feed 16-bit products.
+template <class N>
+constexpr int kGroupOf = kRandomPer<compute_t<N>>;
+
+template <class T, int G>
+__device__ __forceinline__ VecPack<T, G> load_group(const T* p, int64_t group) {
+  return reinterpret_cast<const VecPack<T, G>*>(p)[group];
+}
+
+template <class T, int G>
+__device__ __forceinline__ void store_group(T* p, int64_t group, const VecPack<T, G>& v) {
+  reinterpret_cast<VecPack<T, G>*>(p)[group] = v;
+}
+
+template <class T, class N, int kGroups>
+__global__ void dropout_add_layer_norm_rows(const N* __restrict__ x, const T* __restrict__ residual,
+                                            const T* __restrict__ w, const T* __restrict__ b, PhiloxDraw draw,
+                                            compute_t<N> keep_prob, compute_t<N> scale, N* __restrict__ out,
+                                            T* __restrict__ sum, bool* __restrict__ mask, T* __restrict__ mean,
+                                            T* __restrict__ invstd, int64_t rows, int d, double eps) {
+  using A = AccT<T>;
+  using C = compute_t<N>;
+  constexpr int G = kGroupOf<N>;
+  const int lane = static_cast<int>(threadIdx.x) & 31, warps = static_cast<int>(blockDim.x) / 32;
+  const int groups = d / G;
+  for (int64_t row = blockIdx.x * int64_t(warps) + threadIdx.x / 32; row < rows; row += int64_t(gridDim.x) * warps) {
+    VecPack<T, G> v[kGroups];
+    A total = 0;
+#pragma unroll
+    for (int k = 0; k < kGroups; ++k) {
+      const int g = lane + 32 * k;
+      v[k] = filled<G>(T(0));
+      if (g >= groups) continue;
+      const int64_t at = row * groups + g;  // the group's index in the whole tensor
+      const VecPack<N, G> xk = load_group<N, G>(x, at);
+      const VecPack<T, G> rk = load_group<T, G>(residual, at);
+      C u[G];
+      if (mask) philox_values_at<C>(draw, static_cast<uint64_t>(at), u);
+      VecPack<bool, G> mk;
+#pragma unroll
+      for (int e = 0; e < G; ++e) {
+        // The dropped branch is rounded to N before the addition, as dropout() then add would.
+        mk.v[e] = !mask || u[e] <= keep_prob;
+        const N kept = mask ? static_cast<N>(mk.v[e] ? static_cast<C>(xk.v[e]) * scale : C(0)) : xk.v[e];
+        v[k].v[e] = rk.v[e] + static_cast<T>(kept);
+        total += A(v[k].v[e]);
+      }
+      store_group<T, G>(sum, at, v[k]);
+      if (mask) store_group<bool, G>(mask, at, mk);
+    }
+    const A mu = warp_sum(total) / A(d);
+    A squares = 0;
+#pragma unroll
+    for (int k = 0; k < kGroups; ++k) {
+      if (lane + 32 * k >= groups) continue;
+#pragma unroll
+      for (int e = 0; e < G; ++e) {
+        const A dev = A(v[k].v[e]) - mu;
+        squares += dev * dev;
+      }
+    }
+    const T m = T(mu), r = T(A(1) / d_sqrt(warp_sum(squares) / A(d) + A(eps)));
+    if (lane == 0) mean[row] = m, invstd[row] = r;
+#pragma unroll
+    for (int k = 0; k < kGroups; ++k) {
+      const int g = lane + 32 * k;
+      if (g >= groups) continue;
+      const VecPack<T, G> wk = w ? load_group<T, G>(w, g) : filled<G>(T(1));
+      const VecPack<T, G> bk = b ? load_group<T, G>(b, g) : filled<G>(T(0));
+      VecPack<N, G> ok;
+#pragma unroll
+      for (int e = 0; e < G; ++e) ok.v[e] = static_cast<N>((v[k].v[e] - m) * r * wk.v[e] + bk.v[e]);
+      store_group<N, G>(out, row * groups + g, ok);
+    }
+  }
+}
+
+// Its backward, as layer_norm_rows_backward (the next row's loads in flight, the weight and bias
+// gradients summed by chunks of rows in a fixed order), with the sum's own gradient added and the
+// result passed back through the dropout to x.
+template <class T, class N, int kGroups, bool kParamSums>
+__global__ void dropout_add_layer_norm_rows_backward(
+    const N* __restrict__ g, const T* __restrict__ g_sum, const T* __restrict__ sum, const T* __restrict__ mean,
+    const T* __restrict__ invstd, const T* __restrict__ w, const bool* __restrict__ mask, compute_t<N> scale,
+    N* __restrict__ grad_x, T* __restrict__ grad_residual, int64_t rows, int d, int64_t chunk_rows,
+    Sums<AccT<T>>* __restrict__ chunk_sums) {
+  using A = AccT<T>;
+  using C = compute_t<N>;
+  constexpr int G = kGroupOf<N>;
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) / 32;
+  const int warps = static_cast<int>(blockDim.x) / 32;
+  const int groups = d / G;
+  int64_t row, end, step;
+  if constexpr (kParamSums) {
+    row = blockIdx.x * chunk_rows + warp;
+    end = std::min(rows, (blockIdx.x + int64_t(1)) * chunk_rows);
+    step = warps;
+  } else {
+    row = blockIdx.x * int64_t(warps) + warp;
+    end = rows;
+    step = int64_t(gridDim.x) * warps;
+  }
+  Sums<A> column[kParamSums ? kGroups * G : 1] = {};
+  VecPack<N, G> g_next[kGroups];
+  VecPack<T, G> s_next[kGroups];
+  auto load_row = [&](int64_t r) {
+#pragma unroll
+    for (int k = 0; k < kGroups; ++k) {
+      const int gi = lane + 32 * k;
+      const bool in_row = gi < groups;
+      g_next[k] = in_row ? load_group<N, G>(g, r * groups + gi) : filled<G>(N(0));
+      s_next[k] = in_row ? load_group<T, G>(sum, r * groups + gi) : filled<G>(T(0));
+    }
+  };
+  T m_next = T(0), r_next = T(0);
+  if (row < end) load_row(row), m_next = mean[row], r_next = invstd[row];
+  for (; row < end; row += step) {
+    VecPack<N, G> g_row[kGroups];
+    VecPack<T, G> s_row[kGroups];
+#pragma unroll
+    for (int k = 0; k < kGroups; ++k) g_row[k] = g_next[k], s_row[k] = s_next[k];
+    const T m = m_next, r = r_next;
+    if (row + step < end) load_row(row + step), m_next = mean[row + step], r_next = invstd[row + step];
+    VecPack<T, G> xhat[kGroups], gw[kGroups];
+    A s1 = 0, s2 = 0;
+#pragma unroll
+    for (int k = 0; k < kGroups; ++k) {
+      const int gi = lane + 32 * k;
+      const bool in_row = gi < groups;
+      const VecPack<T, G> wk = w && in_row ? load_group<T, G>(w, gi) : filled<G>(T(1));
+#pragma unroll
+      for (int e = 0; e < G; ++e) {
+        const T gv = static_cast<T>(g_row[k].v[e]);
+        xhat[k].v[e] = in_row ? (s_row[k].v[e] - m) * r : T(0);
+        gw[k].v[e] = gv * wk.v[e];
+        s1 += A(gw[k].v[e]);
+        s2 += A(gw[k].v[e]) * A(xhat[k].v[e]);
+        if constexpr (kParamSums) {
+          column[k * G + e].a += A(gv);
+          column[k * G + e].b += A(gv) * (A(s_row[k].v[e]) - A(m)) * A(r);
+        }
+      }
+    }
+    const T m1 = T(warp_sum(s1) / A(d)), m2 = T(warp_sum(s2) / A(d));
+#pragma unroll
+    for (int k = 0; k < kGroups; ++k) {
+      const int gi = lane + 32 * k;
+      if (gi >= groups) continue;
+      const int64_t at = row * groups + gi;
+      VecPack<T, G> gs = g_sum ? load_group<T, G>(g_sum, at) : filled<G>(T(0));
+#pragma unroll
+      for (int e = 0; e < G; ++e) gs.v[e] += r * (gw[k].v[e] - m1 - xhat[k].v[e] * m2);
+      if (grad_residual) store_group<T, G>(grad_residual, at, gs);
+      if (grad_x) {
+        VecPack<N, G> gx;
+        const VecPack<bool, G> mk = mask ? load_group<bool, G>(mask, at) : VecPack<bool, G>{};
+#pragma unroll
+        for (int e = 0; e < G; ++e)
+          gx.v[e] = mask ? static_cast<N>(mk.v[e] ? static_cast<C>(gs.v[e]) * scale : C(0)) : static_cast<N>(gs.v[e]);
+        store_group<N, G>(grad_x, at, gx);
+      }
+    }
+  }
+  if constexpr (kParamSums) {
+    __shared__ Sums<A> block_sums[32 * kGroups * G];
+    for (int turn = 0; turn < warps; ++turn) {
+      if (warp == turn) {
+#pragma unroll
+        for (int k = 0; k < kGroups; ++k) {
+#pragma unroll
+          for (int e = 0; e < G; ++e) {
+            const int j = (lane + 32 * k) * G + e;
+            if (j < d) block_sums[j] = turn == 0 ? column[k * G + e] : block_sums[j] + column[k * G + e];
+          }
+        }
+      }
+      __syncthreads();
+    }
+    Sums<A>* mine = chunk_sums + int64_t(blockIdx.x) * d;
+    for (int j = static_cast<int>(threadIdx.x); j < d; j += static_cast<int>(blockDim.x)) mine[j] = block_sums[j];
+  }
+}
+
+// Calls fn(T{}, N{}) for the residual's and x's dtypes where a kernel takes them: float32 beside
+// float32, bfloat16 or float16; float64 beside float64. False otherwise.
+template <class Fn>
+bool dispatch_add_norm_types(DType residual, DType x, Fn&& fn) {
+  if (residual == kFloat64 && x == kFloat64) fn(double{}, double{});
+  else if (residual == kFloat32 && x == kFloat32) fn(float{}, float{});
+  else if (residual == kFloat32 && x == kBFloat16) fn(float{}, BFloat16{});
+  else if (residual == kFloat32 && x == kFloat16) fn(float{}, Half{});
+  else return false;
+  return true;
+}
+
+// Calls fn(std::integral_constant<int, K>{}) with the fewest groups a lane K (1, 2, 3, 4, 6 or 8) that
+// hold a row of `groups` groups; false where the row is longer (the op then composes).
+template <class Fn>
+bool dispatch_groups_per_lane(int64_t groups, Fn&& fn) {
+  if (groups <= 32) fn(std::integral_constant<int, 1>{});
+  else if (groups <= 64) fn(std::integral_constant<int, 2>{});
+  else if (groups <= 96) fn(std::integral_constant<int, 3>{});
+  else if (groups <= 128) fn(std::integral_constant<int, 4>{});
+  else if (groups <= 192) fn(std::integral_constant<int, 6>{});
+  else if (groups <= 256) fn(std::integral_constant<int, 8>{});
+  else return false;
+  return true;
+}
+
 }  // namespace
 
 void CudaKernels::batch_norm(const Tensor& x, const Tensor* weight, const Tensor* bias, Tensor* running_mean,
@@ -754,6 +970,91 @@ void CudaKernels::group_norm_backward(const Tensor& grad_out, const Tensor& x, i
         NormIndex<I>{I(l), I(channels), I(d), I(rows)}, I(total));
     CUDA_LAUNCH_CHECK(normalize_backward_kernel);
   });
+}
+
+bool CudaKernels::dropout_add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor* weight,
+                                         const Tensor* bias, double keep_prob, double eps, Tensor& out, Tensor& sum,
+                                         Tensor& mask, Tensor& save_mean, Tensor& save_invstd) {
+  const int64_t d = x.size(-1), rows = d > 0 ? x.numel() / d : 0;
+  bool ran = false;
+  dispatch_add_norm_types(residual.dtype(), x.dtype(), [&](auto t_tag, auto n_tag) {
+    using T = decltype(t_tag);
+    using N = decltype(n_tag);
+    using C = compute_t<N>;
+    constexpr int G = kGroupOf<N>;
+    // Rows of whole groups, up to 16 elements a lane (the backward's weight and bias sums ride in
+    // registers, as layer norm's), on pointers aligned for a group's loads.
+    if (d == 0 || d % G != 0 || d > 32 * kMaxPerLaneWithSums || rows == 0) return;
+    if ((weight && weight->dtype() != residual.dtype()) || (bias && bias->dtype() != residual.dtype())) return;
+    const T *w = cptr_or_null<T>(weight), *b = cptr_or_null<T>(bias);
+    if (!aligned_to(sizeof(T) * G, {residual.raw_data(), sum.raw_data(), w, b}) ||
+        !aligned_to(sizeof(N) * G, {x.raw_data(), out.raw_data()}) || (mask.defined() && !aligned_to(G, {mask.raw_data()})))
+      return;
+    cuda::DeviceGuard guard(device_);
+    const PhiloxDraw draw = mask.defined() ? reserve_philox<C>(x.numel()) : PhiloxDraw{};
+    dispatch_groups_per_lane(d / G, [&](auto groups) {
+      if constexpr (groups() * G <= kMaxPerLaneWithSums) {
+        dropout_add_layer_norm_rows<T, N, groups()><<<blocks_for(rows, kRowsPerBlock), kRowsPerBlock * 32, 0, stream_>>>(
+            ptr<const N>(x), ptr<const T>(residual), w, b, draw, static_cast<C>(keep_prob), static_cast<C>(1.0 / keep_prob),
+            ptr<N>(out), ptr<T>(sum), mask.defined() ? ptr<bool>(mask) : nullptr, ptr<T>(save_mean), ptr<T>(save_invstd),
+            rows, static_cast<int>(d), eps);
+        CUDA_LAUNCH_CHECK(dropout_add_layer_norm_rows);
+        ran = true;
+      }
+    });
+  });
+  return ran;
+}
+
+void CudaKernels::dropout_add_layer_norm_backward(const Tensor& grad_out, const Tensor* grad_sum, const Tensor& sum,
+                                                  const Tensor& save_mean, const Tensor& save_invstd,
+                                                  const Tensor* weight, const Tensor& mask, double keep_prob,
+                                                  Tensor* grad_x, Tensor* grad_residual, Tensor* grad_weight,
+                                                  Tensor* grad_bias) {
+  const int64_t d = sum.size(-1), rows = sum.numel() / d;
+  cuda::DeviceGuard guard(device_);
+  const bool dispatched = dispatch_add_norm_types(sum.dtype(), grad_out.dtype(), [&](auto t_tag, auto n_tag) {
+    using T = decltype(t_tag);
+    using N = decltype(n_tag);
+    using A = AccT<T>;
+    using C = compute_t<N>;
+    constexpr int G = kGroupOf<N>;
+    const N* g = ptr<const N>(grad_out);
+    const T* gs = cptr_or_null<T>(grad_sum);
+    const T *s = ptr<const T>(sum), *mean = ptr<const T>(save_mean), *invstd = ptr<const T>(save_invstd);
+    const T* w = cptr_or_null<T>(weight);
+    const bool* m = mask.defined() ? ptr<const bool>(mask) : nullptr;
+    N* gx = ptr_or_null<N>(grad_x);
+    T* gr = ptr_or_null<T>(grad_residual);
+    const C scale = static_cast<C>(1.0 / keep_prob);
+    dispatch_groups_per_lane(d / G, [&](auto groups) {
+      if constexpr (groups() * G <= kMaxPerLaneWithSums) {
+        if (grad_weight || grad_bias) {
+          const int64_t most_rows = (rows + kParamChunks - 1) / kParamChunks;
+          const int64_t chunk_rows = (most_rows + kRowsPerBlock - 1) / kRowsPerBlock * kRowsPerBlock;
+          const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
+          Tensor sums = Tensor::empty({chunks * d * int64_t(sizeof(Sums<A>))}, kUInt8, sum.device());
+          Sums<A>* sums_ptr = static_cast<Sums<A>*>(sums.raw_data());
+          dropout_add_layer_norm_rows_backward<T, N, groups(), true>
+              <<<static_cast<unsigned>(chunks), kRowsPerBlock * 32, 0, stream_>>>(
+                  g, gs, s, mean, invstd, w, m, scale, gx, gr, rows, static_cast<int>(d), chunk_rows, sums_ptr);
+          CUDA_LAUNCH_CHECK(dropout_add_layer_norm_rows_backward);
+          const ChunkSums<T, int32_t> op{sums_ptr, int32_t(d), ptr_or_null<T>(grad_weight), ptr_or_null<T>(grad_bias)};
+          const dim3 grid(static_cast<unsigned>((d + kColTile - 1) / kColTile), 1);
+          channel_reduce_columns<Sums<A>, int32_t, ChunkSums<T, int32_t>>
+              <<<grid, dim3(kColTile, kColRows), 0, stream_>>>(int32_t(chunks), int32_t(d), int32_t(chunks), op, nullptr);
+          CUDA_LAUNCH_CHECK(channel_reduce_columns);
+          return;
+        }
+        dropout_add_layer_norm_rows_backward<T, N, groups(), false>
+            <<<blocks_for(rows, kRowsPerBlock), kRowsPerBlock * 32, 0, stream_>>>(
+                g, gs, s, mean, invstd, w, m, scale, gx, gr, rows, static_cast<int>(d), int64_t(0), nullptr);
+        CUDA_LAUNCH_CHECK(dropout_add_layer_norm_rows_backward);
+      }
+    });
+  });
+  MINIDL_CHECK(dispatched, "dropout_add_layer_norm_backward: no kernel for a ", sum.dtype(), " sum and ",
+               grad_out.dtype(), " gradient (the forward's check and this one disagree)");
 }
 
 }  // namespace minidl

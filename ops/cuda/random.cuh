@@ -26,26 +26,33 @@ PhiloxDraw reserve_philox(int64_t numel) {
   return default_generator().philox_draw(threads * 4);
 }
 
+/// The kRandomPer<T> values v[0..per) that thread t of a fill takes (elements t * per + j): a kernel
+/// laid out otherwise draws what a fill would give the same elements.
+template <class T, bool Uniform = true>
+__device__ __forceinline__ void philox_values_at(PhiloxDraw draw, uint64_t t, T* v) {
+  const uint64_t seed = draw.device_state ? draw.device_state[0] : draw.seed;
+  const uint64_t offset = draw.offset + (draw.device_state ? draw.device_state[1] : 0);
+  curandStatePhilox4_32_10_t state;
+  curand_init(seed, 0, offset + 4 * t, &state);
+  if constexpr (std::is_same_v<T, float>) {
+    float4 r = Uniform ? curand_uniform4(&state) : curand_normal4(&state);
+    v[0] = r.x, v[1] = r.y, v[2] = r.z, v[3] = r.w;
+  } else {
+    double2 r = Uniform ? curand_uniform2_double(&state) : curand_normal2_double(&state);
+    v[0] = r.x, v[1] = r.y;
+  }
+}
+
 /// Calls store_pack(t, v) for each thread's kRandomPer<T> values v[0..per), which belong to elements
 /// t * per + j (the caller checks those past numel); values are uniform on (0, 1] (Uniform = true)
 /// or standard normal draws.
 template <class T, bool Uniform, class StorePack>
 __device__ __forceinline__ void philox_for_each_pack(PhiloxDraw draw, int64_t numel, StorePack store_pack) {
-  const uint64_t seed = draw.device_state ? draw.device_state[0] : draw.seed;
-  const uint64_t offset = draw.offset + (draw.device_state ? draw.device_state[1] : 0);
   constexpr int per = kRandomPer<T>;
   const int64_t threads = (numel + per - 1) / per;
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < threads; t += int64_t(gridDim.x) * blockDim.x) {
-    curandStatePhilox4_32_10_t state;
-    curand_init(seed, 0, offset + 4 * static_cast<uint64_t>(t), &state);
     T v[per];
-    if constexpr (std::is_same_v<T, float>) {
-      float4 r = Uniform ? curand_uniform4(&state) : curand_normal4(&state);
-      v[0] = r.x, v[1] = r.y, v[2] = r.z, v[3] = r.w;
-    } else {
-      double2 r = Uniform ? curand_uniform2_double(&state) : curand_normal2_double(&state);
-      v[0] = r.x, v[1] = r.y;
-    }
+    philox_values_at<T, Uniform>(draw, static_cast<uint64_t>(t), v);
     store_pack(t, v);
   }
 }

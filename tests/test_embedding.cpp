@@ -168,24 +168,31 @@ TEST(CudaEmbedding, MatchesCpu) {
   MINIDL_FRESH_SEED();
   using minidl::testing::all_close;
   using minidl::testing::gpu;
-  // Many repeats, odd widths, a padding row, each dtype; ids of every shape go flat.
-  const Tensor ids = randint(11, {6, 37});
-  for (DType dtype : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
-    for (int64_t width : {1, 7, 64}) {
-      for (bool by_freq : {false, true}) {
-        SCOPED_TRACE(std::string(dtype_name(dtype)) + " width " + std::to_string(width) + (by_freq ? " by_freq" : ""));
-        Tensor w = randn({11, width}).to(dtype);
-        Tensor g = randn({6, 37, width}).to(dtype);
-        Tensor cpu_w = w.clone().requires_grad_(), gpu_w = w.to(gpu()).requires_grad_();
-        Tensor cpu_out = embedding(cpu_w, ids, 3, by_freq), gpu_out = embedding(gpu_w, ids.to(gpu()), 3, by_freq);
-        EXPECT_TRUE(all_close(gpu_out, cpu_out, 0, 0));
-        cpu_out.backward(g);
-        gpu_out.backward(g.to(gpu()));
-        // The same additions in the same order: the same bits.
-        EXPECT_TRUE(all_close(gpu_w.grad(), cpu_w.grad(), 0, 0));
+  // Many repeats, odd widths, a padding row, each dtype; ids of every shape go flat. The sort takes
+  // the bits of the largest id only: tables of 11 rows (4 bits), 1 row (1 bit) and 300 (9 bits).
+  for (int64_t rows : {11, 1, 300}) {
+    const Tensor ids = randint(rows, {6, 37});
+    for (DType dtype : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
+      for (int64_t width : {1, 7, 64}) {
+        for (bool by_freq : {false, true}) {
+          SCOPED_TRACE(std::string(dtype_name(dtype)) + " width " + std::to_string(width) + (by_freq ? " by_freq" : "") +
+                       ", " + std::to_string(rows) + " rows");
+          Tensor w = randn({rows, width}).to(dtype);
+          Tensor g = randn({6, 37, width}).to(dtype);
+          Tensor cpu_w = w.clone().requires_grad_(), gpu_w = w.to(gpu()).requires_grad_();
+          const std::optional<int64_t> padding = rows > 3 ? std::optional<int64_t>(3) : std::nullopt;
+          Tensor cpu_out = embedding(cpu_w, ids, padding, by_freq);
+          Tensor gpu_out = embedding(gpu_w, ids.to(gpu()), padding, by_freq);
+          EXPECT_TRUE(all_close(gpu_out, cpu_out, 0, 0));
+          cpu_out.backward(g);
+          gpu_out.backward(g.to(gpu()));
+          // The same additions in the same order: the same bits.
+          EXPECT_TRUE(all_close(gpu_w.grad(), cpu_w.grad(), 0, 0));
+        }
       }
     }
   }
+  const Tensor ids = randint(11, {6, 37});
   auto r = gradcheck([&](const std::vector<Tensor>& in) { return embedding(in[0], ids.to(gpu())) * in[0].sum(); },
                      {randn({11, 3}, kFloat64).to(gpu()).requires_grad_()}, {1e-6, 1e-8, 1e-6});
   EXPECT_TRUE(r) << r.message;

@@ -208,6 +208,52 @@ TEST(CharGptModel, LogitsAtAPositionDependOnlyOnTheIdsUpToIt) {
   EXPECT_NE(error.find("cannot forward a sequence of length 17, block_size is only 16"), std::string::npos) << error;
 }
 
+// Gpt::forward threads the stream through Block::forward_fused (dropout, addition and the next
+// layer norm as one op); the blocks' own forward, chained, is the reference. Training, with dropout:
+// the fused op draws each mask where the composition does, so from one seed the two agree (bit for
+// bit on the CPU, where the op is that composition; on a GPU within float32's rounding, gradients
+// included). The sampled gradients are the first block's and the final norm's.
+void expect_fused_seams_match_blocks(Device device) {
+  manual_seed(4);
+  char_gpt::Gpt model(char_gpt::GptConfig{.vocab_size = 11, .block_size = 16, .n_layer = 2, .n_head = 2, .n_embd = 8,
+                                          .dropout = 0.3, .bias = true});
+  {
+    // Norms of their own (not the initial ones and zeros): a seam that took the wrong norm shows.
+    NoGradGuard no_grad;
+    for (auto& [name, p] : model.named_parameters())
+      if (name.find("ln_") != std::string::npos) p.copy_(uniform(p.shape(), 0.5, 1.5));
+  }
+  model.to(device);
+  model.train();
+  const Tensor ids = randint(11, {3, 16}).to(device);
+  auto blocks_forward = [&] {
+    Tensor x = model.drop(model.wte(ids) + model.wpe(arange(16, kInt64, device)));
+    for (const auto& block : model.blocks) x = block->forward(x);
+    return model.lm_head(model.ln_f(x));
+  };
+  auto logits_and_grads = [&](bool fused) {
+    model.zero_grad();
+    manual_seed(9);
+    Tensor logits = fused ? model.forward(ids) : blocks_forward();
+    (logits * logits).sum().backward();
+    auto named = model.named_parameters();
+    return std::vector<Tensor>{logits.detach(), named["transformer.h.0.ln_2.weight"].grad(),
+                               named["transformer.h.0.mlp.c_fc.weight"].grad(),
+                               named["transformer.ln_f.bias"].grad(), named["transformer.wpe.weight"].grad()};
+  };
+  const std::vector<Tensor> fused = logits_and_grads(true), reference = logits_and_grads(false);
+  const double tol = device.is_cuda() ? 1e-4 : 0;
+  for (size_t i = 0; i < fused.size(); ++i)
+    EXPECT_TRUE(allclose(fused[i].cpu(), reference[i].cpu(), tol, tol)) << "tensor " << i << " on " << device.str();
+}
+
+TEST(CharGptModel, FusedSeamsMatchTheBlocksForward) { expect_fused_seams_match_blocks(Device::cpu()); }
+
+TEST(CharGptModel, CudaFusedSeamsMatchTheBlocksForward) {
+  if (!minidl::cuda::is_available()) GTEST_SKIP() << "no CUDA device: " << minidl::cuda::unavailable_reason();
+  expect_fused_seams_match_blocks(Device::cuda(0));
+}
+
 // On a GPU: the whole training step (forward, backward, clipping, the fused AdamW following the
 // schedule) is captured once and replayed, in float32 and under bfloat16 autocast, and still learns.
 TEST(CharGpt, CudaTrainingStepIsGraphedAndLearns) {

@@ -11,6 +11,9 @@
 //  - Per-row reductions (a group norm's sample and group, a layer norm's row: contiguous): a warp
 //    per row up to 1024 elements (cub::WarpReduce), a block per row beyond.
 //  - The elementwise passes use the CPU's formulas (ops/cpu/normalization.cpp).
+//  - dropout_add_layer_norm (residual + dropout(x), then its layer norm) is the layer norm rows'
+//    kernels with the dropout and the addition folded in, forward and backward (the end of this
+//    file); the op composes them where these decline (ops/normalization.cpp).
 // Index arithmetic is 32-bit where every offset fits, as in the pooling kernels.
 #include <cub/block/block_reduce.cuh>
 #include <cub/warp/warp_reduce.cuh>

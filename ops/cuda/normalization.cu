@@ -336,12 +336,12 @@ template <class T>
 constexpr int kPackOf = kPackBytes / static_cast<int>(sizeof(T));
 
 template <int V, class T>
-__device__ __forceinline__ VecPack<T, V> load_pack(const T* p, int pack) {
+__device__ __forceinline__ VecPack<T, V> load_pack(const T* p, int64_t pack) {
   return reinterpret_cast<const VecPack<T, V>*>(p)[pack];
 }
 
 template <int V, class T>
-__device__ __forceinline__ void store_pack(T* p, int pack, const VecPack<T, V>& v) {
+__device__ __forceinline__ void store_pack(T* p, int64_t pack, const VecPack<T, V>& v) {
   reinterpret_cast<VecPack<T, V>*>(p)[pack] = v;
 }
 
@@ -420,6 +420,45 @@ __device__ __forceinline__ void load_row_packs(const T* row, int d, int lane, Ve
   }
 }
 
+// The rows a warp of a row-per-warp backward takes: with kParamSums, its block's chunk of
+// chunk_rows rows, a warp's every warps-th (so that the chunk's column sums have a fixed order);
+// otherwise a grid-stride walk.
+struct WarpRows {
+  int64_t row, end, step;
+};
+
+template <bool kParamSums>
+__device__ __forceinline__ WarpRows warp_rows(int64_t rows, int64_t chunk_rows) {
+  const int warp = static_cast<int>(threadIdx.x) / 32, warps = static_cast<int>(blockDim.x) / 32;
+  if constexpr (kParamSums)
+    return {blockIdx.x * chunk_rows + warp, std::min(rows, (blockIdx.x + int64_t(1)) * chunk_rows), warps};
+  return {blockIdx.x * int64_t(warps) + warp, rows, int64_t(gridDim.x) * warps};
+}
+
+// Writes the block's column sums to chunk_sums[blockIdx.x]: each lane holds columns (lane + 32 k)
+// V + e of its warp's rows in column[k * V + e], and the warps' sums are added in warp order.
+template <int V, int kPerLane, class A, class S>
+__device__ __forceinline__ void write_chunk_sums(const S (&column)[kPerLane], int d, Sums<A>* chunk_sums) {
+  __shared__ Sums<A> block_sums[32 * kPerLane];
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) / 32;
+  for (int turn = 0; turn < static_cast<int>(blockDim.x) / 32; ++turn) {
+    if (warp == turn) {
+#pragma unroll
+      for (int k = 0; k < kPerLane / V; ++k) {
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+          const int j = (lane + 32 * k) * V + e;
+          const Sums<A> mine{A(column[k * V + e].a), A(column[k * V + e].b)};
+          if (j < d) block_sums[j] = turn == 0 ? mine : block_sums[j] + mine;
+        }
+      }
+    }
+    __syncthreads();
+  }
+  Sums<A>* out = chunk_sums + int64_t(blockIdx.x) * d;
+  for (int j = static_cast<int>(threadIdx.x); j < d; j += static_cast<int>(blockDim.x)) out[j] = block_sums[j];
+}
+
 template <class T, int kPerLane, int V, bool kParamSums>
 __global__ void layer_norm_rows_backward(const T* __restrict__ g, const T* __restrict__ x,
                                          const T* __restrict__ mean, const T* __restrict__ invstd,
@@ -428,18 +467,8 @@ __global__ void layer_norm_rows_backward(const T* __restrict__ g, const T* __res
   using A = AccT<T>;
   using Pack = VecPack<T, V>;
   constexpr int kPacks = kPerLane / V;
-  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) / 32;
-  const int warps = static_cast<int>(blockDim.x) / 32;
-  int64_t row, end, step;
-  if constexpr (kParamSums) {
-    row = blockIdx.x * chunk_rows + warp;
-    end = std::min(rows, (blockIdx.x + int64_t(1)) * chunk_rows);
-    step = warps;
-  } else {
-    row = blockIdx.x * int64_t(warps) + warp;
-    end = rows;
-    step = int64_t(gridDim.x) * warps;
-  }
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  auto [row, end, step] = warp_rows<kParamSums>(rows, chunk_rows);
   Sums<A> column[kParamSums ? kPerLane : 1] = {};  // this lane's columns k * V + e, over its rows
   // The next row's g and x are loaded while this one is reduced: with one block of 8 warps an SM
   // (the registers of the sums), loading each row only when its turn came left the kernel at 1.5 TB/s.
@@ -494,24 +523,7 @@ __global__ void layer_norm_rows_backward(const T* __restrict__ g, const T* __res
       store_pack<V>(o, p, ok);
     }
   }
-  if constexpr (kParamSums) {
-    __shared__ Sums<A> block_sums[32 * kPerLane];
-    for (int turn = 0; turn < warps; ++turn) {
-      if (warp == turn) {
-#pragma unroll
-        for (int k = 0; k < kPacks; ++k) {
-#pragma unroll
-          for (int e = 0; e < V; ++e) {
-            const int j = (lane + 32 * k) * V + e;
-            if (j < d) block_sums[j] = turn == 0 ? column[k * V + e] : block_sums[j] + column[k * V + e];
-          }
-        }
-      }
-      __syncthreads();
-    }
-    Sums<A>* mine = chunk_sums + int64_t(blockIdx.x) * d;
-    for (int j = static_cast<int>(threadIdx.x); j < d; j += static_cast<int>(blockDim.x)) mine[j] = block_sums[j];
-  }
+  if constexpr (kParamSums) write_chunk_sums<V>(column, d, chunk_sums);
 }
 
 // Layer norm's weight and bias gradients from the backward's [chunks, d] chunk sums.
@@ -631,16 +643,6 @@ void dispatch_index(const Tensor& x, const char* what, Fn&& fn) {
 template <class N>
 constexpr int kGroupOf = kRandomPer<compute_t<N>>;
 
-template <class T, int G>
-__device__ __forceinline__ VecPack<T, G> load_group(const T* p, int64_t group) {
-  return reinterpret_cast<const VecPack<T, G>*>(p)[group];
-}
-
-template <class T, int G>
-__device__ __forceinline__ void store_group(T* p, int64_t group, const VecPack<T, G>& v) {
-  reinterpret_cast<VecPack<T, G>*>(p)[group] = v;
-}
-
 template <class T, class N, int kGroups>
 __global__ void dropout_add_layer_norm_rows(const N* __restrict__ x, const T* __restrict__ residual,
                                             const T* __restrict__ w, const T* __restrict__ b, PhiloxDraw draw,
@@ -661,8 +663,8 @@ __global__ void dropout_add_layer_norm_rows(const N* __restrict__ x, const T* __
       v[k] = filled<G>(T(0));
       if (g >= groups) continue;
       const int64_t at = row * groups + g;  // the group's index in the whole tensor
-      const VecPack<N, G> xk = load_group<N, G>(x, at);
-      const VecPack<T, G> rk = load_group<T, G>(residual, at);
+      const VecPack<N, G> xk = load_pack<G>(x, at);
+      const VecPack<T, G> rk = load_pack<G>(residual, at);
       C u[G];
       if (mask) philox_values_at<C>(draw, static_cast<uint64_t>(at), u);
       VecPack<bool, G> mk;
@@ -674,8 +676,8 @@ __global__ void dropout_add_layer_norm_rows(const N* __restrict__ x, const T* __
         v[k].v[e] = rk.v[e] + static_cast<T>(kept);
         total += A(v[k].v[e]);
       }
-      store_group<T, G>(sum, at, v[k]);
-      if (mask) store_group<bool, G>(mask, at, mk);
+      store_pack<G>(sum, at, v[k]);
+      if (mask) store_pack<G>(mask, at, mk);
     }
     const A mu = warp_sum(total) / A(d);
     A squares = 0;
@@ -694,12 +696,12 @@ __global__ void dropout_add_layer_norm_rows(const N* __restrict__ x, const T* __
     for (int k = 0; k < kGroups; ++k) {
       const int g = lane + 32 * k;
       if (g >= groups) continue;
-      const VecPack<T, G> wk = w ? load_group<T, G>(w, g) : filled<G>(T(1));
-      const VecPack<T, G> bk = b ? load_group<T, G>(b, g) : filled<G>(T(0));
+      const VecPack<T, G> wk = w ? load_pack<G>(w, g) : filled<G>(T(1));
+      const VecPack<T, G> bk = b ? load_pack<G>(b, g) : filled<G>(T(0));
       VecPack<N, G> ok;
 #pragma unroll
       for (int e = 0; e < G; ++e) ok.v[e] = static_cast<N>((v[k].v[e] - m) * r * wk.v[e] + bk.v[e]);
-      store_group<N, G>(out, row * groups + g, ok);
+      store_pack<G>(out, row * groups + g, ok);
     }
   }
 }
@@ -731,19 +733,9 @@ __global__ void __launch_bounds__(kAddNormWarps * 32, 3) dropout_add_layer_norm_
   using A = AccT<T>;
   using C = compute_t<N>;
   constexpr int G = kGroupOf<N>;
-  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) / 32;
-  const int warps = static_cast<int>(blockDim.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) & 31;
   const int groups = d / G;
-  int64_t row, end, step;
-  if constexpr (kParamSums) {
-    row = blockIdx.x * chunk_rows + warp;
-    end = std::min(rows, (blockIdx.x + int64_t(1)) * chunk_rows);
-    step = warps;
-  } else {
-    row = blockIdx.x * int64_t(warps) + warp;
-    end = rows;
-    step = int64_t(gridDim.x) * warps;
-  }
+  auto [row, end, step] = warp_rows<kParamSums>(rows, chunk_rows);
   // A chunk's few rows summed in T (float: half the registers of AccT's double), the chunks in AccT.
   Sums<T> column[kParamSums ? kGroups * G : 1] = {};
   AddNormRow<T, N, kGroups> next;
@@ -753,10 +745,10 @@ __global__ void __launch_bounds__(kAddNormWarps * 32, 3) dropout_add_layer_norm_
       const int gi = lane + 32 * k;
       const bool in_row = gi < groups;
       const int64_t at = r * groups + gi;
-      next.g[k] = in_row ? load_group<N, G>(g, at) : filled<G>(N(0));
-      next.s[k] = in_row ? load_group<T, G>(sum, at) : filled<G>(T(0));
-      next.gs[k] = in_row && g_sum ? load_group<T, G>(g_sum, at) : filled<G>(T(0));
-      next.mask[k] = in_row && mask ? load_group<bool, G>(mask, at) : filled<G>(true);
+      next.g[k] = in_row ? load_pack<G>(g, at) : filled<G>(N(0));
+      next.s[k] = in_row ? load_pack<G>(sum, at) : filled<G>(T(0));
+      next.gs[k] = in_row && g_sum ? load_pack<G>(g_sum, at) : filled<G>(T(0));
+      next.mask[k] = in_row && mask ? load_pack<G>(mask, at) : filled<G>(true);
     }
     next.mean = mean[r], next.invstd = invstd[r];
   };
@@ -770,7 +762,7 @@ __global__ void __launch_bounds__(kAddNormWarps * 32, 3) dropout_add_layer_norm_
     for (int k = 0; k < kGroups; ++k) {
       const int gi = lane + 32 * k;
       const bool in_row = gi < groups;
-      const VecPack<T, G> wk = w && in_row ? load_group<T, G>(w, gi) : filled<G>(T(1));
+      const VecPack<T, G> wk = w && in_row ? load_pack<G>(w, gi) : filled<G>(T(1));
 #pragma unroll
       for (int e = 0; e < G; ++e) {
         const T gv = static_cast<T>(cur.g[k].v[e]), gw = gv * wk.v[e];
@@ -789,7 +781,7 @@ __global__ void __launch_bounds__(kAddNormWarps * 32, 3) dropout_add_layer_norm_
       const int gi = lane + 32 * k;
       if (gi >= groups) continue;
       const int64_t at = row * groups + gi;
-      const VecPack<T, G> wk = w ? load_group<T, G>(w, gi) : filled<G>(T(1));
+      const VecPack<T, G> wk = w ? load_pack<G>(w, gi) : filled<G>(T(1));
       VecPack<T, G> gs = cur.gs[k];
       VecPack<N, G> gx;
 #pragma unroll
@@ -798,29 +790,11 @@ __global__ void __launch_bounds__(kAddNormWarps * 32, 3) dropout_add_layer_norm_
         gs.v[e] += r * (static_cast<T>(cur.g[k].v[e]) * wk.v[e] - m1 - xhat * m2);
         gx.v[e] = static_cast<N>(cur.mask[k].v[e] ? static_cast<C>(gs.v[e]) * scale : C(0));
       }
-      if (grad_residual) store_group<T, G>(grad_residual, at, gs);
-      if (grad_x) store_group<N, G>(grad_x, at, gx);
+      if (grad_residual) store_pack<G>(grad_residual, at, gs);
+      if (grad_x) store_pack<G>(grad_x, at, gx);
     }
   }
-  if constexpr (kParamSums) {
-    __shared__ Sums<A> block_sums[32 * kGroups * G];
-    for (int turn = 0; turn < warps; ++turn) {
-      if (warp == turn) {
-#pragma unroll
-        for (int k = 0; k < kGroups; ++k) {
-#pragma unroll
-          for (int e = 0; e < G; ++e) {
-            const int j = (lane + 32 * k) * G + e;
-            const Sums<A> mine{A(column[k * G + e].a), A(column[k * G + e].b)};
-            if (j < d) block_sums[j] = turn == 0 ? mine : block_sums[j] + mine;
-          }
-        }
-      }
-      __syncthreads();
-    }
-    Sums<A>* mine = chunk_sums + int64_t(blockIdx.x) * d;
-    for (int j = static_cast<int>(threadIdx.x); j < d; j += static_cast<int>(blockDim.x)) mine[j] = block_sums[j];
-  }
+  if constexpr (kParamSums) write_chunk_sums<G>(column, d, chunk_sums);
 }
 
 // Calls fn(T{}, N{}) for the residual's and x's dtypes where a kernel takes them: float32 beside

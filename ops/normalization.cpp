@@ -256,7 +256,8 @@ std::tuple<Tensor, Tensor> dropout_add_layer_norm(const Tensor& x, const Tensor&
               const Tensor g_sum = plain(grads[1]);
               if (!g_out.defined()) {  // only the sum reached: it is the residual's and, dropped, x's
                 Tensor gx;
-                if (needs[0] && g_sum.defined()) gx = (mask.defined() ? where(mask, g_sum / keep, 0.0) : g_sum).to(x_dtype);
+                if (needs[0] && g_sum.defined())
+                  gx = (mask.defined() ? where(mask, g_sum / keep, 0.0) : g_sum).to(x_dtype);
                 return std::vector<Tensor>{gx, needs[1] ? g_sum : Tensor(), Tensor(), Tensor()};
               }
               Tensor gx, gr, gw, gb;

@@ -175,8 +175,8 @@ TEST(CudaEmbedding, MatchesCpu) {
     for (DType dtype : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
       for (int64_t width : {1, 7, 64}) {
         for (bool by_freq : {false, true}) {
-          SCOPED_TRACE(std::string(dtype_name(dtype)) + " width " + std::to_string(width) + (by_freq ? " by_freq" : "") +
-                       ", " + std::to_string(rows) + " rows");
+          SCOPED_TRACE(std::string(dtype_name(dtype)) + " width " + std::to_string(width) +
+                       (by_freq ? " by_freq" : "") + ", " + std::to_string(rows) + " rows");
           Tensor w = randn({rows, width}).to(dtype);
           Tensor g = randn({6, 37, width}).to(dtype);
           Tensor cpu_w = w.clone().requires_grad_(), gpu_w = w.to(gpu()).requires_grad_();

@@ -350,7 +350,8 @@ TEST(DropoutAddLayerNorm, Errors) {
   EXPECT_ERROR(dropout_add_layer_norm(zeros({2, 3}, kFloat64), zeros({2, 3})),
                "dropout_add_layer_norm: expected x in residual's dtype float32 or a 16-bit one, got float64");
   EXPECT_ERROR(dropout_add_layer_norm(zeros({2, 3}), zeros({2, 3}), ones({2})),
-               "dropout_add_layer_norm: expected weight of shape [3] (the last dim of x of shape [2, 3]), got shape [2]");
+               "dropout_add_layer_norm: expected weight of shape [3] (the last dim of x of shape [2, 3]), "
+               "got shape [2]");
   EXPECT_ERROR(dropout_add_layer_norm(zeros({2, 3}), zeros({2, 3}), {}, {}, 1.5), "expected a probability p in [0, 1]");
 }
 

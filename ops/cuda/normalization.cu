@@ -978,16 +978,18 @@ bool CudaKernels::dropout_add_layer_norm(const Tensor& x, const Tensor& residual
     if ((weight && weight->dtype() != residual.dtype()) || (bias && bias->dtype() != residual.dtype())) return;
     const T *w = cptr_or_null<T>(weight), *b = cptr_or_null<T>(bias);
     if (!aligned_to(sizeof(T) * G, {residual.raw_data(), sum.raw_data(), w, b}) ||
-        !aligned_to(sizeof(N) * G, {x.raw_data(), out.raw_data()}) || (mask.defined() && !aligned_to(G, {mask.raw_data()})))
+        !aligned_to(sizeof(N) * G, {x.raw_data(), out.raw_data()}) ||
+        (mask.defined() && !aligned_to(G, {mask.raw_data()})))
       return;
     cuda::DeviceGuard guard(device_);
     const PhiloxDraw draw = mask.defined() ? reserve_philox<C>(x.numel()) : PhiloxDraw{};
     dispatch_groups_per_lane(d / G, [&](auto groups) {
       if constexpr (groups() * G <= kMaxPerLaneWithSums) {
-        dropout_add_layer_norm_rows<T, N, groups()><<<blocks_for(rows, kRowsPerBlock), kRowsPerBlock * 32, 0, stream_>>>(
-            ptr<const N>(x), ptr<const T>(residual), w, b, draw, static_cast<C>(keep_prob), static_cast<C>(1.0 / keep_prob),
-            ptr<N>(out), ptr<T>(sum), mask.defined() ? ptr<bool>(mask) : nullptr, ptr<T>(save_mean), ptr<T>(save_invstd),
-            rows, static_cast<int>(d), eps);
+        dropout_add_layer_norm_rows<T, N, groups()>
+            <<<blocks_for(rows, kRowsPerBlock), kRowsPerBlock * 32, 0, stream_>>>(
+                ptr<const N>(x), ptr<const T>(residual), w, b, draw, static_cast<C>(keep_prob),
+                static_cast<C>(1.0 / keep_prob), ptr<N>(out), ptr<T>(sum), mask.defined() ? ptr<bool>(mask) : nullptr,
+                ptr<T>(save_mean), ptr<T>(save_invstd), rows, static_cast<int>(d), eps);
         CUDA_LAUNCH_CHECK(dropout_add_layer_norm_rows);
         ran = true;
       }
@@ -1032,7 +1034,8 @@ void CudaKernels::dropout_add_layer_norm_backward(const Tensor& grad_out, const 
           const ChunkSums<T, int32_t> op{sums_ptr, int32_t(d), ptr_or_null<T>(grad_weight), ptr_or_null<T>(grad_bias)};
           const dim3 grid(static_cast<unsigned>((d + kColTile - 1) / kColTile), 1);
           channel_reduce_columns<Sums<A>, int32_t, ChunkSums<T, int32_t>>
-              <<<grid, dim3(kColTile, kColRows), 0, stream_>>>(int32_t(chunks), int32_t(d), int32_t(chunks), op, nullptr);
+              <<<grid, dim3(kColTile, kColRows), 0, stream_>>>(int32_t(chunks), int32_t(d), int32_t(chunks), op,
+                                                               nullptr);
           CUDA_LAUNCH_CHECK(channel_reduce_columns);
           return;
         }

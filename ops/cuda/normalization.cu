@@ -18,6 +18,7 @@
 #include <cub/block/block_reduce.cuh>
 #include <cub/warp/warp_reduce.cuh>
 
+#include "core/cuda/launch.cuh"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/random.cuh"
 
@@ -649,6 +650,9 @@ __global__ void dropout_add_layer_norm_rows(const N* __restrict__ x, const T* __
                                             compute_t<N> keep_prob, compute_t<N> scale, N* __restrict__ out,
                                             T* __restrict__ sum, bool* __restrict__ mask, T* __restrict__ mean,
                                             T* __restrict__ invstd, int64_t rows, int d, double eps) {
+  // Started early (launch_early): nothing is read or written before the kernel before is done.
+  wait_for_earlier_kernels();
+  let_next_kernel_start();
   using A = AccT<T>;
   using C = compute_t<N>;
   constexpr int G = kGroupOf<N>;
@@ -730,6 +734,8 @@ __global__ void __launch_bounds__(kAddNormWarps * 32, 3) dropout_add_layer_norm_
     const T* __restrict__ invstd, const T* __restrict__ w, const bool* __restrict__ mask, compute_t<N> scale,
     N* __restrict__ grad_x, T* __restrict__ grad_residual, int64_t rows, int d, int64_t chunk_rows,
     Sums<AccT<T>>* __restrict__ chunk_sums) {
+  wait_for_earlier_kernels();  // started early, as the forward
+  let_next_kernel_start();
   using A = AccT<T>;
   using C = compute_t<N>;
   constexpr int G = kGroupOf<N>;
@@ -985,12 +991,11 @@ bool CudaKernels::dropout_add_layer_norm(const Tensor& x, const Tensor& residual
     const PhiloxDraw draw = mask.defined() ? reserve_philox<C>(x.numel()) : PhiloxDraw{};
     dispatch_groups_per_lane(d / G, [&](auto groups) {
       if constexpr (groups() * G <= kMaxPerLaneWithSums) {
-        dropout_add_layer_norm_rows<T, N, groups()>
-            <<<blocks_for(rows, kRowsPerBlock), kRowsPerBlock * 32, 0, stream_>>>(
-                ptr<const N>(x), ptr<const T>(residual), w, b, draw, static_cast<C>(keep_prob),
-                static_cast<C>(1.0 / keep_prob), ptr<N>(out), ptr<T>(sum), mask.defined() ? ptr<bool>(mask) : nullptr,
-                ptr<T>(save_mean), ptr<T>(save_invstd), rows, static_cast<int>(d), eps);
-        CUDA_LAUNCH_CHECK(dropout_add_layer_norm_rows);
+        launch_early("dropout_add_layer_norm_rows", dropout_add_layer_norm_rows<T, N, groups()>,
+                     dim3(blocks_for(rows, kRowsPerBlock)), dim3(kRowsPerBlock * 32), 0, stream_, ptr<const N>(x),
+                     ptr<const T>(residual), w, b, draw, static_cast<C>(keep_prob), static_cast<C>(1.0 / keep_prob),
+                     ptr<N>(out), ptr<T>(sum), mask.defined() ? ptr<bool>(mask) : nullptr, ptr<T>(save_mean),
+                     ptr<T>(save_invstd), rows, static_cast<int>(d), eps);
         ran = true;
       }
     });
@@ -1027,10 +1032,10 @@ void CudaKernels::dropout_add_layer_norm_backward(const Tensor& grad_out, const 
           const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
           Tensor sums = Tensor::empty({chunks * d * int64_t(sizeof(Sums<A>))}, kUInt8, sum.device());
           Sums<A>* sums_ptr = static_cast<Sums<A>*>(sums.raw_data());
-          dropout_add_layer_norm_rows_backward<T, N, groups(), true>
-              <<<static_cast<unsigned>(chunks), kAddNormWarps * 32, 0, stream_>>>(
-                  g, gs, s, mean, invstd, w, m, scale, gx, gr, rows, static_cast<int>(d), chunk_rows, sums_ptr);
-          CUDA_LAUNCH_CHECK(dropout_add_layer_norm_rows_backward);
+          auto* kernel = dropout_add_layer_norm_rows_backward<T, N, groups(), true>;
+          launch_early("dropout_add_layer_norm_rows_backward", kernel, dim3(static_cast<unsigned>(chunks)),
+                       dim3(kAddNormWarps * 32), 0, stream_, g, gs, s, mean, invstd, w, m, scale, gx, gr, rows,
+                       static_cast<int>(d), chunk_rows, sums_ptr);
           const ChunkSums<T, int32_t> op{sums_ptr, int32_t(d), ptr_or_null<T>(grad_weight), ptr_or_null<T>(grad_bias)};
           const dim3 grid(static_cast<unsigned>((d + kColTile - 1) / kColTile), 1);
           channel_reduce_columns<Sums<A>, int32_t, ChunkSums<T, int32_t>>
@@ -1039,10 +1044,10 @@ void CudaKernels::dropout_add_layer_norm_backward(const Tensor& grad_out, const 
           CUDA_LAUNCH_CHECK(channel_reduce_columns);
           return;
         }
-        dropout_add_layer_norm_rows_backward<T, N, groups(), false>
-            <<<blocks_for(rows, kAddNormWarps), kAddNormWarps * 32, 0, stream_>>>(
-                g, gs, s, mean, invstd, w, m, scale, gx, gr, rows, static_cast<int>(d), int64_t(0), nullptr);
-        CUDA_LAUNCH_CHECK(dropout_add_layer_norm_rows_backward);
+        auto* kernel = dropout_add_layer_norm_rows_backward<T, N, groups(), false>;
+        launch_early("dropout_add_layer_norm_rows_backward", kernel, dim3(blocks_for(rows, kAddNormWarps)),
+                     dim3(kAddNormWarps * 32), 0, stream_, g, gs, s, mean, invstd, w, m, scale, gx, gr, rows,
+                     static_cast<int>(d), int64_t(0), static_cast<Sums<A>*>(nullptr));
       }
     });
   });

@@ -367,3 +367,35 @@ TEST(CudaDropoutAddLayerNorm, MatchesTheCompositionItReplaces) {
     }
   }
 }
+
+// Where the kernels decline (rows longer than 512, a 16-bit residual, a view that starts off the
+// groups' alignment), the op is the composition: the same values, and the composition's graph.
+TEST(CudaDropoutAddLayerNorm, DeclinesToTheComposition) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  const Tensor flat = randn({4 * 520 + 1}).to(gpu());
+  struct Case {
+    std::string what;
+    Tensor x, residual;
+  };
+  const std::vector<Case> cases = {
+      {"rows of 520", randn({4, 520}).to(gpu()), randn({4, 520}).to(gpu())},
+      {"a bfloat16 residual", randn({4, 8}).to(kBFloat16).to(gpu()), randn({4, 8}).to(kBFloat16).to(gpu())},
+      {"a view off alignment", offset_view(flat, {4, 8}), randn({4, 8}).to(gpu())}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const int64_t d = c.x.size(-1);
+    const Tensor w = randn({d}).to(c.residual.dtype()).to(gpu()).requires_grad_();
+    const uint64_t seed = fresh_seed();
+    manual_seed(seed);
+    const Tensor x = c.x.detach().requires_grad_();
+    auto [out, sum] = dropout_add_layer_norm(x, c.residual, w, {}, 0.3, true);
+    EXPECT_NE(sum.grad_fn()->name(), "DropoutAddLayerNormBackward0");
+    manual_seed(seed);
+    const Tensor ref_sum = c.residual + dropout(c.x, 0.3, true);
+    EXPECT_TRUE(all_equal(sum.detach(), ref_sum));
+    EXPECT_TRUE(all_close(out.detach(), layer_norm(ref_sum, {d}, w.detach()).to(c.x.dtype()), 1e-6, 1e-6));
+    (out.to(kFloat32).sum() + sum.to(kFloat32).sum()).backward();
+    EXPECT_TRUE(x.grad().defined() && w.grad().defined());
+  }
+}

@@ -26,7 +26,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 /// {out, sum}. x is a block's branch, residual the stream it adds to: x has residual's dtype or, beside a
 /// float32 residual, a 16-bit one (autocast's products make 16-bit branches on a float32 stream, and
 /// the next product wants its input 16-bit). weight and bias [d] are optional, in residual's dtype.
-/// On CUDA one kernel each way, with the mask drawn as dropout() draws it; elsewhere the composition.
+/// On CUDA one pass over the rows each way, the mask drawn as dropout() draws it; elsewhere the composition.
 ///   std::tie(y, x) = dropout_add_layer_norm(branch, x, ln->weight, ln->bias, 0.2, is_training());
 std::tuple<Tensor, Tensor> dropout_add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight = {},
                                                   const Tensor& bias = {}, double p = 0.5, bool training = true,

@@ -100,8 +100,8 @@ struct Block : nn::Module {
 
   /// forward() with each residual addition fused to the dropout before it and the layer norm after
   /// it (nn::functional::dropout_add_layer_norm: one pass each way on CUDA, where the separate ops
-  /// make five). Takes the stream x and ln_1(x); returns the new stream and `next`'s norm of it (the
-  /// next block's ln_1, or the final ln_f).
+  /// make four kernels forward and six backward). Takes the stream x and ln_1(x); returns the new
+  /// stream and `next`'s norm of it (the next block's ln_1, or the final ln_f).
   std::tuple<Tensor, Tensor> forward_fused(const Tensor& x, const Tensor& normed, const nn::LayerNorm& next) {
     namespace F = nn::functional;
     const bool train = is_training();

@@ -360,6 +360,28 @@ __device__ __forceinline__ A warp_sum(A v) {
   return v;
 }
 
+// The mean and 1 / sqrt(biased variance + eps) of a warp's row of d, held as kPacks packs of V a
+// lane (pack lane + 32 k; those at or past d / V are zeros and not counted), whose elements sum to
+// `total` over this lane: the variance from squared deviations, not a difference of sums.
+template <class A, class T, int V, int kPacks>
+__device__ __forceinline__ void row_stats(const VecPack<T, V> (&v)[kPacks], A total, int d, double eps, T& m,
+                                          T& r) {
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const A mu = warp_sum(total) / A(d);
+  A squares = 0;
+#pragma unroll
+  for (int k = 0; k < kPacks; ++k) {
+    if ((lane + 32 * k) * V >= d) continue;
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      const A dev = A(v[k].v[e]) - mu;
+      squares += dev * dev;
+    }
+  }
+  m = T(mu);
+  r = T(A(1) / d_sqrt(warp_sum(squares) / A(d) + A(eps)));
+}
+
 template <class T, int kPerLane, int V>
 __global__ void layer_norm_rows(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
                                 T* __restrict__ out, T* __restrict__ mean, T* __restrict__ invstd, int64_t rows,
@@ -379,18 +401,8 @@ __global__ void layer_norm_rows(const T* __restrict__ x, const T* __restrict__ w
 #pragma unroll
       for (int e = 0; e < V; ++e) sum += A(v[k].v[e]);
     }
-    const A mu = warp_sum(sum) / A(d);
-    A squares = 0;
-#pragma unroll
-    for (int k = 0; k < kPacks; ++k) {
-      if ((lane + 32 * k) * V >= d) continue;
-#pragma unroll
-      for (int e = 0; e < V; ++e) {
-        const A dev = A(v[k].v[e]) - mu;
-        squares += dev * dev;
-      }
-    }
-    const T m = T(mu), r = T(A(1) / d_sqrt(warp_sum(squares) / A(d) + A(eps)));
+    T m, r;
+    row_stats(v, sum, d, eps, m, r);
     if (lane == 0) mean[row] = m, invstd[row] = r;
     T* o = out + row * d;
 #pragma unroll
@@ -579,6 +591,37 @@ bool dispatch_row_layout(int64_t d, std::initializer_list<const void*> pointers,
   });
 }
 
+// Where a row-per-warp backward sums the weight and bias gradients: about `wanted` chunks of rows
+// (a whole number of a block's warps each, one block a chunk), a count fixed by the shape alone so
+// that the summation order is too, and their [chunks, d] partial sums in AccT, from the caching
+// allocator (capturable in a CUDA graph).
+template <class A>
+struct RowChunks {
+  int64_t chunk_rows, chunks;
+  Tensor buffer;
+  Sums<A>* sums;
+};
+
+template <class A>
+RowChunks<A> row_chunks(int64_t rows, int64_t d, int64_t wanted, int warps, Device device) {
+  const int64_t most_rows = (rows + wanted - 1) / wanted;
+  const int64_t chunk_rows = (most_rows + warps - 1) / warps * warps;
+  const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
+  Tensor buffer = Tensor::empty({chunks * d * int64_t(sizeof(Sums<A>))}, kUInt8, device);
+  return {chunk_rows, chunks, buffer, static_cast<Sums<A>*>(buffer.raw_data())};
+}
+
+// The weight and bias gradients from the chunks' partial sums: the chunks as the rows of a
+// [chunks, d] column reduction, in one pass over them.
+template <class T, class I>
+void finish_row_chunks(const RowChunks<AccT<T>>& c, int64_t d, T* grad_weight, T* grad_bias, cudaStream_t stream) {
+  const ChunkSums<T, I> op{c.sums, I(d), grad_weight, grad_bias};
+  const dim3 grid(static_cast<unsigned>((d + kColTile - 1) / kColTile), 1);
+  channel_reduce_columns<Sums<AccT<T>>, I, ChunkSums<T, I>>
+      <<<grid, dim3(kColTile, kColRows), 0, stream>>>(I(c.chunks), I(d), I(c.chunks), op, nullptr);
+  CUDA_LAUNCH_CHECK(channel_reduce_columns);
+}
+
 // Layer norm's backward with its rows in registers (d <= 32 * kMaxPerLane): grad_x, and where asked
 // (d <= 32 * kMaxPerLaneWithSums) the weight and bias gradients from the same pass.
 template <class T, class I>
@@ -590,21 +633,12 @@ void layer_norm_rows_backward_launch(const T* g, const T* x, const T* mean, cons
   dispatch_row_layout<T>(d, {g, x, w, gx}, [&](auto per_lane, auto pack) {
     if constexpr (per_lane() <= kMaxPerLaneWithSums) {
       if (param_sums) {
-        const int64_t most_rows = (rows + kParamChunks - 1) / kParamChunks;
-        const int64_t chunk_rows = (most_rows + kRowsPerBlock - 1) / kRowsPerBlock * kRowsPerBlock;
-        const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
-        Tensor sums = Tensor::empty({chunks * d * int64_t(sizeof(Sums<A>))}, kUInt8, device);  // caching allocator
-        Sums<A>* sums_ptr = static_cast<Sums<A>*>(sums.raw_data());
+        const RowChunks<A> c = row_chunks<A>(rows, d, kParamChunks, kRowsPerBlock, device);
         layer_norm_rows_backward<T, per_lane(), pack(), true>
-            <<<static_cast<unsigned>(chunks), kRowsPerBlock * 32, 0, stream>>>(
-                g, x, mean, invstd, w, gx, rows, static_cast<int>(d), chunk_rows, sums_ptr);
+            <<<static_cast<unsigned>(c.chunks), kRowsPerBlock * 32, 0, stream>>>(
+                g, x, mean, invstd, w, gx, rows, static_cast<int>(d), c.chunk_rows, c.sums);
         CUDA_LAUNCH_CHECK(layer_norm_rows_backward);
-        // The chunks as the rows of a [chunks, d] column reduction, in one pass over them.
-        const ChunkSums<T, I> op{sums_ptr, I(d), grad_weight, grad_bias};
-        const dim3 grid(static_cast<unsigned>((d + kColTile - 1) / kColTile), 1);
-        channel_reduce_columns<Sums<A>, I, ChunkSums<T, I>>
-            <<<grid, dim3(kColTile, kColRows), 0, stream>>>(I(chunks), I(d), I(chunks), op, nullptr);
-        CUDA_LAUNCH_CHECK(channel_reduce_columns);
+        finish_row_chunks<T, I>(c, d, grad_weight, grad_bias, stream);
         return;
       }
     }
@@ -683,18 +717,8 @@ __global__ void dropout_add_layer_norm_rows(const N* __restrict__ x, const T* __
       store_pack<G>(sum, at, v[k]);
       if (mask) store_pack<G>(mask, at, mk);
     }
-    const A mu = warp_sum(total) / A(d);
-    A squares = 0;
-#pragma unroll
-    for (int k = 0; k < kGroups; ++k) {
-      if (lane + 32 * k >= groups) continue;
-#pragma unroll
-      for (int e = 0; e < G; ++e) {
-        const A dev = A(v[k].v[e]) - mu;
-        squares += dev * dev;
-      }
-    }
-    const T m = T(mu), r = T(A(1) / d_sqrt(warp_sum(squares) / A(d) + A(eps)));
+    T m, r;
+    row_stats(v, total, d, eps, m, r);
     if (lane == 0) mean[row] = m, invstd[row] = r;
 #pragma unroll
     for (int k = 0; k < kGroups; ++k) {
@@ -1027,21 +1051,12 @@ void CudaKernels::dropout_add_layer_norm_backward(const Tensor& grad_out, const 
     dispatch_groups_per_lane(d / G, [&](auto groups) {
       if constexpr (groups() * G <= kMaxPerLaneWithSums) {
         if (grad_weight || grad_bias) {
-          const int64_t most_rows = (rows + kAddNormChunks - 1) / kAddNormChunks;
-          const int64_t chunk_rows = (most_rows + kAddNormWarps - 1) / kAddNormWarps * kAddNormWarps;
-          const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
-          Tensor sums = Tensor::empty({chunks * d * int64_t(sizeof(Sums<A>))}, kUInt8, sum.device());
-          Sums<A>* sums_ptr = static_cast<Sums<A>*>(sums.raw_data());
+          const RowChunks<A> c = row_chunks<A>(rows, d, kAddNormChunks, kAddNormWarps, sum.device());
           auto* kernel = dropout_add_layer_norm_rows_backward<T, N, groups(), true>;
-          launch_early("dropout_add_layer_norm_rows_backward", kernel, dim3(static_cast<unsigned>(chunks)),
+          launch_early("dropout_add_layer_norm_rows_backward", kernel, dim3(static_cast<unsigned>(c.chunks)),
                        dim3(kAddNormWarps * 32), 0, stream_, g, gs, s, mean, invstd, w, m, scale, gx, gr, rows,
-                       static_cast<int>(d), chunk_rows, sums_ptr);
-          const ChunkSums<T, int32_t> op{sums_ptr, int32_t(d), ptr_or_null<T>(grad_weight), ptr_or_null<T>(grad_bias)};
-          const dim3 grid(static_cast<unsigned>((d + kColTile - 1) / kColTile), 1);
-          channel_reduce_columns<Sums<A>, int32_t, ChunkSums<T, int32_t>>
-              <<<grid, dim3(kColTile, kColRows), 0, stream_>>>(int32_t(chunks), int32_t(d), int32_t(chunks), op,
-                                                               nullptr);
-          CUDA_LAUNCH_CHECK(channel_reduce_columns);
+                       static_cast<int>(d), c.chunk_rows, c.sums);
+          finish_row_chunks<T, int32_t>(c, d, ptr_or_null<T>(grad_weight), ptr_or_null<T>(grad_bias), stream_);
           return;
         }
         auto* kernel = dropout_add_layer_norm_rows_backward<T, N, groups(), false>;

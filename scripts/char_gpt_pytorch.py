@@ -16,6 +16,9 @@
 #   bf16  both True, and torch.autocast(device, torch.bfloat16) around the forward and the loss
 #   fp16  both True, float16 autocast there, and torch.amp.GradScaler around backward and the step
 #
+# --profile lists the GPU kernels of five steps instead of training (with --mode compile
+# --compile-mode default: Inductor's fused kernels by name, outside CUDA graphs).
+#
 # Tokens/s counts the training steps only (not the evaluations) from the 10th step on, the clock
 # read after a device synchronization at each end, as char_gpt does.
 import argparse, contextlib, json, math, os, sys, time
@@ -51,6 +54,9 @@ p.add_argument("--weight-decay", type=float, default=0.1)
 p.add_argument("--beta2", type=float, default=0.99)
 p.add_argument("--grad-clip", type=float, default=1.0)
 p.add_argument("--seed", type=int, default=1337)
+p.add_argument("--profile", action="store_true",
+               help="list the GPU kernels of five training steps (torch.profiler, after 20 warm-up steps) and "
+                    "exit; use --compile-mode default, whose kernels the profiler sees one by one")
 p.add_argument("--metrics", default=None, help="append one JSON line per evaluation to DIR/metrics.jsonl")
 a = p.parse_args()
 
@@ -219,6 +225,43 @@ print(f"char_gpt_pytorch: {path}, {len(ids)} characters ({n_train} train, {len(i
       f"{sum(p_.numel() for p_ in params) / 1e6:.2f}M parameters; batch {a.batch_size} ({tokens_per_iter} "
       f"tokens/iteration); device {dev}, mode {a.mode}, precision {a.precision}, torch {torch.__version__}", flush=True)
 
+def train_step(it):
+    """One training step at iteration it's learning rate; returns the loss (not synchronized)."""
+    for g in optimizer.param_groups:
+        g["lr"] = lr_at(it)
+    x, y = get_batch("train")
+    with autocast():
+        loss = trained(x, y)
+    if scaler:
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+    else:
+        loss.backward()
+    if a.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), a.grad_clip)
+    if scaler:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss
+
+
+if a.profile:
+    # Where PyTorch's step spends the GPU: each kernel's total over five steps, largest first.
+    from torch.profiler import ProfilerActivity, profile
+    for it in range(20):
+        train_step(it)
+    sync()
+    with profile(activities=[ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]) as prof:
+        for it in range(20, 25):
+            train_step(it)
+        sync()
+    print(prof.key_averages().table(sort_by="self_cuda_time_total" if cuda else "self_cpu_time_total",
+                                    row_limit=60, max_name_column_width=110))
+    sys.exit(0)
+
 timing_start = min(10, max(0, a.max_iters - 1))
 timed_seconds, timed_iters, segment_first, segment_start = 0.0, 0, None, 0.0
 run_start = time.perf_counter()
@@ -244,24 +287,7 @@ for it in range(a.max_iters + 1):
     if it >= timing_start and segment_first is None:
         sync()
         segment_start, segment_first = time.perf_counter(), it
-    for g in optimizer.param_groups:
-        g["lr"] = lr_at(it)
-    x, y = get_batch("train")
-    with autocast():
-        loss = trained(x, y)
-    if scaler:
-        scaler.scale(loss).backward()
-        scaler.unscale_(optimizer)
-    else:
-        loss.backward()
-    if a.grad_clip > 0:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), a.grad_clip)
-    if scaler:
-        scaler.step(optimizer)
-        scaler.update()
-    else:
-        optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
+    loss = train_step(it)
     if (it + 1) % a.log_interval == 0:
         value = loss.item()
         print(f"iter {it + 1}: loss {value:.4f}")

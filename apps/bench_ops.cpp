@@ -18,7 +18,7 @@
 // call, the median of timed bursts, each ended by a synchronize.
 //
 //   build/bench_ops attention [--lengths 256 1024] [--batch 384] [--head 64] [--dtypes bfloat16 float32]
-//                             [--dropout P] [--deterministic]
+//                             [--dropout P] [--deterministic] [--redraw-mask]
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -246,7 +246,7 @@ struct AttentionFlags {
   std::vector<int64_t> lengths = {256, 1024};
   int64_t batch = 384, head = 64;
   std::vector<std::string> dtypes = {"bfloat16", "float32"};
-  bool causal = true, deterministic = false;
+  bool causal = true, deterministic = false, redraw_mask = false;
   double dropout = 0;
   int repeats = 20;
 };
@@ -260,11 +260,13 @@ int run_attention(const AttentionFlags& f) {
               cuda::device_properties(0).name.c_str(), static_cast<long long>(f.batch),
               static_cast<long long>(f.head), f.causal ? "causal" : "not causal", f.repeats);
   std::printf("%-9s %6s %10s %12s %14s\n", "dtype", "L", "fwd_ms", "fwd_bwd_ms", "fwd_bwd_TFLOPs");
-  // With dropout the 16-bit backward adds dQ with atomics, unless deterministic mode gives dQ a pass
-  // of its own, as it always has without dropout (ops/cuda/attention.cu).
+  // With dropout the forward stores its mask for the backward, as in training; with --redraw-mask
+  // it does not, and the 16-bit backward redraws it and adds dQ with atomics, unless deterministic
+  // mode gives dQ a pass of its own (ops/cuda/attention.cu).
   set_deterministic(f.deterministic);
-  std::printf("dropout %g; backward dQ: %s\n", f.dropout,
-              f.dropout > 0 && !f.deterministic ? "atomics (16-bit types)" : "a pass of its own");
+  const bool atomics = f.dropout > 0 && f.redraw_mask && !f.deterministic;
+  std::printf("dropout %g, mask %s; backward dQ: %s\n", f.dropout, f.redraw_mask ? "redrawn" : "stored",
+              atomics ? "atomics (16-bit types)" : "a pass of its own");
   const Device gpu = Device::cuda(0);
   Kernels& kernels = kernels_for(gpu);
   for (const std::string& name : f.dtypes) {
@@ -277,10 +279,15 @@ int run_attention(const AttentionFlags& f) {
       Tensor gq = Tensor::empty(shape, dtype, gpu), gk = Tensor::empty(shape, dtype, gpu);
       Tensor gv = Tensor::empty(shape, dtype, gpu), rng_state = zeros({3}, kInt64);
       const double scale = 1.0 / std::sqrt(static_cast<double>(f.head));
-      auto forward = [&] { kernels.attention_forward(q, k, v, scale, f.causal, f.dropout, out, lse, rng_state); };
+      Tensor keep_mask;
+      auto forward = [&] {
+        kernels.attention_forward(q, k, v, scale, f.causal, f.dropout, out, lse, rng_state,
+                                  f.redraw_mask ? nullptr : &keep_mask);
+      };
       auto both = [&] {
         forward();
-        kernels.attention_backward(grad_out, q, k, v, out, lse, rng_state, scale, f.causal, f.dropout, gq, gk, gv);
+        kernels.attention_backward(grad_out, q, k, v, out, lse, rng_state, keep_mask, scale, f.causal, f.dropout, gq,
+                                   gk, gv);
       };
       auto median_ms = [&](const std::function<void()>& work) {
         for (int i = 0; i < 3; ++i) work();
@@ -347,6 +354,7 @@ int main(int argc, char** argv) {
   att->add_option("--dropout", at.dropout, "attention dropout probability")->check(CLI::Range(0.0, 0.99))
       ->capture_default_str();
   att->add_flag("--deterministic", at.deterministic, "the deterministic backward (dQ in a pass of its own)");
+  att->add_flag("--redraw-mask", at.redraw_mask, "with dropout, the backward redraws the mask the forward drew");
   att->add_option("--repeats", at.repeats, "timed bursts")->check(CLI::Range(1, 1000))->capture_default_str();
   mnist_app::parse_or_exit(app, argc, argv);  // a bad flag exits 2, as in every app
 

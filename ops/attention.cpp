@@ -194,8 +194,8 @@ std::vector<Tensor> fused_attention_backward_recorded(const Tensor& grad, const 
                                                       const Tensor& v, const Geometry& g, bool causal,
                                                       double dropout_p) {
   MINIDL_CHECK(dropout_p == 0, kOp, ": a create_graph backward through the fused kernels with dropout_p = ",
-               dropout_p, " is not supported (their dropout mask is never stored); pass an attn_mask to take the "
-               "composed path, which is differentiable twice");
+               dropout_p, " is not supported (their dropout mask is drawn inside the kernels); pass an attn_mask to "
+               "take the composed path, which is differentiable twice");
   Tensor scores = mul(matmul(q, transpose(k, -2, -1)), g.scale);
   if (causal) {
     scores = masked_fill(scores, logical_not(causal_keep_mask(g.L, g.S, q.device())),
@@ -216,11 +216,16 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
   Tensor out = empty_heads(batch_dims(q), g.L, g.Ev, q.dtype(), q.device());
   Tensor logsumexp = Tensor::empty({g.B, g.L}, kFloat32, q.device());
   Tensor rng_state = zeros({3}, kInt64);  // [seed, offset, device state]: Kernels::attention_forward
-  kernels.attention_forward(q, k, v, g.scale, causal, dropout_p, out, logsumexp, rng_state);
-  if (autograd::needs_recording({q, k, v})) {
+  // The dropout mask as the backend stores it for the backward (a bit a score on CUDA), where one runs.
+  Tensor keep_mask;
+  const bool recording = autograd::needs_recording({q, k, v});
+  kernels.attention_forward(q, k, v, g.scale, causal, dropout_p, out, logsumexp, rng_state,
+                            recording ? &keep_mask : nullptr);
+  if (recording) {
     autograd::record(kOp, out, {q, k, v}, {q, k, v, out},
                      [q = q.detach(), k = k.detach(), v = v.detach(), o = out.detach(), logsumexp, rng_state,
-                      g, causal, dropout_p, given = std::array<Tensor, 3>{q, k, v}](const Tensor& grad,
+                      keep_mask, g, causal, dropout_p,
+                      given = std::array<Tensor, 3>{q, k, v}](const Tensor& grad,
                                                                                     const std::vector<bool>&) {
                        if (grad_mode_enabled())
                          return fused_attention_backward_recorded(grad, given[0], given[1], given[2], g, causal,
@@ -228,8 +233,8 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
                        auto [gq, gk, gv] = gradient_tensors(q, k, v, g);
                        // The incoming gradient is often a view too (of the heads merged back).
                        const Tensor grad_out = kernel_readable(grad) ? grad : grad.contiguous();
-                       kernels_for(q.device()).attention_backward(grad_out, q, k, v, o, logsumexp, rng_state, g.scale,
-                                                                  causal, dropout_p, gq, gk, gv);
+                       kernels_for(q.device()).attention_backward(grad_out, q, k, v, o, logsumexp, rng_state, keep_mask,
+                                                                  g.scale, causal, dropout_p, gq, gk, gv);
                        return std::vector<Tensor>{gq, gk, gv};
                      }, true);
   }

@@ -314,20 +314,25 @@ class Kernels {
   /// = the log of each row's sum of exp(scores), saved for the backward (-inf for a row that sees
   /// no key). With dropout_p > 0 the kept mask comes from the default generator, and rng_state
   /// (int64 [3], CPU: Philox seed, offset, a graph's device state pointer or 0) records where, for the backward.
+  /// Given keep_mask (a forward whose backward will run), a backend may also store the mask it drew
+  /// there, in a layout of its own, for the backward to read instead of drawing it again; it stays
+  /// undefined where the backend does not.
   virtual void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
-                                 double dropout_p, Tensor& out, Tensor& logsumexp, Tensor& rng_state) {
+                                 double dropout_p, Tensor& out, Tensor& logsumexp, Tensor& rng_state,
+                                 Tensor* keep_mask) {
     (void)q, (void)k, (void)v, (void)scale, (void)causal, (void)dropout_p, (void)out, (void)logsumexp,
-        (void)rng_state;
+        (void)rng_state, (void)keep_mask;
     MINIDL_FAIL("attention_forward: this device has no fused attention kernel");
   }
   /// grad_q, grad_k, grad_v (overwritten, the shapes of q, k, v) from grad_out (out's shape, any
-  /// strides but a unit last one), recomputing the probabilities from q, k, logsumexp and rng_state.
+  /// strides but a unit last one), recomputing the probabilities from q, k and logsumexp, and the
+  /// dropout mask from keep_mask where the forward stored one, else from rng_state.
   virtual void attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
                                   const Tensor& out, const Tensor& logsumexp, const Tensor& rng_state,
-                                  double scale, bool causal, double dropout_p, Tensor& grad_q, Tensor& grad_k,
-                                  Tensor& grad_v) {
-    (void)grad_out, (void)q, (void)k, (void)v, (void)out, (void)logsumexp, (void)rng_state, (void)scale,
-        (void)causal, (void)dropout_p, (void)grad_q, (void)grad_k, (void)grad_v;
+                                  const Tensor& keep_mask, double scale, bool causal, double dropout_p,
+                                  Tensor& grad_q, Tensor& grad_k, Tensor& grad_v) {
+    (void)grad_out, (void)q, (void)k, (void)v, (void)out, (void)logsumexp, (void)rng_state, (void)keep_mask,
+        (void)scale, (void)causal, (void)dropout_p, (void)grad_q, (void)grad_k, (void)grad_v;
     MINIDL_FAIL("attention_backward: this device has no fused attention kernel");
   }
 

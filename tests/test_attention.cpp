@@ -220,7 +220,7 @@ TEST(Attention, KernelLogsumexpOfEachRow) {
   const Tensor q = randn({2, 5, 4}), k = randn({2, 6, 4}), v = randn({2, 6, 3});
   for (bool causal : {false, true}) {
     Tensor out = Tensor::empty({2, 5, 3}), lse = Tensor::empty({2, 5}), rng = Tensor::empty({2}, kInt64);
-    kernels_for(Device::cpu()).attention_forward(q, k, v, 0.5, causal, 0, out, lse, rng);
+    kernels_for(Device::cpu()).attention_forward(q, k, v, 0.5, causal, 0, out, lse, rng, nullptr);
     Tensor scores = matmul(q, k.transpose(1, 2)) * 0.5;
     if (causal) scores = masked_fill(scores, logical_not(tril(ones({5, 6}, kBool))), -INFINITY);
     EXPECT_TRUE(all_close(lse, scores.logsumexp({2}), 1e-5, 1e-5)) << (causal ? "causal" : "");

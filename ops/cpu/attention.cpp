@@ -169,14 +169,16 @@ bool CpuKernels::fused_attention_supports(DType dtype, int64_t e, int64_t ev, bo
 }
 
 void CpuKernels::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
-                                   double dropout_p, Tensor& out, Tensor& logsumexp, Tensor& rng_state) {
-  (void)rng_state;  // no dropout here, so no generator state to record
+                                   double dropout_p, Tensor& out, Tensor& logsumexp, Tensor& rng_state,
+                                   Tensor* keep_mask) {
+  (void)rng_state, (void)keep_mask;  // no dropout here, so no generator state or mask to record
   MINIDL_CHECK(dropout_p == 0, "attention_forward (CPU): no fused dropout (the op composes it), got dropout_p=",
                dropout_p);
   if (is_reduced_floating(q.dtype())) {  // in float32, rounded once into out (ops/widen_16bit.h)
     Widened wide(*this);
     Tensor out32 = wide.output(out);
-    attention_forward(wide.input(q), wide.input(k), wide.input(v), scale, causal, 0, out32, logsumexp, rng_state);
+    attention_forward(wide.input(q), wide.input(k), wide.input(v), scale, causal, 0, out32, logsumexp, rng_state,
+                      nullptr);
     wide.finish();
     return;
   }
@@ -195,15 +197,16 @@ void CpuKernels::attention_forward(const Tensor& q, const Tensor& k, const Tenso
 }
 
 void CpuKernels::attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
-                                    const Tensor& out, const Tensor& logsumexp, const Tensor& rng_state, double scale,
-                                    bool causal, double dropout_p, Tensor& grad_q, Tensor& grad_k, Tensor& grad_v) {
+                                    const Tensor& out, const Tensor& logsumexp, const Tensor& rng_state,
+                                    const Tensor& keep_mask, double scale, bool causal, double dropout_p,
+                                    Tensor& grad_q, Tensor& grad_k, Tensor& grad_v) {
   MINIDL_CHECK(dropout_p == 0, "attention_backward (CPU): no fused dropout (the op composes it), got dropout_p=",
                dropout_p);
   if (is_reduced_floating(q.dtype())) {
     Widened wide(*this);
     Tensor gq = wide.output(grad_q), gk = wide.output(grad_k), gv = wide.output(grad_v);
     attention_backward(wide.input(grad_out), wide.input(q), wide.input(k), wide.input(v), wide.input(out), logsumexp,
-                       rng_state, scale, causal, 0, gq, gk, gv);
+                       rng_state, keep_mask, scale, causal, 0, gq, gk, gv);
     wide.finish();
     return;
   }

@@ -35,10 +35,11 @@ class CpuKernels final : public Kernels {
             double beta) override;
   bool fused_attention_supports(DType dtype, int64_t e, int64_t ev, bool dropout) const override;
   void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
-                         double dropout_p, Tensor& out, Tensor& logsumexp, Tensor& rng_state) override;
+                         double dropout_p, Tensor& out, Tensor& logsumexp, Tensor& rng_state,
+                         Tensor* keep_mask) override;
   void attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                          const Tensor& logsumexp, const Tensor& rng_state, double scale, bool causal,
-                          double dropout_p, Tensor& grad_q, Tensor& grad_k, Tensor& grad_v) override;
+                          const Tensor& logsumexp, const Tensor& rng_state, const Tensor& keep_mask, double scale,
+                          bool causal, double dropout_p, Tensor& grad_q, Tensor& grad_k, Tensor& grad_v) override;
   void softmax(const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool log, Tensor& out) override;
   void softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t outer, int64_t n, int64_t inner, bool log,
                         Tensor& grad_in) override;

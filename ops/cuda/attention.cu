@@ -15,20 +15,25 @@
 // and dV, and dQ gets a pass of its own, parallel over query blocks: two more products per tile
 // pair, but every gradient is bit-reproducible, and on an H100 (bfloat16, 384 heads of 64, causal,
 // no dropout) it was the faster: 0.163 ms against 0.214 at L = 256, 1.46 against 1.91 at L = 1024
-// (bench_ops attention, with and without --deterministic). With dropout the 16-bit types run
+// (bench_ops attention, with and without --deterministic). The same holds with dropout, where the
+// forward stores its mask for the backward (as the op has it): on an H200 (bfloat16, dropout 0.2)
+// 0.207 ms against 0.215 with atomics at L = 256, 2.00 against 2.04 at L = 1024. Where the
+// backward must redraw the mask (no stored one: the kernels called directly), the 16-bit types run
 // FlashAttention-2's single pass instead, which adds dQ into a float32 buffer with atomics (so dQ's
-// last bits vary run to run; a last kernel rounds it to the dtype): the dQ pass would draw the
-// whole mask a second time. On an H200 (bfloat16, dropout 0.2) the two came within 3% of each
-// other either way: 0.207 (atomics) against 0.202 ms at L = 256, 1.96 against 2.00 at L = 1024.
-// set_deterministic(true) takes the dQ pass there too. Float32 always takes the dQ pass (the
-// atomic dQ product, add_ds_times_keys, has no float32 form). Nothing here synchronizes
-// with the host and the scratch (delta, the float32 dQ) comes from the caching allocator, so the
-// calls can be captured in a CUDA graph.
+// last bits vary run to run; a last kernel rounds it to the dtype), and which draws the mask once
+// fewer; set_deterministic(true) takes the dQ pass there too. Float32 always takes the dQ pass (the
+// atomic dQ product, add_ds_times_keys, has no float32 form). Nothing here synchronizes with the
+// host and the scratch (delta, the float32 dQ) comes from the caching allocator, so the calls can
+// be captured in a CUDA graph.
 //
 // Dropout is fused (attention_mma.cuh's DropoutMask): the forward reserves Philox draws for the
 // B x L x S mask from the default generator and records them in rng_state (int64 [3], CPU: seed,
-// offset, and the graph's device-side Philox state as an integer, 0 outside capture), from which
-// every backward pass redraws the same mask. Kernels for p = 0 are compiled without it.
+// offset, and the graph's device-side Philox state as an integer, 0 outside capture). Given
+// keep_mask, it also stores the mask it drew, a bit a score, and the backward passes read it;
+// without, every backward pass redraws it from rng_state. Storing took bfloat16 forward + backward
+// from 0.226 to 0.207 ms at L = 256 and from 2.14 to 2.00 at L = 1024 (the same H200, before the
+// key-row passes' tiles went to 32 columns), for 3.1 MB a layer of char_gpt. Kernels for p = 0 are
+// compiled without dropout.
 #include "ops/cuda/attention_mma.cuh"
 #include "core/deterministic.h"
 #include "core/random.h"
@@ -283,7 +288,8 @@ bool CudaKernels::fused_attention_supports(DType dtype, int64_t e, int64_t ev, b
 }
 
 void CudaKernels::attention_forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, double scale,
-                                    bool causal, double dropout_p, Tensor& out, Tensor& logsumexp, Tensor& rng_state) {
+                                    bool causal, double dropout_p, Tensor& out, Tensor& logsumexp, Tensor& rng_state,
+                                    Tensor* keep_mask) {
   const Sizes s = check_inputs(q_in, k_in, v_in, dropout_p);
   const DType dtype = q_in.dtype();
   const Device device = q_in.device();
@@ -298,6 +304,10 @@ void CudaKernels::attention_forward(const Tensor& q_in, const Tensor& k_in, cons
     state[0] = static_cast<int64_t>(draw.seed);
     state[1] = static_cast<int64_t>(draw.offset);
     state[2] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(draw.device_state));
+    if (keep_mask) {
+      const int64_t bytes = DropoutMask::stored_bytes(s.B, s.L, s.S);
+      *keep_mask = Tensor::empty({bytes}, kUInt8, device);
+    }
   }
   if (s.B == 0 || s.L == 0) return;
   cuda::DeviceGuard guard(device_);
@@ -314,7 +324,10 @@ void CudaKernels::attention_forward(const Tensor& q_in, const Tensor& k_in, cons
     p.q_at = layout_of(q), p.k_at = layout_of(k), p.v_at = layout_of(v);
     p.out = ptr<T>(out), p.out_at = layout_of(out);
     p.lse = ptr<float>(logsumexp);
-    if (dropout) set_dropout(p, rng_state, dropout_p);
+    if (dropout) {
+      set_dropout(p, rng_state, dropout_p);
+      if (keep_mask) p.keep_bits = ptr<uint8_t>(*keep_mask);
+    }
     dispatch_head_size(s.E, [&](auto e) {
       dispatch_dropout(dropout, [&](auto drop) {
         launch_pass<T, decltype(e)::value, Pass::kForward, decltype(drop)::value>(p, stream_);
@@ -325,11 +338,19 @@ void CudaKernels::attention_forward(const Tensor& q_in, const Tensor& k_in, cons
 
 void CudaKernels::attention_backward(const Tensor& grad_out_in, const Tensor& q_in, const Tensor& k_in,
                                      const Tensor& v_in, const Tensor& out_in, const Tensor& logsumexp,
-                                     const Tensor& rng_state, double scale, bool causal, double dropout_p,
-                                     Tensor& grad_q, Tensor& grad_k, Tensor& grad_v) {
+                                     const Tensor& rng_state, const Tensor& keep_mask, double scale, bool causal,
+                                     double dropout_p, Tensor& grad_q, Tensor& grad_k, Tensor& grad_v) {
   const Sizes s = check_inputs(q_in, k_in, v_in, dropout_p);
   const bool dropout = dropout_p > 0;
   if (dropout) check_rng_state(rng_state);
+  const bool stored_mask = dropout && keep_mask.defined();
+  if (stored_mask) {
+    const int64_t bytes = DropoutMask::stored_bytes(s.B, s.L, s.S);
+    MINIDL_CHECK(keep_mask.shape() == Shape{bytes} && keep_mask.dtype() == kUInt8 &&
+                     keep_mask.device() == q_in.device() && keep_mask.is_contiguous(),
+                 "fused attention: expected keep_mask the uint8 [", bytes, "] the forward stored on ", q_in.device(),
+                 ", got ", keep_mask.shape(), " ", keep_mask.dtype(), " on ", keep_mask.device());
+  }
   const DType dtype = q_in.dtype();
   const Device device = q_in.device();
   check_tensor("grad_out", grad_out_in, s.batch, s.L, s.E, dtype, device);
@@ -367,6 +388,7 @@ void CudaKernels::attention_backward(const Tensor& grad_out_in, const Tensor& q_
     p.lse = ptr<float>(logsumexp);
     p.delta = ptr<const float>(delta);
     if (dropout) set_dropout(p, rng_state, dropout_p);
+    if (stored_mask) p.keep_bits = const_cast<uint8_t*>(ptr<const uint8_t>(keep_mask));  // read only here
     dispatch_head_size(s.E, [&](auto e) {
       dispatch_dropout(dropout, [&](auto drop) {
         constexpr int E = decltype(e)::value;
@@ -375,7 +397,7 @@ void CudaKernels::attention_backward(const Tensor& grad_out_in, const Tensor& q_
         kv.out = ptr<T>(grad_k), kv.out_at = layout_of(grad_k);
         kv.out2 = ptr<T>(grad_v), kv.out2_at = layout_of(grad_v);
         if constexpr (!std::is_same_v<T, float>) {
-          if (D && !is_deterministic()) {
+          if (D && !stored_mask && !is_deterministic()) {
             Tensor dq_accum = Tensor::empty({s.B, s.L, s.E}, kFloat32, device);
             CUDA_CHECK(cudaMemsetAsync(dq_accum.raw_data(), 0, dq_accum.nbytes(), stream_));
             kv.dq_accum = ptr<float>(dq_accum);

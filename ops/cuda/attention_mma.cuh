@@ -21,8 +21,12 @@
 // no room for them.
 //
 // Dropout (the kernels' Dropout flag, false compiles it out): out = (dropout(P) / keep_prob) V as
-// FlashAttention-2 does it, the keep mask redrawn in every pass from Philox (DropoutMask), so the
-// backward sees the forward's mask without storing it; logsumexp stays the undropped softmax's.
+// FlashAttention-2 does it, the keep mask drawn from Philox (DropoutMask); logsumexp stays the
+// undropped softmax's. A forward whose backward will run also stores the mask, a bit a score, and
+// the backward passes read it instead of drawing it again: the draws are a Philox call for every
+// four scores, and drawing in all three passes cost about 0.04 ms of the 0.2 ms a bfloat16 layer of
+// char_gpt's attention took (384 heads of 64, L = 256). Without a stored mask (kernels called
+// directly) every pass redraws it.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <curand_kernel.h>
@@ -81,6 +85,7 @@ struct Params {
   uint64_t rng_seed, rng_offset;
   const uint64_t* rng_device_state;
   float keep_prob, inv_keep;  // inv_keep = 1 / keep_prob, 0 where keep_prob = 0
+  uint8_t* keep_bits;  // the stored mask (DropoutMask::stored): kForward writes it, the backward reads it; or null
 };
 
 /// The dropout keep mask as a pure function of (seed, offset, b, query i, key j), so that every pass
@@ -94,17 +99,33 @@ struct Params {
 /// i8 = 8 (i >> 4) + (i & 7), Lb = 8 ceil(L / 16) and likewise j8, Sb; it is kept where that draw
 /// as a uniform on (0, 1] is <= keep_prob, as ops/cuda/dropout.cu decides. A forward reserves
 /// 4 B Lb Sb draws (DropoutMask::draws); scores past L or S only read unused draws.
+///
+/// A stored mask (`stored`, DropoutMask::stored_bytes) keeps a nibble per block, bit k whether
+/// draw k was kept: byte (b, i8, j8 / 2), the low nibble for even j8, of a [B, Lp, Sp / 2] array
+/// with Lp = 32 ceil(L / 64) and Sp = 32 ceil(S / 64). So a 64 x 64 tile pair's blocks are 32 rows
+/// of 16 bytes on 16-byte boundaries, which the backward passes copy into shared memory with their
+/// tiles (stage_stored). The forward writes whole bytes: a thread's blocks along its row come in
+/// pairs, j8 even and odd.
 struct DropoutMask {
   uint2 key;
   uint64_t base;        // the counter of the block of score (0, 0, 0)
   uint64_t row_blocks;  // Sb: blocks along a query's keys
   uint64_t batch_blocks;  // Lb Sb
   float keep_prob;
+  uint8_t* stored;  // the mask as the forward kept it, or null: every pass draws it
+  int64_t stored_pitch;  // Sp / 2, the bytes of a query pair's row
+  int64_t stored_batch;  // Lp Sp / 2
 
   __host__ __device__ static uint64_t blocks_along(int n) { return 8 * ((static_cast<uint64_t>(n) + 15) / 16); }
   /// The Philox draws a forward reserves for B x L x S scores.
   __host__ static uint64_t draws(int64_t B, int64_t L, int64_t S) {
     return 4 * static_cast<uint64_t>(B) * blocks_along(static_cast<int>(L)) * blocks_along(static_cast<int>(S));
+  }
+  __host__ __device__ static int64_t stored_rows(int64_t L) { return 32 * ((L + 63) / 64); }
+  __host__ __device__ static int64_t stored_pitch_of(int64_t S) { return 16 * ((S + 63) / 64); }
+  /// The bytes of a stored mask for B x L x S scores.
+  __host__ static int64_t stored_bytes(int64_t B, int64_t L, int64_t S) {
+    return B * stored_rows(L) * stored_pitch_of(S);
   }
 
   template <class T>
@@ -118,6 +139,9 @@ struct DropoutMask {
     m.row_blocks = blocks_along(p.S);
     m.batch_blocks = blocks_along(p.L) * m.row_blocks;
     m.keep_prob = p.keep_prob;
+    m.stored = p.keep_bits;
+    m.stored_pitch = stored_pitch_of(p.S);
+    m.stored_batch = stored_rows(p.L) * m.stored_pitch;
     return m;
   }
   /// The four draws of the block holding query i's score against key j, in the order (i0, j0),
@@ -148,13 +172,75 @@ struct DropoutMask {
       for (int odd = 0; odd < 2; ++odd) {
         const int col = c + nt * 8 + odd;
         const uint4 r = RowsAreKeys ? block(b, col, row_lo) : block(b, row_lo, col);
-        // Elements: e = odd (row_lo) and 2 + odd (row_lo + 8) of tiles nt (col) and nt + 1 (col + 8).
-        const uint32_t lo_lo = kept(r.x), far_col = kept(RowsAreKeys ? r.z : r.y);
-        const uint32_t far_row = kept(RowsAreKeys ? r.y : r.z), far_both = kept(r.w);
-        bits |= lo_lo << (4 * nt + odd) | far_row << (4 * nt + 2 + odd) | far_col << (4 * (nt + 1) + odd) |
-                far_both << (4 * (nt + 1) + 2 + odd);
+        const uint32_t kept_bits = kept(r.x) | kept(r.y) << 1 | kept(r.z) << 2 | kept(r.w) << 3;
+        bits |= in_tiles<RowsAreKeys>(kept_bits, nt, odd);
       }
     return bits;
+  }
+  /// Copies the stored blocks of a tile pair into shared memory (cp.async, in the caller's group):
+  /// rows r0.. (64) against columns c0.. (Cols), as [query pairs][bytes of key pairs], 16 bytes a
+  /// row where the rows are keys (Cols / 2 rows) and Cols / 4 where they are queries (32 rows).
+  template <int Cols, bool RowsAreKeys>
+  __device__ __forceinline__ void stage_stored(uint8_t* dst, int b, int r0, int c0) const {
+    constexpr int rows = RowsAreKeys ? Cols / 2 : 32, width = RowsAreKeys ? 16 : Cols / 4;
+    static_assert(width == 16 || width == 8, "16- or 8-byte copies");
+    const int i = threadIdx.x;
+    if (i >= rows) return;
+    const int64_t i8 = RowsAreKeys ? c0 / 2 + i : r0 / 2 + i, byte = RowsAreKeys ? r0 / 4 : c0 / 4;
+    const uint8_t* src = stored + b * stored_batch + i8 * stored_pitch + byte;
+    if constexpr (width == 16) cp_async_16(smem_addr(dst + i * 16), src, true);
+    else cp_async_8(smem_addr(dst + i * 8), src);
+  }
+  /// tile_bits from a tile pair's blocks staged in shared memory (stage_stored).
+  template <int Nt, bool RowsAreKeys>
+  __device__ __forceinline__ static uint32_t staged_tile_bits(const uint8_t* staged) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int r = 8 * warp + (lane >> 2), m = lane & 3;  // the thread's pair of rows; of columns, 2 m + 8 nt
+    uint32_t bits = 0;
+#pragma unroll
+    for (int nt = 0; nt < Nt; nt += 2) {
+      if constexpr (RowsAreKeys) {  // key pair r: half of byte r / 2 of the query pairs 4 nt + 2 m + odd
+#pragma unroll
+        for (int odd = 0; odd < 2; ++odd) {
+          const uint32_t byte = staged[(4 * nt + 2 * m + odd) * 16 + r / 2];
+          bits |= in_tiles<true>(byte >> (4 * (r & 1)) & 0xfu, nt, odd);
+        }
+      } else {  // query pair r: byte 2 nt + m, both halves (odd = 0, 1)
+        const uint32_t byte = staged[r * (Nt * 2) + 2 * nt + m];
+        bits |= in_tiles<false>(byte & 0xfu, nt, 0) | in_tiles<false>(byte >> 4, nt, 1);
+      }
+    }
+    return bits;
+  }
+  /// Stores a query-row tile's `keep` (tile_bits' layout): the forward, for its backward.
+  template <int Nt>
+  __device__ __forceinline__ void store_tile_bits(uint32_t keep, int b, int row_lo, int c) const {
+    const int64_t i8 = (row_lo >> 4) * 8 + (row_lo & 7);
+    uint8_t* row = stored + b * stored_batch + i8 * stored_pitch;
+#pragma unroll
+    for (int nt = 0; nt < Nt; nt += 2) {
+      const int col = c + nt * 8;  // j8 = 8 (col >> 4) + (col & 7), even
+      const uint32_t byte = of_tiles(keep, nt, 0) | of_tiles(keep, nt, 1) << 4;
+      row[4 * (col >> 4) + ((col & 7) >> 1)] = static_cast<uint8_t>(byte);
+    }
+  }
+
+ private:
+  /// A block's four keep bits (bit k: draw k) at their places in a thread's tile bits: elements
+  /// e = odd (row_lo) and 2 + odd (row_lo + 8) of tiles nt (column c + 8 nt + odd) and nt + 1.
+  /// Draws 1 and 2 are the far column and the far row where the rows are queries, and the other
+  /// way round where they are keys.
+  template <bool RowsAreKeys>
+  __device__ __forceinline__ static uint32_t in_tiles(uint32_t kept_bits, int nt, int odd) {
+    const uint32_t lo_lo = kept_bits & 1, far_both = kept_bits >> 3 & 1;
+    const uint32_t far_col = kept_bits >> (RowsAreKeys ? 2 : 1) & 1, far_row = kept_bits >> (RowsAreKeys ? 1 : 2) & 1;
+    return lo_lo << (4 * nt + odd) | far_row << (4 * nt + 2 + odd) | far_col << (4 * (nt + 1) + odd) |
+           far_both << (4 * (nt + 1) + 2 + odd);
+  }
+  /// The inverse of in_tiles<false>: the block's four keep bits from a query-row thread's tile bits.
+  __device__ __forceinline__ static uint32_t of_tiles(uint32_t keep, int nt, int odd) {
+    return (keep >> (4 * nt + odd) & 1) | (keep >> (4 * (nt + 1) + odd) & 1) << 1 |
+           (keep >> (4 * nt + 2 + odd) & 1) << 2 | (keep >> (4 * (nt + 1) + 2 + odd) & 1) << 3;
   }
 };
 
@@ -395,15 +481,22 @@ __device__ __forceinline__ void add_ds_times_keys(float* dq_accum, const uint16_
   }
 }
 
-// Columns per tile: 32 where the kGradKV accumulators of head size 128 need the registers, and
-// for float32 at head size 128, whose tiles would otherwise leave room for one block an SM.
+// Columns per tile: 32 in the key-row passes, whose two accumulators (dK and dV) take the
+// registers: at 64 a bfloat16 pass over heads of 64 took 183 registers a thread without dropout,
+// two blocks an SM, and 32 ran forward + backward up to 3% faster without dropout and 7% faster
+// with it (384 heads, L = 256 and 1,024, an H200). 32 also for float32 at head size 128, whose
+// tiles would otherwise leave room for one block an SM.
 template <class T, int E, Pass P>
-constexpr int kCols = ((rows_are_keys(P) || std::is_same_v<T, float>) && E == 128) ? 32 : 64;
+constexpr int kCols = (rows_are_keys(P) || (std::is_same_v<T, float> && E == 128)) ? 32 : 64;
 
 // kGradKVQ's dS^T tile [kRows keys][kCols queries]: the pitch puts the 8 rows of a quad-wide
 // 4-byte store, and of an ldmatrix phase, in different banks.
 template <class T, int E, Pass P>
 constexpr int kDsPitch = kCols<T, E, P> + 8;
+
+// The backward's stored dropout mask of a tile pair in shared memory (DropoutMask::stage_stored):
+// 64 x 64 or 64 x 32 scores, a nibble per four.
+constexpr int kStagedMaskBytes = 64 * 64 / 8;
 
 template <class T, int E, Pass P>
 constexpr int smem_bytes() {
@@ -412,6 +505,7 @@ constexpr int smem_bytes() {
   int bytes = row_tiles * kRows * tile + 2 * 2 * kCols<T, E, P> * tile;
   if (rows_are_keys(P)) bytes += 2 * 2 * kCols<T, E, P> * int(sizeof(float));
   if (P == Pass::kGradKVQ) bytes += kRows * kDsPitch<T, E, P> * 2;
+  if (P != Pass::kForward) bytes += 2 * kStagedMaskBytes;
   return bytes;
 }
 
@@ -429,6 +523,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Params
   S* col_tiles = row_a + (P == Pass::kForward ? 1 : 2) * kRows * kPitch<T, E>;  // [stage][a|b]
   float* col_values = reinterpret_cast<float*>(col_tiles + 4 * tile_elems);  // keys' passes: [stage][lse2|delta]
   uint16_t* ds_tile = reinterpret_cast<uint16_t*>(col_values + 4 * Cols);    // kGradKVQ: dS^T
+  // The backward's staged dropout mask, [stage][kStagedMaskBytes], after whatever the pass has.
+  uint8_t* staged_mask = smem_raw + smem_bytes<T, E, P>() - (P == Pass::kForward ? 0 : 2 * kStagedMaskBytes);
 
   const bool rows_are_queries = !rows_are_keys(P);
   const int n_rows = rows_are_queries ? p.L : p.S, n_cols = rows_are_queries ? p.S : p.L;
@@ -468,6 +564,9 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Params
       load_column_values<Cols>(col_values + (2 * stage) * Cols, p.lse + int64_t(b) * p.L, t * Cols, p.L, kLog2e);
       load_column_values<Cols>(col_values + (2 * stage + 1) * Cols, p.delta + int64_t(b) * p.L, t * Cols, p.L, 1.f);
     }
+    if constexpr (Dropout && P != Pass::kForward)
+      if (drop.stored)
+        drop.stage_stored<Cols, rows_are_keys(P)>(staged_mask + stage * kStagedMaskBytes, b, r0, t * Cols);
   };
 
   if constexpr (P == Pass::kForward) {
@@ -564,6 +663,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Params
         }
       if constexpr (Dropout) {
         const uint32_t keep = drop.tile_bits<Nt, false>(b, row_lo, c0 + col_in_tile);
+        if (drop.stored) drop.store_tile_bits<Nt>(keep, b, row_lo, c0 + col_in_tile);
 #pragma unroll
         for (int nt = 0; nt < Nt; ++nt)
 #pragma unroll
@@ -583,7 +683,10 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mma_kernel(const Params
       const float* col_lse2 = col_values + (2 * (t & 1)) * Cols;
       const float* col_delta = col_lse2 + Cols;
       [[maybe_unused]] uint32_t keep = 0;  // bit 4 nt + e: element e of tile nt is kept
-      if constexpr (Dropout) keep = drop.tile_bits<Nt, rows_are_keys(P)>(b, row_lo, c0 + col_in_tile);
+      if constexpr (Dropout)
+        keep = drop.stored
+                   ? DropoutMask::staged_tile_bits<Nt, rows_are_keys(P)>(staged_mask + (t & 1) * kStagedMaskBytes)
+                   : drop.tile_bits<Nt, rows_are_keys(P)>(b, row_lo, c0 + col_in_tile);
 #pragma unroll
       for (int nt = 0; nt < Nt; ++nt) {
 #pragma unroll

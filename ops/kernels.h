@@ -460,8 +460,9 @@ class Kernels {
                                    const Tensor& save_mean, const Tensor& save_invstd, Tensor* grad_x,
                                    Tensor* grad_weight, Tensor* grad_bias) = 0;
   /// dropout_add_layer_norm in one pass over rows of d = x.size(-1): sum = residual + dropout(x)
-  /// (mask drawn as dropout() draws it; `mask` undefined when keep_prob is 1) and out = the layer norm
-  /// of sum in x's dtype; save_mean and save_invstd [rows] in residual's dtype. All contiguous.
+  /// (mask drawn as dropout() draws it; `mask` undefined when keep_prob is 1; residual undefined:
+  /// none) and out = the layer norm of sum in out's dtype; save_mean and save_invstd [rows] in sum's
+  /// dtype. All contiguous.
   /// Returns false, doing nothing, where the device has no kernel for these dtypes, d or alignment
   /// (the op then composes dropout, add and layer_norm).
   virtual bool dropout_add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor* weight,
@@ -472,7 +473,8 @@ class Kernels {
     return false;
   }
   /// Its backward, after a forward that returned true: grad_residual = grad_sum + the layer norm's
-  /// input gradient from grad_out, and grad_x = grad_residual through the dropout, in x's dtype.
+  /// input gradient from grad_out (out's dtype), and grad_x = grad_residual through the dropout, in
+  /// x's dtype.
   /// grad_sum (undefined where no gradient reached sum) and each output may be null.
   virtual void dropout_add_layer_norm_backward(const Tensor& grad_out, const Tensor* grad_sum, const Tensor& sum,
                                                const Tensor& save_mean, const Tensor& save_invstd,

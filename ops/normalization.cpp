@@ -222,36 +222,47 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 }
 
 std::tuple<Tensor, Tensor> dropout_add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,
-                                                  const Tensor& bias, double p, bool training, double eps) {
+                                                  const Tensor& bias, double p, bool training, double eps,
+                                                  std::optional<DType> out_dtype) {
   const char* op = "dropout_add_layer_norm";
   check_x(op, x);
-  check_x(op, residual);
-  MINIDL_CHECK(x.shape() == residual.shape(), op, ": expected x and residual of one shape, got ", x.shape(), " and ",
-               residual.shape());
   MINIDL_CHECK(x.dim() >= 1, op, ": expected x of at least one dim, got a scalar");
-  MINIDL_CHECK(x.dtype() == residual.dtype() || (residual.dtype() == kFloat32 && is_reduced_floating(x.dtype())), op,
-               ": expected x in residual's dtype ", residual.dtype(),
-               residual.dtype() == kFloat32 ? " or a 16-bit one" : "", ", got ", x.dtype());
+  // The sum's dtype: the residual's, or x's where there is none (the stream starts here).
+  const DType sum_dtype = residual.defined() ? residual.dtype() : x.dtype();
+  if (residual.defined()) {
+    check_x(op, residual);
+    MINIDL_CHECK(x.shape() == residual.shape(), op, ": expected x and residual of one shape, got ", x.shape(),
+                 " and ", residual.shape());
+    MINIDL_CHECK(x.dtype() == residual.dtype() || (residual.dtype() == kFloat32 && is_reduced_floating(x.dtype())),
+                 op, ": expected x in residual's dtype ", residual.dtype(),
+                 residual.dtype() == kFloat32 ? " or a 16-bit one" : "", ", got ", x.dtype());
+  }
+  const DType out_type = out_dtype.value_or(x.dtype());
+  MINIDL_CHECK(out_type == x.dtype() || (x.dtype() == kFloat32 && is_reduced_floating(out_type)), op,
+               ": expected out_dtype to be x's dtype ", x.dtype(), x.dtype() == kFloat32 ? " or a 16-bit one" : "",
+               ", got ", out_type);
   MINIDL_CHECK(p >= 0 && p <= 1, op, ": expected a probability p in [0, 1], got ", p);
   const int64_t d = x.size(-1);
-  check_param(op, "weight", weight, residual, {d}, "the last dim");
-  check_param(op, "bias", bias, residual, {d}, "the last dim");
+  const Tensor& stream = residual.defined() ? residual : x;  // weight and bias take the sum's dtype
+  check_param(op, "weight", weight, stream, {d}, "the last dim");
+  check_param(op, "bias", bias, stream, {d}, "the last dim");
   check_same_device(op, {x, residual, weight, bias});
   const double keep = training ? 1 - p : 1;
   if (keep > 0 && x.numel() > 0) {  // p = 1 keeps nothing to scale: the composition's dropout zeroes
-    const Tensor xc = plain(x), rc = plain(residual), w = plain(weight), b = plain(bias);
-    Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
-    Tensor sum = Tensor::empty(x.shape(), residual.dtype(), x.device());
+    const Tensor xc = plain(x), rc = residual.defined() ? plain(residual) : Tensor(), w = plain(weight),
+                 b = plain(bias);
+    Tensor out = Tensor::empty(x.shape(), out_type, x.device());
+    Tensor sum = Tensor::empty(x.shape(), sum_dtype, x.device());
     Tensor mask = keep < 1 ? Tensor::empty(x.shape(), kBool, x.device()) : Tensor();
-    Tensor mean = Tensor::empty({x.numel() / d}, residual.dtype(), x.device());
-    Tensor invstd = Tensor::empty({x.numel() / d}, residual.dtype(), x.device());
+    Tensor mean = Tensor::empty({x.numel() / d}, sum_dtype, x.device());
+    Tensor invstd = Tensor::empty({x.numel() / d}, sum_dtype, x.device());
     Kernels& kernels = kernels_for(x.device());
     if (kernels.dropout_add_layer_norm(xc, rc, or_null(w), or_null(b), keep, eps, out, sum, mask, mean, invstd)) {
       if (autograd::needs_recording({x, residual, weight, bias})) {
         autograd::record_multi(
             op, {&out, &sum}, {x, residual, weight, bias}, {sum, w},
-            [s = sum.detach(), w, mean, invstd, mask, keep, x_dtype = x.dtype()](const std::vector<Tensor>& grads,
-                                                                                 const std::vector<bool>& needs) {
+            [s = sum.detach(), w, mean, invstd, mask, keep, x_dtype = x.dtype(), out_type](
+                const std::vector<Tensor>& grads, const std::vector<bool>& needs) {
               const Tensor& g_out = grads[0];
               const Tensor g_sum = plain(grads[1]);
               if (!g_out.defined()) {  // only the sum reached: it is the residual's and, dropped, x's
@@ -266,7 +277,7 @@ std::tuple<Tensor, Tensor> dropout_add_layer_norm(const Tensor& x, const Tensor&
               if (needs[2]) gw = Tensor::empty(w.shape(), w.dtype(), s.device());
               if (needs[3]) gb = Tensor::empty({s.size(-1)}, s.dtype(), s.device());
               kernels_for(s.device())
-                  .dropout_add_layer_norm_backward(plain(g_out.to(x_dtype)), or_null(g_sum), s, mean, invstd,
+                  .dropout_add_layer_norm_backward(plain(g_out.to(out_type)), or_null(g_sum), s, mean, invstd,
                                                    or_null(w), mask, keep, needs[0] ? &gx : nullptr,
                                                    needs[1] ? &gr : nullptr, needs[2] ? &gw : nullptr,
                                                    needs[3] ? &gb : nullptr);
@@ -276,8 +287,9 @@ std::tuple<Tensor, Tensor> dropout_add_layer_norm(const Tensor& x, const Tensor&
       return {out, sum};
     }
   }
-  Tensor sum = residual + dropout(x, p, training);
-  return {layer_norm(sum, {d}, weight, bias, eps).to(x.dtype()), sum};
+  Tensor dropped = dropout(x, p, training);
+  Tensor sum = residual.defined() ? residual + dropped : dropped;
+  return {layer_norm(sum, {d}, weight, bias, eps).to(out_type), sum};
 }
 
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {

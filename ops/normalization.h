@@ -1,5 +1,6 @@
 #pragma once
 // Normalization layers' ops: batch norm, layer norm and group norm, as torch.nn.functional has them.
+#include <optional>
 #include <tuple>
 
 #include "core/tensor.h"
@@ -22,15 +23,19 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                   double eps = 1e-5);
 
 /// A pre-norm transformer's seam in one op (flash-attn's dropout_add_layer_norm): sum = residual +
-/// dropout(x, p, training), and out = layer_norm(sum) over the last dim, in x's dtype. Returns
-/// {out, sum}. x is a block's branch, residual the stream it adds to: x has residual's dtype or, beside a
-/// float32 residual, a 16-bit one (autocast's products make 16-bit branches on a float32 stream, and
-/// the next product wants its input 16-bit). weight and bias [d] are optional, in residual's dtype.
-/// On CUDA one pass over the rows each way, the mask drawn as dropout() draws it; elsewhere the composition.
+/// dropout(x, p, training), and out = layer_norm(sum) over the last dim, in out_dtype (x's unless
+/// given). Returns {out, sum}. x is a block's branch, residual the stream it adds to: x has
+/// residual's dtype or, beside a float32 residual, a 16-bit one (autocast's products make 16-bit
+/// branches on a float32 stream, and the next product wants its input 16-bit). Without a residual
+/// (undefined) the stream starts here, sum = dropout(x): the embeddings before the first block,
+/// whose float32 x may give a 16-bit out (out_dtype) for the product after it. weight and bias [d]
+/// are optional, in the sum's dtype. On CUDA one pass over the rows each way, the mask drawn as
+/// dropout() draws it; elsewhere the composition.
 ///   std::tie(y, x) = dropout_add_layer_norm(branch, x, ln->weight, ln->bias, 0.2, is_training());
+///   std::tie(y, x) = dropout_add_layer_norm(tok + pos, {}, ln->weight, ln->bias, 0.2, true, 1e-5, kBFloat16);
 std::tuple<Tensor, Tensor> dropout_add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight = {},
                                                   const Tensor& bias = {}, double p = 0.5, bool training = true,
-                                                  double eps = 1e-5);
+                                                  double eps = 1e-5, std::optional<DType> out_dtype = std::nullopt);
 
 /// Splits the channels of x [N, C, *] into num_groups groups and normalizes each sample's group with
 /// its own mean and biased variance; weight and bias [C] (per channel) are optional.

@@ -212,7 +212,7 @@ TEST(CharGptModel, LogitsAtAPositionDependOnlyOnTheIdsUpToIt) {
 // layer norm as one op); the blocks' own forward, chained, is the reference. Training, with dropout:
 // the fused op draws each mask where the composition does, so from one seed the two agree (bit for
 // bit on the CPU, where the op is that composition; on a GPU within float32's rounding, gradients
-// included). The sampled gradients are the first block's and the final norm's.
+// included). The sampled gradients are the first block's, the final norm's and the positions'.
 void expect_fused_seams_match_blocks(Device device) {
   manual_seed(4);
   char_gpt::Gpt model(char_gpt::GptConfig{.vocab_size = 11, .block_size = 16, .n_layer = 2, .n_head = 2, .n_embd = 8,
@@ -237,7 +237,8 @@ void expect_fused_seams_match_blocks(Device device) {
     Tensor logits = fused ? model.forward(ids) : blocks_forward();
     (logits * logits).sum().backward();
     auto named = model.named_parameters();
-    return std::vector<Tensor>{logits.detach(), named["transformer.h.0.ln_2.weight"].grad(),
+    return std::vector<Tensor>{logits.detach(), named["transformer.h.0.ln_1.weight"].grad(),
+                               named["transformer.h.0.ln_2.weight"].grad(),
                                named["transformer.h.0.mlp.c_fc.weight"].grad(),
                                named["transformer.ln_f.bias"].grad(), named["transformer.wpe.weight"].grad()};
   };

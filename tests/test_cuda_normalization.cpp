@@ -321,6 +321,13 @@ TEST(CudaDropoutAddLayerNorm, GradcheckFloat64) {
         return std::get<0>(dropout_add_layer_norm(in[0], in[1], Tensor(), Tensor(), p, true));
       };
       expect_gradcheck("no weight, out only, p " + std::to_string(p), out_only, {leaf(shape), leaf(shape)});
+      auto no_residual = [p](const std::vector<Tensor>& in) {
+        manual_seed(11);
+        auto [out, sum] = dropout_add_layer_norm(in[0], Tensor(), in[1], in[2], p, true);
+        return out * 1.5 + sum * sum;
+      };
+      expect_gradcheck("no residual, p " + std::to_string(p), no_residual,
+                       {leaf(shape), positive_leaf({d}), leaf({d})});
     }
   }
 }
@@ -364,6 +371,44 @@ TEST(CudaDropoutAddLayerNorm, MatchesTheCompositionItReplaces) {
       // Sums over the rows (the weight and bias gradients) grow with them.
       const double tol = i >= 4 ? c.tol * std::sqrt(double(c.rows)) : c.tol;
       EXPECT_TRUE(all_close(fused[i].to(kFloat32), composed[i].to(kFloat32), tol, tol)) << names[i];
+    }
+  }
+}
+
+// The embeddings' seam: no residual, a float32 x, and out in float32 or a 16-bit dtype (the first
+// block's product's), against dropout then layer_norm then the cast, from one generator state.
+TEST(CudaDropoutAddLayerNorm, WithoutAResidualMatchesTheComposition) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  const uint64_t seed = fresh_seed();
+  const int64_t rows = 200, d = 384;
+  for (DType out_dtype : {kFloat32, kBFloat16, kFloat16}) {
+    SCOPED_TRACE(dtype_name(out_dtype));
+    const double tol = out_dtype == kFloat32 ? 1e-5 : out_dtype == kBFloat16 ? 1e-2 : 2e-3;
+    const Tensor x0 = randn({rows, d}).to(gpu()), w0 = randn({d}).to(gpu()), b0 = randn({d}).to(gpu());
+    const Tensor seed_out = randn({rows, d}).to(out_dtype).to(gpu()), seed_sum = randn({rows, d}).to(gpu());
+    auto run = [&](bool fused) {
+      std::vector<Tensor> in = {x0.detach().requires_grad_(), w0.detach().requires_grad_(),
+                                b0.detach().requires_grad_()};
+      manual_seed(seed);
+      Tensor out, sum;
+      if (fused) {
+        std::tie(out, sum) = dropout_add_layer_norm(in[0], Tensor(), in[1], in[2], 0.2, true, 1e-5, out_dtype);
+        EXPECT_EQ(sum.grad_fn()->name(), "DropoutAddLayerNormBackward0");
+        EXPECT_EQ(out.dtype(), out_dtype);
+      } else {
+        sum = dropout(in[0], 0.2, true);
+        out = layer_norm(sum, {d}, in[1], in[2]).to(out_dtype);
+      }
+      autograd::backward({out, sum}, {seed_out, seed_sum});
+      return std::vector<Tensor>{out, sum, in[0].grad(), in[1].grad(), in[2].grad()};
+    };
+    const std::vector<Tensor> fused = run(true), composed = run(false);
+    EXPECT_TRUE(all_equal(fused[1], composed[1])) << "sum: the same mask";
+    const char* names[] = {"out", "sum", "grad x", "grad weight", "grad bias"};
+    for (size_t i = 0; i < fused.size(); ++i) {
+      const double t = i >= 3 ? tol * std::sqrt(double(rows)) : tol;
+      EXPECT_TRUE(all_close(fused[i].to(kFloat32), composed[i].to(kFloat32), t, t)) << names[i];
     }
   }
 }

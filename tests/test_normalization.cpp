@@ -325,6 +325,25 @@ TEST(DropoutAddLayerNorm, SixteenBitBranchOnAFloatStream) {
   EXPECT_TRUE(allclose(out.to(kFloat32), layer_norm(sum, {16}).to(kBFloat16).to(kFloat32), 0, 0));
 }
 
+// Without a residual the stream starts at the op: sum = dropout(x), as dropout() draws it from the
+// same seed, and out its norm, here given in bfloat16 from a float32 x (the embeddings' seam).
+TEST(DropoutAddLayerNorm, WithoutAResidualTheSumIsTheDroppedBranch) {
+  Tensor x = randn({6, 16}), w = randn({16}), b = randn({16});
+  manual_seed(21);
+  auto [out, sum] = dropout_add_layer_norm(x, Tensor(), w, b, 0.25, true, 1e-5, kBFloat16);
+  manual_seed(21);
+  const Tensor dropped = dropout(x, 0.25, true);
+  EXPECT_EQ(sum.dtype(), kFloat32);
+  EXPECT_EQ(out.dtype(), kBFloat16);
+  EXPECT_TRUE(allclose(sum, dropped, 0, 0));
+  EXPECT_FALSE(allclose(sum, x, 0, 0)) << "nothing was dropped";
+  EXPECT_TRUE(allclose(out.to(kFloat32), layer_norm(dropped, {16}, w, b).to(kBFloat16).to(kFloat32), 0, 0));
+  auto [eval_out, eval_sum] = dropout_add_layer_norm(x, Tensor(), w, b, 0.25, false);
+  EXPECT_EQ(eval_out.dtype(), kFloat32);
+  EXPECT_TRUE(allclose(eval_sum, x, 0, 0));
+  EXPECT_TRUE(allclose(eval_out, layer_norm(x, {16}, w, b), 0, 0));
+}
+
 TEST(DropoutAddLayerNorm, Gradcheck) {
   // The dropout's mask is drawn again on each evaluation: a fixed seed makes it the same one.
   for (double p : {0.0, 0.4}) {
@@ -341,6 +360,13 @@ TEST(DropoutAddLayerNorm, Gradcheck) {
     };
     r = gradcheck(out_only, {leaf({5, 4}), leaf({5, 4})});
     EXPECT_TRUE(r) << "p " << p << ", no weight: " << r.message;
+    auto no_residual = [p](const std::vector<Tensor>& in) {
+      manual_seed(11);
+      auto [out, sum] = dropout_add_layer_norm(in[0], Tensor(), in[1], in[2], p, true);
+      return out * 1.5 + sum * sum;
+    };
+    r = gradcheck(no_residual, {leaf({3, 2, 6}), positive_leaf({6}), leaf({6})});
+    EXPECT_TRUE(r) << "p " << p << ", no residual: " << r.message;
   }
 }
 
@@ -353,6 +379,10 @@ TEST(DropoutAddLayerNorm, Errors) {
                "dropout_add_layer_norm: expected weight of shape [3] (the last dim of x of shape [2, 3]), "
                "got shape [2]");
   EXPECT_ERROR(dropout_add_layer_norm(zeros({2, 3}), zeros({2, 3}), {}, {}, 1.5), "expected a probability p in [0, 1]");
+  EXPECT_ERROR(dropout_add_layer_norm(zeros({2, 3}).to(kBFloat16), zeros({2, 3}), {}, {}, 0.1, true, 1e-5, kFloat32),
+               "dropout_add_layer_norm: expected out_dtype to be x's dtype bfloat16, got float32");
+  EXPECT_ERROR(dropout_add_layer_norm(zeros({2, 3}), Tensor(), ones({2})),
+               "dropout_add_layer_norm: expected weight of shape [3]");
 }
 
 // ---------------------------------------------------------------------------------------------

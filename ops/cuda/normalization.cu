@@ -673,15 +673,16 @@ void dispatch_index(const Tensor& x, const char* what, Fn&& fn) {
 // A warp per row as in layer_norm_rows, in groups of G = kRandomPer<C> elements: one Philox draw
 // covers a group, and element i takes the draw a dropout() launch gives it (thread i / G's), so the
 // fused op and its composition drop the same elements from one generator state. The residual and
-// sum are T (float or double); x and out are N (T, or a 16-bit type beside float): a residual
-// stream under autocast is a float32 sum of 16-bit branches whose norms feed 16-bit products.
+// sum are T (float or double); x is N and out O (T, or a 16-bit type beside float): a residual
+// stream under autocast is a float32 sum of 16-bit branches whose norms feed 16-bit products, and
+// its first seam (the embeddings, no residual) takes a float32 x to a 16-bit norm.
 template <class N>
 constexpr int kGroupOf = kRandomPer<compute_t<N>>;
 
-template <class T, class N, int kGroups>
+template <class T, class N, class O, int kGroups>
 __global__ void dropout_add_layer_norm_rows(const N* __restrict__ x, const T* __restrict__ residual,
                                             const T* __restrict__ w, const T* __restrict__ b, PhiloxDraw draw,
-                                            compute_t<N> keep_prob, compute_t<N> scale, N* __restrict__ out,
+                                            compute_t<N> keep_prob, compute_t<N> scale, O* __restrict__ out,
                                             T* __restrict__ sum, bool* __restrict__ mask, T* __restrict__ mean,
                                             T* __restrict__ invstd, int64_t rows, int d, double eps) {
   // Started early (launch_early): nothing is read or written before the kernel before is done.
@@ -702,7 +703,7 @@ __global__ void dropout_add_layer_norm_rows(const N* __restrict__ x, const T* __
       if (g >= groups) continue;
       const int64_t at = row * groups + g;  // the group's index in the whole tensor
       const VecPack<N, G> xk = load_pack<G>(x, at);
-      const VecPack<T, G> rk = load_pack<G>(residual, at);
+      const VecPack<T, G> rk = residual ? load_pack<G>(residual, at) : filled<G>(T(0));
       C u[G];
       if (mask) philox_values_at<C>(draw, static_cast<uint64_t>(at), u);
       VecPack<bool, G> mk;
@@ -726,9 +727,9 @@ __global__ void dropout_add_layer_norm_rows(const N* __restrict__ x, const T* __
       if (g >= groups) continue;
       const VecPack<T, G> wk = w ? load_pack<G>(w, g) : filled<G>(T(1));
       const VecPack<T, G> bk = b ? load_pack<G>(b, g) : filled<G>(T(0));
-      VecPack<N, G> ok;
+      VecPack<O, G> ok;
 #pragma unroll
-      for (int e = 0; e < G; ++e) ok.v[e] = static_cast<N>((v[k].v[e] - m) * r * wk.v[e] + bk.v[e]);
+      for (int e = 0; e < G; ++e) ok.v[e] = static_cast<O>((v[k].v[e] - m) * r * wk.v[e] + bk.v[e]);
       store_pack<G>(out, row * groups + g, ok);
     }
   }
@@ -744,17 +745,17 @@ constexpr int kAddNormWarps = 4;
 // fixed by the shape alone (so is the summation order).
 constexpr int64_t kAddNormChunks = 384;
 
-template <class T, class N, int kGroups>
+template <class T, class N, class O, int kGroups>
 struct AddNormRow {
-  VecPack<N, kGroupOf<N>> g[kGroups];
+  VecPack<O, kGroupOf<N>> g[kGroups];
   VecPack<T, kGroupOf<N>> s[kGroups], gs[kGroups];
   VecPack<bool, kGroupOf<N>> mask[kGroups];
   T mean, invstd;
 };
 
-template <class T, class N, int kGroups, bool kParamSums>
+template <class T, class N, class O, int kGroups, bool kParamSums>
 __global__ void __launch_bounds__(kAddNormWarps * 32, 3) dropout_add_layer_norm_rows_backward(
-    const N* __restrict__ g, const T* __restrict__ g_sum, const T* __restrict__ sum, const T* __restrict__ mean,
+    const O* __restrict__ g, const T* __restrict__ g_sum, const T* __restrict__ sum, const T* __restrict__ mean,
     const T* __restrict__ invstd, const T* __restrict__ w, const bool* __restrict__ mask, compute_t<N> scale,
     N* __restrict__ grad_x, T* __restrict__ grad_residual, int64_t rows, int d, int64_t chunk_rows,
     Sums<AccT<T>>* __restrict__ chunk_sums) {
@@ -768,14 +769,14 @@ __global__ void __launch_bounds__(kAddNormWarps * 32, 3) dropout_add_layer_norm_
   auto [row, end, step] = warp_rows<kParamSums>(rows, chunk_rows);
   // A chunk's few rows summed in T (float: half the registers of AccT's double), the chunks in AccT.
   Sums<T> column[kParamSums ? kGroups * G : 1] = {};
-  AddNormRow<T, N, kGroups> next;
+  AddNormRow<T, N, O, kGroups> next;
   auto load = [&](int64_t r) {
 #pragma unroll
     for (int k = 0; k < kGroups; ++k) {
       const int gi = lane + 32 * k;
       const bool in_row = gi < groups;
       const int64_t at = r * groups + gi;
-      next.g[k] = in_row ? load_pack<G>(g, at) : filled<G>(N(0));
+      next.g[k] = in_row ? load_pack<G>(g, at) : filled<G>(O(0));
       next.s[k] = in_row ? load_pack<G>(sum, at) : filled<G>(T(0));
       next.gs[k] = in_row && g_sum ? load_pack<G>(g_sum, at) : filled<G>(T(0));
       next.mask[k] = in_row && mask ? load_pack<G>(mask, at) : filled<G>(true);
@@ -784,7 +785,7 @@ __global__ void __launch_bounds__(kAddNormWarps * 32, 3) dropout_add_layer_norm_
   };
   if (row < end) load(row);
   for (; row < end; row += step) {
-    const AddNormRow<T, N, kGroups> cur = next;
+    const AddNormRow<T, N, O, kGroups> cur = next;
     if (row + step < end) load(row + step);
     const T m = cur.mean, r = cur.invstd;
     A s1 = 0, s2 = 0;
@@ -827,14 +828,18 @@ __global__ void __launch_bounds__(kAddNormWarps * 32, 3) dropout_add_layer_norm_
   if constexpr (kParamSums) write_chunk_sums<G>(column, d, chunk_sums);
 }
 
-// Calls fn(T{}, N{}) for the residual's and x's dtypes where a kernel takes them: float32 beside
-// float32, bfloat16 or float16; float64 beside float64. False otherwise.
+// Calls fn(T{}, N{}, O{}) for the sum's, x's and out's dtypes where a kernel takes them: a float32
+// sum beside a float32, bfloat16 or float16 x and out of x's dtype, or a float32 x and a 16-bit out;
+// float64 throughout. False otherwise.
 template <class Fn>
-bool dispatch_add_norm_types(DType residual, DType x, Fn&& fn) {
-  if (residual == kFloat64 && x == kFloat64) fn(double{}, double{});
-  else if (residual == kFloat32 && x == kFloat32) fn(float{}, float{});
-  else if (residual == kFloat32 && x == kBFloat16) fn(float{}, BFloat16{});
-  else if (residual == kFloat32 && x == kFloat16) fn(float{}, Half{});
+bool dispatch_add_norm_types(DType sum, DType x, DType out, Fn&& fn) {
+  if (sum == kFloat64 && x == kFloat64 && out == kFloat64) fn(double{}, double{}, double{});
+  else if (sum != kFloat32) return false;
+  else if (x == kFloat32 && out == kFloat32) fn(float{}, float{}, float{});
+  else if (x == kBFloat16 && out == kBFloat16) fn(float{}, BFloat16{}, BFloat16{});
+  else if (x == kFloat16 && out == kFloat16) fn(float{}, Half{}, Half{});
+  else if (x == kFloat32 && out == kBFloat16) fn(float{}, float{}, BFloat16{});
+  else if (x == kFloat32 && out == kFloat16) fn(float{}, float{}, Half{});
   else return false;
   return true;
 }
@@ -997,29 +1002,31 @@ bool CudaKernels::dropout_add_layer_norm(const Tensor& x, const Tensor& residual
                                          Tensor& mask, Tensor& save_mean, Tensor& save_invstd) {
   const int64_t d = x.size(-1), rows = d > 0 ? x.numel() / d : 0;
   bool ran = false;
-  dispatch_add_norm_types(residual.dtype(), x.dtype(), [&](auto t_tag, auto n_tag) {
+  dispatch_add_norm_types(sum.dtype(), x.dtype(), out.dtype(), [&](auto t_tag, auto n_tag, auto o_tag) {
     using T = decltype(t_tag);
     using N = decltype(n_tag);
+    using O = decltype(o_tag);
     using C = compute_t<N>;
     constexpr int G = kGroupOf<N>;
     // Rows of whole groups, up to 16 elements a lane (the backward's weight and bias sums ride in
     // registers, as layer norm's), on pointers aligned for a group's loads.
     if (d == 0 || d % G != 0 || d > 32 * kMaxPerLaneWithSums || rows == 0) return;
-    if ((weight && weight->dtype() != residual.dtype()) || (bias && bias->dtype() != residual.dtype())) return;
+    if ((weight && weight->dtype() != sum.dtype()) || (bias && bias->dtype() != sum.dtype())) return;
+    if (residual.defined() && residual.dtype() != sum.dtype()) return;
     const T *w = cptr_or_null<T>(weight), *b = cptr_or_null<T>(bias);
-    if (!aligned_to(sizeof(T) * G, {residual.raw_data(), sum.raw_data(), w, b}) ||
-        !aligned_to(sizeof(N) * G, {x.raw_data(), out.raw_data()}) ||
-        (mask.defined() && !aligned_to(G, {mask.raw_data()})))
+    const T* r = residual.defined() ? ptr<const T>(residual) : nullptr;
+    if (!aligned_to(sizeof(T) * G, {r, sum.raw_data(), w, b}) || !aligned_to(sizeof(N) * G, {x.raw_data()}) ||
+        !aligned_to(sizeof(O) * G, {out.raw_data()}) || (mask.defined() && !aligned_to(G, {mask.raw_data()})))
       return;
     cuda::DeviceGuard guard(device_);
     const PhiloxDraw draw = mask.defined() ? reserve_philox<C>(x.numel()) : PhiloxDraw{};
     dispatch_groups_per_lane(d / G, [&](auto groups) {
       if constexpr (groups() * G <= kMaxPerLaneWithSums) {
-        launch_early("dropout_add_layer_norm_rows", dropout_add_layer_norm_rows<T, N, groups()>,
-                     dim3(blocks_for(rows, kRowsPerBlock)), dim3(kRowsPerBlock * 32), 0, stream_, ptr<const N>(x),
-                     ptr<const T>(residual), w, b, draw, static_cast<C>(keep_prob), static_cast<C>(1.0 / keep_prob),
-                     ptr<N>(out), ptr<T>(sum), mask.defined() ? ptr<bool>(mask) : nullptr, ptr<T>(save_mean),
-                     ptr<T>(save_invstd), rows, static_cast<int>(d), eps);
+        launch_early("dropout_add_layer_norm_rows", dropout_add_layer_norm_rows<T, N, O, groups()>,
+                     dim3(blocks_for(rows, kRowsPerBlock)), dim3(kRowsPerBlock * 32), 0, stream_, ptr<const N>(x), r, w,
+                     b, draw, static_cast<C>(keep_prob), static_cast<C>(1.0 / keep_prob), ptr<O>(out), ptr<T>(sum),
+                     mask.defined() ? ptr<bool>(mask) : nullptr, ptr<T>(save_mean), ptr<T>(save_invstd), rows,
+                     static_cast<int>(d), eps);
         ran = true;
       }
     });
@@ -1034,13 +1041,20 @@ void CudaKernels::dropout_add_layer_norm_backward(const Tensor& grad_out, const 
                                                   Tensor* grad_bias) {
   const int64_t d = sum.size(-1), rows = sum.numel() / d;
   cuda::DeviceGuard guard(device_);
-  const bool dispatched = dispatch_add_norm_types(sum.dtype(), grad_out.dtype(), [&](auto t_tag, auto n_tag) {
+  // x's dtype from its gradient; without one, any the forward could have taken (the mask is a
+  // byte an element, whatever x's dtype).
+  const DType x_dtype = grad_x                                   ? grad_x->dtype()
+                        : is_reduced_floating(grad_out.dtype()) ? grad_out.dtype()
+                                                                 : sum.dtype();
+  const bool dispatched = dispatch_add_norm_types(sum.dtype(), x_dtype, grad_out.dtype(), [&](auto t_tag, auto n_tag,
+                                                                                               auto o_tag) {
     using T = decltype(t_tag);
     using N = decltype(n_tag);
+    using O = decltype(o_tag);
     using A = AccT<T>;
     using C = compute_t<N>;
     constexpr int G = kGroupOf<N>;
-    const N* g = ptr<const N>(grad_out);
+    const O* g = ptr<const O>(grad_out);
     const T* gs = cptr_or_null<T>(grad_sum);
     const T *s = ptr<const T>(sum), *mean = ptr<const T>(save_mean), *invstd = ptr<const T>(save_invstd);
     const T* w = cptr_or_null<T>(weight);
@@ -1052,22 +1066,22 @@ void CudaKernels::dropout_add_layer_norm_backward(const Tensor& grad_out, const 
       if constexpr (groups() * G <= kMaxPerLaneWithSums) {
         if (grad_weight || grad_bias) {
           const RowChunks<A> c = row_chunks<A>(rows, d, kAddNormChunks, kAddNormWarps, sum.device());
-          auto* kernel = dropout_add_layer_norm_rows_backward<T, N, groups(), true>;
+          auto* kernel = dropout_add_layer_norm_rows_backward<T, N, O, groups(), true>;
           launch_early("dropout_add_layer_norm_rows_backward", kernel, dim3(static_cast<unsigned>(c.chunks)),
                        dim3(kAddNormWarps * 32), 0, stream_, g, gs, s, mean, invstd, w, m, scale, gx, gr, rows,
                        static_cast<int>(d), c.chunk_rows, c.sums);
           finish_row_chunks<T, int32_t>(c, d, ptr_or_null<T>(grad_weight), ptr_or_null<T>(grad_bias), stream_);
           return;
         }
-        auto* kernel = dropout_add_layer_norm_rows_backward<T, N, groups(), false>;
+        auto* kernel = dropout_add_layer_norm_rows_backward<T, N, O, groups(), false>;
         launch_early("dropout_add_layer_norm_rows_backward", kernel, dim3(blocks_for(rows, kAddNormWarps)),
                      dim3(kAddNormWarps * 32), 0, stream_, g, gs, s, mean, invstd, w, m, scale, gx, gr, rows,
                      static_cast<int>(d), int64_t(0), static_cast<Sums<A>*>(nullptr));
       }
     });
   });
-  MINIDL_CHECK(dispatched, "dropout_add_layer_norm_backward: no kernel for a ", sum.dtype(), " sum and ",
-               grad_out.dtype(), " gradient (the forward's check and this one disagree)");
+  MINIDL_CHECK(dispatched, "dropout_add_layer_norm_backward: no kernel for a ", sum.dtype(), " sum, ", x_dtype,
+               " x and ", grad_out.dtype(), " gradient (the forward's check and this one disagree)");
 }
 
 }  // namespace minidl

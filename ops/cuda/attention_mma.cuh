@@ -23,8 +23,8 @@
 // Dropout (the kernels' Dropout flag, false compiles it out): out = (dropout(P) / keep_prob) V as
 // FlashAttention-2 does it, the keep mask drawn from Philox (DropoutMask); logsumexp stays the
 // undropped softmax's. A forward whose backward will run also stores the mask, a bit a score, and
-// the backward passes read it instead of drawing it again: the draws are a Philox call for every
-// four scores, and drawing in all three passes cost about 0.04 ms of the 0.2 ms a bfloat16 layer of
+// the backward passes read it instead of drawing it again: with a Philox call for every four
+// scores, drawing in all three passes cost about 0.04 ms of the 0.2 ms a bfloat16 layer of
 // char_gpt's attention took (384 heads of 64, L = 256). Without a stored mask (kernels called
 // directly) every pass redraws it.
 #include <cuda_bf16.h>
@@ -89,37 +89,38 @@ struct Params {
 };
 
 /// The dropout keep mask as a pure function of (seed, offset, b, query i, key j), so that every pass
-/// and every thread layout draws the same one. Its Philox4x32-10 blocks of four draws each cover
-/// the scores (i, j), (i, j + 8), (i + 8, j), (i + 8, j + 8) for i and j of the form 16 n + m,
-/// m < 8: the four scores a thread holds of a pair of m16n8 accumulator tiles, whether the rows
-/// are the queries (forward, dQ pass) or the keys (dK/dV pass), so every pass draws each block
-/// once and uses all of it. Four consecutive keys a block, the earlier layout, made the dK/dV
-/// pass draw a whole block for each score (their keys are 8 apart). Score (b, i, j) is component
-/// 2 (i >> 3 & 1) + (j >> 3 & 1) of the block at counter offset / 4 + (b Lb + i8) Sb + j8, with
-/// i8 = 8 (i >> 4) + (i & 7), Lb = 8 ceil(L / 16) and likewise j8, Sb; it is kept where that draw
-/// as a uniform on (0, 1] is <= keep_prob, as ops/cuda/dropout.cu decides. A forward reserves
-/// 4 B Lb Sb draws (DropoutMask::draws); scores past L or S only read unused draws.
+/// and every thread layout draws the same one. A score takes 16 bits of a Philox4x32-10 draw, so a
+/// block (one Philox call, four 32-bit draws) covers eight: queries i and i + 8 against keys j,
+/// j + 1, j + 8 and j + 9, for i of the form 16 n + m and j of the form 16 n + 2 m', m < 8 and
+/// m' < 4. Those are the eight scores a query-row thread holds of a pair of m16n8 accumulator tiles
+/// (the forward, the dQ pass): one call for eight, where a whole 32-bit draw a score took one for
+/// four, and the Philox rounds were 0.021 of the forward's 0.057 ms (bfloat16, 384 heads of 64,
+/// L = 256). A key-row thread (the dK/dV pass, redrawing) uses half of each block it draws. Score
+/// (b, i, j) is half j & 1 (the low 16 bits for even j) of draw 2 (i >> 3 & 1) + (j >> 3 & 1) of
+/// the block at counter offset / 4 + (b Lb + i8) Sb / 2 + j8 / 2, with i8 = 8 (i >> 4) + (i & 7),
+/// Lb = 8 ceil(L / 16) and likewise j8, Sb; it is kept where those bits u, as a uniform
+/// (u + 1) / 2^16 on (0, 1], are <= keep_prob: with probability floor(2^16 keep_prob) / 2^16, within
+/// 2^-16 of keep_prob (FlashAttention-2 takes 8 bits a score). A forward reserves 2 B Lb Sb draws
+/// (DropoutMask::draws); scores past L or S only read unused draws.
 ///
-/// A stored mask (`stored`, DropoutMask::stored_bytes) keeps a nibble per block, bit k whether
-/// draw k was kept: byte (b, i8, j8 / 2), the low nibble for even j8, of a [B, Lp, Sp / 2] array
-/// with Lp = 32 ceil(L / 64) and Sp = 32 ceil(S / 64). So a 64 x 64 tile pair's blocks are 32 rows
-/// of 16 bytes on 16-byte boundaries, which the backward passes copy into shared memory with their
-/// tiles (stage_stored). The forward writes whole bytes: a thread's blocks along its row come in
-/// pairs, j8 even and odd.
+/// A stored mask (`stored`, DropoutMask::stored_bytes) keeps a byte per block: bit 4 h + k whether
+/// half h of draw k was kept, at (b, i8, j8 / 2) of a [B, Lp, Sp / 2] array with Lp = 32 ceil(L / 64)
+/// and Sp = 32 ceil(S / 64). So a 64 x 64 tile pair's blocks are 32 rows of 16 bytes on 16-byte
+/// boundaries, which the backward passes copy into shared memory with their tiles (stage_stored).
 struct DropoutMask {
   uint2 key;
   uint64_t base;        // the counter of the block of score (0, 0, 0)
-  uint64_t row_blocks;  // Sb: blocks along a query's keys
-  uint64_t batch_blocks;  // Lb Sb
-  float keep_prob;
+  uint64_t row_blocks;  // Sb / 2: blocks along a query pair's keys
+  uint64_t batch_blocks;  // Lb Sb / 2
+  uint32_t keep_below;  // a score is kept where its 16 bits are below this: floor(2^16 keep_prob)
   uint8_t* stored;  // the mask as the forward kept it, or null: every pass draws it
   int64_t stored_pitch;  // Sp / 2, the bytes of a query pair's row
   int64_t stored_batch;  // Lp Sp / 2
 
   __host__ __device__ static uint64_t blocks_along(int n) { return 8 * ((static_cast<uint64_t>(n) + 15) / 16); }
-  /// The Philox draws a forward reserves for B x L x S scores.
+  /// The Philox draws a forward reserves for B x L x S scores: four a block.
   __host__ static uint64_t draws(int64_t B, int64_t L, int64_t S) {
-    return 4 * static_cast<uint64_t>(B) * blocks_along(static_cast<int>(L)) * blocks_along(static_cast<int>(S));
+    return 2 * static_cast<uint64_t>(B) * blocks_along(static_cast<int>(L)) * blocks_along(static_cast<int>(S));
   }
   __host__ __device__ static int64_t stored_rows(int64_t L) { return 32 * ((L + 63) / 64); }
   __host__ __device__ static int64_t stored_pitch_of(int64_t S) { return 16 * ((S + 63) / 64); }
@@ -136,45 +137,57 @@ struct DropoutMask {
     DropoutMask m;
     m.key = make_uint2(static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
     m.base = offset / 4;
-    m.row_blocks = blocks_along(p.S);
+    m.row_blocks = blocks_along(p.S) / 2;
     m.batch_blocks = blocks_along(p.L) * m.row_blocks;
-    m.keep_prob = p.keep_prob;
+    m.keep_below = static_cast<uint32_t>(static_cast<double>(p.keep_prob) * 65536.0);
     m.stored = p.keep_bits;
     m.stored_pitch = stored_pitch_of(p.S);
     m.stored_batch = stored_rows(p.L) * m.stored_pitch;
     return m;
   }
   /// The four draws of the block holding query i's score against key j, in the order (i0, j0),
-  /// (i0, j0 + 8), (i0 + 8, j0), (i0 + 8, j0 + 8), where i0 and j0 are i and j with bit 3 cleared.
+  /// (i0, j0 + 8), (i0 + 8, j0), (i0 + 8, j0 + 8), where i0 and j0 are i and j with bit 3 cleared
+  /// (and j0 with bit 0: its two halves are keys j0 and j0 + 1).
   __device__ __forceinline__ uint4 block(int b, int i, int j) const {
     const uint64_t i8 = static_cast<uint64_t>((i >> 4) * 8 + (i & 7));
     const uint64_t j8 = static_cast<uint64_t>((j >> 4) * 8 + (j & 7));
-    const uint64_t c = base + static_cast<uint64_t>(b) * batch_blocks + i8 * row_blocks + j8;
+    const uint64_t c = base + static_cast<uint64_t>(b) * batch_blocks + i8 * row_blocks + j8 / 2;
     return curand_Philox4x32_10(make_uint4(static_cast<uint32_t>(c), static_cast<uint32_t>(c >> 32), 0u, 0u), key);
   }
-  __device__ __forceinline__ bool kept(uint32_t draw) const { return _curand_uniform(draw) <= keep_prob; }
+  /// Whether half `h` (0: the low 16 bits) of `draw` keeps its score.
+  __device__ __forceinline__ uint32_t kept(uint32_t draw, int h) const {
+    return ((draw >> (16 * h)) & 0xffffu) < keep_below;
+  }
+  /// The keep bits of a block's four draws in one half (bit k: draw k).
+  __device__ __forceinline__ uint32_t kept_bits(const uint4& r, int h) const {
+    return kept(r.x, h) | kept(r.y, h) << 1 | kept(r.z, h) << 2 | kept(r.w, h) << 3;
+  }
   __device__ __forceinline__ bool keep(int b, int i, int j) const {
     const uint4 r = block(b, i, j);
     const int c = ((i >> 3) & 1) * 2 + ((j >> 3) & 1);
-    return kept(c == 0 ? r.x : c == 1 ? r.y : c == 2 ? r.z : r.w);
+    return kept(c == 0 ? r.x : c == 1 ? r.y : c == 2 ? r.z : r.w, j & 1);
   }
   /// Bit 4 nt + e: whether element e of accumulator tile nt (Nt of them, 8 columns each) is kept,
   /// for the thread whose rows are row_lo and row_lo + 8 and whose columns are c + 8 nt + {0, 1}
-  /// (c = the tile's first column + 2 (lane % 4)); rows are queries or keys. One block per two
-  /// elements of a tile pair.
+  /// (c = the tile's first column + 2 (lane % 4)); rows are queries or keys. One block per tile
+  /// pair where the rows are queries, two (half of each used) where they are keys.
   template <int Nt, bool RowsAreKeys>
   __device__ __forceinline__ uint32_t tile_bits(int b, int row_lo, int c) const {
     static_assert(Nt % 2 == 0 && Nt * 4 <= 32, "tile pairs, one bit per element");
     uint32_t bits = 0;
 #pragma unroll
-    for (int nt = 0; nt < Nt; nt += 2)
+    for (int nt = 0; nt < Nt; nt += 2) {
+      if constexpr (RowsAreKeys) {  // queries col and col + 1: two blocks, each in the half of key row_lo
 #pragma unroll
-      for (int odd = 0; odd < 2; ++odd) {
-        const int col = c + nt * 8 + odd;
-        const uint4 r = RowsAreKeys ? block(b, col, row_lo) : block(b, row_lo, col);
-        const uint32_t kept_bits = kept(r.x) | kept(r.y) << 1 | kept(r.z) << 2 | kept(r.w) << 3;
-        bits |= in_tiles<RowsAreKeys>(kept_bits, nt, odd);
+        for (int odd = 0; odd < 2; ++odd) {
+          const uint4 r = block(b, c + nt * 8 + odd, row_lo);
+          bits |= in_tiles<true>(kept_bits(r, row_lo & 1), nt, odd);
+        }
+      } else {  // keys col and col + 1 (even c): the two halves of one block
+        const uint4 r = block(b, row_lo, c + nt * 8);
+        bits |= in_tiles<false>(kept_bits(r, 0), nt, 0) | in_tiles<false>(kept_bits(r, 1), nt, 1);
       }
+    }
     return bits;
   }
   /// Copies the stored blocks of a tile pair into shared memory (cp.async, in the caller's group):

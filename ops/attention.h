@@ -15,7 +15,10 @@ namespace minidl {
 /// Fused, 4-D [B, H, L, E] views with a unit last stride and rows on multiples of 8 elements (a
 /// model's heads: transposed views of one qkv projection) are read in place, and the output is a
 /// [B, H, L, Ev] view of [B, L, H, Ev] memory, as PyTorch's flash attention makes it, so that
-/// y.transpose(1, 2).contiguous() copies nothing.
+/// y.transpose(1, 2).contiguous() copies nothing. The fused CUDA kernels draw the dropout mask from
+/// the default generator's Philox stream with 16 bits a weight (kept with probability within 2^-16
+/// of 1 - dropout_p, where FlashAttention-2 takes 8 bits); the forward stores it a bit a weight for
+/// the backward.
 /// A query row that sees no key gives NaN on the composed path, as PyTorch's math backend does.
 ///   Tensor y = scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,

@@ -566,9 +566,10 @@ TEST(CudaAttention, DropoutMaskKeepsOneMinusPAndFollowsTheGenerator) {
   EXPECT_LT(agreement(mask1, mask2), 0.65) << "two forwards drew the same mask";
   EXPECT_LT(agreement(select(mask1, 0, 0), select(mask1, 0, 1)), 0.65) << "batches 0 and 1 share a mask";
   EXPECT_LT(agreement(select(mask1, 1, 0), select(mask1, 1, 1)), 0.65) << "rows 0 and 1 share a mask";
-  // One Philox block serves rows i and i + 8 and keys j and j + 8: each its own draw.
+  // One Philox block serves rows i and i + 8 and keys j, j + 1, j + 8 and j + 9: each its own 16 bits.
   EXPECT_LT(agreement(select(mask1, 1, 0), select(mask1, 1, 8)), 0.65) << "rows 0 and 8 share a mask";
   EXPECT_LT(agreement(select(mask1, 2, 16), select(mask1, 2, 24)), 0.65) << "keys 16 and 24 share a mask";
+  EXPECT_LT(agreement(select(mask1, 2, 16), select(mask1, 2, 17)), 0.65) << "keys 16 and 17 share a mask";
   EXPECT_FALSE(all_equal(first.out, second.out));
   EXPECT_FALSE(all_equal(first.grad_k, second.grad_k));
 

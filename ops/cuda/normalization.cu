@@ -1041,11 +1041,9 @@ void CudaKernels::dropout_add_layer_norm_backward(const Tensor& grad_out, const 
                                                   Tensor* grad_bias) {
   const int64_t d = sum.size(-1), rows = sum.numel() / d;
   cuda::DeviceGuard guard(device_);
-  // x's dtype from its gradient; without one, any the forward could have taken (the mask is a
-  // byte an element, whatever x's dtype).
-  const DType x_dtype = grad_x                                   ? grad_x->dtype()
-                        : is_reduced_floating(grad_out.dtype()) ? grad_out.dtype()
-                                                                 : sum.dtype();
+  // x's dtype from its gradient; without one, the sum's: the mask is a byte an element whatever x's
+  // dtype, and the sum's groups (4 floats) divide every row a 16-bit x's groups (8) do.
+  const DType x_dtype = grad_x ? grad_x->dtype() : sum.dtype();
   const bool dispatched = dispatch_add_norm_types(sum.dtype(), x_dtype, grad_out.dtype(), [&](auto t_tag, auto n_tag,
                                                                                                auto o_tag) {
     using T = decltype(t_tag);

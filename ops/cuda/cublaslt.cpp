@@ -324,6 +324,24 @@ void add_all_configurations(cublasLtHandle_t handle, Plan& p) {
   }
 }
 
+// "algo A, tile T, S splits, scheme R, W bytes of workspace": what a configuration is, for the log.
+std::string describe(cublasLtHandle_t handle, const Plan& p, size_t candidate) {
+  const cublasLtMatmulAlgo_t& algo = p.candidates[candidate];
+  int32_t id = -1, splits = 1;
+  uint32_t tile = 0, scheme = 0;
+  size_t written = 0;
+  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &written);
+  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &written);
+  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof splits, &written);
+  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof scheme,
+                                       &written);
+  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulAlgoCheck(handle, p.desc, p.a, p.b, p.d, p.d, &algo, &result);
+  return "algo " + std::to_string(id) + ", tile " + std::to_string(tile) + ", " + std::to_string(splits) +
+         " splits, scheme " + std::to_string(scheme) + ", " + std::to_string(result.workspaceSize) +
+         " bytes of workspace";
+}
+
 cublasStatus_t launch(const LtStream& dev, cudaStream_t stream, const Plan& p, size_t candidate, const void* a,
                       const void* b, void* d, float alpha, float beta) {
   return cublasLtMatmul(dev.handle, p.desc, &alpha, a, p.a, b, p.b, &beta, d, p.d, d, p.d, &p.candidates[candidate],
@@ -373,8 +391,9 @@ bool choose_by_timing(int device, const LtStream& dev, cudaStream_t stream, Plan
   allocator.deallocate(scratch, scratch_bytes);
   p.timed = true;
   if (gemm_tuning_verbose()) {
-    std::fprintf(stderr, "minidl: gemm %s: candidate %zu of %zu, %.1f us (heuristic's first %.1f us)", p.name.c_str(),
-                 p.chosen, p.candidates.size(), best_us, heuristic_us);
+    std::fprintf(stderr, "minidl: gemm %s: candidate %zu of %zu, %.1f us (heuristic's first %.1f us), %s",
+                 p.name.c_str(), p.chosen, p.candidates.size(), best_us, heuristic_us,
+                 describe(dev.handle, p, p.chosen).c_str());
     if (p.max_blocks > 0)
       std::fprintf(stderr, ", %lld blocks of at most %lld%s (fastest of any %.1f us)",
                    static_cast<long long>(block_count(p.candidates[p.chosen], m, n, batch.count)),

@@ -115,6 +115,9 @@ void launch_pass(const Params<T>& params, cudaStream_t stream) {
   constexpr int bytes = smem_bytes<T, E, P>();
   auto kernel = attention_mma_kernel<T, E, P, Dropout>;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  // All of the SM's memory as shared memory, so that kMinBlocks' four blocks fit.
+  CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
   const int64_t blocks = int64_t(params.B) * ((n_rows + kRows - 1) / kRows);
   kernel<<<static_cast<unsigned>(blocks), kWarps * 32, bytes, stream>>>(params);
   CUDA_LAUNCH_CHECK(attention_mma_kernel);

@@ -16,9 +16,10 @@
 // (on an H200, bfloat16 forward + backward at L = 256 went from 0.158 to 0.150 ms): two more
 // products per tile pair, but every gradient is bit-reproducible, and on an H100 (bfloat16, 384
 // heads of 64, causal, no dropout) it was the faster: 0.163 ms against 0.214 at L = 256, 1.46
-// against 1.91 at L = 1024 (bench_ops attention, with and without --deterministic). The same holds with dropout, where the
-// forward stores its mask for the backward (as the op has it): on an H200 (bfloat16, dropout 0.2)
-// 0.207 ms against 0.215 with atomics at L = 256, 2.00 against 2.04 at L = 1024. Where the
+// against 1.91 at L = 1024 (bench_ops attention, with and without --deterministic). The same holds
+// with dropout, where the forward stores its mask for the backward (as the op has it): on an H200
+// (bfloat16, dropout 0.2) 0.207 ms against 0.215 with atomics at L = 256, 2.00 against 2.04 at
+// L = 1024. Where the
 // backward must redraw the mask (no stored one: the kernels called directly), the 16-bit types run
 // FlashAttention-2's single pass instead, which adds dQ into a float32 buffer with atomics (so dQ's
 // last bits vary run to run; a last kernel rounds it to the dtype), and which draws the mask once

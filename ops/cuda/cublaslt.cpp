@@ -164,6 +164,16 @@ Plans& plans() {
   return *all;
 }
 
+// One of a configuration's settings (cublasLt.h's CUBLASLT_ALGO_CONFIG_*), or `unset` where it has none.
+template <class V>
+V config_value(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attribute, V unset) {
+  V value = unset;
+  size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attribute, &value, sizeof value, &written) != CUBLAS_STATUS_SUCCESS)
+    return unset;
+  return value;
+}
+
 // Thread blocks of a configuration on `batch` m x n outputs: its tiles times its slices of k, times
 // the batch. Tiles are cuBLASLt's enum (cublasLt.h), rows x columns; an unknown one counts as
 // unbounded.
@@ -173,11 +183,8 @@ int64_t block_count(const cublasLtMatmulAlgo_t& algo, int64_t m, int64_t n, int6
       {32, 16},   {64, 8},    {32, 32},   {32, 64},   {64, 32},   {32, 128},  {64, 64},   {128, 32}, {64, 128},
       {128, 64},  {64, 256},  {128, 128}, {256, 64},  {64, 512},  {128, 256}, {256, 128}, {512, 64}, {64, 96},
       {96, 64},   {96, 128},  {128, 160}, {160, 128}, {192, 128}, {128, 192}, {128, 96},  {32, 256}, {256, 32}};
-  uint32_t tile = 0;
-  int32_t splits = 1;
-  size_t written = 0;
-  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &written);
-  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof splits, &written);
+  const uint32_t tile = config_value<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_TILE_ID, 0);
+  const int32_t splits = config_value<int32_t>(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, 1);
   if (tile == 0 || tile >= std::size(kTiles)) return std::numeric_limits<int64_t>::max();
   const int64_t rows = kTiles[tile][0], cols = kTiles[tile][1];
   return ((m + rows - 1) / rows) * ((n + cols - 1) / cols) * std::max<int32_t>(splits, 1) * batch;
@@ -327,19 +334,13 @@ void add_all_configurations(cublasLtHandle_t handle, Plan& p) {
 // "algo A, tile T, S splits, scheme R, W bytes of workspace": what a configuration is, for the log.
 std::string describe(cublasLtHandle_t handle, const Plan& p, size_t candidate) {
   const cublasLtMatmulAlgo_t& algo = p.candidates[candidate];
-  int32_t id = -1, splits = 1;
-  uint32_t tile = 0, scheme = 0;
-  size_t written = 0;
-  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &written);
-  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &written);
-  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof splits, &written);
-  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof scheme,
-                                       &written);
   cublasLtMatmulHeuristicResult_t result{};
   cublasLtMatmulAlgoCheck(handle, p.desc, p.a, p.b, p.d, p.d, &algo, &result);
-  return "algo " + std::to_string(id) + ", tile " + std::to_string(tile) + ", " + std::to_string(splits) +
-         " splits, scheme " + std::to_string(scheme) + ", " + std::to_string(result.workspaceSize) +
-         " bytes of workspace";
+  return "algo " + std::to_string(config_value<int32_t>(algo, CUBLASLT_ALGO_CONFIG_ID, -1)) + ", tile " +
+         std::to_string(config_value<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_TILE_ID, 0)) + ", " +
+         std::to_string(config_value<int32_t>(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, 1)) + " splits, scheme " +
+         std::to_string(config_value<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, 0)) + ", " +
+         std::to_string(result.workspaceSize) + " bytes of workspace";
 }
 
 cublasStatus_t launch(const LtStream& dev, cudaStream_t stream, const Plan& p, size_t candidate, const void* a,

@@ -154,7 +154,11 @@ TEST(CudaKernels, BinaryOpsWithBroadcasting) {
   struct Case {
     Shape a, b;
   };
-  const Case cases[] = {{{64, 129}, {64, 129}}, {{64, 129}, {129}}, {{7, 1, 5}, {1, 6, 5}}, {{}, {3, 4}}, {{2, 3, 4, 5}, {3, 1, 5}}};
+  // The last three take the vector walks: 4 (or 8) elements a thread with a broadcast row, 2 with a
+  // broadcast middle dim, and a value repeated along the innermost dim.
+  const Case cases[] = {{{64, 129}, {64, 129}}, {{64, 129}, {129}}, {{7, 1, 5}, {1, 6, 5}},
+                        {{}, {3, 4}},           {{2, 3, 4, 5}, {3, 1, 5}}, {{6, 8, 12}, {8, 12}},
+                        {{4, 3, 6}, {4, 1, 6}}, {{5, 8}, {5, 1}}};
   for (DType dt : kFloats) {
     for (BinaryOp op : ops) {
       for (const Case& c : cases) {

@@ -360,7 +360,7 @@ TEST(CudaLinearGeluLinear, GeluBackwardWithOutputMatchesTheCpu) {
   MINIDL_REQUIRE_CUDA();
   MINIDL_FRESH_SEED();
   for (DType dtype : {kFloat64, kFloat32, kBFloat16, kFloat16}) {
-    for (int64_t n : {1, 7, 11, 1029}) {
+    for (int64_t n : {1, 7, 11, 1029, 8003}) {  // 8003: threads with two packs
       for (bool tanh : {false, true}) {
         SCOPED_TRACE(std::string(dtype_name(dtype)) + " n " + std::to_string(n) + (tanh ? " tanh" : ""));
         const Tensor input = (randn({n}) * 3.0).to(dtype), grad = randn({n}).to(dtype);

@@ -64,40 +64,62 @@ __global__ void adam_multi_kernel(AdamLists list, AdamArgs<T> c) {
   T* __restrict__ m = static_cast<T*>(list.ptr[kExpAvg][t]);
   T* __restrict__ v = static_cast<T*>(list.ptr[kExpAvgSq][t]);
   T* __restrict__ v_max = static_cast<T*>(list.ptr[kMaxExpAvgSq][t]);
-  const int64_t begin = chunk_begin(list, t) + threadIdx.x;
+  // A thread takes kPerThread consecutive elements, one 16-byte access of each operand in float32
+  // (four 4-byte accesses took the step of a GPT's 10.8M parameters 95 us on an H200, at two thirds
+  // of the memory's speed). Every load first, then the arithmetic and the stores: one memory round
+  // trip per thread.
+  using Pack = VecPack<T, kPerThread>;
+  const int64_t first = chunk_begin(list, t) + int64_t(threadIdx.x) * kPerThread;
   const int64_t n = list.numel[t];
-  // Every load first, then the arithmetic and the stores, as the SGD kernel: one memory round trip
-  // per thread.
-  T gv[kPerThread], pv[kPerThread], mv[kPerThread], vv[kPerThread], xv[kPerThread];
-#pragma unroll
-  for (int u = 0; u < kPerThread; ++u) {
-    const int64_t i = begin + int64_t(u) * blockDim.x;
-    if (i < n) {
-      gv[u] = g[i];
-      pv[u] = p[i];
-      mv[u] = m[i];
-      vv[u] = v[i];
-      xv[u] = v_max ? v_max[i] : T(0);
+  if (first >= n) return;
+  const uintptr_t address_bits = reinterpret_cast<uintptr_t>(p) | reinterpret_cast<uintptr_t>(g) |
+                                 reinterpret_cast<uintptr_t>(m) | reinterpret_cast<uintptr_t>(v) |
+                                 reinterpret_cast<uintptr_t>(v_max);  // v_max may be null
+  const bool packed = first + kPerThread <= n && address_bits % sizeof(Pack) == 0;
+  Pack gv{}, pv{}, mv{}, vv{}, xv{};
+  if (packed) {
+    gv = *reinterpret_cast<const Pack*>(g + first);
+    pv = *reinterpret_cast<const Pack*>(p + first);
+    mv = *reinterpret_cast<const Pack*>(m + first);
+    vv = *reinterpret_cast<const Pack*>(v + first);
+    if (v_max) xv = *reinterpret_cast<const Pack*>(v_max + first);
+  } else {
+    for (int u = 0; u < kPerThread && first + u < n; ++u) {
+      gv.v[u] = g[first + u];
+      pv.v[u] = p[first + u];
+      mv.v[u] = m[first + u];
+      vv.v[u] = v[first + u];
+      if (v_max) xv.v[u] = v_max[first + u];
     }
   }
 #pragma unroll
   for (int u = 0; u < kPerThread; ++u) {
-    const int64_t i = begin + int64_t(u) * blockDim.x;
-    if (i >= n) continue;
-    T gi = c.maximize ? -gv[u] : gv[u];
-    T pi = pv[u];
+    T gi = c.maximize ? -gv.v[u] : gv.v[u];
+    T pi = pv.v[u];
     if (c.decoupled) pi *= decay;
     else gi += c.wd * pi;
-    const T mi = c.b1 * mv[u] + (T(1) - c.b1) * gi;
-    const T vi = c.b2 * vv[u] + (T(1) - c.b2) * gi * gi;
-    m[i] = mi;
-    v[i] = vi;
+    mv.v[u] = c.b1 * mv.v[u] + (T(1) - c.b1) * gi;
+    const T vi = c.b2 * vv.v[u] + (T(1) - c.b2) * gi * gi;
+    vv.v[u] = vi;
     T denom_v = vi;
     if (v_max) {
-      denom_v = xv[u] < vi ? vi : xv[u];
-      v_max[i] = denom_v;
+      denom_v = xv.v[u] < vi ? vi : xv.v[u];
+      xv.v[u] = denom_v;
     }
-    p[i] = pi - step_size * mi / (d_sqrt(denom_v) / bias2_sqrt + c.eps);
+    pv.v[u] = pi - step_size * mv.v[u] / (d_sqrt(denom_v) / bias2_sqrt + c.eps);
+  }
+  if (packed) {
+    *reinterpret_cast<Pack*>(p + first) = pv;
+    *reinterpret_cast<Pack*>(m + first) = mv;
+    *reinterpret_cast<Pack*>(v + first) = vv;
+    if (v_max) *reinterpret_cast<Pack*>(v_max + first) = xv;
+  } else {
+    for (int u = 0; u < kPerThread && first + u < n; ++u) {
+      p[first + u] = pv.v[u];
+      m[first + u] = mv.v[u];
+      v[first + u] = vv.v[u];
+      if (v_max) v_max[first + u] = xv.v[u];
+    }
   }
 }
 

@@ -226,7 +226,7 @@ __global__ void binary_strided(BinaryOp op, const T* a, const T* b, T* out, Stri
 }
 
 // A broadcast walk (the bias add: a contiguous x plus a bias repeated along rows or channels) for
-// 16-bit operands, V (8, 4 or 2) consecutive innermost elements per thread: an operand that steps by
+// 16-bit and float32 operands, V (8, 4 or 2) consecutive innermost elements per thread: an operand that steps by
 // 1 along the innermost dim is read as one VecPack, one that steps by 0 (broadcast) as one value.
 // The host checks that the innermost size is a multiple of V and that each stepping operand's packs
 // are aligned.
@@ -315,34 +315,67 @@ __global__ void add_widening_flat(const float* wide, const N* narrow, float* out
     out[i] = wide[i] + static_cast<float>(narrow[i]);
 }
 
+// gelu(x) and g * gelu'(x) from one erf (or tanh): the formulas of apply_unary and d_gelu_grad term
+// for term, so the output has the forward's bits. Sharing the erf matters: with two, the backward of
+// bf16 [16384, 1536] was bound by its arithmetic (65 us on an H200, against 52 for Triton's).
+template <bool kTanh, class F>
+__device__ __forceinline__ void gelu_with_grad(F x, F& y, F& g) {
+  if constexpr (kTanh) {
+    const F t = d_tanh(F(kSqrt2OverPi) * (x + F(kGeluTanhCubic) * x * x * x));
+    y = F(0.5) * x * (F(1) + t);
+    g *= F(0.5) * (F(1) + t) + F(0.5) * x * (F(1) - t * t) * F(kSqrt2OverPi) * (F(1) + F(3 * kGeluTanhCubic) * x * x);
+  } else {
+    const F e = d_erf(x * F(kSqrtHalf));
+    y = F(0.5) * x * (F(1) + e);
+    g *= F(0.5) * (F(1) + e) + x * d_exp(F(-0.5) * x * x) * F(kInvSqrt2Pi);
+  }
+}
+
+template <class T, int V, bool kTanh>
+__device__ __forceinline__ void gelu_with_grad_pack(const VecPack<T, V>& x, VecPack<T, V>& g, VecPack<T, V>& y) {
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    C<T> yk, gk = static_cast<C<T>>(g.v[k]);
+    gelu_with_grad<kTanh>(static_cast<C<T>>(x.v[k]), yk, gk);
+    y.v[k] = static_cast<T>(yk);
+    g.v[k] = static_cast<T>(gk);
+  }
+}
+
 // output = gelu(input), grad *= gelu'(input): V elements a thread (16 bytes of each operand), the
-// input read once for both. The caller does the tail.
+// input read once for both, and two packs a thread in flight (i and i + stride). The caller does the
+// tail.
 template <class T, int V, bool kTanh>
 __global__ void gelu_backward_with_output_vec(const T* __restrict__ input, T* __restrict__ grad,
                                               T* __restrict__ output, int64_t packs) {
-  constexpr UnaryOp kGelu = kTanh ? UnaryOp::GeluTanh : UnaryOp::Gelu;
-  constexpr BinaryOp kGrad = kTanh ? BinaryOp::GeluTanhBackward : BinaryOp::GeluBackward;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < packs; i += int64_t(gridDim.x) * blockDim.x) {
-    const VecPack<T, V> x = reinterpret_cast<const VecPack<T, V>*>(input)[i];
-    VecPack<T, V> g = reinterpret_cast<const VecPack<T, V>*>(grad)[i], y;
-#pragma unroll
-    for (int k = 0; k < V; ++k) {
-      y.v[k] = unary_one(kGelu, x.v[k], C<T>(0));
-      g.v[k] = binary_one(kGrad, g.v[k], x.v[k], C<T>(0));
+  const auto* in = reinterpret_cast<const VecPack<T, V>*>(input);
+  auto* gr = reinterpret_cast<VecPack<T, V>*>(grad);
+  auto* out = reinterpret_cast<VecPack<T, V>*>(output);
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < packs; i += 2 * stride) {
+    const int64_t j = i + stride;
+    const bool second = j < packs;
+    const VecPack<T, V> x0 = in[i];
+    VecPack<T, V> g0 = gr[i], x1, g1, y0, y1;
+    if (second) x1 = in[j], g1 = gr[j];
+    gelu_with_grad_pack<T, V, kTanh>(x0, g0, y0);
+    out[i] = y0;
+    gr[i] = g0;
+    if (second) {
+      gelu_with_grad_pack<T, V, kTanh>(x1, g1, y1);
+      out[j] = y1;
+      gr[j] = g1;
     }
-    reinterpret_cast<VecPack<T, V>*>(output)[i] = y;
-    reinterpret_cast<VecPack<T, V>*>(grad)[i] = g;
   }
 }
 
 template <class T, bool kTanh>
 __global__ void gelu_backward_with_output_flat(const T* input, T* grad, T* output, int64_t n) {
-  constexpr UnaryOp kGelu = kTanh ? UnaryOp::GeluTanh : UnaryOp::Gelu;
-  constexpr BinaryOp kGrad = kTanh ? BinaryOp::GeluTanhBackward : BinaryOp::GeluBackward;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const T x = input[i];
-    output[i] = unary_one(kGelu, x, C<T>(0));
-    grad[i] = binary_one(kGrad, grad[i], x, C<T>(0));
+    C<T> y, g = static_cast<C<T>>(grad[i]);
+    gelu_with_grad<kTanh>(static_cast<C<T>>(input[i]), y, g);
+    output[i] = static_cast<T>(y);
+    grad[i] = static_cast<T>(g);
   }
 }
 
@@ -369,7 +402,8 @@ void CudaKernels::gelu_backward_with_output(bool tanh, const Tensor& input, Tens
       int64_t done = 0;
       if (aligned_to(16, {x, g, y}) && n >= V) {
         const int64_t packs = n / V;
-        gelu_backward_with_output_vec<T, V, kTanh><<<blocks_for(packs), kThreads, 0, stream_>>>(x, g, y, packs);
+        gelu_backward_with_output_vec<T, V, kTanh><<<blocks_for((packs + 1) / 2), kThreads, 0, stream_>>>(x, g, y,
+                                                                                                   packs);
         CUDA_LAUNCH_CHECK(gelu_backward_with_output_vec);
         done = packs * V;
       }
@@ -494,6 +528,12 @@ void CudaKernels::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& 
       // image plane of 26 x 26 takes 4 elements).
       if (binary_strided_vec_if<T, kVec16>(op, pa, pb, o, m, n, scalar, stream_) ||
           binary_strided_vec_if<T, 4>(op, pa, pb, o, m, n, scalar, stream_) ||
+          binary_strided_vec_if<T, 2>(op, pa, pb, o, m, n, scalar, stream_))
+        return;
+    } else if constexpr (std::is_same_v<T, float>) {
+      // 16 or 8 bytes a load (a GPT's token embeddings plus its position embeddings, float32
+      // [64, 256, 384] + [256, 384]: 28.9 us on an H200 at one element a thread).
+      if (binary_strided_vec_if<T, 4>(op, pa, pb, o, m, n, scalar, stream_) ||
           binary_strided_vec_if<T, 2>(op, pa, pb, o, m, n, scalar, stream_))
         return;
     }

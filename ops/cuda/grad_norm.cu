@@ -29,20 +29,34 @@ __device__ double block_sum(double x) {
   return x;
 }
 
+// A thread takes kPerThread packs of 16 bytes (V elements), pack u at u * blockDim.x + threadIdx.x of
+// its block's chunk: a block reads 16 KB (at 4 KB, the float32 sum of a GPT's 10.8M gradients ran
+// at half the memory's speed on an H200, and its partial sums took 12 us to add in one block).
+template <class T>
+constexpr int kV = 16 / static_cast<int>(sizeof(T));
+template <class T>
+constexpr int64_t kNormChunk = int64_t(kThreads) * kPerThread * kV<T>;
+
 template <class T>
 __global__ void sum_squares_kernel(GradLists list, double* partials) {
   wait_for_earlier_kernels();
   let_next_kernel_start();
+  constexpr int V = kV<T>;
   const int t = tensor_of_block(list);
   const T* __restrict__ g = static_cast<const T*>(list.ptr[0][t]);
-  const int64_t begin = chunk_begin(list, t) + threadIdx.x;
+  const int64_t n = list.numel[t];
+  const int64_t begin = chunk_begin<kNormChunk<T>>(list, t);
+  const bool packed = reinterpret_cast<uintptr_t>(g) % 16 == 0;  // the same for the whole block
   double acc = 0;
 #pragma unroll
   for (int u = 0; u < kPerThread; ++u) {
-    const int64_t i = begin + int64_t(u) * blockDim.x;
-    if (i < list.numel[t]) {
-      const double x = static_cast<double>(g[i]);
-      acc += x * x;
+    const int64_t i = begin + (int64_t(u) * blockDim.x + threadIdx.x) * V;
+    if (packed && i + V <= n) {
+      const VecPack<T, V> p = *reinterpret_cast<const VecPack<T, V>*>(g + i);
+#pragma unroll
+      for (int k = 0; k < V; ++k) acc += static_cast<double>(p.v[k]) * static_cast<double>(p.v[k]);
+    } else {
+      for (int64_t k = i; k < i + V && k < n; ++k) acc += static_cast<double>(g[k]) * static_cast<double>(g[k]);
     }
   }
   acc = block_sum(acc);
@@ -55,6 +69,7 @@ __global__ void finish_norm_kernel(double* partials, int64_t count, T* total_nor
   wait_for_earlier_kernels();
   let_next_kernel_start();
   double acc = 0;
+#pragma unroll 8
   for (int64_t i = threadIdx.x; i < count; i += blockDim.x) acc += partials[i];
   acc = block_sum(acc);
   if (threadIdx.x == 0) {
@@ -71,14 +86,26 @@ template <class T>
 __global__ void scale_kernel(GradLists list, const double* coef_at) {
   wait_for_earlier_kernels();
   let_next_kernel_start();
+  constexpr int V = kV<T>;
   const T coef = T(*coef_at);
   const int t = tensor_of_block(list);
   T* __restrict__ g = static_cast<T*>(list.ptr[0][t]);
-  const int64_t begin = chunk_begin(list, t) + threadIdx.x;
+  const int64_t n = list.numel[t];
+  const int64_t begin = chunk_begin<kNormChunk<T>>(list, t);
+  if (reinterpret_cast<uintptr_t>(g) % 16 != 0 || begin + kNormChunk<T> > n) {
+    for (int64_t i = begin + threadIdx.x; i < begin + kNormChunk<T> && i < n; i += blockDim.x) g[i] *= coef;
+    return;
+  }
+  // A whole chunk: every load first, then the stores.
+  VecPack<T, V> p[kPerThread];
+  auto* packs = reinterpret_cast<VecPack<T, V>*>(g + begin);
+#pragma unroll
+  for (int u = 0; u < kPerThread; ++u) p[u] = packs[u * blockDim.x + threadIdx.x];
 #pragma unroll
   for (int u = 0; u < kPerThread; ++u) {
-    const int64_t i = begin + int64_t(u) * blockDim.x;
-    if (i < list.numel[t]) g[i] *= coef;
+#pragma unroll
+    for (int k = 0; k < V; ++k) p[u].v[k] *= coef;
+    packs[u * blockDim.x + threadIdx.x] = p[u];
   }
 }
 
@@ -93,7 +120,7 @@ bool CudaKernels::clip_grad_norm_multi(std::vector<Tensor>& grads, double max_no
     // Every list first: the scratch below takes one partial sum per block of them all.
     std::vector<GradLists> lists;
     unsigned total_blocks = 0;
-    for_each_list<1, kMaxTensors>(
+    for_each_list<1, kMaxTensors, kNormChunk<T>>(
         grads.size(),
         [&](size_t i) -> TensorEntry<1> {
           const int64_t n = grads[i].numel();

@@ -44,11 +44,12 @@ __device__ __forceinline__ int tensor_of_block(const TensorLists<kLists, kMaxTen
   return t;
 }
 
-/// The first of the kChunk elements of tensor t that block blockIdx.x works on (a function apart
-/// from tensor_of_block, so that a kernel computes it where it first uses it).
-template <int kLists, int kMaxTensors>
+/// The first of the Chunk elements of tensor t that block blockIdx.x works on (a function apart
+/// from tensor_of_block, so that a kernel computes it where it first uses it). Chunk is the one
+/// the lists were filled with (for_each_list).
+template <int64_t Chunk = kChunk, int kLists, int kMaxTensors>
 __device__ __forceinline__ int64_t chunk_begin(const TensorLists<kLists, kMaxTensors>& list, int t) {
-  return (blockIdx.x - list.block_start[t]) * kChunk;
+  return (blockIdx.x - list.block_start[t]) * Chunk;
 }
 
 // A kernel's arguments take at most 4 KB: the lists leave room for the others (scalars, pointers).
@@ -59,8 +60,10 @@ constexpr int64_t kMaxGridBlocks = (int64_t{1} << 31) - 1;
 
 /// Fills lists with entry(0) .. entry(count - 1) in order, and calls launch(list, blocks) each time
 /// a list is full or one more tensor would take the grid past its limit, then once for the rest.
-/// entry(i) returns a TensorEntry<kLists>; launch gets the list with block_start[count] set.
-template <int kLists, int kMaxTensors, class Entry, class Launch>
+/// entry(i) returns a TensorEntry<kLists>; launch gets the list with block_start[count] set. A
+/// block takes Chunk elements (a kernel that does little with each, as a sum of squares, takes more
+/// than kChunk, so that its blocks are not mostly start and finish).
+template <int kLists, int kMaxTensors, int64_t Chunk = kChunk, class Entry, class Launch>
 void for_each_list(size_t count, Entry&& entry, Launch&& launch) {
   using List = TensorLists<kLists, kMaxTensors>;
   static_assert(sizeof(List) + kOtherArgBytes <= kMaxKernelArgBytes, "the lists must fit in a kernel's argument");
@@ -76,9 +79,9 @@ void for_each_list(size_t count, Entry&& entry, Launch&& launch) {
   for (size_t i = 0; i < count; ++i) {
     const TensorEntry<kLists> e = entry(i);
     if (e.numel == 0) continue;
-    const int64_t tensor_blocks = (e.numel + kChunk - 1) / kChunk;
+    const int64_t tensor_blocks = (e.numel + Chunk - 1) / Chunk;
     MINIDL_CHECK(tensor_blocks <= kMaxGridBlocks, "multi-tensor kernels take tensors of at most ",
-                 kMaxGridBlocks * kChunk, " elements; got one of ", e.numel);
+                 kMaxGridBlocks * Chunk, " elements; got one of ", e.numel);
     if (blocks + tensor_blocks > kMaxGridBlocks) flush();
     const int k = list.count++;
     for (int l = 0; l < kLists; ++l) list.ptr[l][k] = e.ptr[l];

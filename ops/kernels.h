@@ -132,6 +132,8 @@ struct AdamMultiConfig {
   const Tensor* lr = nullptr;  // 0-d, of the parameters' dtype, on their device
   // GradScaler: 0-d float32 on the device; nonzero leaves parameters, moments and step counts unchanged.
   const Tensor* found_inf = nullptr;
+  // Autocast's 16-bit copies of float32 parameters, as SgdConfig::copies: written with the updated values.
+  const std::vector<Tensor>* copies = nullptr;
 };
 
 /// Embedding's backward adds each id's rows into this many interleaved partial sums (a fixed order

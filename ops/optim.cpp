@@ -11,8 +11,8 @@ void check_state(const char* op, const Tensor& param, const Tensor& other, const
 }
 
 // Autocast's copies written by an update: float32 parameters, copies of one 16-bit dtype.
-void check_copies(const std::vector<Tensor>& params, const std::vector<Tensor>& copies) {
-  MINIDL_CHECK(copies.size() == params.size(), "sgd: expected one 16-bit copy (or none) per parameter, got ",
+void check_copies(const char* op, const std::vector<Tensor>& params, const std::vector<Tensor>& copies) {
+  MINIDL_CHECK(copies.size() == params.size(), op, ": expected one 16-bit copy (or none) per parameter, got ",
                copies.size(), " for ", params.size(), " parameters");
   DType dtype = kFloat32;
   for (size_t i = 0; i < params.size(); ++i) {
@@ -21,7 +21,7 @@ void check_copies(const std::vector<Tensor>& params, const std::vector<Tensor>& 
     if (dtype == kFloat32) dtype = c.dtype();
     MINIDL_CHECK(params[i].dtype() == kFloat32 && is_reduced_floating(c.dtype()) && c.dtype() == dtype &&
                      c.shape() == params[i].shape() && c.device() == params[i].device() && c.is_contiguous(),
-                 "sgd: expected contiguous 16-bit copies of one dtype with their float32 parameters' shapes and "
+                 op, ": expected contiguous 16-bit copies of one dtype with their float32 parameters' shapes and "
                  "devices, got a ", c.dtype(), " ", c.shape(), " copy on ", c.device(), " of a ", params[i].dtype(), " ",
                  params[i].shape(), " parameter on ", params[i].device());
   }
@@ -50,7 +50,7 @@ void sgd_update_(std::vector<Tensor>& params, const std::vector<Tensor>& grads, 
     check_state("sgd", params[i], grads[i], "the gradient");
     if (!momentum_bufs.empty()) check_state("sgd", params[i], momentum_bufs[i], "the momentum buffer");
   }
-  if (config.copies) check_copies(params, *config.copies);
+  if (config.copies) check_copies("sgd", params, *config.copies);
   kernels_for(params[0].device()).sgd_step_multi(params, grads, momentum_bufs, config);
   for (const Tensor& p : params) p.bump_version();
   for (const Tensor& m : momentum_bufs) m.bump_version();
@@ -104,9 +104,13 @@ void adam_update_multi_(AdamTensorLists& t, const AdamMultiConfig& config) {
   MINIDL_CHECK(!config.found_inf || (config.found_inf->numel() == 1 && config.found_inf->dtype() == kFloat32 &&
                                      config.found_inf->device() == device),
                "adam: expected found_inf as a one-element float32 tensor on ", device);
+  if (config.copies) check_copies("adam", t.params, *config.copies);
   kernels_for(device).adam_step_multi(t, config);
   for (auto* list : {&t.params, &t.exp_avgs, &t.exp_avg_sqs, &t.max_exp_avg_sqs, &t.steps})
     for (const Tensor& x : *list) x.bump_version();
+  if (config.copies)
+    for (const Tensor& c : *config.copies)
+      if (c.defined()) c.bump_version();
 }
 
 Tensor clip_grad_norm_fused_(std::vector<Tensor>& grads, double max_norm) {

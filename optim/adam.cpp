@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/autograd.h"
+#include "ops/autocast_masters.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
 #include "ops/optim.h"
@@ -74,7 +75,11 @@ void Adam::step() {
       found_inf_here = found_inf_->device() == b.device ? *found_inf_ : found_inf_->to(b.device);
       config.found_inf = &found_inf_here;
     }
+    // Autocast's 16-bit copies of these weights are written by the same update, as SGD's are.
+    const std::vector<Tensor> copies = autocast::copies_to_write(b.lists.params);
+    if (!copies.empty()) config.copies = &copies;
     adam_update_multi_(b.lists, config);
+    if (!copies.empty()) autocast::copies_written(b.lists.params, copies);
   }
 }
 

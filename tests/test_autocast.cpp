@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -587,15 +588,18 @@ void check_cross_entropy_of_16bit_logits(Device device, DType dtype) {
 
 namespace {
 
-// An optimizer step writes the weights' 16-bit copies with their new values (no pass of their own
-// at the next forward), exactly the weight rounded; a copy a tape still holds is left to it, and
-// the next region makes a new one.
-void check_step_writes_the_copies(Device device) {
-  SCOPED_TRACE(device.is_cuda() ? "cuda" : "cpu");
+// An optimizer step (SGD; AdamW on CUDA, whose multi-tensor step writes them too) writes the
+// weights' 16-bit copies with their new values (no pass of their own at the next forward), exactly
+// the weight rounded; a copy a tape still holds is left to it, and the next region makes a new one.
+void check_step_writes_the_copies(Device device, bool adam = false) {
+  SCOPED_TRACE(std::string(device.is_cuda() ? "cuda" : "cpu") + (adam ? " adamw" : " sgd"));
   manual_seed(46);
   Tensor w = randn({6, 8}).to(device).requires_grad_(true), b = randn({6}).to(device).requires_grad_(true);
   const Tensor x = randn({4, 8}).to(device);
-  optim::SGD sgd({w, b}, optim::SGDOptions(0.5).momentum(0.9));
+  std::unique_ptr<optim::Optimizer> opt;
+  if (adam) opt = std::make_unique<optim::AdamW>(std::vector<Tensor>{w, b}, optim::AdamOptions(0.1));
+  else opt = std::make_unique<optim::SGD>(std::vector<Tensor>{w, b}, optim::SGDOptions(0.5).momentum(0.9));
+  optim::Optimizer& sgd = *opt;
   for (int i = 0; i < 2; ++i) {
     {
       AutocastGuard guard(device, kBFloat16);
@@ -740,6 +744,7 @@ TEST(AutocastCuda, MasterGradientsAreFloat32Products) {
 TEST(AutocastCuda, OptimizerStepWritesTheCopies) {
   MINIDL_REQUIRE_CUDA();
   check_step_writes_the_copies(Device::cuda());
+  check_step_writes_the_copies(Device::cuda(), true);
 }
 
 TEST(AutocastCuda, CrossEntropyReads16BitLogitsWithoutACast) {

@@ -217,9 +217,9 @@ TEST(CudaLosses, MatchCpuInFloat32) {
     expect_cpu_cuda_agree((rows == 1024 ? "cross_entropy, 1024 rows" : "cross_entropy, 1500 rows"),
                           [&](auto& in) { return cross_entropy(in[0], on(tt, in[0])); }, {randn({rows, 10}) * 3.0});
   }
-  // From 1 to 64 classes, with ignored rows among them: the one-block kernel up to 8192 logits
-  // (1, 3 and 17 classes here), the per-row kernel and the mean past it.
-  for (int64_t classes : {1, 3, 17, 32, 50, 64}) {
+  // From 1 to 200 classes, with ignored rows among them: the one-block kernel up to 8192 logits
+  // (1, 3 and 17 classes here), a warp per row past it (1, 2, 4 and 8 logits a lane), then the mean.
+  for (int64_t classes : {1, 3, 17, 32, 50, 64, 113, 200}) {
     std::vector<int64_t> targets = random_ints({300}, classes).to_vector<int64_t>();
     for (size_t i = 0; i < targets.size(); i += 7) targets[i] = -100;
     Tensor tc = Tensor::from_vector(targets);
@@ -304,6 +304,15 @@ TEST(CudaLosses, IgnoredTargetsRaiseNothingAndBadOnesStillDo) {
                                      std::string("expected 0 <= target < 10 classes")})
         EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
     }
+  }
+  // A warp per row (past one block's 1024 rows) reports one as well.
+  std::vector<int64_t> many(1500, 5);
+  many[777] = 113;
+  try {
+    cross_entropy(randn({1500, 113}, kFloat32, gpu()), Tensor::from_vector(many).to(gpu())).item<float>();
+    ADD_FAILURE() << "a target out of range went unreported by the per-row kernel";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("target 113 of sample 777"), std::string::npos) << e.what();
   }
   // The module path moves its weight buffer with the module.
   nn::CrossEntropyLoss criterion(nn::CrossEntropyLossOptions().weight(uniform({10}, 0.5, 2)).label_smoothing(0.1));

@@ -173,16 +173,30 @@ void with_constant_op(BinaryOp op, Launch&& launch) {
 }
 
 // 16-bit contiguous operands, V elements (16 bytes) per load and store; the caller does the tail.
+// An op of its own (kOp >= 0: GELU) takes two packs a thread, i and i + stride, both loaded before
+// either is computed.
+template <int kOp>
+constexpr int kPacksPerThread = kOp >= 0 ? 2 : 1;
+
 template <class T, int V, int kOp = -1>
 __global__ void unary_flat_vec(UnaryOp op_arg, const T* x, T* out, int64_t packs, C<T> scalar) {
   const UnaryOp op = op_of<kOp>(op_arg);
+  constexpr int P = kPacksPerThread<kOp>;
   const auto* in = reinterpret_cast<const VecPack<T, V>*>(x);
   auto* o = reinterpret_cast<VecPack<T, V>*>(out);
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < packs; i += int64_t(gridDim.x) * blockDim.x) {
-    VecPack<T, V> p = in[i];
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < packs; i += P * stride) {
+    VecPack<T, V> p[P];
 #pragma unroll
-    for (int k = 0; k < V; ++k) p.v[k] = unary_one(op, p.v[k], scalar);
-    o[i] = p;
+    for (int j = 0; j < P; ++j)
+      if (i + j * stride < packs) p[j] = in[i + j * stride];
+#pragma unroll
+    for (int j = 0; j < P; ++j) {
+      if (i + j * stride >= packs) continue;
+#pragma unroll
+      for (int k = 0; k < V; ++k) p[j].v[k] = unary_one(op, p[j].v[k], scalar);
+      o[i + j * stride] = p[j];
+    }
   }
 }
 
@@ -469,7 +483,9 @@ void CudaKernels::unary(UnaryOp op, const Tensor& x, Tensor& out, double scalar_
         if (aligned_to(16, {in, o}) && n >= kVec16) {
           const int64_t packs = n / kVec16;
           with_constant_op(op, [&](auto k) {
-            unary_flat_vec<T, kVec16, k()><<<blocks_for(packs), kThreads, 0, stream_>>>(op, in, o, packs, scalar);
+            constexpr int P = kPacksPerThread<k()>;
+            unary_flat_vec<T, kVec16, k()>
+                <<<blocks_for((packs + P - 1) / P), kThreads, 0, stream_>>>(op, in, o, packs, scalar);
             CUDA_LAUNCH_CHECK(unary_flat_vec);
           });
           done = packs * kVec16;

@@ -116,6 +116,74 @@ __global__ void __launch_bounds__(kSmallThreads)
   }
 }
 
+// The cross-entropy of many rows of at most 32 kRowsMaxPerLane classes (a language model's
+// vocabulary of characters), in three kernels: the count of rows not ignored; then a warp per row
+// holding the row's logits in registers, which takes their log-sum-exp, the row's log-probability at
+// its target and, with the count known, the row's gradient, reading the logits once in their own
+// type; then the mean of the rows' values (mean_over_targets). Through the softmax, the mean and the
+// gradient as passes of their own, and 16-bit logits widened to float32 copies first, char_gpt's
+// 16384 x 113 bfloat16 logits took 44 us a step on an H200. T, L and G as in the small kernel.
+constexpr int kRowsMaxPerLane = 8;
+constexpr int kRowsBlock = 256;
+
+template <class L>
+__global__ void count_targets_kernel(const int64_t* target, int64_t rows, int64_t ignore_index, L* count) {
+  wait_for_earlier_kernels();
+  let_next_kernel_start();
+  using Reduce = cub::BlockReduce<int64_t, kMeanBlock>;
+  __shared__ typename Reduce::TempStorage temp;
+  int64_t k = 0;
+  for (int64_t i = threadIdx.x; i < rows; i += kMeanBlock) k += target[i] != ignore_index ? 1 : 0;
+  k = Reduce(temp).Sum(k);
+  if (threadIdx.x == 0) count[0] = static_cast<L>(k);
+}
+
+template <class T, class L, class G, int kPerLane>
+__global__ void __launch_bounds__(kRowsBlock)
+    cross_entropy_rows_kernel(const T* __restrict__ logits, const int64_t* __restrict__ target,
+                              const L* __restrict__ count, G* __restrict__ grad, L* __restrict__ row_value,
+                              int64_t rows, int classes, int64_t ignore_index, DeviceErrorReport error) {
+  wait_for_earlier_kernels();
+  let_next_kernel_start();
+  using C = compute_t<T>;
+  using Acc = AccT<T>;
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const int64_t warps = kRowsBlock / 32;
+  const C scale = grad ? C(1) / static_cast<C>(*count) : C(0);
+  for (int64_t row = blockIdx.x * warps + threadIdx.x / 32; row < rows; row += int64_t(gridDim.x) * warps) {
+    const T* x = logits + row * classes;
+    const int64_t t = target[row];
+    C v[kPerLane];
+    C m = -d_infinity<C>();
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) {
+      const int j = lane + 32 * k;
+      v[k] = j < classes ? static_cast<C>(x[j]) : -d_infinity<C>();
+      m = v[k] > m ? v[k] : m;
+    }
+    m = warp_max(m);
+    Acc s = 0;
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k)
+      if (lane + 32 * k < classes) s += Acc(d_exp(v[k] - m));
+    const C lse = m + d_log(static_cast<C>(warp_sum(s)));
+    const bool counted = t != ignore_index, valid = counted && t >= 0 && t < classes;
+    if (lane == 0) {
+      if (counted && !valid) report_device_error(error, kCrossEntropyTarget, row, t, classes);
+      row_value[row] = valid ? static_cast<L>(static_cast<C>(x[t]) - lse) : L(0);
+    }
+    if (!grad) continue;
+    G* g = grad + row * classes;
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) {
+      const int j = lane + 32 * k;
+      if (j >= classes) continue;
+      const C one_hot = j == t ? C(1) : C(0);
+      g[j] = static_cast<G>(valid ? (d_exp(v[k] - lse) - one_hot) * scale : C(0));
+    }
+  }
+}
+
 // One block: row_loss[i] = -w[t] * lp[i, t] (0 on ignored rows), total_weight[0] = sum of w[t] over
 // the rows not ignored.
 template <class T>
@@ -248,6 +316,49 @@ void CudaKernels::cross_entropy(const Tensor& logits, const Tensor& target, int6
   cuda::DeviceGuard guard(device_);
   const bool small = rows > 0 && rows <= kSmallMaxRows && classes > 0 && classes <= kSmallMaxClasses &&
                      rows * classes <= static_cast<int64_t>(kSmallBytes / element_size(logits.dtype()));
+  if (!small && rows > 0 && classes > 0 && classes <= 32 * kRowsMaxPerLane) {
+    dispatch_floating_and_half(logits.dtype(), "cross_entropy", [&](auto tag) {
+      using T = decltype(tag);
+      auto launch = [&](auto loss_tag, auto grad_tag) {
+        using L = decltype(loss_tag);
+        using G = decltype(grad_tag);
+        Allocator& alloc = allocator_for(Device::cuda(device_));
+        const size_t bytes = static_cast<size_t>(rows) * sizeof(L);
+        L* row_value = static_cast<L*>(alloc.allocate(bytes));
+        const int64_t* t = ptr<const int64_t>(target);
+        if (grad_logits)
+          launch_early("count_targets_kernel", count_targets_kernel<L>, 1, kMeanBlock, 0, stream_, t, rows,
+                       ignore_index, ptr<L>(count));
+        const unsigned blocks = blocks_for(rows, kRowsBlock / 32);
+        auto run = [&](auto per_lane) {
+          constexpr int P = decltype(per_lane)::value;
+          launch_early("cross_entropy_rows_kernel", cross_entropy_rows_kernel<T, L, G, P>, blocks, kRowsBlock, 0,
+                       stream_, ptr<const T>(logits), t, static_cast<const L*>(ptr<L>(count)),
+                       grad_logits ? ptr<G>(*grad_logits) : nullptr, row_value, rows, static_cast<int>(classes),
+                       ignore_index, cuda::device_error_report(device_));
+        };
+        if (classes <= 32) run(std::integral_constant<int, 1>{});
+        else if (classes <= 64) run(std::integral_constant<int, 2>{});
+        else if (classes <= 128) run(std::integral_constant<int, 4>{});
+        else run(std::integral_constant<int, 8>{});
+        mean_over_targets<L><<<1, kMeanBlock, 0, stream_>>>(row_value, t, rows, ignore_index, ptr<L>(loss),
+                                                            ptr<L>(count));
+        CUDA_LAUNCH_CHECK(mean_over_targets);
+        alloc.deallocate(row_value, bytes);  // reused only by later work on this stream
+      };
+      if constexpr (is_16bit_float_v<T>) {
+        const bool loss32 = loss.dtype() == kFloat32;
+        const bool grad32 = grad_logits && grad_logits->dtype() == kFloat32;
+        if (loss32 && grad32) launch(float(), float());
+        else if (loss32) launch(float(), T());
+        else if (grad32) launch(T(), float());
+        else launch(T(), T());
+      } else {
+        launch(T(), T());
+      }
+    });
+    return;
+  }
   if (is_reduced_floating(logits.dtype()) && !small) {
     // The multi-block path computes in the logits' own type: 16-bit logits go through float32.
     cross_entropy_widened(*this, logits, target, ignore_index, loss, count, grad_logits);

@@ -125,9 +125,11 @@ double lr_at(int64_t it, const Flags& f) {
   return f.min_lr + 0.5 * (1.0 + std::cos(std::numbers::pi * ratio)) * (f.lr - f.min_lr);
 }
 
+// As nanoGPT writes it: under autocast the loss runs in float32 (its policy), its kernel reading the
+// 16-bit logits itself, where a cast first took a pass of its own each way.
 Tensor loss_of(Gpt& model, const Tensor& x, const Tensor& y) {
   Tensor logits = model.forward(x);
-  return nn::functional::cross_entropy(logits.view({-1, logits.size(-1)}).to(kFloat32), y.view({-1}));
+  return nn::functional::cross_entropy(logits.view({-1, logits.size(-1)}), y.view({-1}));
 }
 
 struct Losses {

@@ -164,7 +164,7 @@ class GPT(nn.Module):
         for block in self.transformer.h:
             x = block(x)
         logits = self.lm_head(self.transformer.ln_f(x))
-        return F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.view(-1))
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))  # float32 under autocast
 
 
 model = GPT(len(chars)).to(dev)

@@ -144,10 +144,6 @@ __global__ void adam_multi_kernel(AdamLists list, AdamArgs<T> c) {
 void CudaKernels::adam_step_multi(AdamTensorLists& t, const AdamMultiConfig& c) {
   if (t.params.empty()) return;
   cuda::DeviceGuard guard(device_);
-  DType copy_dtype = kFloat32;  // adam_update_multi_ checked that the copies share one 16-bit dtype
-  if (c.copies)
-    for (const Tensor& copy : *c.copies)
-      if (copy.defined()) copy_dtype = copy.dtype();
   dispatch_floating(t.params[0].dtype(), "adam_step_multi", [&](auto tag) {
     using T = decltype(tag);
     AdamArgs<T> args{c.beta1,
@@ -160,7 +156,7 @@ void CudaKernels::adam_step_multi(AdamTensorLists& t, const AdamMultiConfig& c) 
                      c.maximize,
                      ptr<const T>(*c.lr),
                      c.found_inf ? ptr<const float>(*c.found_inf) : nullptr};
-    auto run = [&](auto copy_tag) {
+    with_copy_type<T>(c.copies, [&](auto copy_tag) {  // adam_update_multi_ checked the copies
       using C = std::remove_pointer_t<decltype(copy_tag)>;
       // kMaxTensors parameters at a time: their step counts advance (an empty parameter's too, as
       // in torch), then the update of those with elements reads the new counts.
@@ -185,13 +181,7 @@ void CudaKernels::adam_step_multi(AdamTensorLists& t, const AdamMultiConfig& c) 
               launch_early("adam_multi_kernel", adam_multi_kernel<T, C>, blocks, kThreads, 0, stream_, list, args);
             });
       }
-    };
-    // Only float32 parameters have copies: they are autocast's master weights.
-    if constexpr (std::is_same_v<T, float>) {
-      if (copy_dtype == kBFloat16) return run(static_cast<BFloat16*>(nullptr));
-      if (copy_dtype == kFloat16) return run(static_cast<Half*>(nullptr));
-    }
-    run(static_cast<void*>(nullptr));
+    });
   });
 }
 

@@ -30,8 +30,8 @@ __device__ double block_sum(double x) {
 }
 
 // A thread takes kPerThread packs of 16 bytes (V elements), pack u at u * blockDim.x + threadIdx.x of
-// its block's chunk: a block reads 16 KB (at 4 KB, the float32 sum of a GPT's 10.8M gradients ran
-// at half the memory's speed on an H200, and its partial sums took 12 us to add in one block).
+// its block's chunk: a block reads 16 KB. At 4 KB a block, the float32 sum of a GPT's 10.8M
+// gradients ran at half the memory's speed on an H200, and left 10,500 partial sums for one block.
 template <class T>
 constexpr int kV = 16 / static_cast<int>(sizeof(T));
 template <class T>

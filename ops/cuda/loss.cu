@@ -257,6 +257,22 @@ __global__ void log_sigmoid_backward_kernel(const T* grad, const T* x, T* out, i
   }
 }
 
+// Calls launch(L{}, G{}) with the loss's and the gradient's types for logits of type T: 16-bit logits
+// give a loss in float32 (autocast's) or in their type, and a gradient likewise; others their own.
+template <class T, class Launch>
+void with_loss_and_grad_types(const Tensor& loss, const Tensor* grad, Launch&& launch) {
+  if constexpr (is_16bit_float_v<T>) {
+    const bool loss32 = loss.dtype() == kFloat32;
+    const bool grad32 = grad && grad->dtype() == kFloat32;
+    if (loss32 && grad32) launch(float(), float());
+    else if (loss32) launch(float(), T());
+    else if (grad32) launch(T(), float());
+    else launch(T(), T());
+  } else {
+    launch(T(), T());
+  }
+}
+
 }  // namespace
 
 void CudaKernels::log_sigmoid(const Tensor& x, Tensor& out) {
@@ -316,10 +332,24 @@ void CudaKernels::cross_entropy(const Tensor& logits, const Tensor& target, int6
   cuda::DeviceGuard guard(device_);
   const bool small = rows > 0 && rows <= kSmallMaxRows && classes > 0 && classes <= kSmallMaxClasses &&
                      rows * classes <= static_cast<int64_t>(kSmallBytes / element_size(logits.dtype()));
-  if (!small && rows > 0 && classes > 0 && classes <= 32 * kRowsMaxPerLane) {
+  if (small) {
     dispatch_floating_and_half(logits.dtype(), "cross_entropy", [&](auto tag) {
       using T = decltype(tag);
-      auto launch = [&](auto loss_tag, auto grad_tag) {
+      with_loss_and_grad_types<T>(loss, grad_logits, [&](auto loss_tag, auto grad_tag) {
+        using L = decltype(loss_tag);
+        using G = decltype(grad_tag);
+        launch_early("cross_entropy_small_kernel", cross_entropy_small_kernel<T, L, G>, 1, kSmallThreads, 0, stream_,
+                     ptr<const T>(logits), ptr<const int64_t>(target), grad_logits ? ptr<G>(*grad_logits) : nullptr,
+                     int(rows), int(classes), ignore_index, ptr<L>(loss), ptr<L>(count),
+                     cuda::device_error_report(device_));
+      });
+    });
+    return;
+  }
+  if (rows > 0 && classes > 0 && classes <= 32 * kRowsMaxPerLane) {
+    dispatch_floating_and_half(logits.dtype(), "cross_entropy", [&](auto tag) {
+      using T = decltype(tag);
+      with_loss_and_grad_types<T>(loss, grad_logits, [&](auto loss_tag, auto grad_tag) {
         using L = decltype(loss_tag);
         using G = decltype(grad_tag);
         Allocator& alloc = allocator_for(Device::cuda(device_));
@@ -345,48 +375,14 @@ void CudaKernels::cross_entropy(const Tensor& logits, const Tensor& target, int6
                                                             ptr<L>(count));
         CUDA_LAUNCH_CHECK(mean_over_targets);
         alloc.deallocate(row_value, bytes);  // reused only by later work on this stream
-      };
-      if constexpr (is_16bit_float_v<T>) {
-        const bool loss32 = loss.dtype() == kFloat32;
-        const bool grad32 = grad_logits && grad_logits->dtype() == kFloat32;
-        if (loss32 && grad32) launch(float(), float());
-        else if (loss32) launch(float(), T());
-        else if (grad32) launch(T(), float());
-        else launch(T(), T());
-      } else {
-        launch(T(), T());
-      }
+      });
     });
     return;
   }
-  if (is_reduced_floating(logits.dtype()) && !small) {
-    // The multi-block path computes in the logits' own type: 16-bit logits go through float32.
+  if (is_reduced_floating(logits.dtype())) {
+    // Longer rows take the softmax's block-per-row path, in the logits' own type: 16-bit logits go
+    // through float32.
     cross_entropy_widened(*this, logits, target, ignore_index, loss, count, grad_logits);
-    return;
-  }
-  if (small) {
-    dispatch_floating_and_half(logits.dtype(), "cross_entropy", [&](auto tag) {
-      using T = decltype(tag);
-      // 16-bit logits: the loss in float32 or in their type, the gradient likewise.
-      auto launch = [&](auto loss_tag, auto grad_tag) {
-        using L = decltype(loss_tag);
-        using G = decltype(grad_tag);
-        launch_early("cross_entropy_small_kernel", cross_entropy_small_kernel<T, L, G>, 1, kSmallThreads, 0, stream_,
-                     ptr<const T>(logits), ptr<const int64_t>(target), grad_logits ? ptr<G>(*grad_logits) : nullptr,
-                     int(rows), int(classes), ignore_index, ptr<L>(loss), ptr<L>(count),
-                     cuda::device_error_report(device_));
-      };
-      if constexpr (is_16bit_float_v<T>) {
-        const bool loss32 = loss.dtype() == kFloat32;
-        const bool grad32 = grad_logits && grad_logits->dtype() == kFloat32;
-        if (loss32 && grad32) launch(float(), float());
-        else if (loss32) launch(float(), T());
-        else if (grad32) launch(T(), float());
-        else launch(T(), T());
-      } else {
-        launch(T(), T());
-      }
-    });
     return;
   }
   dispatch_floating(logits.dtype(), "cross_entropy", [&](auto tag) {

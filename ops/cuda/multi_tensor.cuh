@@ -6,6 +6,7 @@
 // needs no host sync: it can be captured in a CUDA graph as it is.
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/error.h"
 #include "ops/cuda/common.cuh"
@@ -91,6 +92,22 @@ void for_each_list(size_t count, Entry&& entry, Launch&& launch) {
     if (list.count == kMaxTensors) flush();
   }
   flush();
+}
+
+/// Calls run(static_cast<C*>(nullptr)) with C the type of autocast's 16-bit copies that an update of
+/// parameters of type T writes (SgdConfig::copies, AdamMultiConfig::copies: one 16-bit dtype, and
+/// only for float32 master weights), or void where it writes none.
+template <class T, class Run>
+void with_copy_type(const std::vector<Tensor>* copies, Run&& run) {
+  DType dtype = kFloat32;
+  if (copies)
+    for (const Tensor& copy : *copies)
+      if (copy.defined()) dtype = copy.dtype();
+  if constexpr (std::is_same_v<T, float>) {
+    if (dtype == kBFloat16) return run(static_cast<BFloat16*>(nullptr));
+    if (dtype == kFloat16) return run(static_cast<Half*>(nullptr));
+  }
+  run(static_cast<void*>(nullptr));
 }
 
 }  // namespace minidl::cuda::multi_tensor

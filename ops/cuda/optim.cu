@@ -103,17 +103,13 @@ void CudaKernels::sgd_step_multi(std::vector<Tensor>& params, const std::vector<
                                  std::vector<Tensor>& momentum_bufs, const SgdConfig& c) {
   if (params.empty()) return;
   cuda::DeviceGuard guard(device_);
-  DType copy_dtype = kFloat32;  // sgd_update_ checked that the copies share one 16-bit dtype
-  if (c.copies)
-    for (const Tensor& copy : *c.copies)
-      if (copy.defined()) copy_dtype = copy.dtype();
   dispatch_floating(params[0].dtype(), "sgd_step", [&](auto tag) {
     using T = decltype(tag);
     SgdArgs<T> args{T(c.lr),     T(c.weight_decay), T(c.momentum),
                     T(1 - c.dampening), c.nesterov,   c.first_step,
                     c.lr_on_device ? ptr<const T>(*c.lr_on_device) : nullptr,
                     c.found_inf ? ptr<const float>(*c.found_inf) : nullptr};
-    auto run = [&](auto copy_tag) {
+    with_copy_type<T>(c.copies, [&](auto copy_tag) {  // sgd_update_ checked the copies
       using C = std::remove_pointer_t<decltype(copy_tag)>;
       for_each_list<4, kMaxTensors>(
           params.size(),
@@ -128,13 +124,7 @@ void CudaKernels::sgd_step_multi(std::vector<Tensor>& params, const std::vector<
           [&](const SgdLists& list, unsigned blocks) {
             launch_early("sgd_multi_kernel", sgd_multi_kernel<T, C>, blocks, kThreads, 0, stream_, list, args);
           });
-    };
-    // Only float32 parameters have copies: they are autocast's master weights.
-    if constexpr (std::is_same_v<T, float>) {
-      if (copy_dtype == kBFloat16) return run(static_cast<BFloat16*>(nullptr));
-      if (copy_dtype == kFloat16) return run(static_cast<Half*>(nullptr));
-    }
-    run(static_cast<void*>(nullptr));
+    });
   });
 }
 

@@ -26,11 +26,12 @@ __device__ Acc block_sum(Acc value, Temp& temp) {
 }
 
 // One block: loss[0] = -(sum of row_value over the rows not ignored) / their count, count[0] = that
-// count. Rows are summed in a fixed order (deterministic).
-template <class T>
-__global__ void mean_over_targets(const T* row_value, const int64_t* target, int64_t rows, int64_t ignore_index,
+// count. Rows are summed in a fixed order (deterministic). The rows' values may be wider than the
+// loss (R float for a 16-bit T), so that they are rounded once, in the loss.
+template <class T, class R = T>
+__global__ void mean_over_targets(const R* row_value, const int64_t* target, int64_t rows, int64_t ignore_index,
                                   T* loss, T* count) {
-  using Acc = AccT<T>;
+  using Acc = AccT<R>;
   __shared__ typename cub::BlockReduce<Acc, kMeanBlock>::TempStorage temp;
   Acc s = 0, k = 0;
   for (int64_t i = threadIdx.x; i < rows; i += kMeanBlock) {
@@ -141,7 +142,7 @@ __global__ void count_targets_kernel(const int64_t* target, int64_t rows, int64_
 template <class T, class L, class G, int kPerLane>
 __global__ void __launch_bounds__(kRowsBlock)
     cross_entropy_rows_kernel(const T* __restrict__ logits, const int64_t* __restrict__ target,
-                              const L* __restrict__ count, G* __restrict__ grad, L* __restrict__ row_value,
+                              const L* __restrict__ count, G* __restrict__ grad, compute_t<L>* __restrict__ row_value,
                               int64_t rows, int classes, int64_t ignore_index, DeviceErrorReport error) {
   wait_for_earlier_kernels();
   let_next_kernel_start();
@@ -170,7 +171,7 @@ __global__ void __launch_bounds__(kRowsBlock)
     const bool counted = t != ignore_index, valid = counted && t >= 0 && t < classes;
     if (lane == 0) {
       if (counted && !valid) report_device_error(error, kCrossEntropyTarget, row, t, classes);
-      row_value[row] = valid ? static_cast<L>(static_cast<C>(x[t]) - lse) : L(0);
+      row_value[row] = valid ? static_cast<compute_t<L>>(static_cast<C>(x[t]) - lse) : compute_t<L>(0);
     }
     if (!grad) continue;
     G* g = grad + row * classes;
@@ -352,9 +353,10 @@ void CudaKernels::cross_entropy(const Tensor& logits, const Tensor& target, int6
       with_loss_and_grad_types<T>(loss, grad_logits, [&](auto loss_tag, auto grad_tag) {
         using L = decltype(loss_tag);
         using G = decltype(grad_tag);
+        using R = compute_t<L>;  // the rows' values, rounded to L only in the mean
         Allocator& alloc = allocator_for(Device::cuda(device_));
-        const size_t bytes = static_cast<size_t>(rows) * sizeof(L);
-        L* row_value = static_cast<L*>(alloc.allocate(bytes));
+        const size_t bytes = static_cast<size_t>(rows) * sizeof(R);
+        R* row_value = static_cast<R*>(alloc.allocate(bytes));
         const int64_t* t = ptr<const int64_t>(target);
         if (grad_logits)
           launch_early("count_targets_kernel", count_targets_kernel<L>, 1, kMeanBlock, 0, stream_, t, rows,
@@ -371,8 +373,8 @@ void CudaKernels::cross_entropy(const Tensor& logits, const Tensor& target, int6
         else if (classes <= 64) run(std::integral_constant<int, 2>{});
         else if (classes <= 128) run(std::integral_constant<int, 4>{});
         else run(std::integral_constant<int, 8>{});
-        mean_over_targets<L><<<1, kMeanBlock, 0, stream_>>>(row_value, t, rows, ignore_index, ptr<L>(loss),
-                                                            ptr<L>(count));
+        mean_over_targets<L, R><<<1, kMeanBlock, 0, stream_>>>(row_value, t, rows, ignore_index, ptr<L>(loss),
+                                                               ptr<L>(count));
         CUDA_LAUNCH_CHECK(mean_over_targets);
         alloc.deallocate(row_value, bytes);  // reused only by later work on this stream
       });

@@ -34,6 +34,7 @@ void Adam::step() {
   };
   std::vector<Batch> batches;
   int cpu_skip = -1;  // on the CPU, found_inf is read once, where a CPU parameter needs it
+  std::vector<Tensor> cpu_updated;  // CPU parameters stepped one by one: their 16-bit copies after
   const bool amsgrad = options_.amsgrad();
   for_each_gradient([&](size_t gi, size_t i, Tensor& p, const Tensor& grad) {
     State& s = state_[gi][i];
@@ -51,6 +52,7 @@ void Adam::step() {
                         weight_decay(gi), decoupled_, s.step, amsgrad, options_.maximize(),
                         amsgrad ? &s.max_exp_avg_sq : nullptr};
       adam_update_(p, grad.contiguous(), s.exp_avg, s.exp_avg_sq, config);
+      cpu_updated.push_back(p);
       return;
     }
     if (!s.device_step.defined() || s.device_step.device() != p.device())
@@ -81,6 +83,13 @@ void Adam::step() {
     adam_update_multi_(b.lists, config);
     if (!copies.empty()) autocast::copies_written(b.lists.params, copies);
   }
+  // The CPU steps parameter by parameter; their copies follow, as SGD's CPU update writes them, rather
+  // than in a pass of their own at the next region.
+  std::vector<Tensor> copies = autocast::copies_to_write(cpu_updated);
+  if (copies.empty()) return;
+  for (size_t i = 0; i < copies.size(); ++i)
+    if (copies[i].defined()) copy_(copies[i], cpu_updated[i]);  // rounded to the copy's dtype
+  autocast::copies_written(cpu_updated, copies);
 }
 
 void Adam::step_if_finite(const Tensor& found_inf) { step_reading_found_inf(found_inf); }

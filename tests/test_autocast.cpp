@@ -588,9 +588,9 @@ void check_cross_entropy_of_16bit_logits(Device device, DType dtype) {
 
 namespace {
 
-// An optimizer step (SGD; AdamW on CUDA, whose multi-tensor step writes them too) writes the
-// weights' 16-bit copies with their new values (no pass of their own at the next forward), exactly
-// the weight rounded; a copy a tape still holds is left to it, and the next region makes a new one.
+// An optimizer step (SGD or AdamW) writes the weights' 16-bit copies with their new values (no pass
+// of their own at the next forward), exactly the weight rounded; a copy a tape still holds is left to
+// it, and the next region makes a new one.
 void check_step_writes_the_copies(Device device, bool adam = false) {
   SCOPED_TRACE(std::string(device.is_cuda() ? "cuda" : "cpu") + (adam ? " adamw" : " sgd"));
   manual_seed(46);
@@ -629,7 +629,10 @@ void check_step_writes_the_copies(Device device, bool adam = false) {
 
 }  // namespace
 
-TEST(Autocast, OptimizerStepWritesTheCopies) { check_step_writes_the_copies(Device::cpu()); }
+TEST(Autocast, OptimizerStepWritesTheCopies) {
+  check_step_writes_the_copies(Device::cpu());
+  check_step_writes_the_copies(Device::cpu(), true);
+}
 
 TEST(Autocast, CrossEntropyReads16BitLogitsWithoutACast) {
   check_cross_entropy_of_16bit_logits(Device::cpu(), kBFloat16);

@@ -340,7 +340,8 @@ int train(const Flags& f, Device device, Precision precision) {
   if (f.profile) {
     MINIDL_CHECK(device.is_cuda(), "--profile reports the kernels of a step on cuda; the device is ", device.str());
     auto [x, y] = corpus.get_batch(data::Split::Train, f.batch_size, config.block_size, device);
-    for (int s = 0; s < 3; ++s) train_step(x, y);  // the first steps run eagerly and capture the graph
+    // The first steps run eagerly, the next captures the graph: the profiled steps replay it.
+    for (int s = 0; s < 3 || (s < 8 && f.cuda_graph && !train_step.graphed()); ++s) train_step(x, y);
     mnist_app::report_gpu_time([&](int) { train_step(x, y); },
                                train_step.graphed() ? "one CUDA graph per step" : "eager (no CUDA graph)", true);
     return 0;

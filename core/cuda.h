@@ -27,7 +27,7 @@ struct DeviceProperties {
 
 /// What the GPU did while some host code ran (see profile_kernels).
 struct KernelActivity {
-  int64_t kernels = 0;    // kernels that ran
+  int64_t kernels = 0;    // kernels that ran (memsets and copies included: profile_kernels)
   double kernel_us = 0;   // their durations, summed
   double span_us = 0;     // from the first kernel's start to the last one's end
   double busy() const { return span_us > 0 ? kernel_us / span_us : 0; }
@@ -71,7 +71,8 @@ DeviceProperties device_properties(int index = 0);
 Tensor to_device_pinned(const Tensor& host, Device device);
 
 /// Runs `work`, waits for every device, and returns what CUPTI recorded of the kernels it ran
-/// (graph replays included). For measurement only: recording slows launches a little.
+/// (graph replays included), with its memsets and memory copies as kernels named "[memset]" and
+/// "[memcpy]". For measurement only: recording slows launches a little.
 ///   auto a = cuda::profile_kernels([&] { for (int i = 0; i < 100; ++i) step(); });
 KernelActivity profile_kernels(const std::function<void()>& work);
 

@@ -1,5 +1,7 @@
-// cuda::profile_kernels on CUPTI's activity API: kernel records (start, end) are collected in
-// buffers CUPTI fills asynchronously and hands back on a flush.
+// cuda::profile_kernels on CUPTI's activity API: kernel, memset and memcpy records (start, end) are
+// collected in buffers CUPTI fills asynchronously and hands back on a flush. Memsets and copies are
+// listed beside the kernels because a library may queue them between two kernels (cuBLASLt zeroing a
+// workspace, say), and a timeline of kernels alone would show that time as idle.
 #include <cxxabi.h>
 
 #include <algorithm>
@@ -50,21 +52,32 @@ void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_recor
   *max_records = 0;
 }
 
+void add(const char* name, uint64_t start, uint64_t end, uint32_t stream) {
+  ++sink->kernels;
+  const double us = static_cast<double>(end - start) / 1000;
+  sink->kernel_us += us;
+  KernelActivity::Kernel& entry = (*per_name)[name ? name : "?"];
+  ++entry.count;
+  entry.us += us;
+  if (first_start == 0 || start < first_start) first_start = start;
+  if (end > last_end) last_end = end;
+  records->push_back({name ? name : "?", start, end, stream});
+}
+
 void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
   std::lock_guard lock(mutex);
   CUpti_Activity* record = nullptr;
   while (sink && cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
-    if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
-    const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-    ++sink->kernels;
-    const double us = static_cast<double>(k->end - k->start) / 1000;
-    sink->kernel_us += us;
-    KernelActivity::Kernel& entry = (*per_name)[k->name ? k->name : "?"];
-    ++entry.count;
-    entry.us += us;
-    if (first_start == 0 || k->start < first_start) first_start = k->start;
-    if (k->end > last_end) last_end = k->end;
-    records->push_back({k->name ? k->name : "?", k->start, k->end, k->streamId});
+    if (record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
+      const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+      add(k->name, k->start, k->end, k->streamId);
+    } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
+      const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
+      add("[memset]", m->start, m->end, m->streamId);
+    } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+      const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
+      add("[memcpy]", m->start, m->end, m->streamId);
+    }
   }
   std::free(buffer);
 }
@@ -92,11 +105,13 @@ KernelActivity profile_kernels(const std::function<void()>& work) {
     records = &kernels;
     first_start = last_end = 0;
   }
-  check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityEnable");
+  constexpr CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMSET,
+                                           CUPTI_ACTIVITY_KIND_MEMCPY};
+  for (CUpti_ActivityKind kind : kinds) check(cuptiActivityEnable(kind), "cuptiActivityEnable");
   work();
   synchronize();
   check(cuptiActivityFlushAll(1), "cuptiActivityFlushAll");
-  check(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityDisable");
+  for (CUpti_ActivityKind kind : kinds) check(cuptiActivityDisable(kind), "cuptiActivityDisable");
   std::lock_guard lock(mutex);
   sink = nullptr;
   per_name = nullptr;

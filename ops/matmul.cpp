@@ -269,7 +269,10 @@ Tensor linear_op(const char* name, const Tensor& x, const Tensor& weight, const 
     NoGradGuard no_grad;
     ox = as_operand(x.dim() == 2 ? x : reshape(x, {rows, in}));
     ow = as_operand(weight);
-    b = bias.defined() ? bias.contiguous().detach() : zeros({out_features}, x.dtype(), x.device());
+    // The bias epilogue takes a bias: zeros where ReLU runs without one. A plain product takes none
+    // (a zero tensor would cost a memset a call, and a node of every captured step).
+    if (bias.defined()) b = bias.contiguous().detach();
+    else if (relu) b = zeros({out_features}, x.dtype(), x.device());
   }
   Kernels& k = kernels_for(x.device());
   Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());

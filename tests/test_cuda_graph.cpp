@@ -6,6 +6,12 @@
 #include "optim/optim.h"
 #include "test_cuda_util.h"
 
+#ifdef MINIDL_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "core/cuda/graph_memsets.h"
+#endif
+
 using namespace minidl;
 using namespace minidl::testing;
 
@@ -324,6 +330,77 @@ TEST(CudaGraph, ReplaysAllocateNothingAndThePoolIsReturned) {
   out = Tensor();  // the graph's last live block, now back in the general cache
   EXPECT_EQ(memory_stats(gpu()).bytes_in_use, before);
 }
+
+#ifdef MINIDL_WITH_CUDA
+// Memset nodes (a library's cudaMemsetAsync captured in a step) become kernel nodes that write the
+// same bytes: elements of 1, 2 and 4 bytes, starts off 16-byte boundaries, ragged ends, a span
+// inside one 16-byte vector, 2-D memsets whose rows leave gaps; in the order of the graph's edges
+// (the first memset covers everything, and a copy after the last reads the result).
+TEST(CudaGraph, MemsetNodesBecomeKernelsThatWriteTheSameBytes) {
+  MINIDL_REQUIRE_CUDA();
+  constexpr size_t kBytes = 4096;
+  Tensor buffer = zeros({int64_t(kBytes)}, kUInt8, gpu()), copy = zeros({int64_t(kBytes)}, kUInt8, gpu());
+  unsigned char* base = static_cast<unsigned char*>(buffer.raw_data());
+  struct Set {
+    size_t offset;
+    unsigned element_size, value;
+    size_t width, height, pitch;
+  };
+  const std::vector<Set> sets = {{0, 1, 0xCD, kBytes, 1, 0},         {3, 1, 0x5A, 517, 1, 0},
+                                 {34, 2, 0xBEEF, 300, 1, 0},         {1028, 4, 0x12345678, 201, 1, 0},
+                                 {2051, 1, 0x77, 5, 1, 0},           {2200, 1, 0x0F, 40, 7, 64},
+                                 {3000, 4, 0x89ABCDEF, 10, 3, 100},  {3601, 1, 0x00, 300, 1, 0}};
+  std::vector<unsigned char> expected(kBytes, 0);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaGraphCreate(&graph, 0), cudaSuccess);
+  cudaGraphNode_t previous = nullptr;
+  for (const Set& s : sets) {
+    cudaMemsetParams p{};
+    p.dst = base + s.offset;
+    p.elementSize = s.element_size;
+    p.value = s.value;
+    p.width = s.width;
+    p.height = s.height;
+    p.pitch = s.pitch;
+    cudaGraphNode_t node = nullptr;
+    ASSERT_EQ(cudaGraphAddMemsetNode(&node, graph, previous ? &previous : nullptr, previous ? 1 : 0, &p), cudaSuccess);
+    previous = node;
+    for (size_t r = 0; r < s.height; ++r)
+      for (size_t e = 0; e < s.width; ++e)
+        for (unsigned b = 0; b < s.element_size; ++b)
+          expected[s.offset + r * s.pitch + e * s.element_size + b] = static_cast<unsigned char>(s.value >> (8 * b));
+  }
+  cudaGraphNode_t copy_node = nullptr;
+  ASSERT_EQ(cudaGraphAddMemcpyNode1D(&copy_node, graph, &previous, 1, copy.raw_data(), base, kBytes,
+                                     cudaMemcpyDeviceToDevice),
+            cudaSuccess);
+
+  EXPECT_EQ(cuda::memset_nodes_to_kernels(graph), static_cast<int>(sets.size()));
+  size_t count = 0;
+  ASSERT_EQ(cudaGraphGetNodes(graph, nullptr, &count), cudaSuccess);
+  std::vector<cudaGraphNode_t> nodes(count);
+  ASSERT_EQ(cudaGraphGetNodes(graph, nodes.data(), &count), cudaSuccess);
+  EXPECT_EQ(count, sets.size() + 1);
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type;
+    ASSERT_EQ(cudaGraphNodeGetType(node, &type), cudaSuccess);
+    EXPECT_NE(type, cudaGraphNodeTypeMemset);
+  }
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int replay = 0; replay < 2; ++replay) {
+    buffer.fill_(17);
+    copy.fill_(29);
+    cuda::synchronize();
+    ASSERT_EQ(cudaGraphLaunch(exec, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(buffer.to_vector<uint8_t>(), expected) << "replay " << replay;
+    EXPECT_EQ(copy.to_vector<uint8_t>(), expected) << "replay " << replay;
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+}
+#endif
 
 TEST(CudaGraph, SynchronizingInsideTheCaptureIsAClearError) {
   MINIDL_REQUIRE_CUDA();

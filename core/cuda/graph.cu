@@ -9,6 +9,7 @@
 #include "core/cuda.h"
 #include "core/cuda/allocator.h"
 #include "core/cuda/context.h"
+#include "core/cuda/graph_memsets.h"
 #include "core/cuda/launch.cuh"
 #include "core/cuda_graph.h"
 #include "core/random.h"
@@ -204,6 +205,12 @@ void Graph::capture_end() {
     MINIDL_FAIL("cuda::Graph: the capture failed (", detail::cuda_error_text(status),
                 "); something in the captured code synchronized with the device or the host (item(), to(cpu), "
                 "printing a tensor) or used another stream");
+  }
+  try {
+    memset_nodes_to_kernels(impl_->graph);
+  } catch (...) {
+    impl_->destroy_graph();
+    throw;
   }
   status = cudaGraphInstantiate(&impl_->exec, impl_->graph, 0);
   if (status != cudaSuccess) {

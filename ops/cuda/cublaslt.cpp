@@ -349,10 +349,12 @@ cublasStatus_t launch(const LtStream& dev, cudaStream_t stream, const Plan& p, s
                         dev.workspace, kWorkspaceBytes, stream);
 }
 
-// Times the candidates on the real inputs, writing a scratch output, and keeps the fastest. Runs are
-// queued while the stream is held (cuda::StreamHold), so the GPU runs them back to back as it runs a
-// captured step, without waiting for the host to call cuBLASLt. A first pass times every candidate on one short burst; the
-// five fastest are timed again on longer ones. False when no candidate runs.
+// Times the candidates on the real inputs, writing a scratch output, and keeps the fastest. Each is
+// timed as a captured step runs it: calls captured in a CUDA graph, then replayed, with no host in
+// the measurement. Some of cuBLASLt's configurations zero a counter in their workspace before their
+// kernel, one more node in every replay, which the time of the kernel alone does not show. A first
+// pass times every candidate on a short replay; the five fastest are timed again on longer ones.
+// False when no candidate runs.
 bool choose_by_timing(int device, const LtStream& dev, cudaStream_t stream, Plan& p, const void* a, const void* b,
                       int64_t m, int64_t n, float alpha, float beta, const LtBatch& batch, size_t element) {
   // From the caching allocator, not cudaMalloc/cudaFree: cudaFree waits for every stream of the
@@ -366,7 +368,7 @@ bool choose_by_timing(int device, const LtStream& dev, cudaStream_t stream, Plan
   for (size_t c = 0; c < p.candidates.size(); ++c) {
     // A candidate that refuses these pointers or this beta is skipped.
     if (launch(dev, stream, p, c, a, b, scratch, alpha, beta) != CUBLAS_STATUS_SUCCESS) continue;
-    first_pass.emplace_back(time_per_call_us(stream, [&] { run(c); }, 4, 1), c);
+    first_pass.emplace_back(time_per_replay_us(stream, [&] { run(c); }, 4, 1), c);
   }
   const float heuristic_us = !first_pass.empty() && first_pass[0].second == 0 ? first_pass[0].first : -1;
   std::sort(first_pass.begin(), first_pass.end());
@@ -386,7 +388,7 @@ bool choose_by_timing(int device, const LtStream& dev, cudaStream_t stream, Plan
   float best_us = -1;
   for (size_t i = 0; i < std::min<size_t>(5, first_pass.size()); ++i) {
     const size_t c = first_pass[i].second;
-    const float us = time_per_call_us(stream, [&] { run(c); }, 8, 3);
+    const float us = time_per_replay_us(stream, [&] { run(c); }, 8, 3);
     if (best_us < 0 || us < best_us) best_us = us, p.chosen = c;
   }
   allocator.deallocate(scratch, scratch_bytes);

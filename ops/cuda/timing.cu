@@ -1,6 +1,7 @@
 #include "ops/cuda/timing.h"
 
 #include "core/cuda/check.h"
+#include "core/cuda/graph_memsets.h"
 
 namespace minidl::cuda {
 
@@ -73,6 +74,40 @@ float time_per_call_us(cudaStream_t stream, const std::function<void()>& work, i
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   return best;
+}
+
+float time_per_replay_us(cudaStream_t stream, const std::function<void()>& work, int calls, int replays) {
+  cudaGraph_t graph = nullptr;
+  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+  try {
+    for (int c = 0; c < calls; ++c) work();
+  } catch (...) {
+    cudaStreamEndCapture(stream, &graph);  // leave the stream usable
+    if (graph) cudaGraphDestroy(graph);
+    throw;
+  }
+  CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  try {
+    memset_nodes_to_kernels(graph);  // as cuda::Graph does: the replay is then the step's
+  } catch (...) {
+    cudaGraphDestroy(graph);
+    throw;
+  }
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  CUDA_CHECK(instantiated);
+  float us = -1;
+  try {
+    CUDA_CHECK(cudaGraphUpload(exec, stream));
+    us = time_per_call_us(stream, [&] { CUDA_CHECK(cudaGraphLaunch(exec, stream)); }, 1, replays) /
+         static_cast<float>(calls);
+  } catch (...) {
+    cudaGraphExecDestroy(exec);
+    throw;
+  }
+  cudaGraphExecDestroy(exec);
+  return us;
 }
 
 }  // namespace minidl::cuda

@@ -34,4 +34,11 @@ class StreamHold {
 /// stream.
 float time_per_call_us(cudaStream_t stream, const std::function<void()>& work, int calls = 8, int bursts = 3);
 
+/// Microseconds per call of `work` as a captured step runs it: `calls` calls captured on `stream`
+/// into one CUDA graph, its memset nodes made kernels as cuda::Graph makes them
+/// (core/cuda/graph_memsets.h), the best of `replays` timed replays. A call that queues more than
+/// one node (a library's memset before its kernel, say) pays there for each. Not inside a capture;
+/// synchronizes with the stream.
+float time_per_replay_us(cudaStream_t stream, const std::function<void()>& work, int calls = 8, int replays = 3);
+
 }  // namespace minidl::cuda

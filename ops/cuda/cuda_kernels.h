@@ -182,6 +182,13 @@ class CudaKernels final : public Kernels {
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
 
+  /// A 16-bit operand copied with its rows padded for the tensor cores (ops/cuda/matmul.cpp). The
+  /// two products gemm_concurrent runs often pad the same one (a language model head's output
+  /// gradient, for g @ w and for g^T @ x): the first's copy then serves the second.
+  struct PaddedCopy {
+    Tensor source, padded;
+  };
+
  private:
   // conv_bias_relu_backward over channels-last tensors (ops/cuda/conv2d_relu.cu).
   void conv_bias_relu_backward_channels_last(const Tensor& grad_out, const Tensor& y, Tensor& grad_pre,
@@ -238,6 +245,7 @@ class CudaKernels final : public Kernels {
 
   int device_;
   cudaStream_t stream_;
+  PaddedCopy* shared_padding_ = nullptr;  // set by gemm_concurrent for its two products
 };
 
 }  // namespace minidl

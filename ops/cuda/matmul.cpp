@@ -122,22 +122,33 @@ bool padded_dims(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, c
   return true;
 }
 
-// t [rows', cols'] into the top-left corner of a zero [rows, cols].
-Tensor zero_padded(Kernels& kernels, const Tensor& t, int64_t rows, int64_t cols) {
+bool same_view(const Tensor& x, const Tensor& y) {
+  return x.raw_data() == y.raw_data() && x.dtype() == y.dtype() && x.shape() == y.shape() &&
+         x.strides() == y.strides();
+}
+
+// t [rows', cols'] into the top-left corner of a zero [rows, cols]. With `shared`, the first copy
+// made is kept there, and a later call for the same view and size takes it.
+Tensor zero_padded(Kernels& kernels, const Tensor& t, int64_t rows, int64_t cols,
+                   CudaKernels::PaddedCopy* shared) {
   if (t.size(0) == rows && t.size(1) == cols) return t;
+  if (shared && shared->padded.defined() && same_view(shared->source, t) && shared->padded.size(0) == rows &&
+      shared->padded.size(1) == cols)
+    return shared->padded;
   Tensor padded = Tensor::empty({rows, cols}, t.dtype(), t.device());
   kernels.fill(padded, 0.0);
   Tensor corner = Tensor::make_view(padded, t.shape(), {cols, 1}, padded.offset());
   kernels.copy(t, corner);
+  if (shared && !shared->padded.defined()) *shared = {t, padded};
   return padded;
 }
 
 bool gemm_padded(Kernels& kernels, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
-                 double alpha, double beta) {
+                 double alpha, double beta, CudaKernels::PaddedCopy* shared) {
   PaddedDims d;
   if (!padded_dims(a, trans_a, b, trans_b, c, beta, d)) return false;
-  const Tensor ap = trans_a ? zero_padded(kernels, a, d.k, d.m) : zero_padded(kernels, a, d.m, d.k);
-  const Tensor bp = trans_b ? zero_padded(kernels, b, d.n, d.k) : zero_padded(kernels, b, d.k, d.n);
+  const Tensor ap = trans_a ? zero_padded(kernels, a, d.k, d.m, shared) : zero_padded(kernels, a, d.m, d.k, shared);
+  const Tensor bp = trans_b ? zero_padded(kernels, b, d.n, d.k, shared) : zero_padded(kernels, b, d.k, d.n, shared);
   if (d.m == c.size(0) && d.n == c.size(1)) {
     kernels.gemm(ap, trans_a, bp, trans_b, c, alpha, 0);
     return true;
@@ -177,7 +188,7 @@ void CudaKernels::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool tran
       small_k_gemm(a, b, c, alpha, beta))
     return;
   if (!batched && !trans_a && alpha == 1 && beta == 0 && short_m_gemm(a, b, trans_b, Tensor(), false, c)) return;
-  if (!batched && gemm_padded(*this, a, trans_a, b, trans_b, c, alpha, beta)) return;
+  if (!batched && gemm_padded(*this, a, trans_a, b, trans_b, c, alpha, beta, shared_padding_)) return;
   if (gemm_lt(stream_, a, trans_a, b, trans_b, c, alpha, beta)) return;
   cublasHandle_t handle = cuda::cublas_handle(device_);
   // Atomics are off by default (cuBLAS then gives the same bits run to run on one GPU model); say so
@@ -277,11 +288,21 @@ void CudaKernels::gemm_concurrent(const GemmCall& first, const GemmCall& second)
   const cudaStream_t side = cuda::side_stream(device_);
   const int64_t blocks = cuda::side_stream_blocks(device_);
   const Tensor &a = second.a, &b = second.b;
-  // A product that pads (gemm_padded) runs its copies on the compute stream, after the first.
+  // A product that pads (gemm_padded) runs its copies on the compute stream, after the first, and
+  // takes the first's padded copy of an operand they share.
   PaddedDims unused;
   if (padded_dims(a, second.trans_a, b, second.trans_b, second.c, 0, unused)) {
-    gemm_row_sums(first);
-    return gemm_row_sums(second);
+    PaddedCopy shared;
+    shared_padding_ = &shared;
+    try {
+      gemm_row_sums(first);
+      gemm_row_sums(second);
+    } catch (...) {
+      shared_padding_ = nullptr;
+      throw;
+    }
+    shared_padding_ = nullptr;
+    return;
   }
   const bool after_first = gemm_lt_keeps_within(a, second.trans_a, b, second.trans_b, second.c, blocks);
   if (after_first) gemm_row_sums(first);

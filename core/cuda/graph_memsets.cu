@@ -49,7 +49,7 @@ __global__ void fill_rows_kernel(unsigned char* dst, size_t pitch, size_t width,
 
 constexpr unsigned kThreads = 256;
 
-unsigned blocks_for(size_t work, int device) {
+unsigned fill_blocks(size_t work, int device) {
   int sms = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const size_t wanted = (work + kThreads - 1) / kThreads;
@@ -87,11 +87,11 @@ cudaGraphNode_t add_fill_node(cudaGraph_t graph, const cudaMemsetParams& m, int 
   void* rows_args[] = {&dst, &pitch, &width, &height, &element_size, &value};
   if (m.height <= 1 || m.pitch == row_bytes) {
     k.func = reinterpret_cast<void*>(fill_bytes_kernel);
-    k.gridDim = dim3(blocks_for(bytes / 16 + 16, device));
+    k.gridDim = dim3(fill_blocks(bytes / 16 + 16, device));
     k.kernelParams = bytes_args;
   } else {
     k.func = reinterpret_cast<void*>(fill_rows_kernel);
-    k.gridDim = dim3(blocks_for(m.width * m.height, device));
+    k.gridDim = dim3(fill_blocks(m.width * m.height, device));
     k.kernelParams = rows_args;
   }
   cudaGraphNode_t node = nullptr;

@@ -10,7 +10,9 @@ namespace minidl::cuda {
 /// instantiating. Returns how many it replaced.
 ///
 /// Why: on an H200, a replay of char_gpt's step went idle about 1.5 us before each memset node and
-/// 2.7-5.6 us after it, where kernel after kernel leaves under 0.3 us; the step held 23 of them.
+/// 2.7-5.6 us after it, where kernel after kernel leaves under 0.3 us; the step held 23 of them
+/// (48 before minidl's own went). A kernel node in their place takes about 1 us; the step's idle
+/// time fell from 125 to 11 us.
 int memset_nodes_to_kernels(cudaGraph_t graph);
 
 }  // namespace minidl::cuda

@@ -79,7 +79,9 @@ void expect_flat(const std::vector<Reading>& r, bool check_resident = true) {
     EXPECT_EQ(r[e].allocator.bytes_held, second.allocator.bytes_held);
     EXPECT_EQ(r[e].tape, 0u);
     // The resident set may move by a few pages (the C library's own arenas, thread stacks).
-    if (check_resident) EXPECT_LT(r[e].rss_mb - second.rss_mb, 4.0);
+    if (check_resident) {
+      EXPECT_LT(r[e].rss_mb - second.rss_mb, 4.0);
+    }
   }
 }
 

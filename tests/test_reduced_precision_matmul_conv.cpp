@@ -82,8 +82,9 @@ void expect_matches_float32(const char* what, const Op& op, const std::vector<Te
   y_ref.backward(g.to(device));
   for (size_t i = 0; i < inputs.size(); ++i) {
     EXPECT_TRUE(low[i].grad().defined()) << "no gradient for input " << i;
-    if (low[i].grad().defined())
+    if (low[i].grad().defined()) {
       EXPECT_TRUE(close_to_float32(low[i].grad(), ref[i].grad(), dtype, tolerance_scale)) << "gradient of input " << i;
+    }
   }
 }
 

@@ -450,27 +450,6 @@ void check_nan_to_num(DType dtype, Device device) {
   EXPECT_EQ(y.to(Device::cpu()).to(kFloat64).to_vector<double>(), (std::vector<double>{0, largest, -largest, 1.5}));
 }
 
-// Mean microseconds per call of the kernels whose names contain `kernel`, over `calls` calls of work.
-double kernel_us(const std::function<void()>& work, const std::string& kernel, int calls = 10) {
-  work();  // warm: allocations, first launches
-  cuda::KernelActivity activity = cuda::profile_kernels([&] {
-    for (int i = 0; i < calls; ++i) work();
-  });
-  double us = 0;
-  for (const auto& k : activity.by_time)
-    if (k.name.find(kernel) != std::string::npos) us += k.us;
-  return us / calls;
-}
-
-// One hot kernel of the MNIST models, timed in a dtype: `bytes_per_element` counts what it moves
-// per element of x in that dtype (indices and masks included).
-struct HotKernel {
-  std::string name, kernel;
-  Shape shape;
-  std::function<std::function<void()>(DType)> make;  // builds inputs in a dtype; returns the timed call
-  std::function<double(size_t)> bytes_per_element;   // by the dtype's element size
-};
-
 }  // namespace
 
 TEST(ReducedPrecisionOps, CpuBFloat16MatchesFloat32) {

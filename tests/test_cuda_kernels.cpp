@@ -1,6 +1,7 @@
 // Every CUDA kernel against its CPU twin (ops/cpu/, the reference) on the same fresh random inputs:
 // float32 within atol = rtol = 1e-3, float64 within 1e-9, integers and indices exactly. Each test
 // skips, saying why, where no CUDA device is usable.
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -499,6 +500,53 @@ TEST(CudaKernels, OptimizerSteps) {
       EXPECT_TRUE(all_close(vg, vc, tol(dt), tol(dt)));
     }
   }
+}
+
+namespace {
+
+// Philox4x32-10 on the host (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC 2011):
+// ten rounds of two 32 x 32 -> 64-bit products, the key bumped by the Weyl constants between rounds.
+std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> c, uint32_t k0, uint32_t k1) {
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) k0 += 0x9E3779B9u, k1 += 0xBB67AE85u;
+    const uint64_t p0 = uint64_t(0xD2511F53u) * c[0], p1 = uint64_t(0xCD9E8D57u) * c[2];
+    c = {uint32_t(p1 >> 32) ^ c[1] ^ k0, uint32_t(p1), uint32_t(p0 >> 32) ^ c[3] ^ k1, uint32_t(p0)};
+  }
+  return c;
+}
+
+}  // namespace
+
+// A fill's element i is the 32-bit draw at position offset + i of the seed's Philox stream (word
+// p % 4 of the block at counter p / 4), as curand_init and curand4 give it: float32 uniform draws
+// against the host's Philox, for the first fill after manual_seed, the fill after it, and one from
+// an offset inside a block (a restored state), where the kernels take curand_init's own path.
+TEST(CudaKernels, UniformDrawsAreThePhiloxStreamAtTheGeneratorsOffset) {
+  MINIDL_REQUIRE_CUDA();
+  const uint64_t seed = 0x0123456789abcdefull;
+  auto expect_stream = [&](const Tensor& t, uint64_t offset) {
+    const std::vector<float> v = t.cpu().to_vector<float>();
+    for (int64_t i = 0; i < int64_t(v.size()); ++i) {
+      const uint64_t position = offset + uint64_t(i), block = position / 4;
+      const auto words =
+          philox4x32_10({uint32_t(block), uint32_t(block >> 32), 0u, 0u}, uint32_t(seed), uint32_t(seed >> 32));
+      const float u = float(words[position % 4]) * 2.3283064e-10f + 2.3283064e-10f / 2.0f;  // cuRAND's (0, 1]
+      ASSERT_EQ(v[i], u < 1.f ? u : 0.f) << "element " << i << " from offset " << offset;
+    }
+  };
+  manual_seed(seed);
+  const int64_t first = 1001, second = 4096;
+  Tensor a = empty_on({first}, kFloat32, gpu()), b = empty_on({second}, kFloat32, gpu());
+  gpu_k().uniform(a, 0, 1);
+  gpu_k().uniform(b, 0, 1);
+  expect_stream(a, 0);
+  expect_stream(b, (first + 3) / 4 * 4);  // the first fill reserved whole blocks
+  Generator::State inside = default_generator().state();
+  inside.offset = 6;
+  default_generator().set_state(inside);
+  Tensor c = empty_on({second + 1}, kFloat32, gpu());
+  gpu_k().uniform(c, 0, 1);
+  expect_stream(c, 6);
 }
 
 // Random kernels draw from cuRAND's Philox, not the CPU's engine: the values differ from the CPU's,

@@ -247,8 +247,8 @@ TEST(CudaActivations, SixteenBitGeluIsCorrectlyRoundedAlmostEverywhere) {
     EXPECT_LE(backward.most_ulps, 1) << "gradient";
     // The strided kernel (a transposed view) gives the vector kernel's bits.
     const Tensor square = x.cuda().narrow(0, 0, 256 * 256).reshape({256, 256});
-    EXPECT_TRUE(gelu(square.t()).contiguous().cpu().equal(y.detach().narrow(0, 0, 256 * 256).reshape({256, 256}).t().contiguous().cpu()))
-        << "strided";
+    const Tensor square_y = y.detach().narrow(0, 0, 256 * 256).reshape({256, 256});
+    EXPECT_TRUE(gelu(square.t()).contiguous().cpu().equal(square_y.t().contiguous().cpu())) << "strided";
     // The fused backward (linear_gelu_linear's) gives the same output and gradient bits.
     Tensor grad = ones_like(x).cuda(), out = empty_like(grad);
     kernels_for(gpu()).gelu_backward_with_output(false, x.cuda(), grad, out);

@@ -18,7 +18,8 @@
 // call, the median of timed bursts, each ended by a synchronize.
 //
 //   build/bench_ops attention [--lengths 256 1024] [--batch 384] [--head 64] [--dtypes bfloat16 float32]
-//                             [--dropout P] [--deterministic] [--redraw-mask]
+//                             [--dropout P] [--deterministic] [--redraw-mask] [--backend minidl|cudnn]
+// (--backend cudnn: cuDNN's fused attention, ops/cuda/cudnn_attention.cpp, for the 16-bit types)
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -248,6 +249,7 @@ struct AttentionFlags {
   std::vector<std::string> dtypes = {"bfloat16", "float32"};
   bool causal = true, deterministic = false, redraw_mask = false;
   double dropout = 0;
+  std::string backend = "minidl";
   int repeats = 20;
 };
 
@@ -265,8 +267,11 @@ int run_attention(const AttentionFlags& f) {
   // mode gives dQ a pass of its own (ops/cuda/attention.cu).
   set_deterministic(f.deterministic);
   const bool atomics = f.dropout > 0 && f.redraw_mask && !f.deterministic;
-  std::printf("dropout %g, mask %s; backward dQ: %s\n", f.dropout, f.redraw_mask ? "redrawn" : "stored",
-              atomics ? "atomics (16-bit types)" : "a pass of its own");
+  const bool library = f.backend == "cudnn";
+  if (library) std::printf("dropout %g; cuDNN's fused attention\n", f.dropout);
+  else
+    std::printf("dropout %g, mask %s; backward dQ: %s\n", f.dropout, f.redraw_mask ? "redrawn" : "stored",
+                atomics ? "atomics (16-bit types)" : "a pass of its own");
   const Device gpu = Device::cuda(0);
   Kernels& kernels = kernels_for(gpu);
   for (const std::string& name : f.dtypes) {
@@ -279,15 +284,25 @@ int run_attention(const AttentionFlags& f) {
       Tensor gq = Tensor::empty(shape, dtype, gpu), gk = Tensor::empty(shape, dtype, gpu);
       Tensor gv = Tensor::empty(shape, dtype, gpu), rng_state = zeros({3}, kInt64);
       const double scale = 1.0 / std::sqrt(static_cast<double>(f.head));
-      Tensor keep_mask;
+      Tensor keep_mask, seed_offset;
+      if (library && !kernels.library_attention_forward(q, k, v, scale, f.causal, f.dropout, out, lse, rng_state, seed_offset)) {
+        std::printf("%-9s %6lld  cuDNN has no engine for this call\n", name.c_str(), static_cast<long long>(L));
+        continue;
+      }
       auto forward = [&] {
-        kernels.attention_forward(q, k, v, scale, f.causal, f.dropout, out, lse, rng_state,
-                                  f.redraw_mask ? nullptr : &keep_mask);
+        if (library) kernels.library_attention_forward(q, k, v, scale, f.causal, f.dropout, out, lse, rng_state, seed_offset);
+        else
+          kernels.attention_forward(q, k, v, scale, f.causal, f.dropout, out, lse, rng_state,
+                                    f.redraw_mask ? nullptr : &keep_mask);
       };
       auto both = [&] {
         forward();
-        kernels.attention_backward(grad_out, q, k, v, out, lse, rng_state, keep_mask, scale, f.causal, f.dropout, gq,
-                                   gk, gv);
+        if (library)
+          kernels.library_attention_backward(grad_out, q, k, v, out, lse, seed_offset, scale, f.causal, f.dropout, gq,
+                                             gk, gv);
+        else
+          kernels.attention_backward(grad_out, q, k, v, out, lse, rng_state, keep_mask, scale, f.causal, f.dropout,
+                                     gq, gk, gv);
       };
       auto median_ms = [&](const std::function<void()>& work) {
         for (int i = 0; i < 3; ++i) work();
@@ -355,6 +370,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   att->add_flag("--deterministic", at.deterministic, "the deterministic backward (dQ in a pass of its own)");
   att->add_flag("--redraw-mask", at.redraw_mask, "with dropout, the backward redraws the mask the forward drew");
+  att->add_option("--backend", at.backend, "minidl's kernels or cuDNN's fused attention")
+      ->check(CLI::IsMember({"minidl", "cudnn"}))->capture_default_str();
   att->add_option("--repeats", at.repeats, "timed bursts")->check(CLI::Range(1, 1000))->capture_default_str();
   mnist_app::parse_or_exit(app, argc, argv);  // a bad flag exits 2, as in every app
 

@@ -217,14 +217,17 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
   Tensor logsumexp = Tensor::empty({g.B, g.L}, kFloat32, q.device());
   Tensor rng_state = zeros({3}, kInt64);  // [seed, offset, device state]: Kernels::attention_forward
   // The dropout mask as the backend stores it for the backward (a bit a score on CUDA), where one runs.
-  Tensor keep_mask;
+  Tensor keep_mask, seed_offset;
   const bool recording = autograd::needs_recording({q, k, v});
-  kernels.attention_forward(q, k, v, g.scale, causal, dropout_p, out, logsumexp, rng_state,
-                            recording ? &keep_mask : nullptr);
+  const bool library = kernels.library_attention_forward(q, k, v, g.scale, causal, dropout_p, out, logsumexp, rng_state,
+                                                               seed_offset);
+  if (!library)
+    kernels.attention_forward(q, k, v, g.scale, causal, dropout_p, out, logsumexp, rng_state,
+                              recording ? &keep_mask : nullptr);
   if (recording) {
     autograd::record(kOp, out, {q, k, v}, {q, k, v, out},
                      [q = q.detach(), k = k.detach(), v = v.detach(), o = out.detach(), logsumexp, rng_state,
-                      keep_mask, g, causal, dropout_p,
+                      keep_mask, seed_offset, g, causal, dropout_p, library,
                       given = std::array<Tensor, 3>{q, k, v}](const Tensor& grad,
                                                                                     const std::vector<bool>&) {
                        if (grad_mode_enabled())
@@ -233,8 +236,13 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
                        auto [gq, gk, gv] = gradient_tensors(q, k, v, g);
                        // The incoming gradient is often a view too (of the heads merged back).
                        const Tensor grad_out = kernel_readable(grad) ? grad : grad.contiguous();
-                       kernels_for(q.device()).attention_backward(grad_out, q, k, v, o, logsumexp, rng_state, keep_mask,
-                                                                  g.scale, causal, dropout_p, gq, gk, gv);
+                       Kernels& backend = kernels_for(q.device());
+                       if (library)
+                         backend.library_attention_backward(grad_out, q, k, v, o, logsumexp, seed_offset, g.scale,
+                                                            causal, dropout_p, gq, gk, gv);
+                       else
+                         backend.attention_backward(grad_out, q, k, v, o, logsumexp, rng_state, keep_mask, g.scale,
+                                                    causal, dropout_p, gq, gk, gv);
                        return std::vector<Tensor>{gq, gk, gv};
                      }, true);
   }

@@ -1,4 +1,4 @@
-// The conv/pool backend switch. Read from the environment once, on first use, so a bad value fails
+// The conv/pool and attention backend switches. Read from the environment once, on first use, so a bad value fails
 // at the first convolution with a message naming the variable.
 #include "ops/backend_setting.h"
 
@@ -15,6 +15,7 @@ namespace {
 
 constexpr int kUnset = -1;
 std::atomic<int> g_backend{kUnset};
+std::atomic<int> g_attention_backend{kUnset};
 // The limit's states besides a number of bytes: no limit, not read from the environment yet, and the
 // defaults (a limit op by op, none in a graph).
 constexpr size_t kNoLimit = SIZE_MAX, kLimitUnset = SIZE_MAX - 1, kDefaults = SIZE_MAX - 2;
@@ -55,6 +56,31 @@ ConvBackend conv_backend() {
 }
 
 void set_conv_backend(ConvBackend backend) { g_backend.store(static_cast<int>(backend)); }
+
+AttentionBackend parse_attention_backend(const std::string& name) {
+  if (name == "auto") return AttentionBackend::Auto;
+  if (name == "minidl") return AttentionBackend::Minidl;
+  if (name == "cudnn") return AttentionBackend::Cudnn;
+  MINIDL_FAIL("attention backend: expected \"auto\", \"minidl\" or \"cudnn\", got \"", name, "\"");
+}
+
+AttentionBackend attention_backend() {
+  int value = g_attention_backend.load(std::memory_order_relaxed);
+  if (value != kUnset) return static_cast<AttentionBackend>(value);
+  AttentionBackend backend = AttentionBackend::Auto;
+  if (const char* env = std::getenv("MINIDL_ATTENTION_BACKEND"); env && *env) {
+    try {
+      backend = parse_attention_backend(env);
+    } catch (const Error& e) {
+      MINIDL_FAIL("MINIDL_ATTENTION_BACKEND: ", e.what());
+    }
+  }
+  int expected = kUnset;
+  g_attention_backend.compare_exchange_strong(expected, static_cast<int>(backend));
+  return static_cast<AttentionBackend>(g_attention_backend.load());
+}
+
+void set_attention_backend(AttentionBackend backend) { g_attention_backend.store(static_cast<int>(backend)); }
 
 size_t conv_workspace_limit(bool in_graph) {
   size_t value = g_workspace_limit.load(std::memory_order_relaxed);

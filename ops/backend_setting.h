@@ -39,6 +39,22 @@ void reset_conv_workspace_limit();
 /// True when this build has the CPU convolutions' oneDNN path (cmake/onednn.cmake).
 bool onednn_available();
 
+/// Which fused attention runs 16-bit inputs on CUDA (scaled_dot_product_attention without a mask):
+/// Minidl's FlashAttention-2 kernels (ops/cuda/attention.cu) or cuDNN's fused attention
+/// (ops/cuda/cudnn_attention.cpp), as PyTorch's enable_flash_sdp / enable_cudnn_sdp choose. Auto (the
+/// default) takes cuDNN where it has an engine for the call (bfloat16 or float16, head size 64 or 128,
+/// an sm_90 or later GPU, cuDNN 9.6 or later, not deterministic mode with dropout), measured faster
+/// there (docs/benchmarks.md), and minidl's kernels elsewhere; Cudnn is the same choice (a call cuDNN
+/// cannot run still runs minidl's kernels). float32 always runs minidl's: cuDNN's fused attention has
+/// no float32. The two draw different dropout masks from the same generator. The environment variable
+/// MINIDL_ATTENTION_BACKEND (auto, minidl or cudnn) sets it until set_attention_backend overrides it.
+enum class AttentionBackend { Auto, Minidl, Cudnn };
+AttentionBackend attention_backend();
+///   set_attention_backend(AttentionBackend::Minidl);
+void set_attention_backend(AttentionBackend backend);
+/// Parses "auto", "minidl" or "cudnn".
+AttentionBackend parse_attention_backend(const std::string& name);
+
 // TF32, as PyTorch names its switches. TF32 runs float32 products on tensor cores with 10 bits of
 // mantissa in the inputs (float32 accumulation): several times faster on an A100/H100, results that
 // differ from strict float32 by about 1e-3 relative. Both switches are OFF by default: minidl's float32

@@ -338,6 +338,35 @@ class Kernels {
     MINIDL_FAIL("attention_backward: this device has no fused attention kernel");
   }
 
+  /// A vendor library's fused attention (cuDNN's on CUDA, ops/cuda/cudnn_attention.cpp) for 16-bit
+  /// inputs where attention_backend() (ops/backend_setting.h) allows it and the library has an
+  /// engine for the call: the arguments of attention_forward without keep_mask. With dropout,
+  /// seed_offset receives the device tensor the library drew its mask from (int64 [2, 2]: the Philox
+  /// seed at [0][0], the offset at [1][0], each on 16 bytes; written on the device, so that a graph's
+  /// replays differ), from which the backward draws it again. Returns false, having done nothing, otherwise.
+  /// Whether attention_backend() and the inputs (dtype, head size, layout, the device) let
+  /// library_attention_forward run this call (it may still find no engine, and return false).
+  virtual bool library_attention_supports(const Tensor& q, const Tensor& k, const Tensor& v, double dropout_p) const {
+    (void)q, (void)k, (void)v, (void)dropout_p;
+    return false;
+  }
+  virtual bool library_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
+                                         double dropout_p, Tensor& out, Tensor& logsumexp, Tensor& rng_state,
+                                         Tensor& seed_offset) {
+    (void)q, (void)k, (void)v, (void)scale, (void)causal, (void)dropout_p, (void)out, (void)logsumexp,
+        (void)rng_state, (void)seed_offset;
+    return false;
+  }
+  /// The backward of a call library_attention_forward ran, as attention_backward's.
+  virtual void library_attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                                          const Tensor& out, const Tensor& logsumexp, const Tensor& seed_offset,
+                                          double scale, bool causal, double dropout_p, Tensor& grad_q, Tensor& grad_k,
+                                          Tensor& grad_v) {
+    (void)grad_out, (void)q, (void)k, (void)v, (void)out, (void)logsumexp, (void)seed_offset, (void)scale,
+        (void)causal, (void)dropout_p, (void)grad_q, (void)grad_k, (void)grad_v;
+    MINIDL_FAIL("library_attention_backward: this device ran no library attention forward");
+  }
+
   // ---- softmax and losses (ops/softmax.cpp, ops/loss.cpp) ----
   /// (log-)softmax of x viewed as [outer, n, inner] over n.
   virtual void softmax(const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool log, Tensor& out) = 0;

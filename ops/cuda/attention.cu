@@ -37,6 +37,7 @@
 // key-row passes' tiles went to 32 columns), for 3.1 MB a layer of char_gpt. Kernels for p = 0 are
 // compiled without dropout.
 #include "ops/cuda/attention_mma.cuh"
+#include "ops/cuda/cudnn_attention.h"
 #include "core/deterministic.h"
 #include "core/random.h"
 #include "ops/cuda/common.cuh"
@@ -430,6 +431,31 @@ void CudaKernels::attention_backward(const Tensor& grad_out_in, const Tensor& q_
 }
 
 namespace cuda {
+
+namespace {
+
+__global__ void philox_seed_offset_kernel(uint64_t seed, uint64_t offset, const uint64_t* device_state,
+                                          int64_t* out) {
+  out[0] = static_cast<int64_t>(device_state ? device_state[0] : seed);
+  out[2] = static_cast<int64_t>(offset + (device_state ? device_state[1] : 0));
+}
+
+}  // namespace
+
+uint64_t attention_dropout_draws(int64_t B, int64_t L, int64_t S) { return DropoutMask::draws(B, L, S); }
+
+void write_philox_seed_offset(const Tensor& rng_state, Tensor& seed_offset, cudaStream_t stream) {
+  check_rng_state(rng_state);
+  MINIDL_CHECK(seed_offset.dtype() == kInt64 && seed_offset.numel() == 4 && seed_offset.device().is_cuda() &&
+                   seed_offset.is_contiguous(),
+               "write_philox_seed_offset: expected a contiguous int64 [2, 2] tensor on a CUDA device, got ",
+               seed_offset.dtype(), " ", seed_offset.shape(), " on ", seed_offset.device());
+  const int64_t* state = static_cast<const int64_t*>(rng_state.raw_data());
+  philox_seed_offset_kernel<<<1, 1, 0, stream>>>(static_cast<uint64_t>(state[0]), static_cast<uint64_t>(state[1]),
+                                                 reinterpret_cast<const uint64_t*>(static_cast<uintptr_t>(state[2])),
+                                                 ptr<int64_t>(seed_offset));
+  CUDA_LAUNCH_CHECK(philox_seed_offset_kernel);
+}
 
 Tensor attention_dropout_mask(int64_t B, int64_t L, int64_t S, const Tensor& rng_state, double dropout_p,
                               Device device) {

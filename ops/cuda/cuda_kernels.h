@@ -173,6 +173,16 @@ class CudaKernels final : public Kernels {
   bool rnn_cudnn(const RnnConfig& c, const Tensor& x, const Tensor& hx, const Tensor& cx,
                  const std::vector<Tensor>& params, Tensor& y, Tensor& hy, Tensor& cy,
                  std::vector<Tensor>& state) override;
+  // cuDNN's fused attention (ops/cuda/cudnn_attention.cpp).
+  bool library_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
+                                 double dropout_p, Tensor& out, Tensor& logsumexp, Tensor& rng_state,
+                                 Tensor& seed_offset) override;
+  void library_attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& out, const Tensor& logsumexp, const Tensor& seed_offset, double scale,
+                                  bool causal, double dropout_p, Tensor& grad_q, Tensor& grad_k,
+                                  Tensor& grad_v) override;
+  bool library_attention_supports(const Tensor& q, const Tensor& k, const Tensor& v,
+                                  double dropout_p) const override;
   bool rnn_cudnn_backward(const RnnConfig& c, const Tensor& x, const Tensor& hx, const Tensor& cx, const Tensor& y,
                           const Tensor& dy, const Tensor& dhy, const Tensor& dcy, const std::vector<Tensor>& params,
                           const std::vector<Tensor>& state, bool weight_grads, Tensor& dx, Tensor& dhx, Tensor& dcx,

@@ -5,35 +5,19 @@
 // ids.
 #include "ops/cuda/cudnn_engine.h"
 
-#include <initializer_list>
 #include <utility>
 
 #include "core/cuda/cudnn_check.h"
+#include "ops/cuda/cudnn_backend.h"
 #include "ops/cuda/cudnn_plan.h"
 
 namespace minidl::cudnn {
 
 namespace {
 
+using namespace backend;
+
 constexpr int64_t kX = 'x', kDy = 'y', kDw = 'w';  // the tensors' ids in the graph and the variant pack
-
-// A descriptor owned by `keep` (destroyed with the engine or, on failure, by the caller's scope).
-cudnnBackendDescriptor_t make(cudnnBackendDescriptorType_t type, std::vector<cudnnBackendDescriptor_t>& keep) {
-  cudnnBackendDescriptor_t d = nullptr;
-  CUDNN_CHECK(cudnnBackendCreateDescriptor(type, &d));
-  keep.push_back(d);
-  return d;
-}
-
-template <class T>
-void set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type,
-         std::initializer_list<T> values) {
-  CUDNN_CHECK(cudnnBackendSetAttribute(d, name, type, static_cast<int64_t>(values.size()), values.begin()));
-}
-
-void set_descriptor(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name, cudnnBackendDescriptor_t value) {
-  CUDNN_CHECK(cudnnBackendSetAttribute(d, name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &value));
-}
 
 // A 4-d tensor [n, c, h, w] laid out NHWC (filters: KRSC), 16-byte aligned.
 cudnnBackendDescriptor_t nhwc_tensor(int64_t id, DType dtype, int64_t n, int64_t c, int64_t h, int64_t w,
@@ -71,11 +55,6 @@ bool acceptable_notes(cudnnBackendDescriptor_t engine) {
   for (int64_t i = 0; i < count; ++i)
     if (behavior[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) return false;  // seconds to build
   return true;
-}
-
-void destroy_all(std::vector<cudnnBackendDescriptor_t>& keep) {
-  for (auto it = keep.rbegin(); it != keep.rend(); ++it) cudnnBackendDestroyDescriptor(*it);
-  keep.clear();
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "ops/kernels.h"
 #include "float64_util.h"
 #include "test_cuda_util.h"
+#include "test_util.h"
 
 using namespace minidl;
 using namespace minidl::testing;
@@ -317,6 +318,25 @@ TEST(CudaOps, ConvBackendSetting) {
   Tensor x = ones({1, 1, 3, 3}), w = ones({1, 1, 2, 2}), out = Tensor::empty({1, 1, 2, 2});
   ConvGeometry g{1, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, 2, 2};
   EXPECT_FALSE(kernels_for(Device::cpu()).conv2d_cudnn(x, w, nullptr, g, out));
+}
+
+// The attention switch parses its three names and refuses others, naming them; on the CPU, which has
+// no library attention, every setting runs the CPU kernel and gives the same result.
+TEST(CudaOps, AttentionBackendSetting) {
+  const AttentionBackend before = attention_backend();
+  EXPECT_EQ(parse_attention_backend("auto"), AttentionBackend::Auto);
+  EXPECT_EQ(parse_attention_backend("minidl"), AttentionBackend::Minidl);
+  EXPECT_EQ(parse_attention_backend("cudnn"), AttentionBackend::Cudnn);
+  expect_error([] { parse_attention_backend("flash"); }, {"auto", "minidl", "cudnn", "flash"});
+  manual_seed(3);
+  const Tensor q = randn({2, 3, 9, 16}), k = randn({2, 3, 11, 16}), v = randn({2, 3, 11, 16});
+  set_attention_backend(AttentionBackend::Minidl);
+  EXPECT_EQ(attention_backend(), AttentionBackend::Minidl);
+  const Tensor minidl_out = scaled_dot_product_attention(q, k, v, {}, 0.0, true);
+  set_attention_backend(AttentionBackend::Cudnn);
+  EXPECT_FALSE(kernels_for(Device::cpu()).library_attention_supports(q, k, v, 0.0));
+  EXPECT_TRUE(all_equal(scaled_dot_product_attention(q, k, v, {}, 0.0, true), minidl_out));
+  set_attention_backend(before);
 }
 
 // Auto with a workspace limit of 0: cuDNN's algorithms without workspace (im2col's columns are over

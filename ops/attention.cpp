@@ -14,6 +14,9 @@
 //             dims that broadcast, more than two of them, or rows off 8-element alignment) are
 //             broadcast, flattened to [B, L, E] and made contiguous first. A create_graph backward
 //             makes the gradients again with recorded ops, so the op is differentiable twice.
+//             Where attention_backend() lets a vendor library run the call (cuDNN's fused
+//             attention for 16-bit inputs on an H100/H200: Kernels::library_attention_forward),
+//             the library runs it instead, both ways, on the same tensors.
 //   composed: matmul, mask, softmax, dropout, matmul, each op recording its own backward; PyTorch's
 //             "math" backend and the reference of the fused kernels.
 // A query row that sees no key: the composed softmax of all -inf gives NaN, as PyTorch's math
@@ -219,8 +222,10 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
   // The dropout mask as the backend stores it for the backward (a bit a score on CUDA), where one runs.
   Tensor keep_mask, seed_offset;
   const bool recording = autograd::needs_recording({q, k, v});
-  const bool library = kernels.library_attention_forward(q, k, v, g.scale, causal, dropout_p, out, logsumexp, rng_state,
-                                                               seed_offset);
+  // A vendor library's attention where the backend switch lets one run it (cuDNN's on an H100/H200),
+  // else the device's own kernels; the backward follows the forward's choice.
+  const bool library =
+      kernels.library_attention_forward(q, k, v, g.scale, causal, dropout_p, out, logsumexp, rng_state, seed_offset);
   if (!library)
     kernels.attention_forward(q, k, v, g.scale, causal, dropout_p, out, logsumexp, rng_state,
                               recording ? &keep_mask : nullptr);

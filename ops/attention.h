@@ -18,7 +18,8 @@ namespace minidl {
 /// y.transpose(1, 2).contiguous() copies nothing. The fused CUDA kernels draw the dropout mask from
 /// the default generator's Philox stream with 16 bits a weight (kept with probability within 2^-16
 /// of 1 - dropout_p, where FlashAttention-2 takes 8 bits); the forward stores it a bit a weight for
-/// the backward.
+/// the backward. On an H100/H200, 16-bit inputs run cuDNN's fused attention instead, with its own
+/// mask from the same generator (attention_backend(), ops/backend_setting.h).
 /// A query row that sees no key gives NaN on the composed path, as PyTorch's math backend does.
 ///   Tensor y = scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,

@@ -1,5 +1,5 @@
-// The conv/pool and attention backend switches. Read from the environment once, on first use, so a bad value fails
-// at the first convolution with a message naming the variable.
+// The conv/pool and attention backend switches. Read from the environment once, on first use, so a
+// bad value fails at the first convolution (or attention) with a message naming the variable.
 #include "ops/backend_setting.h"
 
 #include <atomic>

@@ -40,13 +40,14 @@ void reset_conv_workspace_limit();
 bool onednn_available();
 
 /// Which fused attention runs 16-bit inputs on CUDA (scaled_dot_product_attention without a mask):
-/// Minidl's FlashAttention-2 kernels (ops/cuda/attention.cu) or cuDNN's fused attention
+/// minidl's FlashAttention-2 kernels (ops/cuda/attention.cu) or cuDNN's fused attention
 /// (ops/cuda/cudnn_attention.cpp), as PyTorch's enable_flash_sdp / enable_cudnn_sdp choose. Auto (the
 /// default) takes cuDNN where it has an engine for the call (bfloat16 or float16, head size 64 or 128,
 /// an sm_90 or later GPU, cuDNN 9.6 or later, not deterministic mode with dropout), measured faster
-/// there (docs/benchmarks.md), and minidl's kernels elsewhere; Cudnn is the same choice (a call cuDNN
-/// cannot run still runs minidl's kernels). float32 always runs minidl's: cuDNN's fused attention has
-/// no float32. The two draw different dropout masks from the same generator. The environment variable
+/// there (docs/benchmarks.md), and minidl's kernels elsewhere. Cudnn asks for cuDNN by name and gets
+/// the same: a call cuDNN cannot run still runs minidl's kernels. Minidl runs minidl's kernels for
+/// every call. float32 always runs minidl's: cuDNN's fused attention has no float32. The two draw
+/// different dropout masks from the same generator. The environment variable
 /// MINIDL_ATTENTION_BACKEND (auto, minidl or cudnn) sets it until set_attention_backend overrides it.
 enum class AttentionBackend { Auto, Minidl, Cudnn };
 AttentionBackend attention_backend();

@@ -338,18 +338,19 @@ class Kernels {
     MINIDL_FAIL("attention_backward: this device has no fused attention kernel");
   }
 
-  /// A vendor library's fused attention (cuDNN's on CUDA, ops/cuda/cudnn_attention.cpp) for 16-bit
-  /// inputs where attention_backend() (ops/backend_setting.h) allows it and the library has an
-  /// engine for the call: the arguments of attention_forward without keep_mask. With dropout,
-  /// seed_offset receives the device tensor the library drew its mask from (int64 [2, 2]: the Philox
-  /// seed at [0][0], the offset at [1][0], each on 16 bytes; written on the device, so that a graph's
-  /// replays differ), from which the backward draws it again. Returns false, having done nothing, otherwise.
   /// Whether attention_backend() and the inputs (dtype, head size, layout, the device) let
   /// library_attention_forward run this call (it may still find no engine, and return false).
   virtual bool library_attention_supports(const Tensor& q, const Tensor& k, const Tensor& v, double dropout_p) const {
     (void)q, (void)k, (void)v, (void)dropout_p;
     return false;
   }
+  /// A vendor library's fused attention (cuDNN's on CUDA, ops/cuda/cudnn_attention.cpp) for 16-bit
+  /// inputs where attention_backend() (ops/backend_setting.h) allows it and the library has an
+  /// engine for the call: the arguments of attention_forward without keep_mask. With dropout,
+  /// seed_offset receives the device tensor the library drew its mask from (int64 [2, 2]: the Philox
+  /// seed at [0][0], the offset at [1][0], each on 16 bytes; written on the device, so that a graph's
+  /// replays differ), from which the backward draws it again. Returns false, having done nothing,
+  /// otherwise.
   virtual bool library_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
                                          double dropout_p, Tensor& out, Tensor& logsumexp, Tensor& rng_state,
                                          Tensor& seed_offset) {

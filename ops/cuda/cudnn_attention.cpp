@@ -11,15 +11,14 @@
 // Everything between the products stays on chip; stats is the logsumexp of the scaled scores,
 // the same quantity minidl's kernels keep. cuDNN draws the dropout mask from (seed, offset) tensors
 // on the device, written by a kernel from the draw rng_state records, so a captured graph draws anew
-// on every replay. Plans are built once per geometry (seconds the first time: cuDNN compiles its
-// attention kernels at run time) and cached; a geometry cuDNN has no engine for is remembered and
-// runs minidl's kernels.
+// on every replay. Plans are built once per geometry and cached (the first call of a shape builds
+// them: keep that out of a graph capture, as a warm-up step does); a geometry cuDNN has no engine for
+// is remembered and runs minidl's kernels.
 #include <cudnn.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <map>
 #include <memory>
@@ -58,7 +57,8 @@ class AttentionPlan {
   ~AttentionPlan() { destroy_all(keep_); }
   /// Queues the plan on `handle`'s stream: `ids` and `pointers` for the device tensors; `scalars`
   /// (id, value) for every by-value float a graph of its kind may hold, of which the plan binds its own
-  /// (cuDNN refuses a pack that names a tensor its graph does not have).
+  /// (a pack that named a by-value tensor its graph did not use failed with
+  /// CUDNN_STATUS_BAD_PARAM_NULL_POINTER).
   void run(cudnnHandle_t handle, std::vector<int64_t> ids, std::vector<void*> pointers,
            std::vector<std::pair<int64_t, float>> scalars, void* workspace) const {
     for (auto& [id, value] : scalars) {
@@ -66,21 +66,7 @@ class AttentionPlan {
       ids.push_back(id);
       pointers.push_back(&value);
     }
-    std::vector<cudnnBackendDescriptor_t> pack_parts;
-    const cudnnBackendDescriptor_t pack = make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, pack_parts);
-    try {
-      CUDNN_CHECK(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
-                                           static_cast<int64_t>(pointers.size()), pointers.data()));
-      CUDNN_CHECK(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64,
-                                           static_cast<int64_t>(ids.size()), ids.data()));
-      CUDNN_CHECK(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace));
-      CUDNN_CHECK(cudnnBackendFinalize(pack));
-      CUDNN_CHECK(cudnnBackendExecute(handle, plan_, pack));
-    } catch (...) {
-      destroy_all(pack_parts);
-      throw;
-    }
-    destroy_all(pack_parts);
+    execute(handle, plan_, ids.data(), pointers.data(), static_cast<int64_t>(ids.size()), workspace);
   }
   size_t workspace() const { return workspace_; }
 
@@ -434,14 +420,23 @@ void append_layout(std::vector<int64_t>& layout, const TensorSpec& t) {
   layout.insert(layout.end(), t.strides.begin(), t.strides.end());
 }
 
-// The plan for `key`, built by `build` the first time; null (remembered) where cuDNN has none.
+// The plan for `key`, built by `build` the first time; null (remembered) where cuDNN has none or
+// refuses a part of the graph.
 template <class Build>
 const AttentionPlan* cached_plan(const Key& key, Build&& build) {
   static std::mutex mutex;
   static auto* plans = new std::map<Key, std::unique_ptr<AttentionPlan>>();
   std::lock_guard lock(mutex);
   auto it = plans->find(key);
-  if (it == plans->end()) it = plans->emplace(key, build()).first;
+  if (it == plans->end()) {
+    std::unique_ptr<AttentionPlan> plan;
+    try {
+      plan = build();
+    } catch (const Error&) {
+      plan = nullptr;  // a descriptor cuDNN would not finalize: this cuDNN has no such graph
+    }
+    it = plans->emplace(key, std::move(plan)).first;
+  }
   return it->second.get();
 }
 

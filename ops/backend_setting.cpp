@@ -39,21 +39,30 @@ const char* conv_backend_name(ConvBackend backend) {
   }
 }
 
-ConvBackend conv_backend() {
-  int value = g_backend.load(std::memory_order_relaxed);
-  if (value != kUnset) return static_cast<ConvBackend>(value);
-  ConvBackend backend = ConvBackend::Auto;
-  if (const char* env = std::getenv("MINIDL_CONV_BACKEND"); env && *env) {
+namespace {
+
+// The backend `slot` holds: the one set, else the environment variable `var` read by `parse` the
+// first time (a bad value fails, naming the variable), else Auto.
+template <class Backend, class Parse>
+Backend backend_in(std::atomic<int>& slot, const char* var, Parse&& parse) {
+  const int value = slot.load(std::memory_order_relaxed);
+  if (value != kUnset) return static_cast<Backend>(value);
+  Backend backend = Backend::Auto;
+  if (const char* env = std::getenv(var); env && *env) {
     try {
-      backend = parse_conv_backend(env);
+      backend = parse(env);
     } catch (const Error& e) {
-      MINIDL_FAIL("MINIDL_CONV_BACKEND: ", e.what());
+      MINIDL_FAIL(var, ": ", e.what());
     }
   }
   int expected = kUnset;
-  g_backend.compare_exchange_strong(expected, static_cast<int>(backend));
-  return static_cast<ConvBackend>(g_backend.load());
+  slot.compare_exchange_strong(expected, static_cast<int>(backend));
+  return static_cast<Backend>(slot.load());
 }
+
+}  // namespace
+
+ConvBackend conv_backend() { return backend_in<ConvBackend>(g_backend, "MINIDL_CONV_BACKEND", parse_conv_backend); }
 
 void set_conv_backend(ConvBackend backend) { g_backend.store(static_cast<int>(backend)); }
 
@@ -65,19 +74,7 @@ AttentionBackend parse_attention_backend(const std::string& name) {
 }
 
 AttentionBackend attention_backend() {
-  int value = g_attention_backend.load(std::memory_order_relaxed);
-  if (value != kUnset) return static_cast<AttentionBackend>(value);
-  AttentionBackend backend = AttentionBackend::Auto;
-  if (const char* env = std::getenv("MINIDL_ATTENTION_BACKEND"); env && *env) {
-    try {
-      backend = parse_attention_backend(env);
-    } catch (const Error& e) {
-      MINIDL_FAIL("MINIDL_ATTENTION_BACKEND: ", e.what());
-    }
-  }
-  int expected = kUnset;
-  g_attention_backend.compare_exchange_strong(expected, static_cast<int>(backend));
-  return static_cast<AttentionBackend>(g_attention_backend.load());
+  return backend_in<AttentionBackend>(g_attention_backend, "MINIDL_ATTENTION_BACKEND", parse_attention_backend);
 }
 
 void set_attention_backend(AttentionBackend backend) { g_attention_backend.store(static_cast<int>(backend)); }

@@ -205,21 +205,9 @@ std::unique_ptr<AttentionPlan> GraphBuilder::finish(std::vector<int64_t> scalar_
                                        static_cast<int64_t>(ops_.size()), ops_.data()));
   CUDNN_CHECK(cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle_));
   if (cudnnBackendFinalize(graph) != CUDNN_STATUS_SUCCESS) return nullptr;
-  const cudnnBackendDescriptor_t heuristics = make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, keep);
-  const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
-  set_descriptor(heuristics, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
-  CUDNN_CHECK(cudnnBackendSetAttribute(heuristics, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode));
-  if (cudnnBackendFinalize(heuristics) != CUDNN_STATUS_SUCCESS) return nullptr;
-  int64_t count = 0;
-  CUDNN_CHECK(cudnnBackendGetAttribute(heuristics, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
-                                       &count, nullptr));
-  std::vector<cudnnBackendDescriptor_t> configs;
-  for (int64_t i = 0; i < count; ++i) configs.push_back(make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, keep));
-  CUDNN_CHECK(cudnnBackendGetAttribute(heuristics, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
-                                       &count, configs.data()));
-  for (int64_t i = 0; i < count; ++i) {
+  for (cudnnBackendDescriptor_t config : heuristic_configs(graph, keep)) {
     cudnnBackendDescriptor_t candidate = make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, keep);
-    set_descriptor(candidate, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, configs[i]);
+    set_descriptor(candidate, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config);
     cudnnBackendSetAttribute(candidate, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle_);
     if (cudnnBackendFinalize(candidate) != CUDNN_STATUS_SUCCESS) continue;
     int64_t bytes = 0, got = 0;

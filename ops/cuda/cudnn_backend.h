@@ -37,6 +37,26 @@ inline void destroy_all(std::vector<cudnnBackendDescriptor_t>& keep) {
   keep.clear();
 }
 
+/// The engine configurations cuDNN's heuristics (mode A) list for a finalized operation graph, best
+/// first, owned by `keep`; none where the heuristics cannot be finalized for it.
+inline std::vector<cudnnBackendDescriptor_t> heuristic_configs(cudnnBackendDescriptor_t graph,
+                                                               std::vector<cudnnBackendDescriptor_t>& keep) {
+  const cudnnBackendDescriptor_t heuristics = make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, keep);
+  const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+  set_descriptor(heuristics, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
+  CUDNN_CHECK(cudnnBackendSetAttribute(heuristics, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode));
+  if (cudnnBackendFinalize(heuristics) != CUDNN_STATUS_SUCCESS) return {};
+  int64_t count = 0;
+  CUDNN_CHECK(cudnnBackendGetAttribute(heuristics, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
+                                       &count, nullptr));
+  std::vector<cudnnBackendDescriptor_t> configs;
+  for (int64_t i = 0; i < count; ++i) configs.push_back(make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, keep));
+  CUDNN_CHECK(cudnnBackendGetAttribute(heuristics, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
+                                       &count, configs.data()));
+  configs.resize(static_cast<size_t>(count));
+  return configs;
+}
+
 /// Runs `plan` on `handle`'s stream with a variant pack binding `ids[i]` to `pointers[i]` (count of
 /// each) and `workspace`; the pack lives for the call only.
 inline void execute(cudnnHandle_t handle, cudnnBackendDescriptor_t plan, const int64_t* ids, void* const* pointers,

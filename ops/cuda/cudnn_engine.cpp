@@ -99,19 +99,8 @@ std::vector<std::unique_ptr<WeightGradEngine>> WeightGradEngine::candidates(cudn
   CUDNN_CHECK(cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle));
   std::vector<std::unique_ptr<WeightGradEngine>> out;
   if (cudnnBackendFinalize(graph) != CUDNN_STATUS_SUCCESS) return out;  // cuDNN has no engine for this graph
-  const cudnnBackendDescriptor_t heuristics = make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, graph_parts);
-  const cudnnBackendHeurMode_t heur_mode = CUDNN_HEUR_MODE_A;
-  set_descriptor(heuristics, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
-  CUDNN_CHECK(cudnnBackendSetAttribute(heuristics, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &heur_mode));
-  CUDNN_CHECK(cudnnBackendFinalize(heuristics));
-  int64_t count = 0;
-  CUDNN_CHECK(cudnnBackendGetAttribute(heuristics, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
-                                       &count, nullptr));
-  std::vector<cudnnBackendDescriptor_t> configs;
-  for (int64_t i = 0; i < count; ++i) configs.push_back(make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, graph_parts));
-  CUDNN_CHECK(cudnnBackendGetAttribute(heuristics, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
-                                       &count, configs.data()));
-  for (int64_t i = 0; i < count && static_cast<int>(out.size()) < most; ++i) {
+  const std::vector<cudnnBackendDescriptor_t> configs = heuristic_configs(graph, graph_parts);
+  for (size_t i = 0; i < configs.size() && static_cast<int>(out.size()) < most; ++i) {
     std::unique_ptr<WeightGradEngine> e(new WeightGradEngine());
     e->graph_ = shared;
     cudnnBackendDescriptor_t engine = make(CUDNN_BACKEND_ENGINE_DESCRIPTOR, e->keep_);

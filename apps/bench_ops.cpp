@@ -285,12 +285,14 @@ int run_attention(const AttentionFlags& f) {
       Tensor gv = Tensor::empty(shape, dtype, gpu), rng_state = zeros({3}, kInt64);
       const double scale = 1.0 / std::sqrt(static_cast<double>(f.head));
       Tensor keep_mask, seed_offset;
-      if (library && !kernels.library_attention_forward(q, k, v, scale, f.causal, f.dropout, out, lse, rng_state, seed_offset)) {
+      if (library &&
+          !kernels.library_attention_forward(q, k, v, scale, f.causal, f.dropout, out, lse, rng_state, seed_offset)) {
         std::printf("%-9s %6lld  cuDNN has no engine for this call\n", name.c_str(), static_cast<long long>(L));
         continue;
       }
       auto forward = [&] {
-        if (library) kernels.library_attention_forward(q, k, v, scale, f.causal, f.dropout, out, lse, rng_state, seed_offset);
+        if (library)
+          kernels.library_attention_forward(q, k, v, scale, f.causal, f.dropout, out, lse, rng_state, seed_offset);
         else
           kernels.attention_forward(q, k, v, scale, f.causal, f.dropout, out, lse, rng_state,
                                     f.redraw_mask ? nullptr : &keep_mask);

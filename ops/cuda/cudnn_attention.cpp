@@ -228,7 +228,8 @@ enum : int64_t {
 
 // [b, h, rows, cols] of a 3-D or 4-D tensor: 3-D [B, rows, cols] as h = 1.
 TensorSpec spec_of(const Tensor& t) {
-  if (t.dim() == 3) return {{t.size(0), 1, t.size(1), t.size(2)}, {t.stride(0), t.size(1) * t.stride(1), t.stride(1), 1}};
+  if (t.dim() == 3)
+    return {{t.size(0), 1, t.size(1), t.size(2)}, {t.stride(0), t.size(1) * t.stride(1), t.stride(1), 1}};
   return {{t.size(0), t.size(1), t.size(2), t.size(3)}, {t.stride(0), t.stride(1), t.stride(2), 1}};
 }
 TensorSpec transposed(TensorSpec t) {
@@ -435,11 +436,13 @@ bool library_version_ok() { return cudnnGetVersion() >= 90600; }
 
 }  // namespace cudnn
 
-bool CudaKernels::library_attention_supports(const Tensor& q, const Tensor& k, const Tensor& v, double dropout_p) const {
+bool CudaKernels::library_attention_supports(const Tensor& q, const Tensor& k, const Tensor& v,
+                                             double dropout_p) const {
   const AttentionBackend backend = attention_backend();
   if (backend == AttentionBackend::Minidl || !cudnn::library_version_ok()) return false;
   if ((q.dtype() != kBFloat16 && q.dtype() != kFloat16) || q.numel() == 0 || k.numel() == 0) return false;
   if (dropout_p > 0 && is_deterministic()) return false;  // cuDNN's dQ sums with atomics
+  if (dropout_p >= 1) return false;  // every weight dropped: minidl's kernels write the zeros
   const int64_t E = q.size(-1);
   if (v.size(-1) != E || (E != 64 && E != 128)) return false;
   if (cuda::device_properties(device_).major < 9) return false;  // the engines are Hopper's and later
@@ -466,7 +469,9 @@ bool CudaKernels::library_attention_forward(const Tensor& q, const Tensor& k, co
   std::vector<std::pair<int64_t, float>> scalars{{cudnn::kScale, static_cast<float>(scale)},
                                                  {cudnn::kMinusInf, -std::numeric_limits<float>::infinity()}};
   if (dropout) {
-    const PhiloxDraw draw = default_generator().philox_draw(cuda::attention_dropout_draws(q.numel() / (q.size(-2) * q.size(-1)), q.size(-2), k.size(-2)));
+    const int64_t matrices = q.numel() / (q.size(-2) * q.size(-1));
+    const PhiloxDraw draw =
+        default_generator().philox_draw(cuda::attention_dropout_draws(matrices, q.size(-2), k.size(-2)));
     int64_t* state = static_cast<int64_t*>(rng_state.raw_data());
     state[0] = static_cast<int64_t>(draw.seed);
     state[1] = static_cast<int64_t>(draw.offset);

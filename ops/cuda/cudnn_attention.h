@@ -16,8 +16,9 @@ namespace minidl::cuda {
 uint64_t attention_dropout_draws(int64_t B, int64_t L, int64_t S);
 
 /// Writes rng_state's draw (ops/kernels.h: seed, offset, a graph's device state) into `seed_offset`
-/// (int64 [2, 2]: the seed at [0][0], the offset at [1][0], each on 16 bytes) on `stream`, by a kernel: inside a captured graph each replay reads the
-/// graph's device state afresh, so each replay's dropout mask is new.
+/// (int64 [2, 2]: the seed at [0][0], the offset at [1][0], each on 16 bytes) on `stream`, by a
+/// kernel: inside a captured graph each replay reads the graph's device state afresh, so each
+/// replay's dropout mask is new.
 void write_philox_seed_offset(const Tensor& rng_state, Tensor& seed_offset, cudaStream_t stream);
 
 }  // namespace minidl::cuda

@@ -1,8 +1,9 @@
 #pragma once
 // Small helpers over cuDNN's graph (backend) API, whose descriptors are opaque handles given their
 // attributes one cudnnBackendSetAttribute at a time: a descriptor made into a list that destroys it,
-// attributes set from an initializer list, and a plan's execution with its variant pack. ops/cuda/cudnn_engine.cpp (a convolution's
-// weight gradient) and ops/cuda/cudnn_attention.cpp (fused attention) build their graphs with them.
+// attributes set from an initializer list, the heuristics' engine configurations, and a plan's
+// execution with its variant pack. ops/cuda/cudnn_engine.cpp (a convolution's weight gradient) and
+// ops/cuda/cudnn_attention.cpp (fused attention) build their graphs with them.
 #include <cudnn.h>
 
 #include <initializer_list>

@@ -37,33 +37,7 @@ struct DeterministicScope {
   DeterministicScope& operator=(const DeterministicScope&) = delete;
 };
 
-struct Result {
-  Tensor out, lse, grad_q, grad_k, grad_v;
-};
-
-// softmax(scale q k^T, causal: query i sees keys j <= i) v and its gradients for grad_out, by
-// composition on the CPU in float64; with `keep` [B, L, S] (1 / 0), the probabilities are
-// multiplied by keep / (1 - dropout_p) before v, as dropout does. lse is the undropped softmax's.
-Result reference(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& grad_out, double scale,
-                 bool causal, const Tensor& keep = {}, double dropout_p = 0) {
-  auto leaf = [](const Tensor& t) { return t.to(Device::cpu()).to(kFloat64).requires_grad_(); };
-  Tensor q = leaf(q_in), k = leaf(k_in), v = leaf(v_in);
-  const int64_t L = q.size(1), S = k.size(1);
-  Tensor scores = matmul(q, transpose(k, 1, 2)) * scale;
-  if (causal) {
-    Tensor above = gt(triu(ones({L, S}, kFloat64), 1), zeros({L, S}, kFloat64));  // key j > query i
-    scores = masked_fill(scores, above, -std::numeric_limits<double>::infinity());
-  }
-  Tensor weights = softmax(scores, -1);
-  if (keep.defined()) weights = weights * (keep.to(Device::cpu()).to(kFloat64) * (1.0 / (1.0 - dropout_p)));
-  Tensor out = matmul(weights, v);
-  Result r;
-  r.lse = logsumexp(scores, {-1}).detach();
-  out.backward(grad_out.to(Device::cpu()).to(kFloat64));
-  r.out = out.detach();
-  r.grad_q = q.grad(), r.grad_k = k.grad(), r.grad_v = v.grad();
-  return r;
-}
+using Result = AttentionResult;
 
 // How the backward gets a dropout mask: stored by the forward (as the op has it), or redrawn.
 enum class Mask { kStored, kRedrawn };
@@ -90,36 +64,6 @@ Result fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gr
   return r;
 }
 
-// max |a - b| <= tol * max(1, max |b|): errors measured against the reference's scale, so that a
-// gradient that is nearly zero by cancellation does not demand an exact zero of a 16-bit kernel,
-// while any wrong element of a misindexed tile (an error of the order of the values) still fails.
-::testing::AssertionResult close_at_scale(const char* what, const Tensor& a, const Tensor& b, double tol) {
-  if (a.shape() != b.shape())
-    return ::testing::AssertionFailure() << what << ": shapes differ: " << shape_str(a.shape()) << " vs "
-                                         << shape_str(b.shape());
-  std::vector<double> x = a.to(Device::cpu()).to(kFloat64).to_vector<double>();
-  std::vector<double> y = b.to(Device::cpu()).to(kFloat64).to_vector<double>();
-  double worst = 0, largest = 1;
-  size_t worst_i = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    largest = std::max(largest, std::abs(y[i]));
-    const double err = std::abs(x[i] - y[i]);
-    if (!(err <= worst)) worst = std::isnan(err) ? INFINITY : err, worst_i = i;  // NaN counts as the worst
-  }
-  if (worst <= tol * largest) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << what << ": max error " << worst << " at element " << worst_i << " (got "
-                                       << x[worst_i] << ", expected " << y[worst_i] << "), above " << tol
-                                       << " x the largest magnitude " << largest;
-}
-
-// Tolerances relative to the largest value: float32 runs in float32 throughout; the 16-bit types
-// round the probabilities and dS to 16 bits before the tensor cores (as FlashAttention does).
-double tolerance(DType dtype) {
-  if (dtype == kBFloat16) return 2e-2;
-  if (dtype == kFloat16) return 4e-3;
-  return 5e-5;
-}
-
 void check_case(DType dtype, int64_t B, int64_t L, int64_t S, int64_t E, bool causal) {
   SCOPED_TRACE(::testing::Message() << dtype << " B=" << B << " L=" << L << " S=" << S << " E=" << E
                                     << (causal ? " causal" : ""));
@@ -131,8 +75,8 @@ void check_case(DType dtype, int64_t B, int64_t L, int64_t S, int64_t E, bool ca
   const double scale = 1.0 / std::sqrt(static_cast<double>(E));
   ASSERT_TRUE(kernels_for(gpu()).fused_attention_supports(dtype, E, E, false));
   const Result got = fused(q, k, v, grad_out, scale, causal);
-  const Result want = reference(q, k, v, grad_out, scale, causal);
-  const double tol = tolerance(dtype);
+  const Result want = attention_reference(q, k, v, grad_out, scale, causal);
+  const double tol = attention_tolerance(dtype);
   EXPECT_TRUE(close_at_scale("out", got.out, want.out, tol));
   // logsumexp is float32 from exact products of the inputs: tight for every dtype.
   EXPECT_TRUE(all_close(got.lse, want.lse.to(kFloat32), 2e-4, 1e-5)) << "logsumexp";
@@ -231,7 +175,7 @@ TEST(CudaAttention, ScaledDotProductAttentionOnTheGpuMatchesTheMathPath) {
     Tensor v64 = leaf(v0, Device::cpu(), kFloat64);
     Tensor want = scaled_dot_product_attention_math(q64, k64, v64, {}, 0.0, /*is_causal=*/true);
     want.backward(grad0.to(kFloat64));
-    const double tol = tolerance(dtype);
+    const double tol = attention_tolerance(dtype);
     EXPECT_TRUE(close_at_scale("out", out, want.detach(), tol));
     EXPECT_TRUE(close_at_scale("q.grad", q.grad(), q64.grad(), tol));
     EXPECT_TRUE(close_at_scale("k.grad", k.grad(), k64.grad(), tol));
@@ -303,7 +247,7 @@ TEST(CudaAttention, PackedHeadViewsThroughTheOpMatchTheMathPath) {
           EXPECT_TRUE(got.first.transpose(1, 2).is_contiguous()) << "the output is not in [B, T, H, hs] memory";
           EXPECT_EQ(got.second.dtype(), dtype);
           const auto want = run(Device::cpu(), kFloat64, false);
-          const double tol = tolerance(dtype);
+          const double tol = attention_tolerance(dtype);
           EXPECT_TRUE(close_at_scale("out", got.first, want.first, tol));
           EXPECT_TRUE(close_at_scale("grad of qkv", got.second, want.second, tol));
         }
@@ -483,8 +427,8 @@ void check_dropout_case(DType dtype, int64_t B, int64_t L, int64_t S, int64_t E,
   const double kept = kept_fraction(keep);
   ASSERT_GT(kept, 0.4) << "the mask drops far more than p = " << kDropoutP;
   ASSERT_LT(kept, 0.95) << "the mask drops far less than p = " << kDropoutP;
-  const Result want = reference(q, k, v, grad_out, scale, causal, keep, kDropoutP);
-  const double tol = tolerance(dtype);
+  const Result want = attention_reference(q, k, v, grad_out, scale, causal, keep, kDropoutP);
+  const double tol = attention_tolerance(dtype);
   EXPECT_TRUE(close_at_scale("out", got.out, want.out, tol));
   EXPECT_TRUE(all_close(got.lse, want.lse.to(kFloat32), 2e-4, 1e-5)) << "logsumexp (undropped)";
   EXPECT_TRUE(close_at_scale("grad_q", got.grad_q, want.grad_q, tol));
@@ -606,7 +550,7 @@ TEST(CudaAttention, ScaledDotProductAttentionWithDropoutMatchesTheMaskedMathPath
                        -std::numeric_limits<double>::infinity());
   Tensor want = matmul(softmax(scores, -1) * (keep * (1.0 / (1.0 - kDropoutP))), v64);
   want.backward(grad0.to(kFloat64));
-  const double tol = tolerance(kFloat32);
+  const double tol = attention_tolerance(kFloat32);
   EXPECT_TRUE(close_at_scale("out", out, want.detach(), tol));
   EXPECT_TRUE(close_at_scale("q.grad", q.grad(), q64.grad(), tol));
   EXPECT_TRUE(close_at_scale("k.grad", k.grad(), k64.grad(), tol));

@@ -36,8 +36,9 @@ struct BackendScope {
   BackendScope& operator=(const BackendScope&) = delete;
 };
 
-struct Result {
-  Tensor out, lse, grad_q, grad_k, grad_v, rng_state, seed_offset;
+// The library's outputs and gradients, and where its dropout mask came from.
+struct Result : AttentionResult {
+  Tensor rng_state, seed_offset;
 };
 
 // The library's forward and backward on q [.., L, E], k, v [.., S, E]; outputs as the op makes them.
@@ -60,42 +61,8 @@ Result library(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
   return r;
 }
 
-// The composition in float64 on the CPU, with `keep` (1 / 0, [.., L, S]) applied as dropout.
-Result reference(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& grad_out, double scale,
-                 bool causal, const Tensor& keep = {}, double dropout_p = 0) {
-  auto leaf = [](const Tensor& t) { return t.to(Device::cpu()).to(kFloat64).requires_grad_(); };
-  Tensor q = leaf(q_in), k = leaf(k_in), v = leaf(v_in);
-  const int64_t L = q.size(-2), S = k.size(-2);
-  Tensor scores = matmul(q, transpose(k, -2, -1)) * scale;
-  if (causal)
-    scores = masked_fill(scores, gt(triu(ones({L, S}, kFloat64), 1), zeros({L, S}, kFloat64)),
-                         -std::numeric_limits<double>::infinity());
-  Tensor weights = softmax(scores, -1);
-  if (keep.defined()) weights = weights * (keep.to(Device::cpu()).to(kFloat64) * (1.0 / (1.0 - dropout_p)));
-  Tensor out = matmul(weights, v);
-  out.backward(grad_out.to(Device::cpu()).to(kFloat64));
-  return {out.detach(), logsumexp(scores, {-1}).detach(), q.grad(), k.grad(), v.grad(), {}, {}};
-}
-
-// max |a - b| <= tol * max(1, max |b|), as the kernels' tests measure.
-::testing::AssertionResult close_at_scale(const char* what, const Tensor& a, const Tensor& b, double tol) {
-  std::vector<double> x = a.to(Device::cpu()).to(kFloat64).contiguous().to_vector<double>();
-  std::vector<double> y = b.to(Device::cpu()).to(kFloat64).contiguous().to_vector<double>();
-  if (x.size() != y.size()) return ::testing::AssertionFailure() << what << ": sizes differ";
-  double worst = 0, largest = 1;
-  for (size_t i = 0; i < x.size(); ++i) {
-    largest = std::max(largest, std::abs(y[i]));
-    const double err = std::abs(x[i] - y[i]);
-    if (!(err <= worst)) worst = std::isnan(err) ? INFINITY : err;
-  }
-  if (worst <= tol * largest) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << what << ": max error " << worst << " above " << tol << " x " << largest;
-}
-
-double tolerance(DType dtype) { return dtype == kBFloat16 ? 2e-2 : 4e-3; }
-
-void expect_close(const Result& got, const Result& want, DType dtype) {
-  const double tol = tolerance(dtype);
+void expect_close(const AttentionResult& got, const AttentionResult& want, DType dtype) {
+  const double tol = attention_tolerance(dtype);
   EXPECT_TRUE(close_at_scale("out", got.out, want.out, tol));
   EXPECT_TRUE(all_close(got.lse.to(Device::cpu()), reshape(want.lse, {-1}).to(kFloat32), 2e-4, 1e-5)) << "logsumexp";
   EXPECT_TRUE(close_at_scale("grad_q", got.grad_q, want.grad_q, tol));
@@ -122,7 +89,7 @@ TEST(CudnnAttention, MatchesTheComposedReference) {
           const double scale = 1.0 / std::sqrt(static_cast<double>(E));
           const Result got = library(q, k, v, grad_out, scale, causal);
           if (!got.grad_q.defined()) continue;
-          expect_close(got, reference(q, k, v, grad_out, scale, causal), dtype);
+          expect_close(got, attention_reference(q, k, v, grad_out, scale, causal), dtype);
         }
 }
 
@@ -134,11 +101,11 @@ TEST(CudnnAttention, ReadsPackedHeadViewsAndThreeDimensionalOperandsInPlace) {
   const std::vector<Tensor> h = packed_heads(qkv, 4);
   const Tensor grad_out = randn({2, 4, 100, 64}).to(gpu(), kBFloat16);
   const Result got = library(h[0], h[1], h[2], grad_out, 0.125, true);
-  if (got.grad_q.defined()) expect_close(got, reference(h[0], h[1], h[2], grad_out, 0.125, true), kBFloat16);
+  if (got.grad_q.defined()) expect_close(got, attention_reference(h[0], h[1], h[2], grad_out, 0.125, true), kBFloat16);
   const Tensor q = randn({5, 70, 128}).to(gpu(), kFloat16), k = randn({5, 90, 128}).to(gpu(), kFloat16);
   const Tensor v = randn({5, 90, 128}).to(gpu(), kFloat16), g = randn({5, 70, 128}).to(gpu(), kFloat16);
   const Result flat = library(q, k, v, g, 0.1, false);
-  if (flat.grad_q.defined()) expect_close(flat, reference(q, k, v, g, 0.1, false), kFloat16);
+  if (flat.grad_q.defined()) expect_close(flat, attention_reference(q, k, v, g, 0.1, false), kFloat16);
 }
 
 // With v the identity, out is the dropped probabilities themselves, so the mask cuDNN drew can be
@@ -157,7 +124,7 @@ TEST(CudnnAttention, DropoutKeepsOneMinusPAndTheGradientsFollowTheDrawnMask) {
   const Tensor keep = gt(got.out.to(Device::cpu()).to(kFloat64), zeros({1}, kFloat64)).to(kFloat64);
   const double kept = sum(keep).item<double>() / static_cast<double>(keep.numel());
   EXPECT_NEAR(kept, 1 - p, 0.02) << "fraction of weights kept";
-  expect_close(got, reference(q, k, v, grad_out, 0.125, false, keep, p), kBFloat16);
+  expect_close(got, attention_reference(q, k, v, grad_out, 0.125, false, keep, p), kBFloat16);
   const Result again = library(q, k, v, grad_out, 0.125, false, p);
   EXPECT_FALSE(all_equal(again.out, got.out)) << "two calls drew the same mask";
 }

@@ -11,14 +11,10 @@
 
 namespace minidl::cuda {
 
-namespace {
-
-// Whether the current device has compute capability 9.0 or later.
-bool hopper_or_later() {
+bool hopper_or_later(int device) {
   constexpr int kDevices = 64;
   static std::array<std::atomic<int8_t>, kDevices> answer{};  // 0 unknown, 1 yes, -1 no
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kDevices) return false;
+  if (device < 0 || device >= kDevices) return false;
   int8_t known = answer[device].load(std::memory_order_relaxed);
   if (known == 0) {
     int major = 0;
@@ -29,6 +25,13 @@ bool hopper_or_later() {
   return known > 0;
 }
 
+namespace {
+
+bool current_device_hopper_or_later() {
+  int device = 0;
+  return cudaGetDevice(&device) == cudaSuccess && hopper_or_later(device);
+}
+
 }  // namespace
 
 bool early_launch_enabled() {
@@ -36,9 +39,9 @@ bool early_launch_enabled() {
     const char* v = std::getenv("MINIDL_EARLY_LAUNCH");
     return !(v && std::strcmp(v, "0") == 0);
   }();
-  return allowed && hopper_or_later();
+  return allowed && current_device_hopper_or_later();
 }
 
-bool thread_block_clusters() { return hopper_or_later(); }
+bool thread_block_clusters() { return current_device_hopper_or_later(); }
 
 }  // namespace minidl::cuda

@@ -34,6 +34,9 @@ __device__ __forceinline__ void let_next_kernel_start() {
 /// then waits for the one before it, as `<<<...>>>` does).
 bool early_launch_enabled();
 
+/// Whether `device` has compute capability 9.0 or later (asked once per device).
+bool hopper_or_later(int device);
+
 /// Whether the current device runs thread block clusters (compute capability 9.0 on).
 bool thread_block_clusters();
 

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/cuda.h"
+#include "core/cuda/launch.cuh"
 #include "core/deterministic.h"
 #include "core/random.h"
 #include "ops/backend_setting.h"
@@ -244,10 +245,10 @@ TensorSpec dense(int64_t b, int64_t h, int64_t rows, int64_t cols) {
 
 struct Key {
   int dtype, device;
-  bool causal, dropout, backward;
-  double keep;
+  bool causal, backward;
+  double keep;                  // 1 - dropout_p
   std::vector<int64_t> layout;  // every bound tensor's dims and strides
-  auto tie() const { return std::tie(dtype, device, causal, dropout, backward, keep, layout); }
+  auto tie() const { return std::tie(dtype, device, causal, backward, keep, layout); }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
 
@@ -445,7 +446,7 @@ bool CudaKernels::library_attention_supports(const Tensor& q, const Tensor& k, c
   if (dropout_p >= 1) return false;  // every weight dropped: minidl's kernels write the zeros
   const int64_t E = q.size(-1);
   if (v.size(-1) != E || (E != 64 && E != 128)) return false;
-  if (cuda::device_properties(device_).major < 9) return false;  // the engines are Hopper's and later
+  if (!cuda::hopper_or_later(device_)) return false;  // the engines are Hopper's and later
   return cudnn::library_readable(q) && cudnn::library_readable(k) && cudnn::library_readable(v);
 }
 
@@ -456,7 +457,7 @@ bool CudaKernels::library_attention_forward(const Tensor& q, const Tensor& k, co
   const bool dropout = dropout_p > 0;
   const cudnn::TensorSpec tq = cudnn::spec_of(q), tk = cudnn::spec_of(k), tv = cudnn::spec_of(v),
                           to = cudnn::spec_of(out);
-  cudnn::Key key{static_cast<int>(q.dtype()), device_, causal, dropout, false, 1.0 - dropout_p, {}};
+  cudnn::Key key{static_cast<int>(q.dtype()), device_, causal, false, 1.0 - dropout_p, {}};
   for (const auto* t : {&tq, &tk, &tv, &to}) cudnn::append_layout(key.layout, *t);
   cuda::DeviceGuard guard(device_);
   cudnnHandle_t handle = cudnn::cudnn_handle(device_);
@@ -499,7 +500,7 @@ void CudaKernels::library_attention_backward(const Tensor& grad_out_in, const Te
   const cudnn::TensorSpec tq = cudnn::spec_of(q), tk = cudnn::spec_of(k), tv = cudnn::spec_of(v),
                           to = cudnn::spec_of(out), tdo = cudnn::spec_of(grad_out), tdq = cudnn::spec_of(grad_q),
                           tdk = cudnn::spec_of(grad_k), tdv = cudnn::spec_of(grad_v);
-  cudnn::Key key{static_cast<int>(q.dtype()), device_, causal, dropout, true, 1.0 - dropout_p, {}};
+  cudnn::Key key{static_cast<int>(q.dtype()), device_, causal, true, 1.0 - dropout_p, {}};
   for (const auto* t : {&tq, &tk, &tv, &to, &tdo, &tdq, &tdk, &tdv}) cudnn::append_layout(key.layout, *t);
   cuda::DeviceGuard guard(device_);
   cudnnHandle_t handle = cudnn::cudnn_handle(device_);

@@ -280,9 +280,15 @@ void CudaKernels::relu_weight_grad(const Tensor& grad_out, const Tensor& out, co
 // MNIST MLP at batch 512 on an H200, the second layer's input gradient took 13.1 us beside its
 // weight gradient and 8.6 alone; the weight gradient, on 28 blocks (21.7 us alone, against 10.2 on
 // any number), then ran beside the first layer's weight gradient (104 blocks) without slowing it,
-// and the step fell from 88.5 to 85-86 us (docs/benchmarks.md). Until the second product has been
-// timed, and where no configuration is that small (or it runs on minidl's narrow kernel), both
-// start together as before.
+// and the step fell from 88.5 to 85-86 us (docs/benchmarks.md). A first product of several waves
+// (kLargeFirstFlops) also goes first where the second has no small configuration: beside it the
+// second only shares its tensor cores, while after it the second overlaps the memory-bound kernels
+// that follow (in char_gpt, a layer's input gradient of 14-19 GFLOP then ran in 23-29 us instead of
+// 50-62, its weight gradient beside the next layer norm's backward: +0.5% tokens/s on an H200).
+// Until the second product has been timed, and where neither holds (or it runs on minidl's narrow
+// kernel), both start together.
+constexpr double kLargeFirstFlops = 4e9;
+
 void CudaKernels::gemm_concurrent(const GemmCall& first, const GemmCall& second) {
   cuda::DeviceGuard guard(device_);
   const cudaStream_t side = cuda::side_stream(device_);
@@ -304,7 +310,10 @@ void CudaKernels::gemm_concurrent(const GemmCall& first, const GemmCall& second)
     shared_padding_ = nullptr;
     return;
   }
-  const bool after_first = gemm_lt_keeps_within(a, second.trans_a, b, second.trans_b, second.c, blocks);
+  const double first_flops = 2.0 * static_cast<double>(first.c.numel()) *
+                             static_cast<double>(first.trans_a ? first.a.size(-2) : first.a.size(-1));
+  const bool after_first = first_flops >= kLargeFirstFlops ||
+                           gemm_lt_keeps_within(a, second.trans_a, b, second.trans_b, second.c, blocks);
   if (after_first) gemm_row_sums(first);
   cuda::join_side_stream_if_holding_much(device_);
   cuda::stream_wait(device_, side, stream_);  // the side stream starts after what came before

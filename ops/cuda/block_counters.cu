@@ -12,8 +12,8 @@ unsigned* block_counters(int device, cudaStream_t stream) {
   std::lock_guard lock(mutex);
   unsigned*& c = (*counters)[device];
   if (!c) {
-    CUDA_CHECK(cudaMalloc(&c, kMaxCounterGroups * sizeof(unsigned)));
-    CUDA_CHECK(cudaMemsetAsync(c, 0, kMaxCounterGroups * sizeof(unsigned), stream));
+    CUDA_CHECK(cudaMalloc(&c, kReservedCounterEnd * sizeof(unsigned)));
+    CUDA_CHECK(cudaMemsetAsync(c, 0, kReservedCounterEnd * sizeof(unsigned), stream));
   }
   return c;
 }

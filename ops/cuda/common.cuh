@@ -171,6 +171,8 @@ __device__ __forceinline__ void strided_offsets(const Strided<K>& m, Index i, In
 /// result does not depend on which block ran when). kMaxCounterGroups per device, zero between
 /// launches: the last block of each group resets its counter.
 constexpr int64_t kMaxCounterGroups = 1 << 13;
+/// Counters past the groups, each for the one kernel that names it (none may run beside itself).
+enum ReservedCounter : unsigned { kGradNormCounter = kMaxCounterGroups, kReservedCounterEnd };
 unsigned* block_counters(int device, cudaStream_t stream);
 
 /// Call from every thread of each block of a group once its partial sums are stored: true in all

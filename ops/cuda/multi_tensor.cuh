@@ -37,20 +37,27 @@ struct TensorEntry {
   int64_t numel;
 };
 
-/// The tensor of the list that block blockIdx.x works on.
+/// The tensor that chunk `chunk` of the lists belongs to (a block per chunk: tensor_of_block).
 template <int kLists, int kMaxTensors>
-__device__ __forceinline__ int tensor_of_block(const TensorLists<kLists, kMaxTensors>& list) {
+__device__ __forceinline__ int tensor_of_chunk(const TensorLists<kLists, kMaxTensors>& list, unsigned chunk) {
   int t = 0;
-  while (t + 1 < list.count && blockIdx.x >= list.block_start[t + 1]) ++t;
+  while (t + 1 < list.count && chunk >= list.block_start[t + 1]) ++t;
   return t;
 }
 
-/// The first of the Chunk elements of tensor t that block blockIdx.x works on (a function apart
-/// from tensor_of_block, so that a kernel computes it where it first uses it). Chunk is the one
-/// the lists were filled with (for_each_list).
+/// The tensor of the list that block blockIdx.x works on.
+template <int kLists, int kMaxTensors>
+__device__ __forceinline__ int tensor_of_block(const TensorLists<kLists, kMaxTensors>& list) {
+  return tensor_of_chunk(list, blockIdx.x);
+}
+
+/// The first of the Chunk elements of tensor t in chunk `chunk` (block blockIdx.x's by default; a
+/// function apart from tensor_of_block, so that a kernel computes it where it first uses it). Chunk
+/// is the one the lists were filled with (for_each_list).
 template <int64_t Chunk = kChunk, int kLists, int kMaxTensors>
-__device__ __forceinline__ int64_t chunk_begin(const TensorLists<kLists, kMaxTensors>& list, int t) {
-  return (blockIdx.x - list.block_start[t]) * Chunk;
+__device__ __forceinline__ int64_t chunk_begin(const TensorLists<kLists, kMaxTensors>& list, int t,
+                                               unsigned chunk = blockIdx.x) {
+  return (chunk - list.block_start[t]) * Chunk;
 }
 
 // A kernel's arguments take at most 4 KB: the lists leave room for the others (scalars, pointers).

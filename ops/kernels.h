@@ -492,9 +492,9 @@ class Kernels {
                                    const Tensor& save_mean, const Tensor& save_invstd, Tensor* grad_x,
                                    Tensor* grad_weight, Tensor* grad_bias) = 0;
   /// dropout_add_layer_norm in one pass over rows of d = x.size(-1): sum = residual + dropout(x)
-  /// (mask drawn as dropout() draws it; `mask` undefined when keep_prob is 1; residual undefined:
-  /// none) and out = the layer norm of sum in out's dtype; save_mean and save_invstd [rows] in sum's
-  /// dtype. All contiguous.
+  /// (mask drawn as dropout() draws it; residual undefined: none) and out = the layer norm of sum in
+  /// out's dtype; save_mean and save_invstd [rows] in sum's dtype. All contiguous. Where keep_prob < 1
+  /// the kernel sets `mask` to the dropout mask in a layout of its own, which only its backward reads.
   /// Returns false, doing nothing, where the device has no kernel for these dtypes, d or alignment
   /// (the op then composes dropout, add and layer_norm).
   virtual bool dropout_add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor* weight,

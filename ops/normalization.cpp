@@ -21,6 +21,7 @@
 #include "core/autograd.h"
 #include "ops/autocast_policy.h"
 #include "ops/compare.h"
+#include "ops/creation.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/kernels.h"
@@ -253,7 +254,7 @@ std::tuple<Tensor, Tensor> dropout_add_layer_norm(const Tensor& x, const Tensor&
                  b = plain(bias);
     Tensor out = Tensor::empty(x.shape(), out_type, x.device());
     Tensor sum = Tensor::empty(x.shape(), sum_dtype, x.device());
-    Tensor mask = keep < 1 ? Tensor::empty(x.shape(), kBool, x.device()) : Tensor();
+    Tensor mask;  // the kernel's, in its own layout
     Tensor mean = Tensor::empty({x.numel() / d}, sum_dtype, x.device());
     Tensor invstd = Tensor::empty({x.numel() / d}, sum_dtype, x.device());
     Kernels& kernels = kernels_for(x.device());
@@ -263,24 +264,23 @@ std::tuple<Tensor, Tensor> dropout_add_layer_norm(const Tensor& x, const Tensor&
             op, {&out, &sum}, {x, residual, weight, bias}, {sum, w},
             [s = sum.detach(), w, mean, invstd, mask, keep, x_dtype = x.dtype(), out_type](
                 const std::vector<Tensor>& grads, const std::vector<bool>& needs) {
-              const Tensor& g_out = grads[0];
               const Tensor g_sum = plain(grads[1]);
-              if (!g_out.defined()) {  // only the sum reached: it is the residual's and, dropped, x's
-                Tensor gx;
-                if (needs[0] && g_sum.defined())
-                  gx = (mask.defined() ? where(mask, g_sum / keep, 0.0) : g_sum).to(x_dtype);
-                return std::vector<Tensor>{gx, needs[1] ? g_sum : Tensor(), Tensor(), Tensor()};
-              }
+              const bool norm_reached = grads[0].defined();
+              if (!norm_reached && (!g_sum.defined() || !needs[0]))  // nothing reaches x through the mask
+                return std::vector<Tensor>{Tensor(), needs[1] ? g_sum : Tensor(), Tensor(), Tensor()};
+              // Where only the sum's gradient came, the norm's is zero: the kernel passes the sum's
+              // through the mask, which only it reads, and the residual's is the sum's.
+              const Tensor g_out = norm_reached ? grads[0] : zeros(s.shape(), out_type, s.device());
               Tensor gx, gr, gw, gb;
               if (needs[0]) gx = Tensor::empty(s.shape(), x_dtype, s.device());
-              if (needs[1]) gr = Tensor::empty(s.shape(), s.dtype(), s.device());
-              if (needs[2]) gw = Tensor::empty(w.shape(), w.dtype(), s.device());
-              if (needs[3]) gb = Tensor::empty({s.size(-1)}, s.dtype(), s.device());
+              if (needs[1]) gr = norm_reached ? Tensor::empty(s.shape(), s.dtype(), s.device()) : g_sum;
+              if (needs[2] && norm_reached) gw = Tensor::empty(w.shape(), w.dtype(), s.device());
+              if (needs[3] && norm_reached) gb = Tensor::empty({s.size(-1)}, s.dtype(), s.device());
               kernels_for(s.device())
                   .dropout_add_layer_norm_backward(plain(g_out.to(out_type)), or_null(g_sum), s, mean, invstd,
-                                                   or_null(w), mask, keep, needs[0] ? &gx : nullptr,
-                                                   needs[1] ? &gr : nullptr, needs[2] ? &gw : nullptr,
-                                                   needs[3] ? &gb : nullptr);
+                                                   or_null(w), mask, keep, gx.defined() ? &gx : nullptr,
+                                                   norm_reached && gr.defined() ? &gr : nullptr,
+                                                   gw.defined() ? &gw : nullptr, gb.defined() ? &gb : nullptr);
               return std::vector<Tensor>{gx, gr, gw, gb};
             });
       }

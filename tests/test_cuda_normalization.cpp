@@ -321,6 +321,13 @@ TEST(CudaDropoutAddLayerNorm, GradcheckFloat64) {
         return std::get<0>(dropout_add_layer_norm(in[0], in[1], Tensor(), Tensor(), p, true));
       };
       expect_gradcheck("no weight, out only, p " + std::to_string(p), out_only, {leaf(shape), leaf(shape)});
+      // Only the sum reaches the loss: x's gradient is the sum's through the kernel's mask.
+      auto sum_only = [p](const std::vector<Tensor>& in) {
+        manual_seed(11);
+        return std::get<1>(dropout_add_layer_norm(in[0], in[1], in[2], in[3], p, true)) * 2.5;
+      };
+      expect_gradcheck("sum only, p " + std::to_string(p), sum_only,
+                       {leaf(shape), leaf(shape), positive_leaf({d}), leaf({d})});
       auto no_residual = [p](const std::vector<Tensor>& in) {
         manual_seed(11);
         auto [out, sum] = dropout_add_layer_norm(in[0], Tensor(), in[1], in[2], p, true);

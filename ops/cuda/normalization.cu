@@ -679,6 +679,10 @@ void dispatch_index(const Tensor& x, const char* what, Fn&& fn) {
 // sum are T (float or double); x is N and out O (T, or a 16-bit type beside float): a residual
 // stream under autocast is a float32 sum of 16-bit branches whose norms feed 16-bit products, and
 // its first seam (the embeddings, no residual) takes a float32 x to a 16-bit norm.
+//
+// The mask the backward reads is a bit an element: a row's kGroups * G words, word k * G + e holding
+// in bit `lane` whether element e of the lane's group lane + 32 k was kept (the warp's ballot). A
+// byte an element was 6.3 MB written and read again for each of a GPT's [16384, 384] seams.
 template <class N>
 constexpr int kGroupOf = kRandomPer<compute_t<N>>;
 
@@ -686,7 +690,7 @@ template <class T, class N, class O, int kGroups>
 __global__ void dropout_add_layer_norm_rows(const N* __restrict__ x, const T* __restrict__ residual,
                                             const T* __restrict__ w, const T* __restrict__ b, PhiloxDraw draw,
                                             compute_t<N> keep_prob, compute_t<N> scale, O* __restrict__ out,
-                                            T* __restrict__ sum, bool* __restrict__ mask, T* __restrict__ mean,
+                                            T* __restrict__ sum, uint32_t* __restrict__ mask, T* __restrict__ mean,
                                             T* __restrict__ invstd, int64_t rows, int d, double eps) {
   // Started early (launch_early): nothing is read or written before the kernel before is done.
   wait_for_earlier_kernels();
@@ -703,23 +707,30 @@ __global__ void dropout_add_layer_norm_rows(const N* __restrict__ x, const T* __
     for (int k = 0; k < kGroups; ++k) {
       const int g = lane + 32 * k;
       v[k] = filled<G>(T(0));
-      if (g >= groups) continue;
-      const int64_t at = row * groups + g;  // the group's index in the whole tensor
-      const VecPack<N, G> xk = load_pack<G>(x, at);
-      const VecPack<T, G> rk = residual ? load_pack<G>(residual, at) : filled<G>(T(0));
-      C u[G];
-      if (mask) philox_values_at<C>(draw, static_cast<uint64_t>(at), u);
-      VecPack<bool, G> mk;
+      bool kept[G] = {};
+      if (g < groups) {
+        const int64_t at = row * groups + g;  // the group's index in the whole tensor
+        const VecPack<N, G> xk = load_pack<G>(x, at);
+        const VecPack<T, G> rk = residual ? load_pack<G>(residual, at) : filled<G>(T(0));
+        C u[G];
+        if (mask) philox_values_at<C>(draw, static_cast<uint64_t>(at), u);
 #pragma unroll
-      for (int e = 0; e < G; ++e) {
-        // The dropped branch is rounded to N before the addition, as dropout() then add would.
-        mk.v[e] = !mask || u[e] <= keep_prob;
-        const N kept = mask ? static_cast<N>(mk.v[e] ? static_cast<C>(xk.v[e]) * scale : C(0)) : xk.v[e];
-        v[k].v[e] = rk.v[e] + static_cast<T>(kept);
-        total += A(v[k].v[e]);
+        for (int e = 0; e < G; ++e) {
+          // The dropped branch is rounded to N before the addition, as dropout() then add would.
+          kept[e] = !mask || u[e] <= keep_prob;
+          const N xe = mask ? static_cast<N>(kept[e] ? static_cast<C>(xk.v[e]) * scale : C(0)) : xk.v[e];
+          v[k].v[e] = rk.v[e] + static_cast<T>(xe);
+          total += A(v[k].v[e]);
+        }
+        store_pack<G>(sum, at, v[k]);
       }
-      store_pack<G>(sum, at, v[k]);
-      if (mask) store_pack<G>(mask, at, mk);
+      if (mask) {  // the whole warp: its row's words for this k
+#pragma unroll
+        for (int e = 0; e < G; ++e) {
+          const uint32_t word = __ballot_sync(0xffffffffu, kept[e]);
+          if (lane == e) mask[(row * kGroups + k) * G + e] = word;
+        }
+      }
     }
     T m, r;
     row_stats(v, total, d, eps, m, r);
@@ -752,14 +763,14 @@ template <class T, class N, class O, int kGroups>
 struct AddNormRow {
   VecPack<O, kGroupOf<N>> g[kGroups];
   VecPack<T, kGroupOf<N>> s[kGroups], gs[kGroups];
-  VecPack<bool, kGroupOf<N>> mask[kGroups];
+  uint32_t mask_word;  // lane i < kGroups * G holds the row's mask word i (all bits set without a mask)
   T mean, invstd;
 };
 
 template <class T, class N, class O, int kGroups, bool kParamSums>
 __global__ void __launch_bounds__(kAddNormWarps * 32, 3) dropout_add_layer_norm_rows_backward(
     const O* __restrict__ g, const T* __restrict__ g_sum, const T* __restrict__ sum, const T* __restrict__ mean,
-    const T* __restrict__ invstd, const T* __restrict__ w, const bool* __restrict__ mask, compute_t<N> scale,
+    const T* __restrict__ invstd, const T* __restrict__ w, const uint32_t* __restrict__ mask, compute_t<N> scale,
     N* __restrict__ grad_x, T* __restrict__ grad_residual, int64_t rows, int d, int64_t chunk_rows,
     Sums<AccT<T>>* __restrict__ chunk_sums) {
   wait_for_earlier_kernels();  // started early, as the forward
@@ -782,8 +793,8 @@ __global__ void __launch_bounds__(kAddNormWarps * 32, 3) dropout_add_layer_norm_
       next.g[k] = in_row ? load_pack<G>(g, at) : filled<G>(O(0));
       next.s[k] = in_row ? load_pack<G>(sum, at) : filled<G>(T(0));
       next.gs[k] = in_row && g_sum ? load_pack<G>(g_sum, at) : filled<G>(T(0));
-      next.mask[k] = in_row && mask ? load_pack<G>(mask, at) : filled<G>(true);
     }
+    next.mask_word = mask && lane < kGroups * G ? mask[r * (kGroups * G) + lane] : 0xffffffffu;
     next.mean = mean[r], next.invstd = invstd[r];
   };
   if (row < end) load(row);
@@ -813,6 +824,9 @@ __global__ void __launch_bounds__(kAddNormWarps * 32, 3) dropout_add_layer_norm_
 #pragma unroll
     for (int k = 0; k < kGroups; ++k) {
       const int gi = lane + 32 * k;
+      bool kept[G];
+#pragma unroll
+      for (int e = 0; e < G; ++e) kept[e] = (__shfl_sync(0xffffffffu, cur.mask_word, k * G + e) >> lane) & 1u;
       if (gi >= groups) continue;
       const int64_t at = row * groups + gi;
       const VecPack<T, G> wk = w ? load_pack<G>(w, gi) : filled<G>(T(1));
@@ -822,7 +836,7 @@ __global__ void __launch_bounds__(kAddNormWarps * 32, 3) dropout_add_layer_norm_
       for (int e = 0; e < G; ++e) {
         const T xhat = (cur.s[k].v[e] - m) * r;
         gs.v[e] += r * (static_cast<T>(cur.g[k].v[e]) * wk.v[e] - m1 - xhat * m2);
-        gx.v[e] = static_cast<N>(cur.mask[k].v[e] ? static_cast<C>(gs.v[e]) * scale : C(0));
+        gx.v[e] = static_cast<N>(kept[e] ? static_cast<C>(gs.v[e]) * scale : C(0));
       }
       if (grad_residual) store_pack<G>(grad_residual, at, gs);
       if (grad_x) store_pack<G>(grad_x, at, gx);
@@ -1019,16 +1033,19 @@ bool CudaKernels::dropout_add_layer_norm(const Tensor& x, const Tensor& residual
     const T *w = cptr_or_null<T>(weight), *b = cptr_or_null<T>(bias);
     const T* r = residual.defined() ? ptr<const T>(residual) : nullptr;
     if (!aligned_to(sizeof(T) * G, {r, sum.raw_data(), w, b}) || !aligned_to(sizeof(N) * G, {x.raw_data()}) ||
-        !aligned_to(sizeof(O) * G, {out.raw_data()}) || (mask.defined() && !aligned_to(G, {mask.raw_data()})))
+        !aligned_to(sizeof(O) * G, {out.raw_data()}))
       return;
     cuda::DeviceGuard guard(device_);
-    const PhiloxDraw draw = mask.defined() ? reserve_philox<C>(x.numel()) : PhiloxDraw{};
+    const bool dropping = keep_prob < 1;
     dispatch_groups_per_lane(d / G, [&](auto groups) {
       if constexpr (groups() * G <= kMaxPerLaneWithSums) {
+        // The mask's words (the comment above the kernel), for the backward alone.
+        mask = dropping ? Tensor::empty({rows, groups() * G}, kInt32, x.device()) : Tensor();
+        const PhiloxDraw draw = dropping ? reserve_philox<C>(x.numel()) : PhiloxDraw{};
         launch_early("dropout_add_layer_norm_rows", dropout_add_layer_norm_rows<T, N, O, groups()>,
                      dim3(blocks_for(rows, kRowsPerBlock)), dim3(kRowsPerBlock * 32), 0, stream_, ptr<const N>(x), r, w,
                      b, draw, static_cast<C>(keep_prob), static_cast<C>(1.0 / keep_prob), ptr<O>(out), ptr<T>(sum),
-                     mask.defined() ? ptr<bool>(mask) : nullptr, ptr<T>(save_mean), ptr<T>(save_invstd), rows,
+                     dropping ? ptr<uint32_t>(mask) : nullptr, ptr<T>(save_mean), ptr<T>(save_invstd), rows,
                      static_cast<int>(d), eps);
         ran = true;
       }
@@ -1044,8 +1061,8 @@ void CudaKernels::dropout_add_layer_norm_backward(const Tensor& grad_out, const 
                                                   Tensor* grad_bias) {
   const int64_t d = sum.size(-1), rows = sum.numel() / d;
   cuda::DeviceGuard guard(device_);
-  // x's dtype from its gradient; without one, the sum's: the mask is a byte an element whatever x's
-  // dtype, and the sum's groups (4 floats) divide every row a 16-bit x's groups (8) do.
+  // x's dtype from its gradient; without one, the sum's, and no mask to read (it applies to x's
+  // gradient alone).
   const DType x_dtype = grad_x ? grad_x->dtype() : sum.dtype();
   const bool dispatched = dispatch_add_norm_types(sum.dtype(), x_dtype, grad_out.dtype(), [&](auto t_tag, auto n_tag,
                                                                                                auto o_tag) {
@@ -1059,7 +1076,7 @@ void CudaKernels::dropout_add_layer_norm_backward(const Tensor& grad_out, const 
     const T* gs = cptr_or_null<T>(grad_sum);
     const T *s = ptr<const T>(sum), *mean = ptr<const T>(save_mean), *invstd = ptr<const T>(save_invstd);
     const T* w = cptr_or_null<T>(weight);
-    const bool* m = mask.defined() ? ptr<const bool>(mask) : nullptr;
+    const uint32_t* m = mask.defined() && grad_x ? ptr<const uint32_t>(mask) : nullptr;
     N* gx = ptr_or_null<N>(grad_x);
     T* gr = ptr_or_null<T>(grad_residual);
     const C scale = static_cast<C>(1.0 / keep_prob);

@@ -8,7 +8,9 @@
 #
 # At its best: fused AdamW on CUDA, F.scaled_dot_product_attention (flash attention where the GPU,
 # dtype and head size allow it), and with --mode compile the model through torch.compile as nanoGPT
-# compiles it (--compile-mode picks Inductor's mode; reduce-overhead adds its CUDA graphs).
+# compiles it (--compile-mode picks Inductor's mode; reduce-overhead adds its CUDA graphs;
+# max-autotune adds them too and times Triton's products against cuBLAS's: on an H200 in bf16 it ran
+# 3% faster than reduce-overhead, after about 5 minutes of compiling, docs/benchmarks.md).
 #
 # --precision, as char_gpt's flag (apps/common/precision.h):
 #   fp32  strict float32: torch.backends.cuda.matmul.allow_tf32 and cudnn.allow_tf32 both False

@@ -284,7 +284,7 @@ void CudaKernels::relu_weight_grad(const Tensor& grad_out, const Tensor& out, co
 // (kLargeFirstFlops) also goes first where the second has no small configuration: beside it the
 // second only shares its tensor cores, while after it the second overlaps the memory-bound kernels
 // that follow (in char_gpt, a layer's input gradient of 14-19 GFLOP then ran in 23-29 us instead of
-// 50-62, its weight gradient beside the next layer norm's backward: +0.5% tokens/s on an H200).
+// 50-62, its weight gradient beside the next layer norm's backward: +0.4-0.6% tokens/s on an H200).
 // Until the second product has been timed, and where neither holds (or it runs on minidl's narrow
 // kernel), both start together.
 constexpr double kLargeFirstFlops = 4e9;

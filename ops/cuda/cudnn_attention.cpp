@@ -19,11 +19,13 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/cuda.h"
@@ -119,30 +121,21 @@ class GraphBuilder {
   }
   /// y = reduce(x) over the dims where y has size 1.
   void reduction(cudnnReduceTensorOp_t reduce, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y) {
-    cudnnBackendDescriptor_t r = make(CUDNN_BACKEND_REDUCTION_DESCRIPTOR, keep_);
-    const cudnnDataType_t math = CUDNN_DATA_FLOAT;
-    CUDNN_CHECK(cudnnBackendSetAttribute(r, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &math));
+    cudnnBackendDescriptor_t r = float_math(CUDNN_BACKEND_REDUCTION_DESCRIPTOR, CUDNN_ATTR_REDUCTION_COMP_TYPE);
     CUDNN_CHECK(cudnnBackendSetAttribute(r, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1,
                                          &reduce));
     CUDNN_CHECK(cudnnBackendFinalize(r));
-    cudnnBackendDescriptor_t op = make(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, keep_);
-    set_descriptor(op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, r);
-    set_descriptor(op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, x);
-    set_descriptor(op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, y);
-    add(op);
+    operation(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, {{CUDNN_ATTR_OPERATION_REDUCTION_DESC, r},
+                                                             {CUDNN_ATTR_OPERATION_REDUCTION_XDESC, x},
+                                                             {CUDNN_ATTR_OPERATION_REDUCTION_YDESC, y}});
   }
   /// c = a b over the last two dims, batched over the first two, accumulated in float32.
   void matmul(cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t c) {
-    cudnnBackendDescriptor_t mm = make(CUDNN_BACKEND_MATMUL_DESCRIPTOR, keep_);
-    const cudnnDataType_t math = CUDNN_DATA_FLOAT;
-    CUDNN_CHECK(cudnnBackendSetAttribute(mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &math));
+    cudnnBackendDescriptor_t mm = float_math(CUDNN_BACKEND_MATMUL_DESCRIPTOR, CUDNN_ATTR_MATMUL_COMP_TYPE);
     CUDNN_CHECK(cudnnBackendFinalize(mm));
-    cudnnBackendDescriptor_t op = make(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, keep_);
-    set_descriptor(op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, a);
-    set_descriptor(op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, b);
-    set_descriptor(op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, c);
-    set_descriptor(op, CUDNN_ATTR_OPERATION_MATMUL_DESC, mm);
-    add(op);
+    operation(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR,
+              {{CUDNN_ATTR_OPERATION_MATMUL_ADESC, a}, {CUDNN_ATTR_OPERATION_MATMUL_BDESC, b},
+               {CUDNN_ATTR_OPERATION_MATMUL_CDESC, c}, {CUDNN_ATTR_OPERATION_MATMUL_DESC, mm}});
   }
   /// y = bernoulli(keep) from Philox at (seed, offset), both int64 tensors on the device.
   void bernoulli(double keep, cudnnBackendDescriptor_t seed, cudnnBackendDescriptor_t offset,
@@ -153,19 +146,14 @@ class GraphBuilder {
         cudnnBackendSetAttribute(rng, CUDNN_ATTR_RNG_DISTRIBUTION, CUDNN_TYPE_RNG_DISTRIBUTION, 1, &distribution));
     set<double>(rng, CUDNN_ATTR_RNG_BERNOULLI_DIST_PROBABILITY, CUDNN_TYPE_DOUBLE, {keep});
     CUDNN_CHECK(cudnnBackendFinalize(rng));
-    cudnnBackendDescriptor_t op = make(CUDNN_BACKEND_OPERATION_RNG_DESCRIPTOR, keep_);
-    set_descriptor(op, CUDNN_ATTR_OPERATION_RNG_YDESC, y);
-    set_descriptor(op, CUDNN_ATTR_OPERATION_RNG_DESC, rng);
-    set_descriptor(op, CUDNN_ATTR_OPERATION_RNG_SEED, seed);
-    set_descriptor(op, CUDNN_ATTR_OPERATION_RNG_OFFSET_DESC, offset);
-    add(op);
+    operation(CUDNN_BACKEND_OPERATION_RNG_DESCRIPTOR,
+              {{CUDNN_ATTR_OPERATION_RNG_YDESC, y}, {CUDNN_ATTR_OPERATION_RNG_DESC, rng},
+               {CUDNN_ATTR_OPERATION_RNG_SEED, seed}, {CUDNN_ATTR_OPERATION_RNG_OFFSET_DESC, offset}});
   }
   /// y: x seen with other dims and strides (a transpose that moves no data).
   void reshape(cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y) {
-    cudnnBackendDescriptor_t op = make(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, keep_);
-    set_descriptor(op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, x);
-    set_descriptor(op, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, y);
-    add(op);
+    operation(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR,
+              {{CUDNN_ATTR_OPERATION_RESHAPE_XDESC, x}, {CUDNN_ATTR_OPERATION_RESHAPE_YDESC, y}});
   }
 
   /// The graph's plan, moved out with the descriptors it needs; null where cuDNN has no engine.
@@ -188,6 +176,20 @@ class GraphBuilder {
   void add(cudnnBackendDescriptor_t op) {
     CUDNN_CHECK(cudnnBackendFinalize(op));
     ops_.push_back(op);
+  }
+  /// An operation of `type` whose attributes are descriptors, set in the order given, added to the graph.
+  void operation(cudnnBackendDescriptorType_t type,
+                 std::initializer_list<std::pair<cudnnBackendAttributeName_t, cudnnBackendDescriptor_t>> descs) {
+    cudnnBackendDescriptor_t op = make(type, keep_);
+    for (const auto& [attribute, desc] : descs) set_descriptor(op, attribute, desc);
+    add(op);
+  }
+  /// A descriptor of `type` whose compute type (`attribute`) is float32, not yet finalized.
+  cudnnBackendDescriptor_t float_math(cudnnBackendDescriptorType_t type, cudnnBackendAttributeName_t attribute) {
+    cudnnBackendDescriptor_t d = make(type, keep_);
+    const cudnnDataType_t math = CUDNN_DATA_FLOAT;
+    CUDNN_CHECK(cudnnBackendSetAttribute(d, attribute, CUDNN_TYPE_DATA_TYPE, 1, &math));
+    return d;
   }
 
   cudnnHandle_t handle_;
@@ -433,6 +435,26 @@ const AttentionPlan* cached_plan(const Key& key, Build&& build) {
 // cuDNN 9.6 and later zero the float32 dQ accumulator themselves; earlier ones need the caller to.
 bool library_version_ok() { return cudnnGetVersion() >= 90600; }
 
+// What one call binds to a plan's graph, by id: device pointers, and floats passed by value.
+struct Bindings {
+  std::vector<int64_t> ids;
+  std::vector<void*> pointers;
+  std::vector<std::pair<int64_t, float>> scalars;
+
+  // The dropout's (seed, offset) pair on the device (write_philox_seed_offset's [2, 2]) and scale.
+  void dropout(const Tensor& seed_offset, double dropout_p) {
+    ids.push_back(kSeed), ids.push_back(kOffset);
+    pointers.push_back(seed_offset.raw_data());
+    pointers.push_back(static_cast<int64_t*>(seed_offset.raw_data()) + 2);
+    scalars.emplace_back(kDropScale, static_cast<float>(1.0 / (1.0 - dropout_p)));
+  }
+  // Runs the plan on them, with a workspace from the stream's pool.
+  void run(const AttentionPlan& plan, cudnnHandle_t handle, Device device) const {
+    Tensor workspace = Tensor::empty({static_cast<int64_t>(std::max<size_t>(plan.workspace(), 1))}, kUInt8, device);
+    plan.run(handle, ids, pointers, scalars, workspace.raw_data());
+  }
+};
+
 }  // namespace
 
 }  // namespace cudnn
@@ -465,10 +487,10 @@ bool CudaKernels::library_attention_forward(const Tensor& q, const Tensor& k, co
     return cudnn::build_forward(handle, cudnn::cudnn_type(q.dtype()), tq, tk, tv, to, causal, 1.0 - dropout_p);
   });
   if (!plan) return false;
-  std::vector<int64_t> ids{cudnn::kQ, cudnn::kKt, cudnn::kV, cudnn::kO, cudnn::kStats};
-  std::vector<void*> pointers{q.raw_data(), k.raw_data(), v.raw_data(), out.raw_data(), logsumexp.raw_data()};
-  std::vector<std::pair<int64_t, float>> scalars{{cudnn::kScale, static_cast<float>(scale)},
-                                                 {cudnn::kMinusInf, -std::numeric_limits<float>::infinity()}};
+  cudnn::Bindings bind{{cudnn::kQ, cudnn::kKt, cudnn::kV, cudnn::kO, cudnn::kStats},
+                       {q.raw_data(), k.raw_data(), v.raw_data(), out.raw_data(), logsumexp.raw_data()},
+                       {{cudnn::kScale, static_cast<float>(scale)},
+                        {cudnn::kMinusInf, -std::numeric_limits<float>::infinity()}}};
   if (dropout) {
     const int64_t matrices = q.numel() / (q.size(-2) * q.size(-1));
     const PhiloxDraw draw =
@@ -479,13 +501,9 @@ bool CudaKernels::library_attention_forward(const Tensor& q, const Tensor& k, co
     state[2] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(draw.device_state));
     seed_offset = Tensor::empty({2, 2}, kInt64, q.device());
     cuda::write_philox_seed_offset(rng_state, seed_offset, stream_);
-    ids.push_back(cudnn::kSeed), ids.push_back(cudnn::kOffset);
-    pointers.push_back(seed_offset.raw_data());
-    pointers.push_back(static_cast<int64_t*>(seed_offset.raw_data()) + 2);
-    scalars.emplace_back(cudnn::kDropScale, static_cast<float>(1.0 / (1.0 - dropout_p)));
+    bind.dropout(seed_offset, dropout_p);
   }
-  Tensor workspace = Tensor::empty({static_cast<int64_t>(std::max<size_t>(plan->workspace(), 1))}, kUInt8, q.device());
-  plan->run(handle, ids, pointers, scalars, workspace.raw_data());
+  bind.run(*plan, handle, q.device());
   return true;
 }
 
@@ -514,27 +532,22 @@ void CudaKernels::library_attention_backward(const Tensor& grad_out_in, const Te
   const int64_t b = tq.dims[0], h = tq.dims[1], L = tq.dims[2], E = tq.dims[3];
   Tensor softmax_sum = Tensor::empty({b * h * L}, kFloat32, q.device());
   Tensor dq_accum = Tensor::empty({b * h * L * E}, kFloat32, q.device());
-  std::vector<int64_t> ids{cudnn::kQ,     cudnn::kKt,    cudnn::kVt,    cudnn::kO,          cudnn::kGradOut,
-                           cudnn::kStats, cudnn::kGradQ, cudnn::kGradK, cudnn::kGradV,      cudnn::kSoftmaxSum,
-                           cudnn::kGradQAccum};
-  std::vector<void*> pointers{q.raw_data(),      k.raw_data(),      v.raw_data(),       out.raw_data(),
-                              grad_out.raw_data(), logsumexp.raw_data(), grad_q.raw_data(), grad_k.raw_data(),
-                              grad_v.raw_data(), softmax_sum.raw_data(), dq_accum.raw_data()};
-  std::vector<std::pair<int64_t, float>> scalars{{cudnn::kScale, static_cast<float>(scale)},
-                                                 {cudnn::kMinusInf, -std::numeric_limits<float>::infinity()},
-                                                 {cudnn::kKeepProb, static_cast<float>(1.0 - dropout_p)}};
+  cudnn::Bindings bind{{cudnn::kQ, cudnn::kKt, cudnn::kVt, cudnn::kO, cudnn::kGradOut, cudnn::kStats, cudnn::kGradQ,
+                        cudnn::kGradK, cudnn::kGradV, cudnn::kSoftmaxSum, cudnn::kGradQAccum},
+                       {q.raw_data(), k.raw_data(), v.raw_data(), out.raw_data(), grad_out.raw_data(),
+                        logsumexp.raw_data(), grad_q.raw_data(), grad_k.raw_data(), grad_v.raw_data(),
+                        softmax_sum.raw_data(), dq_accum.raw_data()},
+                       {{cudnn::kScale, static_cast<float>(scale)},
+                        {cudnn::kMinusInf, -std::numeric_limits<float>::infinity()},
+                        {cudnn::kKeepProb, static_cast<float>(1.0 - dropout_p)}}};
   if (dropout) {
     MINIDL_CHECK(seed_offset.defined() && seed_offset.dtype() == kInt64 && seed_offset.numel() == 4 &&
                      seed_offset.device() == q.device(),
                  "library_attention_backward: expected the forward's seed_offset, an int64 [2, 2] tensor on ",
                  q.device());
-    ids.push_back(cudnn::kSeed), ids.push_back(cudnn::kOffset);
-    pointers.push_back(seed_offset.raw_data());
-    pointers.push_back(static_cast<int64_t*>(seed_offset.raw_data()) + 2);
-    scalars.emplace_back(cudnn::kDropScale, static_cast<float>(1.0 / (1.0 - dropout_p)));
+    bind.dropout(seed_offset, dropout_p);
   }
-  Tensor workspace = Tensor::empty({static_cast<int64_t>(std::max<size_t>(plan->workspace(), 1))}, kUInt8, q.device());
-  plan->run(handle, ids, pointers, scalars, workspace.raw_data());
+  bind.run(*plan, handle, q.device());
 }
 
 }  // namespace minidl

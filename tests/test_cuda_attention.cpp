@@ -28,15 +28,6 @@ using namespace minidl::testing;
 
 namespace {
 
-// Sets deterministic mode for a scope, and puts the previous one back at its end.
-struct DeterministicScope {
-  bool saved = is_deterministic();
-  explicit DeterministicScope(bool on) { set_deterministic(on); }
-  ~DeterministicScope() { set_deterministic(saved); }
-  DeterministicScope(const DeterministicScope&) = delete;
-  DeterministicScope& operator=(const DeterministicScope&) = delete;
-};
-
 using Result = AttentionResult;
 
 // How the backward gets a dropout mask: stored by the forward (as the op has it), or redrawn.

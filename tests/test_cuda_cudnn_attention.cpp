@@ -27,15 +27,6 @@ namespace {
     if (cuda::device_properties(0).major < 9) GTEST_SKIP() << "cuDNN's fused attention needs sm_90"; \
   } while (0)
 
-// Sets the attention backend for a scope, and puts the previous one back at its end.
-struct BackendScope {
-  AttentionBackend saved = attention_backend();
-  explicit BackendScope(AttentionBackend b) { set_attention_backend(b); }
-  ~BackendScope() { set_attention_backend(saved); }
-  BackendScope(const BackendScope&) = delete;
-  BackendScope& operator=(const BackendScope&) = delete;
-};
-
 // The library's outputs and gradients, and where its dropout mask came from.
 struct Result : AttentionResult {
   Tensor rng_state, seed_offset;
@@ -166,10 +157,10 @@ TEST(CudnnAttention, TheBackendSwitchPicksTheLibraryOrMinidlsKernels) {
   Kernels& kernels = kernels_for(gpu());
   const Tensor q = randn({2, 3, 40, 64}).to(gpu(), kBFloat16);
   {
-    BackendScope scope(AttentionBackend::Minidl);
+    AttentionBackendScope scope(AttentionBackend::Minidl);
     EXPECT_FALSE(kernels.library_attention_supports(q, q, q, 0.0));
   }
-  BackendScope scope(AttentionBackend::Auto);
+  AttentionBackendScope scope(AttentionBackend::Auto);
   EXPECT_TRUE(kernels.library_attention_supports(q, q, q, 0.0));
   EXPECT_FALSE(kernels.library_attention_supports(q.to(kFloat32), q.to(kFloat32), q.to(kFloat32), 0.0));
   const Tensor small = randn({2, 3, 40, 32}).to(gpu(), kBFloat16);

@@ -26,12 +26,6 @@ Tensor random_index(const Shape& shape, int64_t n, bool negative = false) {
 
 Tensor leaf(const Shape& shape) { return randn(shape, kFloat64).to(gpu()).requires_grad_(); }
 
-struct DeterministicScope {
-  bool saved = is_deterministic();
-  explicit DeterministicScope(bool on) { set_deterministic(on); }
-  ~DeterministicScope() { set_deterministic(saved); }
-};
-
 }  // namespace
 
 TEST(CudaIndexing, IndexMatchesCpu) {

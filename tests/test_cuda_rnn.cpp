@@ -14,14 +14,7 @@ namespace {
 using testing::all_close;
 using testing::gpu;
 
-/// Sets the RNN backend for a scope, and puts the previous one back at its end.
-struct RnnBackendScope {
-  RnnBackend saved = rnn_backend();
-  explicit RnnBackendScope(RnnBackend b) { set_rnn_backend(b); }
-  ~RnnBackendScope() { set_rnn_backend(saved); }
-  RnnBackendScope(const RnnBackendScope&) = delete;
-  RnnBackendScope& operator=(const RnnBackendScope&) = delete;
-};
+using RnnBackendScope = testing::SettingScope<RnnBackend, rnn_backend, set_rnn_backend>;
 
 enum class Kind { Tanh, Relu, Lstm, Gru };
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/cuda.h"
+#include "core/deterministic.h"
 #include "minidl.h"
 #include "ops/backend_setting.h"
 
@@ -37,14 +38,19 @@ inline constexpr bool kBuiltWithCudnn = false;
       GTEST_SKIP() << "minidl was built without cuDNN (set CUDNN_ROOT at configure time)";             \
   } while (0)
 
-/// Sets the convolution backend for a scope, and puts the previous one back at its end.
-struct ConvBackendScope {
-  ConvBackend saved = conv_backend();
-  explicit ConvBackendScope(ConvBackend b) { set_conv_backend(b); }
-  ~ConvBackendScope() { set_conv_backend(saved); }
-  ConvBackendScope(const ConvBackendScope&) = delete;
-  ConvBackendScope& operator=(const ConvBackendScope&) = delete;
+/// Sets a process-wide setting for a scope (a backend switch, deterministic mode), and puts the
+/// previous value back at its end.
+template <class T, T (*Get)(), void (*Set)(T)>
+struct SettingScope {
+  T saved = Get();
+  explicit SettingScope(T value) { Set(value); }
+  ~SettingScope() { Set(saved); }
+  SettingScope(const SettingScope&) = delete;
+  SettingScope& operator=(const SettingScope&) = delete;
 };
+using ConvBackendScope = SettingScope<ConvBackend, conv_backend, set_conv_backend>;
+using AttentionBackendScope = SettingScope<AttentionBackend, attention_backend, set_attention_backend>;
+using DeterministicScope = SettingScope<bool, is_deterministic, set_deterministic>;
 
 /// A seed that differs run to run (inputs are fresh every run), printed with any failure.
 inline uint64_t fresh_seed() {

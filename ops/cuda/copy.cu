@@ -55,6 +55,33 @@ __global__ void convert_flat_vec(const S* src, D* dst, int64_t packs) {
   }
 }
 
+// copy_rows (cuda_kernels.h), on the elements' bits: a warp a row, each lane's loads before its stores.
+template <class Bits>
+__global__ void copy_rows_kernel(const Bits* src, int64_t src_ld, int64_t src_rows, int src_cols, Bits* dst,
+                                 int64_t rows, int cols) {
+  constexpr int kPerLane = 4;
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const int64_t warps = int64_t(gridDim.x) * blockDim.x / 32;
+  for (int64_t r = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32; r < rows; r += warps) {
+    const Bits* s = src + r * src_ld;
+    Bits* d = dst + r * cols;
+    const int copied = r < src_rows ? min(src_cols, cols) : 0;
+    for (int c0 = 0; c0 < cols; c0 += 32 * kPerLane) {
+      Bits v[kPerLane];
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j) {
+        const int c = c0 + 32 * j + lane;
+        v[j] = c < copied ? s[c] : Bits(0);
+      }
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j) {
+        const int c = c0 + 32 * j + lane;
+        if (c < cols) d[c] = v[j];
+      }
+    }
+  }
+}
+
 // Calls fn(S{}, D{}) for a float32 <-> bfloat16 / float16 pair; false for any other.
 template <class Fn>
 bool dispatch_widening_pair(DType src, DType dst, Fn&& fn) {
@@ -267,6 +294,32 @@ void CudaKernels::copy(const Tensor& src, Tensor& dst) {
       CUDA_LAUNCH_CHECK(copy_strided);
     });
   });
+}
+
+bool CudaKernels::copy_rows(const Tensor& src, Tensor& dst) {
+  if (src.dim() != 2 || dst.dim() != 2 || src.dtype() != dst.dtype() || !dst.is_contiguous() ||
+      (src.size(1) > 1 && src.stride(1) != 1) || src.size(1) > INT32_MAX || dst.size(1) > INT32_MAX)
+    return false;
+  const int64_t rows = dst.size(0);
+  const int cols = static_cast<int>(dst.size(1));
+  if (rows == 0 || cols == 0) return true;
+  cuda::DeviceGuard guard(device_);
+  const unsigned blocks = blocks_for(rows * 32);
+  auto launch = [&](auto bits) {
+    using Bits = decltype(bits);
+    copy_rows_kernel<Bits><<<blocks, kThreads, 0, stream_>>>(static_cast<const Bits*>(src.raw_data()), src.stride(0),
+                                                              src.size(0), static_cast<int>(src.size(1)),
+                                                              static_cast<Bits*>(dst.raw_data()), rows, cols);
+    CUDA_LAUNCH_CHECK(copy_rows_kernel);
+  };
+  switch (element_size(dst.dtype())) {
+    case 1: launch(uint8_t{}); break;
+    case 2: launch(uint16_t{}); break;
+    case 4: launch(uint32_t{}); break;
+    case 8: launch(uint64_t{}); break;
+    default: return false;
+  }
+  return true;
 }
 
 void CudaKernels::fill(Tensor& dst, double value) {

@@ -192,6 +192,14 @@ class CudaKernels final : public Kernels {
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
 
+  /// dst [R, C] (contiguous) = src [r, c] (any row stride, columns back to back, dst's dtype) in its
+  /// top-left corner, zeros elsewhere; where src is the larger, its top-left [R, C]. A warp a row, for
+  /// the padded copies around a product whose rows are not 16 bytes long (ops/cuda/matmul.cpp): on an
+  /// H200, cropping a GPT's [16384, 113] logits took 8.9 us as a strided copy, one element a thread,
+  /// and takes about 5 here; padding their gradient took a fill and 8.8 us. False, doing nothing, where
+  /// the layouts differ from these.
+  bool copy_rows(const Tensor& src, Tensor& dst);
+
   /// A 16-bit operand copied with its rows padded for the tensor cores (ops/cuda/matmul.cpp). The
   /// two products gemm_concurrent runs often pad the same one (a language model head's output
   /// gradient, for g @ w and for g^T @ x): the first's copy then serves the second.

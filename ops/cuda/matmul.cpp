@@ -129,21 +129,23 @@ bool same_view(const Tensor& x, const Tensor& y) {
 
 // t [rows', cols'] into the top-left corner of a zero [rows, cols]. With `shared`, the first copy
 // made is kept there, and a later call for the same view and size takes it.
-Tensor zero_padded(Kernels& kernels, const Tensor& t, int64_t rows, int64_t cols,
+Tensor zero_padded(CudaKernels& kernels, const Tensor& t, int64_t rows, int64_t cols,
                    CudaKernels::PaddedCopy* shared) {
   if (t.size(0) == rows && t.size(1) == cols) return t;
   if (shared && shared->padded.defined() && same_view(shared->source, t) && shared->padded.size(0) == rows &&
       shared->padded.size(1) == cols)
     return shared->padded;
   Tensor padded = Tensor::empty({rows, cols}, t.dtype(), t.device());
-  kernels.fill(padded, 0.0);
-  Tensor corner = Tensor::make_view(padded, t.shape(), {cols, 1}, padded.offset());
-  kernels.copy(t, corner);
+  if (!kernels.copy_rows(t, padded)) {
+    kernels.fill(padded, 0.0);
+    Tensor corner = Tensor::make_view(padded, t.shape(), {cols, 1}, padded.offset());
+    kernels.copy(t, corner);
+  }
   if (shared && !shared->padded.defined()) *shared = {t, padded};
   return padded;
 }
 
-bool gemm_padded(Kernels& kernels, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
+bool gemm_padded(CudaKernels& kernels, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
                  double alpha, double beta, CudaKernels::PaddedCopy* shared) {
   PaddedDims d;
   if (!padded_dims(a, trans_a, b, trans_b, c, beta, d)) return false;
@@ -155,7 +157,8 @@ bool gemm_padded(Kernels& kernels, const Tensor& a, bool trans_a, const Tensor& 
   }
   Tensor cp = Tensor::empty({d.m, d.n}, c.dtype(), c.device());
   kernels.gemm(ap, trans_a, bp, trans_b, cp, alpha, 0);
-  kernels.copy(Tensor::make_view(cp, c.shape(), {d.n, 1}, cp.offset()), c);
+  const Tensor corner = Tensor::make_view(cp, c.shape(), {d.n, 1}, cp.offset());
+  if (!kernels.copy_rows(corner, c)) kernels.copy(corner, c);
   return true;
 }
 

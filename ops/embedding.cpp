@@ -67,10 +67,12 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
     }
   }
   if (autograd::needs_recording({weight})) {
-    autograd::record("embedding", out, {weight}, {ids}, [ids, padding, scale_grad_by_freq, rows, width](
+    // What the backward needs of the ids alone, made now (Kernels::embedding_backward_plan).
+    Tensor plan = kernels_for(weight.device()).embedding_backward_plan(ids, rows);
+    autograd::record("embedding", out, {weight}, {ids}, [ids, plan, padding, scale_grad_by_freq, rows, width](
                                                     const Tensor& g, const std::vector<bool>&) {
       Tensor grad_weight = Tensor::empty({rows, width}, g.dtype(), g.device());
-      kernels_for(g.device()).embedding_backward(g.contiguous().view({ids.numel(), width}), ids, padding,
+      kernels_for(g.device()).embedding_backward(g.contiguous().view({ids.numel(), width}), ids, plan, padding,
                                                  scale_grad_by_freq, grad_weight);
       return std::vector<Tensor>{grad_weight};
     });

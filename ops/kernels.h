@@ -165,8 +165,15 @@ class Kernels {
   /// fixed: v's k-th row in position order goes into partial sum k % kEmbeddingGradLanes, and the
   /// partial sums are added in lane order. The same bits every run on every device (CUDA sorts the
   /// ids; no atomics); 16-bit dtypes sum in float32.
-  virtual void embedding_backward(const Tensor& grad, const Tensor& ids, int64_t padding_idx, bool scale_grad_by_freq,
-                                  Tensor& grad_weight) = 0;
+  /// `plan` is embedding_backward_plan's for these ids, or undefined.
+  virtual void embedding_backward(const Tensor& grad, const Tensor& ids, const Tensor& plan, int64_t padding_idx,
+                                  bool scale_grad_by_freq, Tensor& grad_weight) = 0;
+  /// The part of embedding_backward that depends on the ids alone, made where they are known:
+  /// embedding() asks for it in the forward. CUDA sorts the ids there on the side stream, beside the
+  /// rest of the forward, rather than at the end of the backward (a GPT's two sorts: 25 us of its
+  /// step's last stretch, which nothing else overlapped). Undefined where a device makes none (the
+  /// CPU: its counting sort is cheap beside the sums).
+  virtual Tensor embedding_backward_plan(const Tensor& /*ids*/, int64_t /*rows*/) { return Tensor(); }
 
   // ---- gather and scatter along a dim (ops/gather_scatter.cpp, ops/indexing.cpp) ----
   // For every position p of index's shape (index int64, any strides, values already checked by the

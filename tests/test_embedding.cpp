@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "minidl.h"
+#include "ops/kernels.h"
 #include "test_cuda_util.h"
 #include "test_util.h"
 
@@ -215,6 +216,31 @@ TEST(CudaEmbedding, BackwardBitsRepeat) {
   };
   const Tensor first = grad_once();
   for (int run = 0; run < 3; ++run) EXPECT_TRUE(grad_once().equal(first)) << "run " << run;
+}
+
+// The forward sorts the ids on the side stream for the backward (Kernels::embedding_backward_plan):
+// the same bits as the backward sorting them itself, and a capture of the forward alone still
+// ends (the side work joins inside the graph).
+TEST(CudaEmbedding, TheForwardsPlanGivesTheBackwardsBits) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  using minidl::testing::gpu;
+  const Tensor ids = randint(65, {64, 256}).to(gpu());
+  const Tensor g = randn({64, 256, 48}, kFloat32, gpu());
+  Tensor w = randn({65, 48}, kFloat32, gpu()).requires_grad_();
+  embedding(w, ids).backward(g);
+  Tensor unplanned = Tensor::empty({65, 48}, kFloat32, gpu());
+  kernels_for(gpu()).embedding_backward(g.view({-1, 48}), ids.reshape({-1}), Tensor(), -1, false, unplanned);
+  EXPECT_TRUE(unplanned.equal(w.grad()));
+  EXPECT_GT(unplanned.abs().sum().item<double>(), 0.0);
+
+  Tensor out;
+  cuda::Graph graph;
+  graph.capture_begin();
+  out = embedding(w, ids);
+  graph.capture_end();
+  graph.replay();
+  EXPECT_TRUE(out.equal(embedding(w, ids)));
 }
 
 TEST(CudaEmbedding, BadIdIsReportedAtTheNextSync) {

@@ -181,6 +181,7 @@ void Graph::capture_begin() {
   MINIDL_CHECK(!captured(), "cuda::Graph::capture_begin: this graph was already captured; make a new one");
   DeviceGuard guard(impl_->device.index);
   cudaStream_t stream = compute_stream(impl_->device.index);
+  join_side_stream(impl_->device.index);  // eager side work stays out of the graph
   impl_->others_off_stream = std::unique_lock(capture_mutex(impl_->device.index));
   set_this_thread_captures(true);
   // Relaxed mode: the private pool may still cudaMalloc a new block while capturing (the stricter
@@ -199,6 +200,9 @@ void Graph::capture_begin() {
 void Graph::capture_end() {
   MINIDL_CHECK(impl_->capturing, "cuda::Graph::capture_end: not capturing");
   DeviceGuard guard(impl_->device.index);
+  // Side-stream work left to join later (a forward's embedding sort, when no backward followed it in
+  // the capture) must end inside the graph, or the capture fails.
+  join_side_stream(impl_->device.index);
   cudaError_t status = impl_->stop_capture();
   if (status != cudaSuccess) {
     cudaGetLastError();

@@ -12,8 +12,8 @@ class CpuKernels final : public Kernels {
   void arange(Tensor& dst, double start, double step) override;
   void index_select(const Tensor& src, int64_t dim, const Tensor& index, Tensor& out) override;
   void index_add(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst) override;
-  void embedding_backward(const Tensor& grad, const Tensor& ids, int64_t padding_idx, bool scale_grad_by_freq,
-                          Tensor& grad_weight) override;
+  void embedding_backward(const Tensor& grad, const Tensor& ids, const Tensor& plan, int64_t padding_idx,
+                          bool scale_grad_by_freq, Tensor& grad_weight) override;
   void gather(const Tensor& src, int64_t dim, const Tensor& index, Tensor& out) override;
   void scatter(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst, bool accumulate) override;
   Tensor nonzero(const Tensor& x) override;

@@ -9,8 +9,8 @@
 
 namespace minidl {
 
-void CpuKernels::embedding_backward(const Tensor& grad, const Tensor& ids, int64_t padding_idx,
-                                    bool scale_grad_by_freq, Tensor& grad_weight) {
+void CpuKernels::embedding_backward(const Tensor& grad, const Tensor& ids, const Tensor& /*plan*/,
+                                    int64_t padding_idx, bool scale_grad_by_freq, Tensor& grad_weight) {
   const int64_t n = ids.numel(), rows = grad_weight.size(0), d = grad_weight.size(1);
   const int64_t* id = ids.data<int64_t>();
   // The positions of each id in order (a counting sort): run_start[v] .. run_start[v + 1].

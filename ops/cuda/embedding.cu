@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <bit>
 #include <climits>
+#include <vector>
 
+#include "core/cuda/context.h"
 #include "ops/cuda/common.cuh"
 
 namespace minidl {
@@ -100,57 +102,86 @@ __global__ void sum_short_runs_kernel(const T* grad, const int64_t* order, const
 // Runs of at most this many rows on average take sum_short_runs_kernel.
 constexpr int64_t kShortRunRows = 4;
 
+// The ids' order and runs, as embedding_backward reads them: plan int64 [n + 2 rows] holding the
+// positions in sorted-id order, then run_start, then run_end. Queued on `stream`; the temporaries
+// it writes are added to `scratch`, which must outlive that work.
+Tensor sort_into_runs(const Tensor& ids, int64_t rows, cudaStream_t stream, int device_index,
+                      std::vector<Tensor>& scratch) {
+  const int64_t n = ids.numel();
+  const Device device = ids.device();
+  MINIDL_CHECK(n <= INT32_MAX, "embedding_backward: at most ", INT32_MAX, " ids on CUDA (CUB's item count), got ", n);
+  Tensor plan = Tensor::empty({n + 2 * rows}, kInt64, device);
+  int64_t* order = ptr<int64_t>(plan);
+  int64_t* run_start = order + n;
+  int64_t* run_end = run_start + rows;
+  CUDA_CHECK(cudaMemsetAsync(run_start, 0, static_cast<size_t>(2 * rows) * sizeof(int64_t), stream));
+  if (n == 0) return plan;
+  const int items = static_cast<int>(n);
+  Tensor positions = Tensor::empty({n}, kInt64, device), sorted = Tensor::empty({n}, kInt64, device);
+  positions_kernel<<<blocks_for(n), kThreads, 0, stream>>>(ptr<int64_t>(positions), n);
+  CUDA_LAUNCH_CHECK(positions_kernel);
+  // Only the bits a valid id can have are sorted: one pass of CUB's radix sort for up to 256 rows
+  // (a character vocabulary, a context's positions) where all 64 bits took eight (46 us of a GPT's
+  // step on an H200). An id out of range may then land inside a valid id's run, but the forward and
+  // mark_runs_kernel report it, so the op fails rather than return that gradient.
+  const int end_bit = std::max(1, static_cast<int>(std::bit_width(static_cast<uint64_t>(rows - 1))));
+  size_t temp_bytes = 0;
+  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, ptr<const int64_t>(ids), ptr<int64_t>(sorted),
+                                             ptr<const int64_t>(positions), order, items, 0, end_bit, stream));
+  Tensor temp = Tensor::empty({static_cast<int64_t>((temp_bytes + 7) / 8)}, kInt64, device);
+  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.raw_data(), temp_bytes, ptr<const int64_t>(ids),
+                                             ptr<int64_t>(sorted), ptr<const int64_t>(positions), order, items, 0,
+                                             end_bit, stream));
+  mark_runs_kernel<<<blocks_for(n), kThreads, 0, stream>>>(ptr<const int64_t>(sorted), order, n, rows, run_start,
+                                                           run_end, device_error_report(device_index));
+  CUDA_LAUNCH_CHECK(mark_runs_kernel);
+  scratch.insert(scratch.end(), {positions, sorted, temp});
+  return plan;
+}
+
 }  // namespace
 
-void CudaKernels::embedding_backward(const Tensor& grad, const Tensor& ids, int64_t padding_idx,
-                                     bool scale_grad_by_freq, Tensor& grad_weight) {
+Tensor CudaKernels::embedding_backward_plan(const Tensor& ids, int64_t rows) {
+  if (rows == 0) return Tensor();
+  cuda::DeviceGuard guard(device_);
+  // On the side stream, after what the compute stream has queued (the ids); it joins when the
+  // backward reads the plan (or sooner: core/cuda/side_stream.cpp), and keeps its temporaries and
+  // the ids alive until then.
+  const cudaStream_t side = cuda::side_stream(device_);
+  cuda::join_side_stream_if_holding_much(device_);
+  cuda::stream_wait(device_, side, stream_);
+  std::vector<Tensor> reads{ids};
+  Tensor plan = sort_into_runs(ids, rows, side, device_, reads);
+  cuda::join_side_stream_later(device_, std::move(reads), {plan.impl().storage->data()});
+  return plan;
+}
+
+void CudaKernels::embedding_backward(const Tensor& grad, const Tensor& ids, const Tensor& given_plan,
+                                     int64_t padding_idx, bool scale_grad_by_freq, Tensor& grad_weight) {
   const int64_t n = ids.numel(), rows = grad_weight.size(0), width = grad_weight.size(1);
   if (grad_weight.numel() == 0) return;
   cuda::DeviceGuard guard(device_);
-  const Device device = grad_weight.device();
-  MINIDL_CHECK(n <= INT32_MAX, "embedding_backward: at most ", INT32_MAX, " ids on CUDA (CUB's item count), got ", n);
-  Tensor run_bounds = Tensor::empty({2, rows}, kInt64, device);  // run_start, run_end
-  CUDA_CHECK(cudaMemsetAsync(run_bounds.raw_data(), 0, run_bounds.nbytes(), stream_));
-  int64_t* run_start = ptr<int64_t>(run_bounds);
-  int64_t* run_end = run_start + rows;
-  Tensor sorted, order;
-  if (n > 0) {
-    const int items = static_cast<int>(n);
-    Tensor positions = Tensor::empty({n}, kInt64, device);
-    sorted = Tensor::empty({n}, kInt64, device);
-    order = Tensor::empty({n}, kInt64, device);
-    positions_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(ptr<int64_t>(positions), n);
-    CUDA_LAUNCH_CHECK(positions_kernel);
-    // Only the bits a valid id can have are sorted: one pass of CUB's radix sort for up to 256 rows
-    // (a character vocabulary, a context's positions) where all 64 bits took eight (46 us of a GPT's
-    // step on an H200). An id out of range may then land inside a valid id's run, but the forward and
-    // mark_runs_kernel report it, so the op fails rather than return that gradient.
-    const int end_bit = std::max(1, static_cast<int>(std::bit_width(static_cast<uint64_t>(rows - 1))));
-    size_t temp_bytes = 0;
-    CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, ptr<const int64_t>(ids), ptr<int64_t>(sorted),
-                                               ptr<const int64_t>(positions), ptr<int64_t>(order), items, 0, end_bit,
-                                               stream_));
-    Tensor temp = Tensor::empty({static_cast<int64_t>((temp_bytes + 7) / 8)}, kInt64, device);
-    CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.raw_data(), temp_bytes, ptr<const int64_t>(ids),
-                                               ptr<int64_t>(sorted), ptr<const int64_t>(positions), ptr<int64_t>(order),
-                                               items, 0, end_bit, stream_));
-    mark_runs_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(ptr<const int64_t>(sorted), ptr<const int64_t>(order), n,
-                                                              rows, run_start, run_end, device_error_report(device_));
-    CUDA_LAUNCH_CHECK(mark_runs_kernel);
-  }
-  const int64_t* no_order = n > 0 ? ptr<const int64_t>(order) : nullptr;  // every run is empty then
+  MINIDL_CHECK(!given_plan.defined() || given_plan.numel() == n + 2 * rows, "embedding_backward: expected a plan of ",
+               n + 2 * rows, " entries for ", n, " ids and ", rows, " rows, got ", given_plan.numel());
+  std::vector<Tensor> scratch;  // freed after the sums are queued, on this stream
+  Tensor plan = given_plan;
+  if (!plan.defined()) plan = sort_into_runs(ids, rows, stream_, device_, scratch);
+  else if (cuda::side_stream_writes(device_, plan.impl().storage->data())) cuda::join_side_stream(device_);
+  const int64_t* order = ptr<const int64_t>(plan);
+  const int64_t* run_start = order + n;
+  const int64_t* run_end = run_start + rows;
   dispatch_floating_and_half(grad.dtype(), "embedding_backward", [&](auto tag) {
     using T = decltype(tag);
     if (n <= kShortRunRows * rows) {
       sum_short_runs_kernel<T><<<blocks_for(rows * width), kThreads, 0, stream_>>>(
-          ptr<const T>(grad), no_order, run_start, run_end, rows, width, padding_idx, scale_grad_by_freq,
+          ptr<const T>(grad), order, run_start, run_end, rows, width, padding_idx, scale_grad_by_freq,
           ptr<T>(grad_weight));
       CUDA_LAUNCH_CHECK(sum_short_runs_kernel);
       return;
     }
     const dim3 grid(static_cast<unsigned>((width + 31) / 32), static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
     sum_runs_kernel<T><<<grid, dim3(32, kEmbeddingGradLanes), 0, stream_>>>(
-        ptr<const T>(grad), no_order, run_start, run_end, rows, width, padding_idx, scale_grad_by_freq,
+        ptr<const T>(grad), order, run_start, run_end, rows, width, padding_idx, scale_grad_by_freq,
         ptr<T>(grad_weight));
     CUDA_LAUNCH_CHECK(sum_runs_kernel);
   });

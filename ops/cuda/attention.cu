@@ -36,6 +36,7 @@
 // from 0.226 to 0.207 ms at L = 256 and from 2.14 to 2.00 at L = 1024 (the same H200, before the
 // key-row passes' tiles went to 32 columns), for 3.1 MB a layer of char_gpt. Kernels for p = 0 are
 // compiled without dropout.
+#include "core/cuda/launch.cuh"
 #include "ops/cuda/attention_mma.cuh"
 #include "ops/cuda/cudnn_attention.h"
 #include "core/deterministic.h"
@@ -436,6 +437,7 @@ namespace {
 
 __global__ void philox_seed_offset_kernel(uint64_t seed, uint64_t offset, const uint64_t* device_state,
                                           int64_t* out) {
+  wait_for_earlier_kernels();  // started early, ahead of cuDNN's attention that reads it
   out[0] = static_cast<int64_t>(device_state ? device_state[0] : seed);
   out[2] = static_cast<int64_t>(offset + (device_state ? device_state[1] : 0));
 }
@@ -451,10 +453,9 @@ void write_philox_seed_offset(const Tensor& rng_state, Tensor& seed_offset, cuda
                "write_philox_seed_offset: expected a contiguous int64 [2, 2] tensor on a CUDA device, got ",
                seed_offset.dtype(), " ", seed_offset.shape(), " on ", seed_offset.device());
   const int64_t* state = static_cast<const int64_t*>(rng_state.raw_data());
-  philox_seed_offset_kernel<<<1, 1, 0, stream>>>(static_cast<uint64_t>(state[0]), static_cast<uint64_t>(state[1]),
-                                                 reinterpret_cast<const uint64_t*>(static_cast<uintptr_t>(state[2])),
-                                                 ptr<int64_t>(seed_offset));
-  CUDA_LAUNCH_CHECK(philox_seed_offset_kernel);
+  launch_early("philox_seed_offset_kernel", philox_seed_offset_kernel, 1, 1, 0, stream,
+               static_cast<uint64_t>(state[0]), static_cast<uint64_t>(state[1]),
+               reinterpret_cast<const uint64_t*>(static_cast<uintptr_t>(state[2])), ptr<int64_t>(seed_offset));
 }
 
 Tensor attention_dropout_mask(int64_t B, int64_t L, int64_t S, const Tensor& rng_state, double dropout_p,

@@ -51,6 +51,9 @@ void join_side_stream_later(int index, std::vector<Tensor> reads, const std::vec
 /// True when `ptr`, a block's start, is written by side work not joined yet (the allocator joins
 /// before such a block can be reused).
 bool side_stream_writes(int index, const void* ptr);
+/// Where side work that joins later starts: join_side_stream_if_holding_much, then the side stream
+/// waits for what `compute` has queued so far. Returns the side stream.
+cudaStream_t fork_side_stream(int index, cudaStream_t compute);
 /// Makes the compute stream of `index` wait for its side stream's unjoined work; no-op when none.
 void join_side_stream(int index);
 /// join_side_stream where the unjoined work holds more than kMaxUnjoinedReadBytes of reads alive:

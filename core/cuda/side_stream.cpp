@@ -97,6 +97,13 @@ void join_side_stream_if_holding_much(int index) {
   if (held > kMaxUnjoinedReadBytes) join_side_stream(index);
 }
 
+cudaStream_t fork_side_stream(int index, cudaStream_t compute) {
+  join_side_stream_if_holding_much(index);
+  const cudaStream_t side = side_stream(index);
+  stream_wait(index, side, compute);
+  return side;
+}
+
 bool uses_unjoined_side_work(const Tensor& t) {
   if (!t.defined() || !t.device().is_cuda() || !has_unjoined(t.device().index)) return false;
   const void* base = t.impl().storage->data();

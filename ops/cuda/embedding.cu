@@ -147,9 +147,7 @@ Tensor CudaKernels::embedding_backward_plan(const Tensor& ids, int64_t rows) {
   // On the side stream, after what the compute stream has queued (the ids); it joins when the
   // backward reads the plan (or sooner: core/cuda/side_stream.cpp), and keeps its temporaries and
   // the ids alive until then.
-  const cudaStream_t side = cuda::side_stream(device_);
-  cuda::join_side_stream_if_holding_much(device_);
-  cuda::stream_wait(device_, side, stream_);
+  const cudaStream_t side = cuda::fork_side_stream(device_, stream_);
   std::vector<Tensor> reads{ids};
   Tensor plan = sort_into_runs(ids, rows, side, device_, reads);
   cuda::join_side_stream_later(device_, std::move(reads), {plan.impl().storage->data()});

@@ -294,7 +294,6 @@ constexpr double kLargeFirstFlops = 4e9;
 
 void CudaKernels::gemm_concurrent(const GemmCall& first, const GemmCall& second) {
   cuda::DeviceGuard guard(device_);
-  const cudaStream_t side = cuda::side_stream(device_);
   const int64_t blocks = cuda::side_stream_blocks(device_);
   const Tensor &a = second.a, &b = second.b;
   // A product that pads (gemm_padded) runs its copies on the compute stream, after the first, and
@@ -318,8 +317,7 @@ void CudaKernels::gemm_concurrent(const GemmCall& first, const GemmCall& second)
   const bool after_first = first_flops >= kLargeFirstFlops ||
                            gemm_lt_keeps_within(a, second.trans_a, b, second.trans_b, second.c, blocks);
   if (after_first) gemm_row_sums(first);
-  cuda::join_side_stream_if_holding_much(device_);
-  cuda::stream_wait(device_, side, stream_);  // the side stream starts after what came before
+  const cudaStream_t side = cuda::fork_side_stream(device_, stream_);  // after what came before
   bool second_on_side = !after_first && weight_grad_layout(second) && !mixed_product(a, second.c) &&
                         narrow_weight_grad(side, a, b, second.c, second.row_sums);
   const bool sums_left = !second_on_side && second.row_sums;

@@ -496,6 +496,9 @@ Tensor linear_gelu_linear_op(const Tensor& x, const Tensor& w1, const Tensor& b1
   Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
   Tensor out2 = flat_view(out, {rows, out_features});
   {
+    // The GELU is a pass of its own, not a library product's epilogue: cuBLASLt's GELU epilogues
+    // compute the tanh form only, and cuDNN's fused matmul with the exact form ran slower than the
+    // product and this pass together (measured on an H200: docs/benchmarks.md, eighteenth section).
     Tensor activated = Tensor::empty({rows, hidden_features}, x.dtype(), x.device());
     k.unary(gelu_op, hidden, activated);
     if (bias2.defined()) k.gemm_bias(activated, false, ow2.data, !ow2.trans, bias2, false, out2);

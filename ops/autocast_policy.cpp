@@ -15,13 +15,21 @@ namespace minidl::autocast {
 
 namespace {
 
-constexpr Policy LP = Policy::LowerPrecision, F32 = Policy::Float32, NONE = Policy::None, BAN = Policy::Banned;
+constexpr Policy LP = Policy::LowerPrecision, F32 = Policy::Float32, PRO = Policy::Promote, NONE = Policy::None,
+                 BAN = Policy::Banned;
 
 const std::vector<PolicyRow> kTable = {
     //  op                                 name                                cuda  cpu
     {Op::matmul, "matmul", LP, LP},
     {Op::mm, "mm", LP, LP},
     {Op::bmm, "bmm", LP, LP},
+    {Op::mv, "mv", LP, NONE},
+    {Op::dot, "dot", PRO, NONE},
+    {Op::addmm, "addmm", LP, LP},
+    {Op::baddbmm, "baddbmm", LP, LP},
+    {Op::addbmm, "addbmm", LP, LP},
+    {Op::addmv, "addmv", LP, NONE},
+    {Op::addr, "addr", LP, NONE},
     {Op::linear, "linear", LP, LP},
     {Op::linear_relu, "linear_relu", LP, LP},
     {Op::linear_relu_linear, "linear_relu_linear", LP, LP},

@@ -27,7 +27,7 @@ const char* policy_name(Policy policy);
 
 /// The ops that consult the table (one per op family, not per overload).
 enum class Op : uint8_t {
-  matmul, mm, bmm, linear, linear_relu, linear_relu_linear, linear_gelu_linear, conv1d, conv2d, conv2d_relu,
+  matmul, mm, bmm, mv, dot, addmm, baddbmm, addbmm, addmv, addr, linear, linear_relu, linear_relu_linear, linear_gelu_linear, conv1d, conv2d, conv2d_relu,
   conv2d_relu_max_pool2d, conv_transpose2d, einsum, scaled_dot_product_attention,
   softmax, log_softmax, layer_norm, group_norm, batch_norm, exp, log, pow, sum, prod,
   logsumexp, norm,

@@ -17,20 +17,13 @@
 #include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/kernels.h"
+#include "ops/matmul_operand.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
 
 namespace minidl {
 
 namespace {
-
-// A matrix (or batch of matrices) as the kernel takes it: contiguous `data`, read as its transpose
-// when `trans`. The logical matrix is op(data).
-struct Operand {
-  Tensor data;
-  bool trans = false;
-  Operand transposed() const { return {data, !trans}; }
-};
 
 // Batch slice i of a contiguous 3-D tensor as a 2-D tensor.
 Tensor slice(const Tensor& t, int64_t i) {
@@ -44,21 +37,8 @@ Tensor flat_view(const Tensor& t, Shape shape) {
   return Tensor::make_view(t, std::move(shape), std::move(strides), t.offset());
 }
 
-// Called without grad mode: a copy made here is plumbing, not a node of the graph.
-Operand as_operand(const Tensor& x) {
-  if (x.is_contiguous()) return {x.detach(), false};
-  Shape shape = x.shape();
-  Strides strides = x.strides();
-  const size_t r = shape.size();
-  std::swap(shape[r - 1], shape[r - 2]);
-  std::swap(strides[r - 1], strides[r - 2]);
-  Tensor swapped = Tensor::make_view(x, std::move(shape), std::move(strides), x.offset());
-  if (swapped.is_contiguous()) return {swapped, true};
-  return {x.contiguous().detach(), false};
-}
-
 // c = op(a) @ op(b); a 2-D side is shared by a batched other side.
-void product(const Operand& a, const Operand& b, Tensor& c) {
+void product(const GemmOperand& a, const GemmOperand& b, Tensor& c) {
   Kernels& k = kernels_for(c.device());
   if (a.data.dim() == 3 && !a.trans && b.data.dim() == 2) {
     // [B, M, K] @ [K, N] is one [B*M, K] @ [K, N] product: a single large GEMM beats B small ones.
@@ -71,7 +51,7 @@ void product(const Operand& a, const Operand& b, Tensor& c) {
 }
 
 // c (2-D) = sum over the batch of op(a)_i @ op(b)_i, for the gradient of a shared 2-D operand.
-void product_summed(const Operand& a, const Operand& b, Tensor& c) {
+void product_summed(const GemmOperand& a, const GemmOperand& b, Tensor& c) {
   Kernels& k = kernels_for(c.device());
   const int64_t batch = a.data.size(0);
   if (a.trans && !b.trans) {
@@ -190,7 +170,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   const bool batched = a.dim() == 3 || b.dim() == 3;
   Shape out_shape{a.size(-2), b.size(-1)};
   if (batched) out_shape.insert(out_shape.begin(), a.dim() == 3 ? a.size(0) : b.size(0));
-  Operand oa, ob;
+  GemmOperand oa, ob;
   {
     NoGradGuard no_grad;
     oa = as_operand(a);
@@ -200,14 +180,14 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   product(oa, ob, out);
   if (autograd::needs_recording({a, b})) {
     // Each operand is saved only for the other's gradient.
-    Operand saved_a = b.requires_grad() ? oa : Operand{};
-    Operand saved_b = a.requires_grad() ? ob : Operand{};
+    GemmOperand saved_a = b.requires_grad() ? oa : GemmOperand{};
+    GemmOperand saved_b = a.requires_grad() ? ob : GemmOperand{};
     // As given too, for a create_graph backward: it multiplies with recorded ops.
     Tensor a_given = b.requires_grad() ? a : Tensor(), b_given = a.requires_grad() ? b : Tensor();
     autograd::record("matmul", out, {a, b}, {saved_a.data, saved_b.data}, [saved_a, saved_b, a_given, b_given, sa = a.shape(), sb = b.shape()](
                                                 const Tensor& g, const std::vector<bool>& needs) {
       if (grad_mode_enabled()) return matmul_backward_recorded(g, a_given, b_given, sa, sb, needs);
-      const Operand og = as_operand(g);
+      const GemmOperand og = as_operand(g);
       Tensor ga, gb;
       if (needs[0]) {
         ga = Tensor::empty(sa, g.dtype(), g.device());
@@ -231,7 +211,7 @@ namespace {
 // gx = g @ W and gw = g^T @ x, each where not null, and the bias gradient (g summed over the rows)
 // where gb is not null: with the weight gradient where there is one (one kernel for a narrow layer
 // on CUDA), else a reduction in g's layout.
-void linear_backward_products(Kernels& k, const Operand& og, const Operand& x, const Operand& w, Tensor* gx,
+void linear_backward_products(Kernels& k, const GemmOperand& og, const GemmOperand& x, const GemmOperand& w, Tensor* gx,
                               Tensor* gw, Tensor* gb) {
   const int64_t rows = og.trans ? og.data.size(1) : og.data.size(0);
   const int64_t out_features = og.trans ? og.data.size(0) : og.data.size(1);
@@ -263,7 +243,7 @@ Tensor linear_op(const char* name, const Tensor& x, const Tensor& weight, const 
   const int64_t rows = in == 0 ? shape_numel(Shape(x.shape().begin(), x.shape().end() - 1)) : x.numel() / in;
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
-  Operand ox, ow;
+  GemmOperand ox, ow;
   Tensor b;
   {
     NoGradGuard no_grad;
@@ -282,8 +262,8 @@ Tensor linear_op(const char* name, const Tensor& x, const Tensor& weight, const 
 
   const Tensor &weight_recorded = autocast::recorded(masters, 1, weight), &bias_recorded = autocast::recorded(masters, 2, bias);
   if (autograd::needs_recording({x, weight_recorded, bias_recorded})) {
-    Operand saved_x = weight_recorded.requires_grad() ? ox : Operand{};
-    Operand saved_w = x.requires_grad() ? ow : Operand{};
+    GemmOperand saved_x = weight_recorded.requires_grad() ? ox : GemmOperand{};
+    GemmOperand saved_w = x.requires_grad() ? ow : GemmOperand{};
     // ReLU's gradient needs only where its output is positive: the output is saved detached.
     Tensor saved_out = relu ? out2.detach() : Tensor();
     // As given too, for a create_graph backward: it composes mm and sum. A master weight's copy is
@@ -378,7 +358,7 @@ void check_two_layers(const char* name, const Tensor& x, const Tensor& w1, const
 struct TwoLayers {
   int64_t in, hidden, out, rows;
   Shape out_shape;
-  Operand x, w1, w2;
+  GemmOperand x, w1, w2;
   Tensor b1, b2;
 };
 
@@ -424,7 +404,7 @@ Tensor linear_relu_linear_op(const Tensor& x, const Tensor& w1, const Tensor& b1
   const TwoLayers l = two_layers(x, w1, b1, w2, b2);
   const int64_t in = l.in, hidden_features = l.hidden, out_features = l.out, rows = l.rows;
   const Shape& out_shape = l.out_shape;
-  const Operand &ox = l.x, &ow1 = l.w1, &ow2 = l.w2;
+  const GemmOperand &ox = l.x, &ow1 = l.w1, &ow2 = l.w2;
   // The kernel's first epilogue always adds a bias.
   const Tensor bias1 = l.b1.defined() ? l.b1 : zeros({hidden_features}, x.dtype(), x.device()), &bias2 = l.b2;
   Kernels& k = kernels_for(x.device());
@@ -436,9 +416,9 @@ Tensor linear_relu_linear_op(const Tensor& x, const Tensor& w1, const Tensor& b1
   const Recorded r = recorded_two_layers(x, w1, b1, w2, b2, masters);
   if (autograd::needs_recording({r.x, r.w1, r.b1, r.w2, r.b2})) {
     const bool first_needed = x.requires_grad() || r.w1.requires_grad() || (r.b1.defined() && r.b1.requires_grad());
-    Operand saved_x = r.w1.requires_grad() ? ox : Operand{};
-    Operand saved_w1 = x.requires_grad() ? ow1 : Operand{};
-    Operand saved_w2 = first_needed ? ow2 : Operand{};
+    GemmOperand saved_x = r.w1.requires_grad() ? ox : GemmOperand{};
+    GemmOperand saved_w1 = x.requires_grad() ? ow1 : GemmOperand{};
+    GemmOperand saved_w2 = first_needed ? ow2 : GemmOperand{};
     // The hidden layer's output: the ReLU's mask and the second weight's gradient both read it.
     autograd::record("linear_relu_linear", out, {r.x, r.w1, r.b1, r.w2, r.b2},
                      {saved_x.data, saved_w1.data, saved_w2.data, hidden},
@@ -485,7 +465,7 @@ Tensor linear_gelu_linear_op(const Tensor& x, const Tensor& w1, const Tensor& b1
   const TwoLayers l = two_layers(x, w1, b1, w2, b2);
   const int64_t in = l.in, hidden_features = l.hidden, out_features = l.out, rows = l.rows;
   const Shape& out_shape = l.out_shape;
-  const Operand &ox = l.x, &ow1 = l.w1, &ow2 = l.w2;
+  const GemmOperand &ox = l.x, &ow1 = l.w1, &ow2 = l.w2;
   const Tensor &bias1 = l.b1, &bias2 = l.b2;
   Kernels& k = kernels_for(x.device());
   // The GELU's input, the one [rows, hidden] tensor the backward keeps; its output lives only until
@@ -508,9 +488,9 @@ Tensor linear_gelu_linear_op(const Tensor& x, const Tensor& w1, const Tensor& b1
   const Recorded r = recorded_two_layers(x, w1, b1, w2, b2, masters);
   if (autograd::needs_recording({r.x, r.w1, r.b1, r.w2, r.b2})) {
     const bool first_needed = x.requires_grad() || r.w1.requires_grad() || (r.b1.defined() && r.b1.requires_grad());
-    Operand saved_x = r.w1.requires_grad() ? ox : Operand{};
-    Operand saved_w1 = x.requires_grad() ? ow1 : Operand{};
-    Operand saved_w2 = first_needed ? ow2 : Operand{};
+    GemmOperand saved_x = r.w1.requires_grad() ? ox : GemmOperand{};
+    GemmOperand saved_w1 = x.requires_grad() ? ow1 : GemmOperand{};
+    GemmOperand saved_w2 = first_needed ? ow2 : GemmOperand{};
     // Not twice differentiable (a create_graph backward stops with the engine's error naming the
     // op), as gelu's own backward is not: the composition could not be differentiated twice either.
     autograd::record("linear_gelu_linear", out, {r.x, r.w1, r.b1, r.w2, r.b2},

@@ -1,5 +1,9 @@
 #pragma once
-// mm and bmm: matmul with libtorch's stricter shape rules (exactly 2-D, exactly 3-D, no broadcasting).
+// libtorch's BLAS-named products: matmul under stricter shape rules (mm, bmm, mv, dot, outer), and
+// the ones that add a product to a tensor, beta * input + alpha * product (addmm, addbmm, baddbmm,
+// addmv, addr). As in PyTorch, input broadcasts to the product's shape, and beta == 0 ignores it
+// (NaN and infinity in it too); the operands of one call share a dtype.
+#include "core/scalar.h"
 #include "core/tensor.h"
 
 namespace minidl {
@@ -8,5 +12,32 @@ namespace minidl {
 Tensor mm(const Tensor& a, const Tensor& b);
 /// [b, n, m] @ [b, m, p] -> [b, n, p]; both exactly 3-D with one batch size.   bmm(q, k.transpose(1, 2))
 Tensor bmm(const Tensor& a, const Tensor& b);
+/// [n, m] @ [m] -> [n].   mv(w, x)
+Tensor mv(const Tensor& mat, const Tensor& vec);
+/// The 0-d inner product of two 1-D tensors of one size and dtype.   dot(a, b).item<float>()
+Tensor dot(const Tensor& a, const Tensor& b);
+/// [n] x [m] -> [n, m], a[i] * b[j], the dtypes promoted as mul promotes them.   outer(a, b)
+Tensor outer(const Tensor& a, const Tensor& b);
+
+/// beta * input + alpha * (mat1 @ mat2); mat1 [n, m], mat2 [m, p], input broadcast to [n, p]. The
+/// GEMM adds the product to input's copy (cuBLAS's beta); a bias row with beta = alpha = 1 is
+/// linear's bias epilogue.   addmm(bias, x, w.t())   addmm(c, a, b, 0.5, 2.0)
+Tensor addmm(const Tensor& input, const Tensor& mat1, const Tensor& mat2, const Scalar& beta = 1,
+             const Scalar& alpha = 1);
+/// beta * input + alpha * bmm(batch1, batch2); batch1 [b, n, m], batch2 [b, m, p], input broadcast
+/// to [b, n, p]: attention's scores with their additive mask in one GEMM.
+///   baddbmm(mask, q, k.transpose(1, 2), 1, 1 / std::sqrt(head_size))
+Tensor baddbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2, const Scalar& beta = 1,
+               const Scalar& alpha = 1);
+/// beta * input + alpha * sum over i of batch1[i] @ batch2[i]; input broadcast to [n, p]. One GEMM
+/// over the batch laid side by side along m.   addbmm(c, a, b)
+Tensor addbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2, const Scalar& beta = 1,
+              const Scalar& alpha = 1);
+/// beta * input + alpha * mv(mat, vec); input broadcast to [n].   addmv(b, w, x)
+Tensor addmv(const Tensor& input, const Tensor& mat, const Tensor& vec, const Scalar& beta = 1,
+             const Scalar& alpha = 1);
+/// beta * input + alpha * outer(vec1, vec2); input broadcast to [n, m].   addr(w, u, v, 1, -lr)
+Tensor addr(const Tensor& input, const Tensor& vec1, const Tensor& vec2, const Scalar& beta = 1,
+            const Scalar& alpha = 1);
 
 }  // namespace minidl

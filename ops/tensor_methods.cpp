@@ -106,6 +106,24 @@ Tensor Tensor::log_softmax(int64_t dim) const { return minidl::log_softmax(*this
 Tensor Tensor::matmul(const Tensor& other) const { return minidl::matmul(*this, other); }
 Tensor Tensor::mm(const Tensor& mat2) const { return minidl::mm(*this, mat2); }
 Tensor Tensor::bmm(const Tensor& mat2) const { return minidl::bmm(*this, mat2); }
+Tensor Tensor::mv(const Tensor& vec) const { return minidl::mv(*this, vec); }
+Tensor Tensor::dot(const Tensor& other) const { return minidl::dot(*this, other); }
+Tensor Tensor::outer(const Tensor& vec2) const { return minidl::outer(*this, vec2); }
+Tensor Tensor::addmm(const Tensor& mat1, const Tensor& mat2, const Scalar& beta, const Scalar& alpha) const {
+  return minidl::addmm(*this, mat1, mat2, beta, alpha);
+}
+Tensor Tensor::baddbmm(const Tensor& batch1, const Tensor& batch2, const Scalar& beta, const Scalar& alpha) const {
+  return minidl::baddbmm(*this, batch1, batch2, beta, alpha);
+}
+Tensor Tensor::addbmm(const Tensor& batch1, const Tensor& batch2, const Scalar& beta, const Scalar& alpha) const {
+  return minidl::addbmm(*this, batch1, batch2, beta, alpha);
+}
+Tensor Tensor::addmv(const Tensor& mat, const Tensor& vec, const Scalar& beta, const Scalar& alpha) const {
+  return minidl::addmv(*this, mat, vec, beta, alpha);
+}
+Tensor Tensor::addr(const Tensor& vec1, const Tensor& vec2, const Scalar& beta, const Scalar& alpha) const {
+  return minidl::addr(*this, vec1, vec2, beta, alpha);
+}
 
 // ---- arithmetic ----
 Tensor Tensor::add(const Tensor& other, const Scalar& alpha) const { return minidl::add(*this, other, alpha); }

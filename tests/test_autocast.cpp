@@ -59,7 +59,7 @@ Tensor labels(int64_t n, int64_t classes) {
   return Tensor::from_vector<int64_t>(v);
 }
 
-const Policy LP = Policy::LowerPrecision, F32 = Policy::Float32, NONE = Policy::None;
+const Policy LP = Policy::LowerPrecision, F32 = Policy::Float32, PRO = Policy::Promote, NONE = Policy::None;
 
 std::vector<Case> cases() {
   return {
@@ -69,6 +69,20 @@ std::vector<Case> cases() {
        [](const std::vector<Tensor>& t) { return mm(t[0], t[1]); }},
       {"bmm", LP, LP, [] { return std::vector<Tensor>{r({2, 4, 8}), r({2, 8, 5})}; },
        [](const std::vector<Tensor>& t) { return bmm(t[0], t[1]); }},
+      {"mv", LP, NONE, [] { return std::vector<Tensor>{r({4, 8}), r({8})}; },
+       [](const std::vector<Tensor>& t) { return mv(t[0], t[1]); }},
+      {"dot", PRO, NONE, [] { return std::vector<Tensor>{r({8}), r({8})}; },
+       [](const std::vector<Tensor>& t) { return dot(t[0], t[1]); }},
+      {"addmm", LP, LP, [] { return std::vector<Tensor>{r({4, 5}), r({4, 8}), r({8, 5})}; },
+       [](const std::vector<Tensor>& t) { return addmm(t[0], t[1], t[2], 0.5, 2); }},
+      {"baddbmm", LP, LP, [] { return std::vector<Tensor>{r({4, 5}), r({2, 4, 8}), r({2, 8, 5})}; },
+       [](const std::vector<Tensor>& t) { return baddbmm(t[0], t[1], t[2]); }},
+      {"addbmm", LP, LP, [] { return std::vector<Tensor>{r({4, 5}), r({2, 4, 8}), r({2, 8, 5})}; },
+       [](const std::vector<Tensor>& t) { return addbmm(t[0], t[1], t[2]); }},
+      {"addmv", LP, NONE, [] { return std::vector<Tensor>{r({4}), r({4, 8}), r({8})}; },
+       [](const std::vector<Tensor>& t) { return addmv(t[0], t[1], t[2]); }},
+      {"addr", LP, NONE, [] { return std::vector<Tensor>{r({4, 5}), r({4}), r({5})}; },
+       [](const std::vector<Tensor>& t) { return addr(t[0], t[1], t[2]); }},
       {"linear", LP, LP, [] { return std::vector<Tensor>{r({4, 8}), r({5, 8}), r({5})}; },
        [](const std::vector<Tensor>& t) { return linear(t[0], t[1], t[2]); }},
       {"linear_relu", LP, LP, [] { return std::vector<Tensor>{r({4, 8}), r({5, 8}), r({5})}; },
@@ -139,14 +153,16 @@ std::vector<Case> cases() {
 // Runs every case under AutocastGuard(device, dtype). A lower-precision op gets float32 inputs and
 // must return `dtype`, close to its float32 result; a float32 op gets `dtype` inputs and must return
 // float32 equal to the float32 op on the same (widened) values, which tells that it computed in
-// float32; an op without a policy on the device must return `dtype`.
+// float32; a promoting op gets its first input in float32 and the others in `dtype`, and must
+// return float32 as above; an op without a policy on the device must return `dtype`.
 void check_policy_table(Device device, DType dtype) {
   for (const Case& c : cases()) {
     SCOPED_TRACE(std::string(c.name) + " on " + (device.is_cuda() ? "cuda" : "cpu") + " in " + dtype_name(dtype));
     const Policy expected = device.is_cuda() ? c.cuda : c.cpu;
     manual_seed(5);
     std::vector<Tensor> in;
-    for (const Tensor& t : c.inputs()) in.push_back(expected == LP ? t.to(device) : t.to(device).to(dtype));
+    for (const Tensor& t : c.inputs())
+      in.push_back(expected == LP || (expected == PRO && in.empty()) ? t.to(device) : t.to(device).to(dtype));
     std::vector<Tensor> in32;
     for (const Tensor& t : in) in32.push_back(t.to(kFloat32));
     const Tensor reference = c.run(in32);
@@ -160,7 +176,7 @@ void check_policy_table(Device device, DType dtype) {
       EXPECT_EQ(out.dtype(), dtype);
       EXPECT_GT(autocast::last_dispatch().count, before);
       expect_close(out, reference, tolerance(dtype), c.name);
-    } else if (expected == F32) {
+    } else if (expected == F32 || expected == PRO) {
       EXPECT_EQ(out.dtype(), kFloat32);
       EXPECT_EQ(autocast::last_dispatch().op, c.name);
       EXPECT_EQ(autocast::last_dispatch().dtype, kFloat32);

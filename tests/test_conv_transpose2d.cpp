@@ -69,7 +69,7 @@ std::vector<double> reference(const Geometry& g, const std::vector<double>& x, c
   return out;
 }
 
-double dot(const Tensor& a, const Tensor& b) { return (a * b).sum().item<double>(); }
+double inner_product(const Tensor& a, const Tensor& b) { return (a * b).sum().item<double>(); }
 
 }  // namespace
 
@@ -155,7 +155,7 @@ TEST(ConvTranspose2d, IsTheAdjointOfConv2d) {
     const Size2 op{(c.x[2] + 2 * c.padding.h - span.h) % c.stride.h, (c.x[3] + 2 * c.padding.w - span.w) % c.stride.w};
     Tensor ty = conv_transpose2d(y, w, Tensor(), c.stride, c.padding, op, 1, c.dilation);
     ASSERT_EQ(ty.shape(), x.shape());
-    EXPECT_NEAR(dot(cx, y), dot(x, ty), 1e-10 * (1 + std::abs(dot(cx, y))));
+    EXPECT_NEAR(inner_product(cx, y), inner_product(x, ty), 1e-10 * (1 + std::abs(inner_product(cx, y))));
     // And the other way round: the input gradient of conv2d is conv_transpose2d of the output gradient.
     Tensor xl = x.clone().requires_grad_();
     conv2d(xl, w, Tensor(), c.stride, c.padding, c.dilation).backward(y);

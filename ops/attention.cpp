@@ -2,6 +2,7 @@
 //   q [..., L, E], k [..., S, E], v [..., S, Ev] -> out [..., L, Ev]; the batch dims (all but the last
 //   two) broadcast together to `batch`, and B = numel(batch).
 //   attn_mask: broadcastable to batch + [L, S]; bool (true = may attend) or floating (added).
+//   enable_gqa: k and v with fewer heads (dim -3) than q are first repeated to q's heads.
 // Two paths, one result:
 //   fused:    no attn_mask and a device kernel for the dtype and head sizes (Kernels::
 //             fused_attention_supports): one forward kernel that also returns each row's
@@ -40,6 +41,7 @@
 #include "ops/kernels.h"
 #include "ops/logical.h"
 #include "ops/matmul.h"
+#include "ops/rearrange.h"
 #include "ops/reduce.h"
 #include "ops/scan.h"
 #include "ops/softmax.h"
@@ -113,6 +115,22 @@ Geometry check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const T
                  " does not broadcast to the scores' shape [..., L, S] = ", scores);
   }
   return g;
+}
+
+// enable_gqa: key and value repeated along their heads dim (-3) to query's heads, each key head
+// serving Hq / Hk consecutive query heads (PyTorch's repeat_interleave). Unchanged without it, or
+// where the heads already agree.
+std::pair<Tensor, Tensor> grouped_key_value(const Tensor& q, const Tensor& k, const Tensor& v, bool enable_gqa) {
+  if (!enable_gqa) return {k, v};
+  MINIDL_CHECK(q.defined() && k.defined() && v.defined(), kOp, ": query, key and value must all be defined");
+  MINIDL_CHECK(q.dim() >= 3 && k.dim() >= 3 && v.dim() >= 3, kOp,
+               ": enable_gqa expects query [..., Hq, L, E], key [..., Hk, S, E] and value [..., Hv, S, Ev] with a "
+               "heads dim, got shapes ",
+               q.shape(), ", ", k.shape(), " and ", v.shape());
+  const int64_t hq = q.size(-3), hk = k.size(-3), hv = v.size(-3);
+  MINIDL_CHECK(hk > 0 && hv > 0 && hq % hk == 0 && hq % hv == 0, kOp,
+               ": with enable_gqa the heads of key (", hk, ") and value (", hv, ") must divide query's (", hq, ")");
+  return {hk == hq ? k : repeat_interleave(k, hq / hk, -3), hv == hq ? v : repeat_interleave(v, hq / hv, -3)};
 }
 
 // t [..., rows, cols] broadcast to the batch and flattened to [B, rows, cols] (recorded ops: the
@@ -274,11 +292,12 @@ Tensor math_attention(const Tensor& q, const Tensor& k, const Tensor& v, const T
 
 }  // namespace
 
-Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key_given, const Tensor& value_given,
                                     const Tensor& attn_mask, double dropout_p, bool is_causal,
-                                    std::optional<double> scale) {
-  MINIDL_AUTOCAST(scaled_dot_product_attention, scaled_dot_product_attention, query, key, value, attn_mask,
-                  dropout_p, is_causal, scale);
+                                    std::optional<double> scale, bool enable_gqa) {
+  MINIDL_AUTOCAST(scaled_dot_product_attention, scaled_dot_product_attention, query, key_given, value_given,
+                  attn_mask, dropout_p, is_causal, scale, enable_gqa);
+  const auto [key, value] = grouped_key_value(query, key_given, value_given, enable_gqa);
   const Geometry g = check_inputs(query, key, value, attn_mask, dropout_p, is_causal, scale);
   const bool fused = !attn_mask.defined() && g.L > 0 && g.S > 0 && g.E > 0 && g.Ev > 0 &&
                      kernels_for(query.device()).fused_attention_supports(query.dtype(), g.E, g.Ev, dropout_p > 0);
@@ -290,9 +309,10 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   return reshape(out, with_matrix(g.batch, g.L, g.Ev));
 }
 
-Tensor scaled_dot_product_attention_math(const Tensor& query, const Tensor& key, const Tensor& value,
+Tensor scaled_dot_product_attention_math(const Tensor& query, const Tensor& key_given, const Tensor& value_given,
                                          const Tensor& attn_mask, double dropout_p, bool is_causal,
-                                         std::optional<double> scale, Tensor* attn_weights) {
+                                         std::optional<double> scale, Tensor* attn_weights, bool enable_gqa) {
+  const auto [key, value] = grouped_key_value(query, key_given, value_given, enable_gqa);
   const Geometry g = check_inputs(query, key, value, attn_mask, dropout_p, is_causal, scale);
   return math_attention(query, key, value, attn_mask, dropout_p, is_causal, g, attn_weights);
 }

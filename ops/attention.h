@@ -21,10 +21,14 @@ namespace minidl {
 /// the backward. On an H100/H200, 16-bit inputs run cuDNN's fused attention instead, with its own
 /// mask from the same generator (attention_backend(), ops/backend_setting.h).
 /// A query row that sees no key gives NaN on the composed path, as PyTorch's math backend does.
+/// enable_gqa (grouped-query attention, as PyTorch's): key and value [..., Hk, S, E] with fewer heads
+/// than query [..., Hq, L, E], Hk dividing Hq; query head h reads key head h / (Hq / Hk). They are
+/// repeated to Hq heads (repeat_interleave along dim -3) before the kernels run.
 ///   Tensor y = scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
+///   Tensor g = scaled_dot_product_attention(q, k2, v2, {}, 0.0, true, std::nullopt, /*enable_gqa=*/true);
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const Tensor& attn_mask = {}, double dropout_p = 0.0, bool is_causal = false,
-                                    std::optional<double> scale = std::nullopt);
+                                    std::optional<double> scale = std::nullopt, bool enable_gqa = false);
 
 /// The same by composition (matmul, mask, softmax, dropout, matmul), PyTorch's "math" backend: the
 /// reference the fused kernels are tested against. 16-bit inputs take their softmax in float32.
@@ -32,6 +36,7 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
 ///   Tensor ref = scaled_dot_product_attention_math(q, k, v, mask);
 Tensor scaled_dot_product_attention_math(const Tensor& query, const Tensor& key, const Tensor& value,
                                          const Tensor& attn_mask = {}, double dropout_p = 0.0, bool is_causal = false,
-                                         std::optional<double> scale = std::nullopt, Tensor* attn_weights = nullptr);
+                                         std::optional<double> scale = std::nullopt, Tensor* attn_weights = nullptr,
+                                         bool enable_gqa = false);
 
 }  // namespace minidl

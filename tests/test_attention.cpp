@@ -318,6 +318,44 @@ TEST(Attention, ClearErrors) {
                {"batch dims", "query [2]", "key [3]"});  // 2 and 3 heads, say
 }
 
+// Grouped-query attention: query head h reads key and value head h / (Hq / Hk), as PyTorch's enable_gqa.
+TEST(Attention, GroupedQueryHeadsShareKeyHeads) {
+  manual_seed(41);
+  const Tensor q = randn({2, 6, 5, 8}, kFloat64), k = randn({2, 2, 7, 8}, kFloat64), v = randn({2, 3, 7, 4}, kFloat64);
+  for (bool causal : {false, true}) {
+    const Tensor out = scaled_dot_product_attention(q, k, v, {}, 0, causal, std::nullopt, true);
+    ASSERT_EQ(out.shape(), (Shape{2, 6, 5, 4}));
+    // Each query head against its own key and value heads, by hand: q head h reads k head h / 3, v head h / 2.
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t h = 0; h < 6; ++h) {
+        std::vector<double> bias(5 * 7, 0.0);
+        for (int64_t i = 0; i < 5; ++i)
+          for (int64_t j = 0; j < 7; ++j)
+            if (causal && j > i) bias[i * 7 + j] = -std::numeric_limits<double>::infinity();
+        SCOPED_TRACE("batch " + std::to_string(b) + " head " + std::to_string(h) + (causal ? " causal" : ""));
+        expect_values(out[b][h], reference_2d(q[b][h], k[b][h / 3], v[b][h / 2], bias, 1 / std::sqrt(8.0)), 1e-12);
+      }
+    EXPECT_TRUE(all_close(scaled_dot_product_attention_math(q, k, v, {}, 0, causal, std::nullopt, nullptr, true), out,
+                          1e-12, 1e-12));
+  }
+  // Heads that already agree: as without it.
+  EXPECT_TRUE(all_close(scaled_dot_product_attention(q, q, q, {}, 0, false, std::nullopt, true),
+                        scaled_dot_product_attention(q, q, q), 0, 0));
+  // A key head's gradient sums over the query heads of its group.
+  expect_gradcheck("gqa fused",
+                   [](auto& in) { return scaled_dot_product_attention(in[0], in[1], in[2], {}, 0, true, std::nullopt, true); },
+                   {leaf({1, 4, 3, 4}), leaf({1, 2, 5, 4}), leaf({1, 1, 5, 3})});
+  expect_gradcheck("gqa with a mask",
+                   [](auto& in) { return scaled_dot_product_attention(in[0], in[1], in[2], in[3], 0, false, std::nullopt, true); },
+                   {leaf({4, 3, 4}), leaf({2, 5, 4}), leaf({2, 5, 3}), leaf({3, 5})});
+  expect_error([&] { scaled_dot_product_attention(q, randn({2, 4, 7, 8}, kFloat64), v, {}, 0, false, std::nullopt, true); },
+               {"enable_gqa", "key (4)", "query's (6)"});
+  expect_error([&] { scaled_dot_product_attention(randn({5, 8}), randn({7, 8}), randn({7, 8}), {}, 0, false, std::nullopt, true); },
+               {"enable_gqa", "heads dim", "[5, 8]"});
+  // Without enable_gqa, 6 and 2 heads do not broadcast.
+  expect_error([&] { scaled_dot_product_attention(q, k, k); }, {"batch dims", "do not broadcast"});
+}
+
 // ---- CUDA (skipped without a GPU) ----
 
 TEST(CudaSdpa, FusedMatchesCpuInFloat32) {
@@ -349,6 +387,23 @@ TEST(CudaSdpa, MaskedAndBroadcastMatchCpu) {
   minidl::testing::expect_cpu_cuda_agree(
       "broadcast k, v", [](auto& in) { return scaled_dot_product_attention(in[0], in[1], in[2], {}, 0, true); },
       {randn({2, 3, 40, 64}), randn({3, 40, 64}), randn({40, 64})}, 2e-4);
+}
+
+TEST(CudaSdpa, GroupedQueryHeadsMatchCpu) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  for (DType dtype : {kFloat32, kBFloat16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Tensor q = randn({2, 6, 40, 64}).to(dtype), k = randn({2, 2, 40, 64}).to(dtype), v = randn({2, 2, 40, 64}).to(dtype);
+    const Tensor cpu = scaled_dot_product_attention(q.to(kFloat32), k.to(kFloat32), v.to(kFloat32), {}, 0, true,
+                                                    std::nullopt, true);
+    const Tensor cuda = scaled_dot_product_attention(q.to(gpu()), k.to(gpu()), v.to(gpu()), {}, 0, true, std::nullopt, true);
+    EXPECT_TRUE(all_close(cuda.to(kFloat32), cpu, dtype == kFloat32 ? 2e-4 : 2e-2, dtype == kFloat32 ? 2e-4 : 2e-2));
+  }
+  minidl::testing::expect_cpu_cuda_agree(
+      "gqa gradients",
+      [](auto& in) { return scaled_dot_product_attention(in[0], in[1], in[2], {}, 0, true, std::nullopt, true); },
+      {randn({2, 4, 17, 32}), randn({2, 1, 17, 32}), randn({2, 2, 17, 32})}, 2e-4);
 }
 
 TEST(CudaSdpa, GradcheckFloat64) {

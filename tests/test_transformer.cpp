@@ -1,6 +1,7 @@
 // MultiheadAttention against a hand composition with its own weights (per batch and head, by mm and
-// softmax), its masks, weights and layouts; TransformerEncoderLayer's float64 gradients and its
-// blocks; TransformerEncoder's deep copies; the causal mask helper.
+// softmax), its masks, weights and layouts; the encoder and decoder layers' float64 gradients and
+// their blocks; the stacks' deep copies; Transformer as encoder then decoder, and learning to copy;
+// the causal mask helper.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -334,6 +335,150 @@ TEST(TransformerEncoder, SquareSubsequentMask) {
                {"activation", "tanh"});
 }
 
+TEST(TransformerDecoderLayer, ComposesItsBlocks) {
+  manual_seed(18);
+  for (bool norm_first : {false, true}) {
+    SCOPED_TRACE(norm_first ? "norm_first" : "post-norm");
+    nn::TransformerDecoderLayer layer(
+        nn::TransformerDecoderLayerOptions(8, 2).dim_feedforward(16).batch_first(true).norm_first(norm_first).activation("gelu"));
+    layer->to(kFloat64);
+    layer->eval();  // dropout off
+    EXPECT_EQ(layer->named_parameters().keys(),
+              (std::vector<std::string>{
+                  "self_attn.in_proj_weight", "self_attn.in_proj_bias", "self_attn.out_proj.weight",
+                  "self_attn.out_proj.bias", "multihead_attn.in_proj_weight", "multihead_attn.in_proj_bias",
+                  "multihead_attn.out_proj.weight", "multihead_attn.out_proj.bias", "linear1.weight", "linear1.bias",
+                  "linear2.weight", "linear2.bias", "norm1.weight", "norm1.bias", "norm2.weight", "norm2.bias",
+                  "norm3.weight", "norm3.bias"}));
+    for (Tensor& p : layer->parameters()) nn::init::normal_(p, 0.0, 0.3);  // biases and norms not at their defaults
+    const Tensor tgt = r({2, 4, 8}), memory = r({2, 6, 8});
+    const Tensor causal = nn::generate_square_subsequent_mask(4, kFloat64);
+    const Tensor memory_padding = bools({0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0}, {2, 6});
+    auto self_block = [&](const Tensor& x) { return std::get<0>(layer->self_attn->forward(x, x, x, {}, true, causal)); };
+    auto memory_block = [&](const Tensor& x) {
+      return std::get<0>(layer->multihead_attn->forward(x, memory, memory, memory_padding));
+    };
+    auto ff_block = [&](const Tensor& x) { return layer->linear2->forward(gelu(layer->linear1->forward(x))); };
+    Tensor want = tgt;
+    if (norm_first) {
+      want = add(want, self_block(layer->norm1->forward(want)));
+      want = add(want, memory_block(layer->norm2->forward(want)));
+      want = add(want, ff_block(layer->norm3->forward(want)));
+    } else {
+      want = layer->norm1->forward(add(want, self_block(want)));
+      want = layer->norm2->forward(add(want, memory_block(want)));
+      want = layer->norm3->forward(add(want, ff_block(want)));
+    }
+    EXPECT_TRUE(all_close(layer->forward(tgt, memory, causal, {}, {}, memory_padding), want, 1e-12, 1e-12));
+    // The causal hint gives the same values as the mask.
+    EXPECT_TRUE(all_close(layer->forward(tgt, memory, causal, {}, {}, memory_padding, /*tgt_is_causal=*/true), want,
+                          1e-12, 1e-12));
+    // Unbatched [T, E] and [S, E]: the batch element alone.
+    EXPECT_TRUE(all_close(layer->forward(tgt[1], memory[1], causal, {}, {}, memory_padding[1]), want[1], 1e-12, 1e-12));
+  }
+}
+
+TEST(TransformerDecoderLayer, GradcheckTargetAndMemory) {
+  manual_seed(19);
+  for (bool norm_first : {false, true}) {
+    SCOPED_TRACE(norm_first ? "norm_first" : "post-norm");
+    nn::TransformerDecoderLayer layer(
+        nn::TransformerDecoderLayerOptions(4, 2).dim_feedforward(6).dropout(0).norm_first(norm_first));
+    layer->to(kFloat64);
+    const Tensor mask = nn::generate_square_subsequent_mask(3, kFloat64);
+    GradcheckResult res = gradcheck(
+        [&](const std::vector<Tensor>& in) { return layer->forward(in[0], in[1], mask, {}, {}, {}, true); },
+        {r({3, 2, 4}).requires_grad_(), r({5, 2, 4}).requires_grad_()}, tight());
+    EXPECT_TRUE(res) << res.message;
+  }
+}
+
+TEST(TransformerDecoder, DeepCopiesReadingOneMemoryThenNorm) {
+  manual_seed(20);
+  nn::TransformerDecoderLayer layer(nn::TransformerDecoderLayerOptions(8, 2).dim_feedforward(16).dropout(0));
+  nn::TransformerDecoder decoder(layer, 2, nn::LayerNorm(nn::LayerNormOptions({8})));
+  EXPECT_EQ(decoder->parameters().size(), 2 * layer->parameters().size() + 2);
+  EXPECT_TRUE(decoder->named_parameters().contains("layers.1.multihead_attn.out_proj.weight"));
+  auto first = std::static_pointer_cast<nn::TransformerDecoderLayerImpl>((*decoder->layers)[0]);
+  auto second = std::static_pointer_cast<nn::TransformerDecoderLayerImpl>((*decoder->layers)[1]);
+  EXPECT_NE(first->linear1->weight.data_ptr(), second->linear1->weight.data_ptr());
+  nn::init::normal_(second->linear1->weight);
+  const Tensor tgt = randn({5, 2, 8}), memory = randn({7, 2, 8}), mask = nn::generate_square_subsequent_mask(5);
+  const Tensor want = decoder->norm->forward(second->forward(first->forward(tgt, memory, mask), memory, mask));
+  EXPECT_TRUE(all_close(decoder->forward(tgt, memory, mask), want, 1e-6, 1e-6));
+  auto copy = std::dynamic_pointer_cast<nn::TransformerDecoderImpl>(decoder->clone());
+  ASSERT_TRUE(copy);
+  EXPECT_TRUE(all_close(copy->forward(tgt, memory, mask), want, 0, 0));
+  EXPECT_NE(copy->norm->parameters()[0].data_ptr(), decoder->norm->parameters()[0].data_ptr());
+}
+
+TEST(Transformer, EncoderThenDecoderAsPyTorch) {
+  manual_seed(21);
+  nn::Transformer model(nn::TransformerOptions(8, 2).num_encoder_layers(2).num_decoder_layers(1).dim_feedforward(16));
+  model->eval();
+  const auto names = model->named_parameters().keys();
+  EXPECT_EQ(names.front(), "encoder.layers.0.self_attn.in_proj_weight");
+  EXPECT_EQ(names.back(), "decoder.norm.bias");
+  EXPECT_TRUE(model->named_parameters().contains("encoder.norm.weight"));
+  EXPECT_TRUE(model->named_parameters().contains("decoder.layers.0.multihead_attn.in_proj_weight"));
+  EXPECT_FALSE(model->named_parameters().contains("decoder.layers.1.norm1.weight"));
+  // _reset_parameters: every matrix is xavier-uniform, so within its bound and not the layers' defaults.
+  for (const auto& [name, p] : model->named_parameters()) {
+    if (p.dim() < 2) continue;
+    const double bound = std::sqrt(6.0 / double(p.size(0) + p.size(1)));
+    EXPECT_LE(abs(p).max().item<double>(), bound) << name;
+    EXPECT_GT(abs(p).max().item<double>(), 0.8 * bound) << name;
+  }
+  const Tensor src = randn({6, 3, 8}), tgt = randn({4, 3, 8});
+  const Tensor tgt_mask = nn::TransformerImpl::generate_square_subsequent_mask(4);
+  const Tensor src_padding = gt(rand({3, 6}), 0.7), memory_padding = src_padding;
+  const Tensor memory = model->encoder->forward(src, {}, src_padding);
+  const Tensor want = model->decoder->forward(tgt, memory, tgt_mask, {}, {}, memory_padding);
+  EXPECT_TRUE(all_close(model->forward(src, tgt, {}, tgt_mask, {}, src_padding, {}, memory_padding), want, 0, 0));
+  EXPECT_EQ(model->forward(src, tgt).shape(), (Shape{4, 3, 8}));
+  expect_error([&] { model->forward(src, randn({4, 2, 8})); }, {"Transformer", "batch sizes", "[6, 3, 8]", "[4, 2, 8]"});
+  expect_error([&] { model->forward(src, randn({4, 3, 6})); }, {"Transformer", "feature sizes", "d_model (8)"});
+  expect_error([] { nn::TransformerDecoderLayer(nn::TransformerDecoderLayerOptions(8, 2).dim_feedforward(0)); },
+               {"TransformerDecoderLayer", "dim_feedforward", "0"});
+}
+
+// A one-layer encoder-decoder learns to copy short sequences of tokens: the gradients reach every
+// part of it (embedding, both stacks, the cross-attention).
+TEST(Transformer, LearnsToCopyASequence) {
+  manual_seed(22);
+  const int64_t vocab = 6, length = 5, d = 16, batch = 32;
+  nn::Embedding embed(vocab, d), position(length, d);
+  nn::Transformer model(nn::TransformerOptions(d, 2).num_encoder_layers(1).num_decoder_layers(1).dim_feedforward(32)
+                            .dropout(0).batch_first(true));
+  nn::Linear head(d, vocab);
+  std::vector<Tensor> params = model->parameters();
+  for (const Tensor& p : embed->parameters()) params.push_back(p);
+  for (const Tensor& p : position->parameters()) params.push_back(p);
+  for (const Tensor& p : head->parameters()) params.push_back(p);
+  optim::Adam opt(params, optim::AdamOptions(3e-3));
+  const Tensor mask = nn::generate_square_subsequent_mask(length);
+  auto loss_on = [&](const Tensor& seq) {
+    // The decoder sees the target shifted right behind a start token (0); tokens are 1..vocab-1.
+    const Tensor shifted = cat({zeros({seq.size(0), 1}, kInt64), seq.narrow(1, 0, length - 1)}, 1);
+    const Tensor positions = position->forward(arange(length, kInt64, Device::cpu()));
+    const Tensor out = model->forward(add(embed->forward(seq), positions), add(embed->forward(shifted), positions), {},
+                                      mask, {}, {}, {}, {}, false, true);
+    return nn::functional::cross_entropy(head->forward(out).reshape({-1, vocab}), seq.reshape({-1}));
+  };
+  auto draw = [&] { return add(mul(rand({batch, length}), vocab - 1).to(kInt64), 1); };
+  const double first = loss_on(draw()).item<double>();
+  double last = first;
+  for (int step = 0; step < 300; ++step) {
+    opt.zero_grad();
+    Tensor loss = loss_on(draw());
+    loss.backward();
+    opt.step();
+    last = loss.item<double>();
+  }
+  EXPECT_GT(first, 1.4);  // about log(5) at the start
+  EXPECT_LT(last, 0.05) << "from " << first;  // about 0.003 after 300 steps; without memory it stays near log(5)
+}
+
 // ---- CUDA (skipped without a GPU) ----
 
 TEST(CudaTransformer, MultiheadAttentionGradcheckFloat64) {
@@ -374,4 +519,24 @@ TEST(CudaTransformer, EncoderLayerMatchesCpu) {
         return l.forward(in[0], {}, padding.to(in[0].device()));
       },
       {randn({2, 40, 64})}, 2e-4);
+}
+
+// A float32 decoder layer of head size 32: causal self-attention (fused under the hint) and the
+// attention over memory with a padding mask (composed); outputs and gradients as on the CPU.
+TEST(CudaTransformer, DecoderLayerMatchesCpu) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  nn::TransformerDecoderLayer layer(
+      nn::TransformerDecoderLayerOptions(64, 2).dim_feedforward(128).dropout(0).batch_first(true));
+  auto on_gpu = std::dynamic_pointer_cast<nn::TransformerDecoderLayerImpl>(layer->clone(minidl::testing::gpu()));
+  ASSERT_TRUE(on_gpu);
+  const Tensor mask = nn::generate_square_subsequent_mask(24);
+  const Tensor memory_padding = gt(rand({2, 40}), 0.8);
+  minidl::testing::expect_cpu_cuda_agree(
+      "decoder", [&](auto& in) {
+        auto& l = in[0].is_cuda() ? *on_gpu : *layer;
+        const Device d = in[0].device();
+        return l.forward(in[0], in[1], mask.to(d), {}, {}, memory_padding.to(d), /*tgt_is_causal=*/true);
+      },
+      {randn({2, 24, 64}), randn({2, 40, 64})}, 2e-4);
 }

@@ -124,6 +124,7 @@ using minidl::hardswish;
 using minidl::hardtanh;
 using minidl::group_norm;
 using minidl::layer_norm;
+using minidl::rms_norm;
 using minidl::dropout_add_layer_norm;
 using minidl::flatten;
 using minidl::gelu;

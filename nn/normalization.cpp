@@ -108,6 +108,31 @@ std::string LayerNormImpl::extra_repr() const {
   return os.str();
 }
 
+RMSNormImpl::RMSNormImpl(const RMSNormOptions& options) : options(options) {
+  const Shape& shape = options.normalized_shape();
+  MINIDL_CHECK(!shape.empty(), "RMSNorm: expected a normalized_shape of at least one dim, got []");
+  for (int64_t s : shape) MINIDL_CHECK(s > 0, "RMSNorm: expected positive sizes in normalized_shape, got ", shape);
+  if (options.elementwise_affine()) weight = register_parameter("weight", Tensor::empty(shape));
+  reset_parameters();
+}
+
+void RMSNormImpl::reset_parameters() {
+  if (weight.defined()) init::ones_(weight);
+}
+
+Tensor RMSNormImpl::forward(const Tensor& input) {
+  return rms_norm(input, options.normalized_shape(), weight, options.eps());
+}
+
+std::string RMSNormImpl::extra_repr() const {
+  std::ostringstream os;
+  minidl::operator<<(os, options.normalized_shape()) << ", eps=";
+  if (options.eps()) os << *options.eps();
+  else os << "None";
+  os << ", elementwise_affine=" << boolean(options.elementwise_affine());
+  return os.str();
+}
+
 GroupNormImpl::GroupNormImpl(const GroupNormOptions& options) : options(options) {
   const int64_t g = options.num_groups(), c = options.num_channels();
   MINIDL_CHECK(g > 0 && c > 0, "GroupNorm: expected num_groups > 0 and num_channels > 0, got num_groups=", g,

@@ -1,5 +1,5 @@
 #pragma once
-// Normalization layers: BatchNorm1d, BatchNorm2d, LayerNorm, GroupNorm.
+// Normalization layers: BatchNorm1d, BatchNorm2d, LayerNorm, RMSNorm, GroupNorm.
 #include <optional>
 
 #include "nn/module.h"
@@ -84,6 +84,30 @@ class LayerNormImpl : public Module {
   Tensor weight, bias;  // normalized_shape, when elementwise_affine
 };
 MINIDL_MODULE(LayerNorm);
+
+struct RMSNormOptions {
+  RMSNormOptions(Shape normalized_shape) : normalized_shape_(std::move(normalized_shape)) {}  // NOLINT: implicit
+  MINIDL_ARG(Shape, normalized_shape);
+  /// None: the machine epsilon of the computing dtype (float32, or float64), as PyTorch's.
+  MINIDL_ARG(std::optional<double>, eps);
+  MINIDL_ARG(bool, elementwise_affine) = true;
+};
+
+/// torch.nn.RMSNorm: x / sqrt(mean(x^2) + eps) * weight over the trailing dims normalized_shape
+/// (no mean subtracted, no bias).   nn::RMSNorm norm(Shape{4096});
+class RMSNormImpl : public Module {
+ public:
+  explicit RMSNormImpl(const RMSNormOptions& options);
+  MINIDL_CLONE_FROM_OPTIONS(RMSNormImpl)
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  /// weight = 1.
+  void reset_parameters();
+
+  RMSNormOptions options;
+  Tensor weight;  // normalized_shape, when elementwise_affine
+};
+MINIDL_MODULE(RMSNorm);
 
 struct GroupNormOptions {
   GroupNormOptions(int64_t num_groups, int64_t num_channels) : num_groups_(num_groups), num_channels_(num_channels) {}

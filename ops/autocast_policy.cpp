@@ -44,6 +44,7 @@ const std::vector<PolicyRow> kTable = {
     {Op::softmax, "softmax", F32, NONE},
     {Op::log_softmax, "log_softmax", F32, NONE},
     {Op::layer_norm, "layer_norm", F32, NONE},
+    {Op::rms_norm, "rms_norm", F32, NONE},
     {Op::group_norm, "group_norm", F32, NONE},
     {Op::batch_norm, "batch_norm", F32, F32},
     {Op::exp, "exp", F32, NONE},

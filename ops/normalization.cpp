@@ -1,5 +1,6 @@
 // Batch, layer and group normalization, each one forward kernel (statistics, then one elementwise
-// pass) and one analytic backward kernel.
+// pass) and one analytic backward kernel; RMS normalization, composed of elementwise ops and a mean
+// (its gradient theirs).
 //
 // Shapes. Every op hands the kernels x viewed as [N, C, L]:
 //   batch_norm  x [N, C, *]  -> [N, C, L = prod(*)]; statistics per channel over N and L:
@@ -16,15 +17,19 @@
 // The forward saves mean and invstd, so the backward recomputes neither.
 #include "ops/normalization.h"
 
+#include <limits>
 #include <sstream>
 
 #include "core/autograd.h"
+#include "ops/arithmetic.h"
 #include "ops/autocast_policy.h"
 #include "ops/compare.h"
 #include "ops/creation.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/kernels.h"
+#include "ops/math.h"
+#include "ops/reduce.h"
 #include "ops/view.h"
 #include "ops/widen_16bit.h"
 
@@ -63,6 +68,23 @@ void check_param(const char* op, const char* name, const Tensor& t, const Tensor
   const bool mixed = is_reduced_floating(x.dtype()) && t.dtype() == kFloat32;
   MINIDL_CHECK(t.dtype() == x.dtype() || mixed, op, ": expected ", name, " of dtype ", x.dtype(),
                is_reduced_floating(x.dtype()) ? " (as x) or float32" : " (as x)", ", got ", t.dtype());
+}
+
+// The checks of a norm over the trailing dims normalized_shape (layer_norm, rms_norm); returns how
+// many dims lead them.
+int64_t leading_dims(const char* op, const Tensor& x, const Shape& normalized_shape) {
+  check_x(op, x);
+  MINIDL_CHECK(!normalized_shape.empty(), op, ": expected a normalized_shape of at least one dim, got []");
+  const int64_t k = static_cast<int64_t>(normalized_shape.size()), lead = x.dim() - k;
+  bool matches = lead >= 0;
+  for (int64_t d = 0; matches && d < k; ++d) matches = x.size(lead + d) == normalized_shape[static_cast<size_t>(d)];
+  if (!matches) {
+    std::ostringstream tail;
+    for (int64_t s : normalized_shape) tail << ", " << s;
+    MINIDL_FAIL(op, ": given normalized_shape=", normalized_shape, ", expected x of shape [*", tail.str(),
+                "], but got shape ", x.shape());
+  }
+  return lead;
 }
 
 int64_t trailing_numel(const Tensor& x, int64_t from) {
@@ -203,23 +225,30 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
   MINIDL_AUTOCAST(layer_norm, layer_norm, x, normalized_shape, weight, bias, eps);
-  check_x("layer_norm", x);
-  MINIDL_CHECK(!normalized_shape.empty(), "layer_norm: expected a normalized_shape of at least one dim, got []");
-  const int64_t k = static_cast<int64_t>(normalized_shape.size()), lead = x.dim() - k;
-  bool matches = lead >= 0;
-  for (int64_t d = 0; matches && d < k; ++d) matches = x.size(lead + d) == normalized_shape[static_cast<size_t>(d)];
-  if (!matches) {
-    std::ostringstream tail;
-    for (int64_t s : normalized_shape) tail << ", " << s;
-    MINIDL_FAIL("layer_norm: given normalized_shape=", normalized_shape, ", expected x of shape [*", tail.str(),
-                "], but got shape ", x.shape());
-  }
+  const int64_t lead = leading_dims("layer_norm", x, normalized_shape);
   check_param("layer_norm", "weight", weight, x, normalized_shape, "normalized_shape, the trailing dims");
   check_param("layer_norm", "bias", bias, x, normalized_shape, "normalized_shape, the trailing dims");
   check_same_device("layer_norm", {x, weight, bias});
   int64_t rows = 1;
   for (int64_t d = 0; d < lead; ++d) rows *= x.size(d);
   return grouped_norm("layer_norm", x, rows, shape_numel(normalized_shape), 1, 1, weight, bias, eps);
+}
+
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, std::optional<double> eps) {
+  MINIDL_AUTOCAST(rms_norm, rms_norm, x, normalized_shape, weight, eps);
+  const int64_t lead = leading_dims("rms_norm", x, normalized_shape);
+  check_param("rms_norm", "weight", weight, x, normalized_shape, "normalized_shape, the trailing dims");
+  check_same_device("rms_norm", {x, weight});
+  // A 16-bit x is normalized in float32 and rounded once at the end, as PyTorch's composite does;
+  // eps defaults to the machine epsilon of that computing dtype.
+  const Tensor wide = is_reduced_floating(x.dtype()) ? x.to(kFloat32) : x;
+  const double e = eps.value_or(wide.dtype() == kFloat64 ? std::numeric_limits<double>::epsilon()
+                                                         : std::numeric_limits<float>::epsilon());
+  std::vector<int64_t> dims;
+  for (int64_t d = lead; d < x.dim(); ++d) dims.push_back(d);
+  Tensor y = mul(wide, rsqrt(add(mean(mul(wide, wide), dims, /*keepdim=*/true), e)));
+  if (weight.defined()) y = mul(y, weight);
+  return y.dtype() == x.dtype() ? y : y.to(x.dtype());
 }
 
 std::tuple<Tensor, Tensor> dropout_add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,

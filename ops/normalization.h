@@ -1,5 +1,5 @@
 #pragma once
-// Normalization layers' ops: batch norm, layer norm and group norm, as torch.nn.functional has them.
+// Normalization layers' ops: batch norm, layer norm, RMS norm and group norm, as torch.nn.functional has them.
 #include <optional>
 #include <tuple>
 
@@ -21,6 +21,13 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 ///   Tensor y = layer_norm(x, {512}, gamma, beta);
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {}, const Tensor& bias = {},
                   double eps = 1e-5);
+
+/// x * rsqrt(mean(x^2 over normalized_shape) + eps) * weight, torch's rms_norm (Llama's norm): the
+/// trailing dims normalized_shape; weight of that shape, optional; eps defaults to the machine
+/// epsilon of float32 (of float64 for a float64 x); a 16-bit x is normalized in float32.
+///   Tensor y = rms_norm(x, {4096}, gamma);
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
+                std::optional<double> eps = std::nullopt);
 
 /// A pre-norm transformer's seam in one op (flash-attn's dropout_add_layer_norm): sum = residual +
 /// dropout(x, p, training), and out = layer_norm(sum) over the last dim, in out_dtype (x's unless

@@ -113,6 +113,8 @@ std::vector<Case> cases() {
        [](const std::vector<Tensor>& t) { return log_softmax(t[0], 1); }},
       {"layer_norm", F32, NONE, [] { return std::vector<Tensor>{r({4, 8}), r({8}), r({8})}; },
        [](const std::vector<Tensor>& t) { return layer_norm(t[0], {8}, t[1], t[2]); }},
+      {"rms_norm", F32, NONE, [] { return std::vector<Tensor>{r({4, 8}), r({8})}; },
+       [](const std::vector<Tensor>& t) { return rms_norm(t[0], {8}, t[1]); }},
       {"group_norm", F32, NONE, [] { return std::vector<Tensor>{r({2, 4, 3, 3}), r({4}), r({4})}; },
        [](const std::vector<Tensor>& t) { return group_norm(t[0], 2, t[1], t[2]); }},
       {"batch_norm", F32, F32, [] { return std::vector<Tensor>{r({4, 3, 5}), r({3}), r({3})}; },

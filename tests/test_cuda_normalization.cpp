@@ -451,3 +451,19 @@ TEST(CudaDropoutAddLayerNorm, DeclinesToTheComposition) {
     EXPECT_TRUE(x.grad().defined() && w.grad().defined());
   }
 }
+
+TEST(CudaNormalization, RmsNormMatchesCpu) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  for (DType dtype : {kFloat32, kFloat64}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    expect_cpu_cuda_agree("rms_norm", [](auto& in) { return rms_norm(in[0], {384}, in[1]); },
+                          {randn({33, 384}, dtype), randn({384}, dtype)}, dtype == kFloat64 ? 1e-10 : 1e-4);
+    expect_cpu_cuda_agree("rms_norm, two dims", [](auto& in) { return rms_norm(in[0], {4, 6}, {}, 1e-3); },
+                          {randn({5, 4, 6}, dtype)}, dtype == kFloat64 ? 1e-10 : 1e-4);
+  }
+  // bfloat16 normalized in float32: the CPU's result to the bit, or one rounding apart.
+  const Tensor x = randn({16, 256}).to(kBFloat16), w = randn({256});
+  EXPECT_TRUE(all_close(rms_norm(x.to(gpu()), {256}, w.to(gpu())).to(kFloat32), rms_norm(x, {256}, w).to(kFloat32),
+                        1e-2, 1e-2));
+}

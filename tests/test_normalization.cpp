@@ -1,4 +1,4 @@
-// batch_norm, layer_norm, group_norm and their modules: forward against direct loops, hand-computed
+// batch_norm, layer_norm, rms_norm, group_norm and their modules: forward against direct loops, hand-computed
 // values for the semantics people trip on (the biased variance normalizes, the unbiased one enters
 // running_var, eval() uses the running statistics), float64 gradient checks for x, weight and bias,
 // the modules' buffers, modes and printing, and the errors for bad input.
@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <sstream>
 
 #include "minidl.h"
@@ -288,6 +289,64 @@ TEST(LayerNorm, Errors) {
                "layer_norm: expected weight of shape [3] (normalized_shape, the trailing dims of x of shape [2, 3]), "
                "got shape [2]");
   EXPECT_ERROR(layer_norm(zeros({2, 3}), {}), "at least one dim");
+}
+
+// ---------------------------------------------------------------------------------------------
+// rms_norm and nn::RMSNorm
+
+TEST(RmsNorm, HandComputed) {
+  // Row 0: 1, 2, 2 -> mean square 3. Row 1: 0, -3, 4 -> 25/3.
+  Tensor x = Tensor::from_vector<double>({1, 2, 2, 0, -3, 4}, {2, 3});
+  Tensor w = Tensor::from_vector<double>({1, 2, 3});
+  const double r0 = 1 / std::sqrt(3 + 1e-6), r1 = 1 / std::sqrt(25.0 / 3 + 1e-6);
+  expect_near_all(rms_norm(x, {3}, w, 1e-6).to_vector<double>(), {r0, 4 * r0, 6 * r0, 0, -6 * r1, 12 * r1}, 1e-12,
+                  "rms_norm");
+  // The default eps is float64's machine epsilon for float64, float32's otherwise (as PyTorch's).
+  const double e64 = std::numeric_limits<double>::epsilon(), e32 = std::numeric_limits<float>::epsilon();
+  expect_near_all(rms_norm(x, {3}).to_vector<double>(), {1 / std::sqrt(3 + e64), 2 / std::sqrt(3 + e64),
+                  2 / std::sqrt(3 + e64), 0, -3 / std::sqrt(25.0 / 3 + e64), 4 / std::sqrt(25.0 / 3 + e64)}, 1e-15,
+                  "default eps, float64");
+  const Tensor tiny = full({1, 2}, 1e-4, kFloat32);  // mean square 1e-8: eps is visible beside it
+  EXPECT_NEAR(rms_norm(tiny, {2}).to(kFloat64).to_vector<double>()[0], 1e-4 / std::sqrt(1e-8 + e32), 1e-5);
+  // Over two trailing dims: one statistic for each [2, 2] slice.
+  Tensor x3 = Tensor::from_vector<double>({1, 1, 1, 1, 2, 0, 0, 0}, {2, 2, 2});
+  expect_near_all(rms_norm(x3, {2, 2}, {}, 0.0).to_vector<double>(), {1, 1, 1, 1, 2 / std::sqrt(1.0), 0, 0, 0},
+                  1e-12, "two dims");
+}
+
+TEST(RmsNorm, GradcheckAndSixteenBit) {
+  manual_seed(7);
+  auto r = gradcheck([](const std::vector<Tensor>& in) { return rms_norm(in[0], {5}, in[1], 1e-5); },
+                     {leaf({3, 5}), leaf({5})});
+  EXPECT_TRUE(r) << r.message;
+  r = gradcheck([](const std::vector<Tensor>& in) { return rms_norm(in[0], {3, 4}); }, {leaf({2, 3, 4})});
+  EXPECT_TRUE(r) << "two dims, no weight: " << r.message;
+  // bfloat16 and float16 are normalized in float32, then rounded once: the float32 result, rounded.
+  const Tensor x = randn({4, 64}), w = randn({64});
+  for (DType dtype : {kBFloat16, kFloat16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Tensor low = rms_norm(x.to(dtype), {64}, w);
+    EXPECT_EQ(low.dtype(), dtype);
+    expect_near_all(values(low.to(kFloat64)), values(rms_norm(x.to(dtype).to(kFloat32), {64}, w).to(dtype).to(kFloat64)),
+                    0, "rounded once");
+  }
+}
+
+TEST(RmsNorm, ModuleAndErrors) {
+  nn::RMSNorm norm(nn::RMSNormOptions({3}).eps(1e-6));
+  EXPECT_EQ(norm->named_parameters().keys(), (std::vector<std::string>{"weight"}));
+  EXPECT_EQ(norm->weight.to_vector<float>(), (std::vector<float>{1, 1, 1}));
+  std::ostringstream os;
+  os << *norm;
+  EXPECT_EQ(os.str(), "RMSNorm([3], eps=1e-06, elementwise_affine=true)");
+  nn::RMSNorm plain(nn::RMSNormOptions({3}).elementwise_affine(false));
+  EXPECT_TRUE(plain->parameters().empty());
+  const Tensor x = randn({2, 3});
+  EXPECT_EQ(values(norm(x).to(kFloat64)), values(rms_norm(x, {3}, norm->weight, 1e-6).to(kFloat64)));
+  EXPECT_ERROR(rms_norm(zeros({2, 3}), {4}), "rms_norm: given normalized_shape=[4], expected x of shape [*, 4]");
+  EXPECT_ERROR(rms_norm(zeros({2, 3}), {3}, ones({2})), "rms_norm: expected weight of shape [3]");
+  EXPECT_ERROR(rms_norm(zeros({2, 3}, kInt64), {3}), "rms_norm: expected a floating x, got int64");
+  EXPECT_ERROR(nn::RMSNorm(nn::RMSNormOptions(Shape{})), "RMSNorm: expected a normalized_shape of at least one dim");
 }
 
 // ---------------------------------------------------------------------------------------------

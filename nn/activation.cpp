@@ -52,6 +52,7 @@ std::string ELUImpl::extra_repr() const { return "alpha=" + number(options.alpha
 
 Tensor SELUImpl::forward(const Tensor& input) { return selu(input); }
 Tensor MishImpl::forward(const Tensor& input) { return mish(input); }
+Tensor GLUImpl::forward(const Tensor& input) { return glu(input, dim); }
 Tensor ReLU6Impl::forward(const Tensor& input) { return relu6(input); }
 Tensor LogSigmoidImpl::forward(const Tensor& input) { return log_sigmoid(input); }
 

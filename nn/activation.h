@@ -124,6 +124,17 @@ class SELUImpl : public Module {
 };
 MINIDL_MODULE(SELU);
 
+/// The gated linear unit over `dim`: a * sigmoid(b) for the halves a, b.   nn::GLU(), nn::GLU(1)
+class GLUImpl : public Module {
+ public:
+  MINIDL_CLONE_STATELESS(GLUImpl)
+  explicit GLUImpl(int64_t dim = -1) : dim(dim) {}
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override { return "dim=" + std::to_string(dim); }
+  int64_t dim;
+};
+MINIDL_MODULE(GLU);
+
 /// x * tanh(softplus(x)).   nn::Mish()
 class MishImpl : public Module {
  public:

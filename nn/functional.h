@@ -136,6 +136,7 @@ using minidl::linear;
 using minidl::log_softmax;
 using minidl::max_pool2d;
 using minidl::mish;
+using minidl::glu;
 using minidl::prelu;
 using minidl::relu;
 using minidl::relu6;

@@ -8,6 +8,7 @@
 #include "ops/elementwise.h"
 #include "ops/logical.h"
 #include "ops/pointwise.h"
+#include "ops/slice.h"
 #include "ops/view.h"
 
 namespace minidl {
@@ -72,6 +73,17 @@ Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
 }
 
 Tensor relu6(const Tensor& x) { return hardtanh(x, 0.0, 6.0); }
+
+Tensor glu(const Tensor& x, int64_t dim) {
+  check_floating("glu", x);
+  MINIDL_CHECK(x.dim() > 0, "glu: expected a tensor of at least one dim, got a scalar");
+  const int64_t d = dim < 0 ? dim + x.dim() : dim;
+  MINIDL_CHECK(d >= 0 && d < x.dim(), "glu: dim ", dim, " is out of range for a tensor of shape ", x.shape());
+  const int64_t half = x.size(d) / 2;
+  MINIDL_CHECK(x.size(d) % 2 == 0, "glu: the halved dim must be even, but dim ", d, " of shape ", x.shape(),
+               " has size ", x.size(d));
+  return mul(narrow(x, d, 0, half), sigmoid(narrow(x, d, half, half)));
+}
 
 Tensor prelu(const Tensor& x, const Tensor& weight) {
   check_floating("prelu", x);

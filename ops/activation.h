@@ -23,6 +23,9 @@ Tensor relu6(const Tensor& x);
 Tensor hardsigmoid(const Tensor& x);
 /// x * relu6(x + 3) / 6.
 Tensor hardswish(const Tensor& x);
+/// The gated linear unit: x split in halves a, b along dim (of even size), a * sigmoid(b).
+///   glu(x), glu(x, 1)
+Tensor glu(const Tensor& x, int64_t dim = -1);
 /// x where x > 0, else weight * x, weight [1] (shared) or [C] (one per channel along dim 1 of x).
 /// Gradients reach x and weight.   prelu(x, full({1}, 0.25))
 Tensor prelu(const Tensor& x, const Tensor& weight);

@@ -1,4 +1,4 @@
-// softplus, elu, selu, mish, hardtanh, relu6, hardsigmoid, hardswish, prelu, dropout2d and their
+// softplus, elu, selu, mish, hardtanh, relu6, hardsigmoid, hardswish, prelu, glu, dropout2d and their
 // modules: values against PyTorch's results, the gradients at the kinks PyTorch defines, float64
 // gradient checks away from them, and the errors for bad arguments.
 #include <gtest/gtest.h>
@@ -218,4 +218,22 @@ TEST(ActivationsMore, BadInput) {
   expect_error([] { dropout2d(zeros({1, 2, 3, 3}), 1.5, true); }, {"dropout2d", "1.5"});
   expect_error([] { nn::Dropout2d(-0.1); }, {"Dropout2d", "[0, 1]"});
   expect_error([] { feature_dropout(zeros({3}), 0.5, true); }, {"feature_dropout", "[3]"});
+}
+
+TEST(ActivationsMore, GluGatesOneHalfWithTheOther) {
+  // [1, 2 | 0, -1] along the last dim: 1 * sigmoid(0), 2 * sigmoid(-1).
+  const Tensor x = f64({1, 2, 0, -1}).reshape({1, 4});
+  expect_near(glu(x), {0.5, 2 / (1 + std::exp(1.0))}, 1e-15, "glu, last dim");
+  // Along dim 0 of [2, 2]: rows are the halves.
+  expect_near(glu(f64({1, 2, 0, -1}).reshape({2, 2}), 0), {0.5, 2 / (1 + std::exp(1.0))}, 1e-15, "glu, dim 0");
+  expect_gradcheck("glu", [](const std::vector<Tensor>& in) { return glu(in[0], 1); },
+                   {randn({3, 6, 2}, kFloat64).requires_grad_()});
+  nn::GLU module(1);
+  std::ostringstream os;
+  os << *module;
+  EXPECT_EQ(os.str(), "GLU(dim=1)");
+  expect_near(module(x.reshape({2, 2})), F::glu(x.reshape({2, 2}), 1).to_vector<double>(), 0, "module");
+  expect_error([] { glu(zeros({2, 3})); }, {"glu", "even", "[2, 3]", "size 3"});
+  expect_error([] { glu(zeros({2, 4}), 2); }, {"glu", "dim 2", "out of range"});
+  expect_error([] { glu(zeros({4}, kInt64)); }, {"glu", "int64"});
 }

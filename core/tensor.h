@@ -187,12 +187,19 @@ class Tensor {
   Tensor to(const TensorOptions& options) const;
   /// To other's device and dtype.
   Tensor to(const Tensor& other) const;
+  /// to(other), libtorch's older name.
+  Tensor type_as(const Tensor& other) const;
   /// To the GPU (cuda:0 unless `index`); an error saying why where no GPU is usable.
   Tensor cuda(int index = 0) const;
   Tensor cpu() const;
   Tensor contiguous() const;
   Tensor contiguous(MemoryFormat format) const;
   Tensor clone() const;
+  /// New tensors of this one's dtype and device (the options override them).   x.new_zeros({3, 4})
+  Tensor new_zeros(IntArrayRef size, TensorOptions options = {}) const;
+  Tensor new_ones(IntArrayRef size, TensorOptions options = {}) const;
+  Tensor new_full(IntArrayRef size, const Scalar& fill_value, TensorOptions options = {}) const;
+  Tensor new_empty(IntArrayRef size, TensorOptions options = {}) const;
 
   // Views and reshapes.
   Tensor view(IntArrayRef size) const;
@@ -216,7 +223,12 @@ class Tensor {
   std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
   std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
   Tensor transpose(int64_t dim0, int64_t dim1) const;
+  /// transpose's NumPy names.
+  Tensor swapaxes(int64_t dim0, int64_t dim1) const;
+  Tensor swapdims(int64_t dim0, int64_t dim1) const;
   Tensor permute(IntArrayRef dims) const;
+  Tensor movedim(IntArrayRef source, IntArrayRef destination) const;
+  Tensor unflatten(int64_t dim, IntArrayRef sizes) const;
   Tensor t() const { return transpose(0, 1); }
   Tensor expand(IntArrayRef size) const;
   Tensor expand_as(const Tensor& other) const;

@@ -53,6 +53,15 @@ std::string ELUImpl::extra_repr() const { return "alpha=" + number(options.alpha
 Tensor SELUImpl::forward(const Tensor& input) { return selu(input); }
 Tensor MishImpl::forward(const Tensor& input) { return mish(input); }
 Tensor GLUImpl::forward(const Tensor& input) { return glu(input, dim); }
+Tensor SoftsignImpl::forward(const Tensor& input) { return softsign(input); }
+Tensor TanhshrinkImpl::forward(const Tensor& input) { return tanhshrink(input); }
+Tensor HardshrinkImpl::forward(const Tensor& input) { return hardshrink(input, options.lambda()); }
+std::string HardshrinkImpl::extra_repr() const { return number(options.lambda()); }
+Tensor SoftshrinkImpl::forward(const Tensor& input) { return softshrink(input, options.lambda()); }
+std::string SoftshrinkImpl::extra_repr() const { return number(options.lambda()); }
+Tensor CELUImpl::forward(const Tensor& input) { return celu(input, options.alpha()); }
+std::string CELUImpl::extra_repr() const { return "alpha=" + number(options.alpha()); }
+Tensor SoftminImpl::forward(const Tensor& input) { return softmin(input, dim); }
 Tensor ReLU6Impl::forward(const Tensor& input) { return relu6(input); }
 Tensor LogSigmoidImpl::forward(const Tensor& input) { return log_sigmoid(input); }
 

@@ -124,6 +124,78 @@ class SELUImpl : public Module {
 };
 MINIDL_MODULE(SELU);
 
+/// x / (1 + |x|).   nn::Softsign()
+class SoftsignImpl : public Module {
+ public:
+  MINIDL_CLONE_STATELESS(SoftsignImpl)
+  Tensor forward(const Tensor& input) override;
+};
+MINIDL_MODULE(Softsign);
+
+/// x - tanh(x).   nn::Tanhshrink()
+class TanhshrinkImpl : public Module {
+ public:
+  MINIDL_CLONE_STATELESS(TanhshrinkImpl)
+  Tensor forward(const Tensor& input) override;
+};
+MINIDL_MODULE(Tanhshrink);
+
+struct HardshrinkOptions {
+  MINIDL_ARG(double, lambda) = 0.5;
+};
+
+/// x where |x| > lambda, else 0.   nn::Hardshrink(nn::HardshrinkOptions().lambda(0.1))
+class HardshrinkImpl : public Module {
+ public:
+  MINIDL_CLONE_FROM_OPTIONS(HardshrinkImpl)
+  explicit HardshrinkImpl(const HardshrinkOptions& options = {}) : options(options) {}
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  HardshrinkOptions options;
+};
+MINIDL_MODULE(Hardshrink);
+
+struct SoftshrinkOptions {
+  MINIDL_ARG(double, lambda) = 0.5;
+};
+
+/// x -+ lambda outside [-lambda, lambda], else 0.   nn::Softshrink()
+class SoftshrinkImpl : public Module {
+ public:
+  MINIDL_CLONE_FROM_OPTIONS(SoftshrinkImpl)
+  explicit SoftshrinkImpl(const SoftshrinkOptions& options = {}) : options(options) {}
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  SoftshrinkOptions options;
+};
+MINIDL_MODULE(Softshrink);
+
+struct CELUOptions {
+  MINIDL_ARG(double, alpha) = 1.0;
+};
+
+/// max(0, x) + min(0, alpha * (exp(x / alpha) - 1)).   nn::CELU(nn::CELUOptions().alpha(2))
+class CELUImpl : public Module {
+ public:
+  MINIDL_CLONE_FROM_OPTIONS(CELUImpl)
+  explicit CELUImpl(const CELUOptions& options = {}) : options(options) {}
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  CELUOptions options;
+};
+MINIDL_MODULE(CELU);
+
+/// softmax(-x) over `dim`.   nn::Softmin(1)
+class SoftminImpl : public Module {
+ public:
+  MINIDL_CLONE_STATELESS(SoftminImpl)
+  explicit SoftminImpl(int64_t dim) : dim(dim) {}
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override { return "dim=" + std::to_string(dim); }
+  int64_t dim;
+};
+MINIDL_MODULE(Softmin);
+
 /// The gated linear unit over `dim`: a * sigmoid(b) for the halves a, b.   nn::GLU(), nn::GLU(1)
 class GLUImpl : public Module {
  public:

@@ -9,6 +9,7 @@
 #include "ops/conv1d.h"
 #include "ops/conv2d.h"
 #include "ops/conv_transpose2d.h"
+#include "ops/distance.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/loss.h"
@@ -116,9 +117,17 @@ using minidl::avg_pool2d;
 using minidl::batch_norm;
 using minidl::conv2d;
 using minidl::conv_transpose2d;
+using minidl::cosine_similarity;
 using minidl::dropout;
 using minidl::dropout2d;
+using minidl::celu;
 using minidl::elu;
+using minidl::hardshrink;
+using minidl::logit;
+using minidl::softmin;
+using minidl::softshrink;
+using minidl::softsign;
+using minidl::tanhshrink;
 using minidl::hardsigmoid;
 using minidl::hardswish;
 using minidl::hardtanh;
@@ -128,6 +137,7 @@ using minidl::rms_norm;
 using minidl::dropout_add_layer_norm;
 using minidl::flatten;
 using minidl::gelu;
+using minidl::glu;
 using minidl::interpolate;
 /// PyTorch's name for interpolate's options.   F::interpolate(x, F::InterpolateFuncOptions().scale_factor(2))
 using InterpolateFuncOptions = minidl::InterpolateOptions;
@@ -136,7 +146,8 @@ using minidl::linear;
 using minidl::log_softmax;
 using minidl::max_pool2d;
 using minidl::mish;
-using minidl::glu;
+using minidl::normalize;
+using minidl::pairwise_distance;
 using minidl::prelu;
 using minidl::relu;
 using minidl::relu6;

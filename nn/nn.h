@@ -7,6 +7,7 @@
 #include "nn/conv1d.h"
 #include "nn/conv2d.h"
 #include "nn/conv_transpose2d.h"
+#include "nn/distance.h"
 #include "nn/embedding.h"
 #include "nn/functional.h"
 #include "nn/init.h"

@@ -4,6 +4,7 @@
 #include "ops/activation.h"
 
 #include "core/autograd.h"
+#include "ops/arithmetic.h"
 #include "ops/compare.h"
 #include "ops/elementwise.h"
 #include "ops/logical.h"
@@ -73,6 +74,41 @@ Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
 }
 
 Tensor relu6(const Tensor& x) { return hardtanh(x, 0.0, 6.0); }
+
+// The shrinks, softsign, tanhshrink, celu and logit compose elementwise ops: their gradients are
+// those ops', which match PyTorch's formulas (0 at the shrinks' thresholds, as PyTorch's).
+Tensor softsign(const Tensor& x) {
+  check_floating("softsign", x);
+  return div(x, add(abs(x), 1));
+}
+
+Tensor tanhshrink(const Tensor& x) {
+  check_floating("tanhshrink", x);
+  return sub(x, tanh(x));
+}
+
+Tensor hardshrink(const Tensor& x, double lambd) {
+  check_floating("hardshrink", x);
+  return where(gt(abs(x), lambd), x, 0.0);
+}
+
+Tensor softshrink(const Tensor& x, double lambd) {
+  check_floating("softshrink", x);
+  MINIDL_CHECK(lambd >= 0, "softshrink: lambd must be greater or equal to 0, got ", lambd);
+  return where(gt(x, lambd), sub(x, lambd), where(lt(x, -lambd), add(x, lambd), 0.0));
+}
+
+Tensor celu(const Tensor& x, double alpha) {
+  check_floating("celu", x);
+  MINIDL_CHECK(alpha > 0, "celu: expected alpha > 0, got ", alpha);
+  return alpha == 1 ? elu(x, 1.0) : mul(elu(div(x, alpha), 1.0), alpha);
+}
+
+Tensor logit(const Tensor& x, std::optional<double> eps) {
+  check_floating("logit", x);
+  const Tensor z = eps ? clamp(x, *eps, 1.0 - *eps) : x;
+  return log(div(z, 1.0 - z));
+}
 
 Tensor glu(const Tensor& x, int64_t dim) {
   check_floating("glu", x);

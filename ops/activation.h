@@ -1,6 +1,8 @@
 #pragma once
 // Activations beyond relu / gelu / silu / leaky_relu (ops/elementwise.h) and log_sigmoid
 // (ops/loss.h), with libtorch's names and defaults. Each takes a floating tensor.
+#include <optional>
+
 #include "core/tensor.h"
 
 namespace minidl {
@@ -23,6 +25,19 @@ Tensor relu6(const Tensor& x);
 Tensor hardsigmoid(const Tensor& x);
 /// x * relu6(x + 3) / 6.
 Tensor hardswish(const Tensor& x);
+/// x / (1 + |x|).
+Tensor softsign(const Tensor& x);
+/// x - tanh(x).
+Tensor tanhshrink(const Tensor& x);
+/// x where |x| > lambd, else 0.   hardshrink(x), hardshrink(x, 0.1)
+Tensor hardshrink(const Tensor& x, double lambd = 0.5);
+/// x - lambd where x > lambd, x + lambd where x < -lambd, else 0 (lambd >= 0).
+Tensor softshrink(const Tensor& x, double lambd = 0.5);
+/// max(0, x) + min(0, alpha * (exp(x / alpha) - 1)), that is alpha * elu(x / alpha); alpha > 0.
+Tensor celu(const Tensor& x, double alpha = 1.0);
+/// log(z / (1 - z)) with z = x, or x clamped to [eps, 1 - eps] when eps is given (the gradient is
+/// then 0 outside that range).   logit(p), logit(p, 1e-6)
+Tensor logit(const Tensor& x, std::optional<double> eps = std::nullopt);
 /// The gated linear unit: x split in halves a, b along dim (of even size), a * sigmoid(b).
 ///   glu(x), glu(x, 1)
 Tensor glu(const Tensor& x, int64_t dim = -1);

@@ -15,6 +15,7 @@
 #include "ops/conv2d_relu.h"
 #include "ops/conv_transpose2d.h"
 #include "ops/copy.h"
+#include "ops/distance.h"
 #include "ops/creation.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"

@@ -85,4 +85,6 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
   return softmax_impl(x, dim, true);
 }
 
+Tensor softmin(const Tensor& x, int64_t dim) { return softmax(neg(x), dim); }
+
 }  // namespace minidl

@@ -7,5 +7,7 @@ namespace minidl {
 Tensor softmax(const Tensor& x, int64_t dim);
 /// log(softmax(x, dim)), computed stably in one pass.
 Tensor log_softmax(const Tensor& x, int64_t dim);
+/// softmax(-x, dim), torch's softmin.
+Tensor softmin(const Tensor& x, int64_t dim);
 
 }  // namespace minidl

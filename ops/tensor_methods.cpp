@@ -53,11 +53,22 @@ Tensor Tensor::to(const TensorOptions& options) const {
   return minidl::to(*this, options.has_device() ? options.device() : device(), options.dtype_or(dtype()));
 }
 Tensor Tensor::to(const Tensor& other) const { return minidl::to(*this, other.device(), other.dtype()); }
+Tensor Tensor::type_as(const Tensor& other) const { return to(other); }
 Tensor Tensor::cuda(int index) const { return minidl::to(*this, Device::cuda(index), dtype()); }
 Tensor Tensor::cpu() const { return minidl::to(*this, Device::cpu(), dtype()); }
 Tensor Tensor::contiguous() const { return minidl::contiguous(*this); }
 Tensor Tensor::contiguous(MemoryFormat format) const { return minidl::contiguous(*this, format); }
 Tensor Tensor::clone() const { return minidl::clone(*this); }
+// new_*: this tensor's dtype and device unless the options set them.
+static TensorOptions like(const Tensor& t, const TensorOptions& o) {
+  return o.dtype(o.dtype_or(t.dtype())).device(o.has_device() ? o.device() : t.device());
+}
+Tensor Tensor::new_zeros(IntArrayRef size, TensorOptions o) const { return minidl::zeros(size, like(*this, o)); }
+Tensor Tensor::new_ones(IntArrayRef size, TensorOptions o) const { return minidl::ones(size, like(*this, o)); }
+Tensor Tensor::new_full(IntArrayRef size, const Scalar& fill_value, TensorOptions o) const {
+  return minidl::full(size, fill_value, like(*this, o));
+}
+Tensor Tensor::new_empty(IntArrayRef size, TensorOptions o) const { return minidl::empty(size, like(*this, o)); }
 
 // ---- views ----
 Tensor Tensor::view(IntArrayRef size) const { return minidl::view(*this, size); }
@@ -81,7 +92,13 @@ std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim) const {
 }
 std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t dim) const { return minidl::chunk(*this, chunks, dim); }
 Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const { return minidl::transpose(*this, dim0, dim1); }
+Tensor Tensor::swapaxes(int64_t dim0, int64_t dim1) const { return minidl::transpose(*this, dim0, dim1); }
+Tensor Tensor::swapdims(int64_t dim0, int64_t dim1) const { return minidl::transpose(*this, dim0, dim1); }
 Tensor Tensor::permute(IntArrayRef dims) const { return minidl::permute(*this, dims); }
+Tensor Tensor::movedim(IntArrayRef source, IntArrayRef destination) const {
+  return minidl::movedim(*this, source, destination);
+}
+Tensor Tensor::unflatten(int64_t dim, IntArrayRef sizes) const { return minidl::unflatten(*this, dim, sizes); }
 Tensor Tensor::expand(IntArrayRef size) const { return minidl::expand(*this, size); }
 Tensor Tensor::expand_as(const Tensor& other) const { return minidl::expand(*this, other.shape()); }
 

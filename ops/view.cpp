@@ -108,6 +108,25 @@ Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
   return reshape(x, shape);
 }
 
+Tensor unflatten(const Tensor& x, int64_t dim, const Shape& sizes) {
+  dim = wrap_dim(dim, x.dim(), "unflatten");
+  MINIDL_CHECK(!sizes.empty(), "unflatten: expected sizes of at least one dim, got []");
+  int64_t known = 1, inferred = 0;
+  for (int64_t s : sizes) {
+    MINIDL_CHECK(s >= 0 || s == -1, "unflatten: sizes may hold -1 once and non-negative sizes, got ", sizes);
+    if (s == -1) ++inferred;
+    else known *= s;
+  }
+  const int64_t size = x.shape()[dim];
+  MINIDL_CHECK(inferred <= 1, "unflatten: only one of sizes ", sizes, " may be -1");
+  MINIDL_CHECK(inferred ? (known > 0 && size % known == 0) : known == size, "unflatten: sizes ", sizes,
+               " do not multiply to dim ", dim, "'s size ", size, " of shape ", x.shape());
+  Shape shape(x.shape().begin(), x.shape().begin() + dim);
+  for (int64_t s : sizes) shape.push_back(s == -1 ? size / known : s);
+  shape.insert(shape.end(), x.shape().begin() + dim + 1, x.shape().end());
+  return reshape(x, shape);
+}
+
 Tensor squeeze(const Tensor& x, int64_t dim) {
   dim = wrap_dim(dim, x.dim(), "squeeze");
   if (x.dim() == 0 || x.shape()[dim] != 1) return x;
@@ -138,6 +157,33 @@ Tensor unsqueeze(const Tensor& x, int64_t dim) {
   shape.insert(shape.begin() + dim, 1);
   strides.insert(strides.begin() + dim, stride);
   return make_view_op("unsqueeze", x, std::move(shape), std::move(strides), x.offset());
+}
+
+Tensor movedim(const Tensor& x, const std::vector<int64_t>& source, const std::vector<int64_t>& destination) {
+  MINIDL_CHECK(source.size() == destination.size(), "movedim: source and destination name ", source.size(),
+               " and ", destination.size(), " dims; expected as many");
+  const int64_t rank = x.dim();
+  std::vector<int64_t> order(static_cast<size_t>(rank), -1);
+  std::vector<bool> moved(static_cast<size_t>(rank), false);
+  for (size_t i = 0; i < source.size(); ++i) {
+    const int64_t from = wrap_dim(source[i], rank, "movedim"), to = wrap_dim(destination[i], rank, "movedim");
+    MINIDL_CHECK(!moved[from], "movedim: dim ", from, " repeats in source ", Shape(source));
+    MINIDL_CHECK(order[to] == -1, "movedim: dim ", to, " repeats in destination ", Shape(destination));
+    moved[from] = true;
+    order[to] = from;
+  }
+  // The dims not moved fill the free positions in their order.
+  int64_t next = 0;
+  for (int64_t& o : order) {
+    if (o != -1) continue;
+    while (moved[next]) ++next;
+    o = next++;
+  }
+  return permute(x, order);
+}
+
+Tensor movedim(const Tensor& x, int64_t source, int64_t destination) {
+  return movedim(x, std::vector<int64_t>{source}, std::vector<int64_t>{destination});
 }
 
 Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {

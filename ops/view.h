@@ -13,6 +13,8 @@ Tensor view(const Tensor& x, Shape shape);
 Tensor reshape(const Tensor& x, Shape shape);
 /// flatten(x, 1) turns [N, C, H, W] into [N, C*H*W].
 Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
+/// Splits dim into `sizes` (one of them may be -1), flatten's inverse.   unflatten(x, 1, {3, 4})  // [N, 12] -> [N, 3, 4]
+Tensor unflatten(const Tensor& x, int64_t dim, const Shape& sizes);
 /// Removes dimension `dim` if its size is 1.
 Tensor squeeze(const Tensor& x, int64_t dim);
 /// Removes every dimension of size 1.   squeeze(zeros({2, 1, 3, 1}))  // [2, 3]
@@ -20,6 +22,10 @@ Tensor squeeze(const Tensor& x);
 Tensor unsqueeze(const Tensor& x, int64_t dim);
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
 Tensor permute(const Tensor& x, const std::vector<int64_t>& dims);
+/// The dims `source` moved to the positions `destination`, the others keeping their order (a
+/// permute).   movedim(x, 1, -1)  // [N, C, H, W] -> [N, H, W, C]
+Tensor movedim(const Tensor& x, const std::vector<int64_t>& source, const std::vector<int64_t>& destination);
+Tensor movedim(const Tensor& x, int64_t source, int64_t destination);
 /// Broadcasts size-1 (or missing leading) dimensions to `shape` with stride 0.
 Tensor expand(const Tensor& x, const Shape& shape);
 

@@ -237,3 +237,43 @@ TEST(ActivationsMore, GluGatesOneHalfWithTheOther) {
   expect_error([] { glu(zeros({2, 4}), 2); }, {"glu", "dim 2", "out of range"});
   expect_error([] { glu(zeros({4}, kInt64)); }, {"glu", "int64"});
 }
+
+TEST(ActivationsMore, ShrinksSoftsignCeluLogitSoftmin) {
+  const Tensor x = f64({-2, -0.25, 0.25, 2});
+  expect_near(softsign(x), {-2.0 / 3, -0.2, 0.2, 2.0 / 3}, 1e-15, "softsign");
+  expect_near(tanhshrink(x), {-2 - std::tanh(-2.0), -0.25 - std::tanh(-0.25), 0.25 - std::tanh(0.25), 2 - std::tanh(2.0)},
+              1e-15, "tanhshrink");
+  expect_near(hardshrink(x), {-2, 0, 0, 2}, 0, "hardshrink");
+  expect_near(hardshrink(x, 0.1), {-2, -0.25, 0.25, 2}, 0, "hardshrink 0.1");
+  expect_near(softshrink(x), {-1.5, 0, 0, 1.5}, 0, "softshrink");
+  expect_near(celu(x, 2.0), {2 * std::expm1(-1.0), 2 * std::expm1(-0.125), 0.25, 2}, 1e-15, "celu");
+  expect_near(logit(f64({0.25, 0.5})), {std::log(1.0 / 3), 0}, 1e-15, "logit");
+  EXPECT_EQ(logit(f64({1.0})).item<double>(), INFINITY);
+  expect_near(logit(f64({0.0, 1.0}), 0.25), {std::log(1.0 / 3), std::log(3.0)}, 1e-15, "logit, clamped");
+  expect_near(softmin(f64({0, std::log(2.0)}), 0), {2.0 / 3, 1.0 / 3}, 1e-15, "softmin");
+  // The shrinks' gradient is 1 beyond the threshold and 0 inside, as PyTorch's.
+  EXPECT_EQ(grad_at([](const Tensor& t) { return hardshrink(t); }, {-2, -0.25, 0.25, 2}), (std::vector<double>{1, 0, 0, 1}));
+  EXPECT_EQ(grad_at([](const Tensor& t) { return softshrink(t); }, {-2, -0.25, 0.25, 2}), (std::vector<double>{1, 0, 0, 1}));
+  EXPECT_EQ(grad_at([](const Tensor& t) { return logit(t, 0.25); }, {0.1, 0.9}), (std::vector<double>{0, 0}));
+  for (auto [name, f] : std::vector<std::pair<const char*, std::function<Tensor(const std::vector<Tensor>&)>>>{
+           {"softsign", [](auto& in) { return softsign(in[0]); }},
+           {"tanhshrink", [](auto& in) { return tanhshrink(in[0]); }},
+           {"celu", [](auto& in) { return celu(in[0], 0.5); }},
+           {"softmin", [](auto& in) { return softmin(in[0], 1); }},
+       })
+    expect_gradcheck(name, f, {away_from({3, 4}, {0})});
+  expect_gradcheck("hardshrink", [](auto& in) { return hardshrink(in[0]); }, {away_from({3, 4}, {-0.5, 0.5})});
+  expect_gradcheck("softshrink", [](auto& in) { return softshrink(in[0]); }, {away_from({3, 4}, {-0.5, 0.5})});
+  expect_gradcheck("logit", [](auto& in) { return logit(in[0]); },
+                   {uniform({3, 4}, 0.1, 0.9, kFloat64).requires_grad_()});
+  // Modules, printed as PyTorch prints them.
+  std::ostringstream os;
+  os << *nn::Softsign() << " " << *nn::Tanhshrink() << " " << *nn::Hardshrink(nn::HardshrinkOptions().lambda(0.1))
+     << " " << *nn::Softshrink() << " " << *nn::CELU(nn::CELUOptions().alpha(2)) << " " << *nn::Softmin(1);
+  EXPECT_EQ(os.str(), "Softsign() Tanhshrink() Hardshrink(0.1) Softshrink(0.5) CELU(alpha=2) Softmin(dim=1)");
+  expect_near(nn::CELU(nn::CELUOptions().alpha(2))(x), celu(x, 2.0).to_vector<double>(), 0, "CELU module");
+  expect_near(nn::Softmin(0)(x), softmin(x, 0).to_vector<double>(), 0, "Softmin module");
+  expect_error([] { softshrink(zeros({2}), -1); }, {"softshrink", "lambd", "-1"});
+  expect_error([] { celu(zeros({2}), 0); }, {"celu", "alpha > 0"});
+  expect_error([] { softsign(zeros({2}, kInt64)); }, {"softsign", "int64"});
+}

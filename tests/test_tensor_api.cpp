@@ -382,5 +382,33 @@ TEST(TensorApi, GatherScatterAndRearrangeMethods) {
   EXPECT_EQ(x.triu(1).to_vector<float>(), (F{0, 2, 0, 0}));
 }
 
+TEST(TensorApi, UnflattenMovedimSwapaxesTypeAsAndNewFactories) {
+  const Tensor x = arange(24, kFloat32).reshape({2, 12});
+  EXPECT_EQ(x.unflatten(1, {3, 4}).sizes(), (Shape{2, 3, 4}));
+  EXPECT_EQ(x.unflatten(1, {-1, 6}).sizes(), (Shape{2, 2, 6}));
+  EXPECT_EQ(x.unflatten(-1, {3, 4}).flatten(1).to_vector<float>(), x.to_vector<float>());
+  expect_error([&] { (void)x.unflatten(1, {5, -1}); }, {"unflatten", "do not multiply", "12"});
+  expect_error([&] { (void)x.unflatten(1, {-1, -1}); }, {"unflatten", "-1"});
+  const Tensor y = randn({2, 3, 4, 5});
+  const Tensor last = y.movedim(1, -1);  // [N, C, H, W] -> [N, H, W, C]
+  EXPECT_EQ(last.sizes(), (Shape{2, 4, 5, 3}));
+  EXPECT_EQ(last.select(3, 2).contiguous().to_vector<float>(), y.select(1, 2).contiguous().to_vector<float>());
+  EXPECT_EQ(y.movedim({0, 1}, {3, 2}).sizes(), (Shape{4, 5, 3, 2}));  // the others keep their order
+  expect_error([&] { (void)y.movedim({0, 0}, {1, 2}); }, {"movedim", "repeats"});
+  expect_error([&] { (void)y.movedim({0}, {1, 2}); }, {"movedim", "as many"});
+  EXPECT_EQ(y.swapaxes(0, 3).sizes(), (Shape{5, 3, 4, 2}));
+  EXPECT_EQ(y.swapdims(1, 2).to_vector<float>(), y.transpose(1, 2).to_vector<float>());
+  const Tensor d = Tensor::from_vector<double>({1.5, -2}, {2});
+  EXPECT_EQ(Tensor::from_vector<int64_t>({1, 2}, {2}).type_as(d).dtype(), kFloat64);
+  const Tensor z = d.new_zeros({2, 3});
+  EXPECT_EQ(z.dtype(), kFloat64);
+  EXPECT_EQ(z.sizes(), (Shape{2, 3}));
+  EXPECT_EQ(d.new_ones(2).to_vector<double>(), (std::vector<double>{1, 1}));
+  EXPECT_EQ(d.new_full({2}, 7).to_vector<double>(), (std::vector<double>{7, 7}));
+  EXPECT_EQ(d.new_full({2}, 7, kInt64).dtype(), kInt64);
+  EXPECT_EQ(d.new_empty({4}).sizes(), (Shape{4}));
+  EXPECT_EQ(d.new_empty({4}).dtype(), kFloat64);
+}
+
 }  // namespace
 }  // namespace minidl

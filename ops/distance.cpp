@@ -1,0 +1,71 @@
+// normalize, cosine_similarity and pairwise_distance composed of norms and elementwise ops, so their
+// gradients are those ops' (on every device and floating dtype).
+#include "ops/distance.h"
+
+#include "core/autograd.h"
+#include "core/error.h"
+#include "ops/arithmetic.h"
+#include "ops/compare.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
+#include "ops/view.h"
+
+namespace minidl {
+
+namespace {
+
+void check_floating(const char* op, const Tensor& x) {
+  MINIDL_CHECK(x.defined(), op, ": the input is undefined");
+  MINIDL_CHECK(is_floating(x.dtype()), op, ": expected a floating tensor, got ", x.dtype());
+}
+
+int64_t wrapped_dim(const char* op, int64_t dim, const Tensor& x) {
+  const int64_t rank = std::max<int64_t>(x.dim(), 1);
+  MINIDL_CHECK(dim >= -rank && dim < rank, op, ": dim ", dim, " is out of range for a tensor of shape ", x.shape());
+  return dim < 0 ? dim + rank : dim;
+}
+
+// n with its values raised to at least eps while its gradient stays that of n: PyTorch clamps the
+// norms of cosine_similarity in place under no_grad, which leaves the graph as if unclamped.
+Tensor clamped_values(const Tensor& n, double eps) {
+  Tensor raise;
+  {
+    NoGradGuard no_grad;
+    raise = sub(clamp(n, eps), n);
+  }
+  return add(n, raise);
+}
+
+}  // namespace
+
+Tensor normalize(const Tensor& x, double p, int64_t dim, double eps) {
+  check_floating("normalize", x);
+  const int64_t d = wrapped_dim("normalize", dim, x);
+  return div(x, clamp(norm(x, p, {d}, /*keepdim=*/true), eps));
+}
+
+Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double eps) {
+  check_floating("cosine_similarity", x1);
+  check_floating("cosine_similarity", x2);
+  Shape shape;
+  try {
+    shape = broadcast_shapes(x1.shape(), x2.shape(), "cosine_similarity");
+  } catch (const Error&) {
+    MINIDL_FAIL("cosine_similarity: x1 of shape ", x1.shape(), " and x2 of shape ", x2.shape(), " do not broadcast");
+  }
+  const Tensor a = x1.shape() == shape ? x1 : expand(x1, shape), b = x2.shape() == shape ? x2 : expand(x2, shape);
+  const int64_t d = wrapped_dim("cosine_similarity", dim, a);
+  const Tensor na = clamped_values(norm(a, 2, {d}, true), eps), nb = clamped_values(norm(b, 2, {d}, true), eps);
+  return sum(mul(div(a, na), div(b, nb)), {d});
+}
+
+Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p, double eps, bool keepdim) {
+  check_floating("pairwise_distance", x1);
+  check_floating("pairwise_distance", x2);
+  const Tensor diff = add(sub(x1, x2), eps);
+  MINIDL_CHECK(diff.dim() >= 1, "pairwise_distance: expected inputs of at least one dim, got shapes ", x1.shape(),
+               " and ", x2.shape());
+  return norm(diff, p, {diff.dim() - 1}, keepdim);
+}
+
+}  // namespace minidl

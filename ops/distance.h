@@ -1,0 +1,18 @@
+#pragma once
+// Vector normalization and distances along a dim, as torch.nn.functional has them.
+#include "core/tensor.h"
+
+namespace minidl {
+
+/// x / max(||x||_p, eps) along `dim` (each slice scaled to unit p-norm).   normalize(x, 2, 1)
+Tensor normalize(const Tensor& x, double p = 2.0, int64_t dim = 1, double eps = 1e-12);
+
+/// The cosine of the angle between x1 and x2 along `dim`: sum(x1 * x2) / (||x1|| ||x2||), each norm
+/// at least eps; x1 and x2 broadcast, `dim` is dropped.   cosine_similarity(a, b)  // [N, D] -> [N]
+Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim = 1, double eps = 1e-8);
+
+/// ||x1 - x2 + eps||_p along the last dim.   pairwise_distance(a, b)  // [N, D] -> [N]
+Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p = 2.0, double eps = 1e-6,
+                         bool keepdim = false);
+
+}  // namespace minidl

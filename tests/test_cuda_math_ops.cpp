@@ -189,3 +189,26 @@ TEST(CudaMathOps, Dropout2dChannels) {
   gpu_module(in.to(gpu())).sum().backward();
   EXPECT_TRUE(all_close(gpu_module->weight.grad(), cpu_module->weight.grad(), 1e-4, 1e-4));
 }
+
+// The composed activations, distances and views: values and gradients as on the CPU.
+TEST(CudaMathOps, ComposedActivationsDistancesAndViewsMatchCpu) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  const std::vector<std::pair<const char*, Fn>> unary = {
+      {"softsign", [](auto& in) { return softsign(in[0]); }},
+      {"tanhshrink", [](auto& in) { return tanhshrink(in[0]); }},
+      {"hardshrink", [](auto& in) { return hardshrink(in[0], 0.3); }},
+      {"softshrink", [](auto& in) { return softshrink(in[0], 0.3); }},
+      {"celu", [](auto& in) { return celu(in[0], 0.7); }},
+      {"softmin", [](auto& in) { return softmin(in[0], 1); }},
+      {"glu", [](auto& in) { return glu(in[0], 1); }},
+      {"normalize", [](auto& in) { return normalize(in[0], 2, 1); }},
+      {"movedim + unflatten", [](auto& in) { return in[0].movedim(0, 1).unflatten(0, {2, 3}); }},
+  };
+  for (const auto& [name, f] : unary) expect_cpu_cuda_agree(name, f, {randn({5, 6}, kFloat64)}, 1e-10);
+  expect_cpu_cuda_agree("logit", [](auto& in) { return logit(in[0], 1e-3); }, {rand({5, 6}, kFloat64)}, 1e-10);
+  expect_cpu_cuda_agree("cosine_similarity", [](auto& in) { return cosine_similarity(in[0], in[1], -1); },
+                        {randn({5, 6}, kFloat64), randn({1, 6}, kFloat64)}, 1e-10);
+  expect_cpu_cuda_agree("pairwise_distance", [](auto& in) { return pairwise_distance(in[0], in[1]); },
+                        {randn({5, 6}, kFloat64), randn({5, 6}, kFloat64)}, 1e-10);
+}

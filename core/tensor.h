@@ -266,6 +266,10 @@ class Tensor {
   Tensor add(const Scalar& other, const Scalar& alpha = 1) const;
   Tensor sub(const Tensor& other, const Scalar& alpha = 1) const;
   Tensor sub(const Scalar& other, const Scalar& alpha = 1) const;
+  Tensor addcmul(const Tensor& tensor1, const Tensor& tensor2, const Scalar& value = 1) const;
+  Tensor addcdiv(const Tensor& tensor1, const Tensor& tensor2, const Scalar& value = 1) const;
+  Tensor lerp(const Tensor& end, const Scalar& weight) const;
+  Tensor lerp(const Tensor& end, const Tensor& weight) const;
   Tensor mul(const Tensor& other) const;
   Tensor mul(const Scalar& other) const;
   Tensor div(const Tensor& other) const;
@@ -402,6 +406,23 @@ class Tensor {
   Tensor& div_(const Tensor& other) const;
   Tensor& div_(const Scalar& other) const;
   Tensor& fill_(const Scalar& value) const;
+  // Written through a second pass after the out-of-place op (ops/inplace.h), not recorded either.
+  Tensor& relu_() const;
+  Tensor& sigmoid_() const;
+  Tensor& tanh_() const;
+  Tensor& exp_() const;
+  Tensor& log_() const;
+  Tensor& sqrt_() const;
+  Tensor& neg_() const;
+  Tensor& abs_() const;
+  Tensor& pow_(const Scalar& exponent) const;
+  Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt) const;
+  Tensor& clamp_min_(const Scalar& min) const;
+  Tensor& clamp_max_(const Scalar& max) const;
+  Tensor& masked_fill_(const Tensor& mask, const Scalar& value) const;
+  Tensor& addcmul_(const Tensor& tensor1, const Tensor& tensor2, const Scalar& value = 1) const;
+  Tensor& addcdiv_(const Tensor& tensor1, const Tensor& tensor2, const Scalar& value = 1) const;
+  Tensor& lerp_(const Tensor& end, const Scalar& weight) const;
   /// Sets every element to 0 in place (any layout); not recorded (ops/elementwise.h).
   Tensor& zero_() const;
   /// Writes src (broadcast to this shape, converted to this dtype and device) into this tensor.

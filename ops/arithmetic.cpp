@@ -1,5 +1,6 @@
 #include "ops/arithmetic.h"
 
+#include "ops/autocast_policy.h"
 #include "ops/elementwise.h"
 
 namespace minidl {
@@ -37,5 +38,36 @@ Tensor mul(const Tensor& a, const Scalar& b) { return mul(a, scalar_operand(b, a
 Tensor div(const Tensor& a, const Scalar& b) { return div(a, scalar_operand(b, a)); }
 Tensor floor_divide(const Tensor& a, const Scalar& b) { return floor_divide(a, scalar_operand(b, a)); }
 Tensor remainder(const Tensor& a, const Scalar& b) { return remainder(a, scalar_operand(b, a)); }
+
+Tensor addcmul(const Tensor& input, const Tensor& t1, const Tensor& t2, const Scalar& value) {
+  MINIDL_AUTOCAST(addcmul, addcmul, input, t1, t2, value);
+  return add(input, mul(t1, t2), value);
+}
+
+Tensor addcdiv(const Tensor& input, const Tensor& t1, const Tensor& t2, const Scalar& value) {
+  MINIDL_AUTOCAST(addcdiv, addcdiv, input, t1, t2, value);
+  MINIDL_CHECK(is_floating(t1.dtype()) || is_floating(t2.dtype()),
+               "addcdiv: integer division of tensors is not supported (", t1.dtype(), " / ", t2.dtype(),
+               "); convert them to a floating dtype first");
+  return add(input, div(t1, t2), value);
+}
+
+namespace {
+void check_lerp(const Tensor& input, const Tensor& end) {
+  MINIDL_CHECK(is_floating(input.dtype()), "lerp: expected floating tensors, got ", input.dtype());
+  MINIDL_CHECK(input.dtype() == end.dtype(), "lerp: expected input and end of one dtype, got ", input.dtype(),
+               " and ", end.dtype());
+}
+}  // namespace
+
+Tensor lerp(const Tensor& input, const Tensor& end, const Scalar& weight) {
+  check_lerp(input, end);
+  return add(input, sub(end, input), weight);
+}
+
+Tensor lerp(const Tensor& input, const Tensor& end, const Tensor& weight) {
+  check_lerp(input, end);
+  return add(input, mul(weight, sub(end, input)));
+}
 
 }  // namespace minidl

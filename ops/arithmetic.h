@@ -1,6 +1,7 @@
 #pragma once
 // libtorch's other forms of the arithmetic ops: a scalar operand, and the alpha of add and sub.
 // Each is the tensor op of ops/elementwise.h on a wrapped scalar (type promotion as x + 2.5).
+// And the fused-looking compositions optimizers use: addcmul, addcdiv, lerp.
 #include "core/scalar.h"
 #include "core/tensor.h"
 
@@ -17,5 +18,13 @@ Tensor mul(const Tensor& a, const Scalar& b);
 Tensor div(const Tensor& a, const Scalar& b);
 Tensor floor_divide(const Tensor& a, const Scalar& b);
 Tensor remainder(const Tensor& a, const Scalar& b);
+
+/// input + value * t1 * t2, the three broadcast and promoted together.   addcmul(v, g, g, 0.01)
+Tensor addcmul(const Tensor& input, const Tensor& t1, const Tensor& t2, const Scalar& value = 1);
+/// input + value * t1 / t2; integer t1 and t2 are refused (PyTorch no longer divides them).
+Tensor addcdiv(const Tensor& input, const Tensor& t1, const Tensor& t2, const Scalar& value = 1);
+/// input + weight * (end - input): floating input and end of one dtype.   lerp(ema, x, 0.01)
+Tensor lerp(const Tensor& input, const Tensor& end, const Scalar& weight);
+Tensor lerp(const Tensor& input, const Tensor& end, const Tensor& weight);
 
 }  // namespace minidl

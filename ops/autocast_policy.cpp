@@ -54,6 +54,8 @@ const std::vector<PolicyRow> kTable = {
     {Op::prod, "prod", F32, F32},
     {Op::logsumexp, "logsumexp", F32, NONE},
     {Op::norm, "norm", F32, NONE},
+    {Op::addcmul, "addcmul", PRO, NONE},
+    {Op::addcdiv, "addcdiv", PRO, NONE},
     {Op::cross_entropy, "cross_entropy", F32, F32},
     {Op::nll_loss, "nll_loss", F32, F32},
     {Op::mse_loss, "mse_loss", F32, F32},

@@ -30,7 +30,7 @@ enum class Op : uint8_t {
   matmul, mm, bmm, mv, dot, addmm, baddbmm, addbmm, addmv, addr, linear, linear_relu, linear_relu_linear, linear_gelu_linear, conv1d, conv2d, conv2d_relu,
   conv2d_relu_max_pool2d, conv_transpose2d, einsum, scaled_dot_product_attention,
   softmax, log_softmax, layer_norm, rms_norm, group_norm, batch_norm, exp, log, pow, sum, prod,
-  logsumexp, norm,
+  logsumexp, norm, addcmul, addcdiv,
   cross_entropy, nll_loss, mse_loss, l1_loss, smooth_l1_loss, huber_loss, kl_div,
   binary_cross_entropy, binary_cross_entropy_with_logits,
   count_

@@ -1,6 +1,7 @@
 // Elementwise ops. Shapes: a and b broadcast NumPy-style to the output's shape; gradients are
 // summed back over the broadcast axes (sum_to_shape). Unary ops keep the input's shape.
 #include "ops/elementwise.h"
+#include "ops/inplace.h"
 
 #include "core/autograd.h"
 #include "core/type_promotion.h"
@@ -66,20 +67,6 @@ Tensor scalar_like(double value, const Tensor& like) { return full({}, value, li
 Tensor scalar_operand(const Scalar& value, const Tensor& other) {
   return scalar_tensor(value, result_type(other, value), other.device());
 }
-
-namespace {
-
-// In-place ops are not recorded, so their destination must not need a gradient while grad mode is
-// on. A leaf gets PyTorch's own message: changing it in place would make its gradient meaningless.
-void check_inplace_allowed(const char* name, const Tensor& a) {
-  if (!grad_mode_enabled() || !a.requires_grad()) return;
-  MINIDL_CHECK(!a.is_leaf(), name, ": a leaf Variable that requires grad is being used in an in-place operation; "
-                                   "do it under NoGradGuard (as torch.no_grad()), or use the out-of-place op");
-  MINIDL_FAIL(name, ": an in-place change of a tensor that requires grad is not recorded by autograd; use the "
-                    "out-of-place op (x = x + y), or NoGradGuard");
-}
-
-}  // namespace
 
 // a = a op b in place, b broadcast to a's shape. Not recorded, so a must not need a gradient. The
 // result type must fit a's dtype (PyTorch refuses int64 += 0.5 rather than truncating); b is then

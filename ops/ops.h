@@ -24,6 +24,7 @@
 #include "ops/gather_scatter.h"
 #include "ops/gradcheck.h"
 #include "ops/indexing.h"
+#include "ops/inplace.h"
 #include "ops/logical.h"
 #include "ops/loss.h"
 #include "ops/math.h"

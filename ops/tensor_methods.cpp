@@ -12,6 +12,7 @@
 #include "ops/logical.h"
 #include "ops/math.h"
 #include "ops/matmul.h"
+#include "ops/inplace.h"
 #include "ops/mm.h"
 #include "ops/rearrange.h"
 #include "ops/sampling.h"
@@ -147,6 +148,14 @@ Tensor Tensor::add(const Tensor& other, const Scalar& alpha) const { return mini
 Tensor Tensor::add(const Scalar& other, const Scalar& alpha) const { return minidl::add(*this, other, alpha); }
 Tensor Tensor::sub(const Tensor& other, const Scalar& alpha) const { return minidl::sub(*this, other, alpha); }
 Tensor Tensor::sub(const Scalar& other, const Scalar& alpha) const { return minidl::sub(*this, other, alpha); }
+Tensor Tensor::addcmul(const Tensor& tensor1, const Tensor& tensor2, const Scalar& value) const {
+  return minidl::addcmul(*this, tensor1, tensor2, value);
+}
+Tensor Tensor::addcdiv(const Tensor& tensor1, const Tensor& tensor2, const Scalar& value) const {
+  return minidl::addcdiv(*this, tensor1, tensor2, value);
+}
+Tensor Tensor::lerp(const Tensor& end, const Scalar& weight) const { return minidl::lerp(*this, end, weight); }
+Tensor Tensor::lerp(const Tensor& end, const Tensor& weight) const { return minidl::lerp(*this, end, weight); }
 Tensor Tensor::mul(const Tensor& other) const { return minidl::mul(*this, other); }
 Tensor Tensor::mul(const Scalar& other) const { return minidl::mul(*this, other); }
 Tensor Tensor::div(const Tensor& other) const { return minidl::div(*this, other); }
@@ -211,6 +220,30 @@ Tensor& Tensor::div_(const Tensor& other) const { return minidl::div_(self(*this
 Tensor& Tensor::div_(const Scalar& other) const { return minidl::div_(self(*this), other); }
 Tensor& Tensor::fill_(const Scalar& value) const { return minidl::fill_(self(*this), value); }
 Tensor& Tensor::zero_() const { return minidl::zero_(self(*this)); }
+Tensor& Tensor::relu_() const { return minidl::relu_(self(*this)); }
+Tensor& Tensor::sigmoid_() const { return minidl::sigmoid_(self(*this)); }
+Tensor& Tensor::tanh_() const { return minidl::tanh_(self(*this)); }
+Tensor& Tensor::exp_() const { return minidl::exp_(self(*this)); }
+Tensor& Tensor::log_() const { return minidl::log_(self(*this)); }
+Tensor& Tensor::sqrt_() const { return minidl::sqrt_(self(*this)); }
+Tensor& Tensor::neg_() const { return minidl::neg_(self(*this)); }
+Tensor& Tensor::abs_() const { return minidl::abs_(self(*this)); }
+Tensor& Tensor::pow_(const Scalar& exponent) const { return minidl::pow_(self(*this), exponent); }
+Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) const {
+  return minidl::clamp_(self(*this), min, max);
+}
+Tensor& Tensor::clamp_min_(const Scalar& min) const { return minidl::clamp_min_(self(*this), min); }
+Tensor& Tensor::clamp_max_(const Scalar& max) const { return minidl::clamp_max_(self(*this), max); }
+Tensor& Tensor::masked_fill_(const Tensor& mask, const Scalar& value) const {
+  return minidl::masked_fill_(self(*this), mask, value);
+}
+Tensor& Tensor::addcmul_(const Tensor& tensor1, const Tensor& tensor2, const Scalar& value) const {
+  return minidl::addcmul_(self(*this), tensor1, tensor2, value);
+}
+Tensor& Tensor::addcdiv_(const Tensor& tensor1, const Tensor& tensor2, const Scalar& value) const {
+  return minidl::addcdiv_(self(*this), tensor1, tensor2, value);
+}
+Tensor& Tensor::lerp_(const Tensor& end, const Scalar& weight) const { return minidl::lerp_(self(*this), end, weight); }
 Tensor& Tensor::copy_(const Tensor& src, bool /*non_blocking*/) const { return minidl::copy_(self(*this), src); }
 Tensor& Tensor::uniform_(double from, double to) const { return minidl::uniform_(self(*this), from, to); }
 Tensor& Tensor::normal_(double mean, double std) const { return minidl::normal_(self(*this), mean, std); }

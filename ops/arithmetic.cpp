@@ -41,7 +41,10 @@ Tensor remainder(const Tensor& a, const Scalar& b) { return remainder(a, scalar_
 
 Tensor addcmul(const Tensor& input, const Tensor& t1, const Tensor& t2, const Scalar& value) {
   MINIDL_AUTOCAST(addcmul, addcmul, input, t1, t2, value);
-  return add(input, mul(t1, t2), value);
+  const Tensor product = mul(t1, t2);
+  MINIDL_CHECK(is_floating(product.dtype()) || !value.is_floating_point(),
+               "addcmul: for integral tensors, value must not be a floating point number (got ", value, ")");
+  return add(input, product, value);
 }
 
 Tensor addcdiv(const Tensor& input, const Tensor& t1, const Tensor& t2, const Scalar& value) {

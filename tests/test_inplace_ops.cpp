@@ -104,6 +104,8 @@ TEST(InplaceOps, AddcmulAddcdivLerp) {
   EXPECT_EQ(addcmul(Tensor::from_vector<int64_t>({1}, {1}), ones({1}), ones({1})).dtype(), kFloat32);
   expect_error([] { addcdiv(zeros({2}), zeros({2}, kInt64), ones({2}, kInt64)); }, {"addcdiv", "integer division"});
   expect_error([] { lerp(zeros({2}), zeros({2}, kFloat64), 0.5); }, {"lerp", "one dtype"});
+  expect_error([] { addcmul(zeros({2}, kInt64), ones({2}, kInt64), ones({2}, kInt64), 0.5); },
+               {"addcmul", "integral", "0.5"});
   manual_seed(4);
   auto leaf = [](const Shape& s) { return randn(s, kFloat64).requires_grad_(); };
   GradcheckResult r = gradcheck([](auto& in) { return addcmul(in[0], in[1], in[2], -0.5); },

@@ -3,6 +3,7 @@
 #include "core/anomaly_mode.h"
 #include "core/autocast.h"
 #include "core/autograd.h"
+#include "core/autograd_checkpoint.h"
 #include "core/autograd_function.h"
 #include "core/cuda.h"
 #include "core/deterministic.h"

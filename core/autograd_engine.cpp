@@ -109,6 +109,11 @@ struct RunningEntry {
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds, bool implied_unit,
                   bool keep_graph, bool create_graph, Capture* capture) {
   GradModeScope grad_scope(create_graph);
+  struct GradWalk {  // counted while a grad() walk runs, also when a backward function throws
+    bool counted;
+    explicit GradWalk(bool c) : counted(c) { grad_walks += counted; }
+    ~GradWalk() { grad_walks -= counted; }
+  } grad_walk(capture != nullptr);
   const bool anomaly = is_anomaly_enabled();
   if (anomaly)
     for (const Tensor& s : seeds) detail::check_seed(s);

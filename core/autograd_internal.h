@@ -106,6 +106,9 @@ struct Tape {
 extern thread_local Tape tape;
 // The entry whose backward runs now on this thread (0: none), for saved_output().
 extern constinit thread_local uint64_t running_entry;
+// How many autograd::grad() walks (which collect gradients instead of accumulating them) are running
+// on this thread: checkpoint's backward, which accumulates through a backward of its own, refuses them.
+extern constinit thread_local int grad_walks;
 
 struct BusyGuard {
   bool previous = tape.busy;

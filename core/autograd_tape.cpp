@@ -19,6 +19,7 @@ std::atomic<uint64_t> next_node_id{1};
 }  // namespace
 
 constinit thread_local uint64_t running_entry = 0;
+constinit thread_local int grad_walks = 0;
 
 // The newest entries are inputs of nothing, so a dead one there can go at once: a forward whose
 // output is dropped frees its whole graph here, newest first, as each freed closure lets go of

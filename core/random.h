@@ -73,6 +73,11 @@ class Generator {
     capture_thread_ = std::this_thread::get_id();
     capture_used_ = 0;
   }
+  /// Whether this thread is capturing a graph's draws now.
+  bool capturing() {
+    std::lock_guard lock(mutex_);
+    return capture_state_ && std::this_thread::get_id() == capture_thread_;
+  }
   uint64_t capture_end() {
     std::lock_guard lock(mutex_);
     capture_state_ = nullptr;

@@ -141,3 +141,25 @@ TEST(ActivationCheckpoint, RefusesWhatItCannotDo) {
   NoGradGuard no_grad;
   EXPECT_FALSE(autograd::checkpoint([&a](const Tensor& t) { return a(t); }, x).requires_grad());
 }
+
+// On CUDA the dropout mask comes from the generator's Philox offset, which the recomputation sets back.
+TEST(CudaActivationCheckpoint, DropoutBlockAsWithout) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no usable CUDA device: " << cuda::unavailable_reason();
+  manual_seed(5);
+  nn::Linear fc1(64, 256), fc2(256, 64);
+  fc1->to(Device::cuda());
+  fc2->to(Device::cuda());
+  auto block = [&](const Tensor& t) { return fc2->forward(dropout(gelu(fc1->forward(t)), 0.3, true)); };
+  const Tensor data = randn({32, 64}, kFloat32, Device::cuda());
+  auto grads = [&](bool use) {
+    manual_seed(9);
+    fc1->weight.set_grad(Tensor());
+    Tensor x = data.detach().requires_grad_();
+    sum(use ? autograd::checkpoint(block, x) : block(x)).backward();
+    return std::make_pair(x.grad().to(Device::cpu()), fc1->weight.grad().to(Device::cpu()));
+  };
+  const auto [gx, gw] = grads(false);
+  const auto [cx, cw] = grads(true);
+  expect_same(cx, gx, 1e-6, "input");
+  expect_same(cw, gw, 1e-6, "fc1.weight");
+}

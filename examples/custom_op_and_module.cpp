@@ -1,4 +1,4 @@
-// minidl as an installed package: a custom op with its own backward (softsign.h) and a custom module
+// minidl as an installed package: a custom op with its own backward (squareplus.h) and a custom module
 // (residual_block.h), both checked against central differences in float64, then trained briefly on
 // random data. Exits non-zero when a check fails.
 #include <cstdio>
@@ -9,7 +9,7 @@
 #include "nn/nn.h"
 #include "optim/optim.h"
 #include "residual_block.h"
-#include "softsign.h"
+#include "squareplus.h"
 
 using namespace minidl;
 
@@ -20,23 +20,23 @@ static bool passed(const char* what, const GradcheckResult& result) {
 
 int main() {
   manual_seed(0);
-  bool ok = passed("softsign", gradcheck([](const std::vector<Tensor>& in) { return softsign(in[0]); },
-                                         {randn({4, 5}, kFloat64).requires_grad_()}));
+  bool ok = passed("squareplus", gradcheck([](const std::vector<Tensor>& in) { return squareplus(in[0]); },
+                                           {randn({4, 5}, kFloat64).requires_grad_()}));
   ResidualBlock block(6, 16);
   block->to(kFloat64);
   ok &= passed("ResidualBlock", gradcheck([&](const std::vector<Tensor>& in) { return block(in[0]); },
                                           {randn({3, 6}, kFloat64).requires_grad_()}));
 
-  // Regression onto softsign of a random linear map, by a model that ends in softsign itself.
+  // Regression onto squareplus of a random linear map, by a model that ends in squareplus itself.
   Tensor x = randn({256, 8});
-  Tensor y = softsign(matmul(x, randn({8, 1})));
+  Tensor y = squareplus(matmul(x, randn({8, 1})));
   nn::Sequential model(nn::Linear(8, 32), ResidualBlock(32, 64), nn::Linear(32, 1));
   std::cout << *model << "\n";
   optim::Adam optimizer(model->parameters(), optim::AdamOptions(1e-2));
   float first = 0, last = 0;
   for (int step = 0; step < 100; ++step) {
     optimizer.zero_grad();
-    Tensor loss = nn::functional::mse_loss(softsign(model(x)), y);
+    Tensor loss = nn::functional::mse_loss(squareplus(model(x)), y);
     loss.backward();
     optimizer.step();
     last = loss.item<float>();

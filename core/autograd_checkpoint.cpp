@@ -66,8 +66,10 @@ std::vector<Tensor> checkpoint(const std::function<std::vector<Tensor>(const std
   }
   if (recorded.empty()) return outputs;
   std::vector<Tensor> saved_inputs = inputs;
+  // The inputs are saved: an in-place change to one before the backward stops it, as for any op,
+  // since the recomputation would read the changed values.
   record_multi(
-      "CheckpointFunction", recorded, inputs, {},
+      "CheckpointFunction", recorded, inputs, inputs,
       [fn, saved_inputs, rng, autocast_state](const std::vector<Tensor>& grads, const std::vector<bool>& needs) {
         MINIDL_CHECK(internal::grad_walks == 0, "checkpoint: autograd::grad() cannot go through a checkpoint, "
                      "whose backward accumulates into .grad (as PyTorch's reentrant checkpoint); use backward()");

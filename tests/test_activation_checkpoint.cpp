@@ -137,6 +137,15 @@ TEST(ActivationCheckpoint, RefusesWhatItCannotDo) {
   expect_error([&] { autograd::grad({y}, {x}); }, {"checkpoint", "autograd::grad()", "backward()"});
   const Tensor z = sum(autograd::checkpoint([&a](const Tensor& t) { return a(t); }, x));
   expect_error([&] { autograd::grad({z}, {x}, {}, true, /*create_graph=*/true); }, {"CheckpointFunction"});
+  // An input changed in place before the backward would be read changed by the recomputation.
+  Tensor base = data.clone().requires_grad_();
+  Tensor input = mul(base, 1.0);
+  const Tensor w = sum(autograd::checkpoint([&a](const Tensor& t) { return a(t); }, input));
+  {
+    NoGradGuard writing;
+    input.add_(1.0);
+  }
+  expect_error([&] { w.backward(); }, {"CheckpointFunction", "modified by an inplace operation"});
   // No grad mode: fn runs as it is, nothing recorded.
   NoGradGuard no_grad;
   EXPECT_FALSE(autograd::checkpoint([&a](const Tensor& t) { return a(t); }, x).requires_grad());

@@ -238,6 +238,11 @@ class Tensor {
   Tensor sum(IntArrayRef dim, bool keepdim = false) const;
   Tensor mean() const;
   Tensor mean(IntArrayRef dim, bool keepdim = false) const;
+  /// In `dtype` (x converted first), as libtorch's dtype argument.   x.sum(kFloat64)
+  Tensor sum(DType dtype) const;
+  Tensor sum(IntArrayRef dim, bool keepdim, DType dtype) const;
+  Tensor mean(DType dtype) const;
+  Tensor mean(IntArrayRef dim, bool keepdim, DType dtype) const;
   Tensor var(IntArrayRef dim, bool unbiased = true, bool keepdim = false) const;
   /// (values, indices) of the maximum along `dim`.   auto [v, i] = x.max(1);
   std::tuple<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;
@@ -246,6 +251,8 @@ class Tensor {
   Tensor argmin(int64_t dim, bool keepdim = false) const;
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
+  Tensor softmax(int64_t dim, DType dtype) const;
+  Tensor log_softmax(int64_t dim, DType dtype) const;
 
   // Products.
   Tensor matmul(const Tensor& other) const;

@@ -18,6 +18,13 @@ Tensor sum(const Tensor& x);
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
 Tensor mean(const Tensor& x);
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+/// sum and mean in `dtype`, libtorch's dtype argument: x converted first, then reduced there (a
+/// float16 tensor summed in float32; under autocast the dtype asked for is kept).
+///   sum(x, kFloat64), mean(h, {1}, false, kFloat32)
+Tensor sum(const Tensor& x, DType dtype);
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, DType dtype);
+Tensor mean(const Tensor& x, DType dtype);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, DType dtype);
 
 struct MaxResult {
   Tensor values;

@@ -87,4 +87,14 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
 
 Tensor softmin(const Tensor& x, int64_t dim) { return softmax(neg(x), dim); }
 
+// In the dtype asked for, also under autocast (PyTorch leaves an explicit dtype alone there).
+Tensor softmax(const Tensor& x, int64_t dim, DType dtype) {
+  autocast::ExcludeGuard as_asked;
+  return softmax(x.to(dtype), dim);
+}
+Tensor log_softmax(const Tensor& x, int64_t dim, DType dtype) {
+  autocast::ExcludeGuard as_asked;
+  return log_softmax(x.to(dtype), dim);
+}
+
 }  // namespace minidl

@@ -119,6 +119,14 @@ Tensor Tensor::argmax(int64_t dim, bool keepdim) const { return minidl::argmax(*
 Tensor Tensor::argmin(int64_t dim, bool keepdim) const { return minidl::argmin(*this, dim, keepdim); }
 Tensor Tensor::softmax(int64_t dim) const { return minidl::softmax(*this, dim); }
 Tensor Tensor::log_softmax(int64_t dim) const { return minidl::log_softmax(*this, dim); }
+Tensor Tensor::softmax(int64_t dim, DType dtype) const { return minidl::softmax(*this, dim, dtype); }
+Tensor Tensor::log_softmax(int64_t dim, DType dtype) const { return minidl::log_softmax(*this, dim, dtype); }
+Tensor Tensor::sum(DType dtype) const { return minidl::sum(*this, dtype); }
+Tensor Tensor::sum(IntArrayRef dim, bool keepdim, DType dtype) const { return minidl::sum(*this, dim, keepdim, dtype); }
+Tensor Tensor::mean(DType dtype) const { return minidl::mean(*this, dtype); }
+Tensor Tensor::mean(IntArrayRef dim, bool keepdim, DType dtype) const {
+  return minidl::mean(*this, dim, keepdim, dtype);
+}
 
 // ---- products ----
 Tensor Tensor::matmul(const Tensor& other) const { return minidl::matmul(*this, other); }

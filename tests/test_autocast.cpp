@@ -738,6 +738,15 @@ TEST(AutocastCuda, PolicyTableInFloat16) {
   check_policy_table(Device::cuda(), kFloat16);
 }
 
+TEST(AutocastCuda, AnExplicitDtypeIsKept) {
+  MINIDL_REQUIRE_CUDA();
+  const Tensor x = randn({4, 7}).to(Device::cuda()).to(kBFloat16);
+  AutocastGuard guard(Device::cuda(), kBFloat16);
+  EXPECT_EQ(softmax(x, 1).dtype(), kFloat32);                 // the policy: float32
+  EXPECT_EQ(softmax(x, 1, kBFloat16).dtype(), kBFloat16);     // asked for: kept, as PyTorch's
+  EXPECT_EQ(sum(x, kFloat64).dtype(), kFloat64);
+}
+
 TEST(AutocastCuda, OpsOutsideTheTableKeepTheirDtype) {
   MINIDL_REQUIRE_CUDA();
   check_ops_outside_the_table(Device::cuda(), kBFloat16);

@@ -410,5 +410,25 @@ TEST(TensorApi, UnflattenMovedimSwapaxesTypeAsAndNewFactories) {
   EXPECT_EQ(d.new_empty({4}).dtype(), kFloat64);
 }
 
+TEST(TensorApi, ReductionsAndSoftmaxInAnAskedDtype) {
+  // 2^24 + 1 is not a float32: summed in float64 the ones are counted exactly.
+  const Tensor big = cat({full({1}, 16777216.0, kFloat32), ones({4}, kFloat32)});
+  EXPECT_EQ(big.sum(kFloat64).dtype(), kFloat64);
+  EXPECT_EQ(big.sum(kFloat64).item<double>(), 16777220.0);
+  EXPECT_EQ(minidl::sum(big, {0}, true, kFloat64).sizes(), (Shape{1}));
+  const Tensor h = tensor({{1., 2.}, {3., 5.}}).to(kBFloat16);
+  EXPECT_EQ(h.mean(kFloat32).dtype(), kFloat32);
+  EXPECT_EQ(h.mean({1}, false, kFloat32).to_vector<float>(), (F{1.5f, 4}));
+  const Tensor p = h.softmax(1, kFloat32);
+  EXPECT_EQ(p.dtype(), kFloat32);
+  EXPECT_NEAR(p.to_vector<float>()[1], 1 / (1 + std::exp(-1.0)), 1e-6);
+  EXPECT_EQ(h.log_softmax(1, kFloat64).dtype(), kFloat64);
+  // The gradient flows back through the conversion to the input's dtype.
+  const Tensor x = randn({3}).requires_grad_();
+  x.sum(kFloat64).backward();
+  EXPECT_EQ(x.grad().dtype(), kFloat32);
+  EXPECT_EQ(x.grad().to_vector<float>(), (F{1, 1, 1}));
+}
+
 }  // namespace
 }  // namespace minidl

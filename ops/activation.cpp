@@ -113,8 +113,7 @@ Tensor logit(const Tensor& x, std::optional<double> eps) {
 Tensor glu(const Tensor& x, int64_t dim) {
   check_floating("glu", x);
   MINIDL_CHECK(x.dim() > 0, "glu: expected a tensor of at least one dim, got a scalar");
-  const int64_t d = dim < 0 ? dim + x.dim() : dim;
-  MINIDL_CHECK(d >= 0 && d < x.dim(), "glu: dim ", dim, " is out of range for a tensor of shape ", x.shape());
+  const int64_t d = wrap_dim(dim, x.dim(), "glu");
   const int64_t half = x.size(d) / 2;
   MINIDL_CHECK(x.size(d) % 2 == 0, "glu: the halved dim must be even, but dim ", d, " of shape ", x.shape(),
                " has size ", x.size(d));

@@ -19,12 +19,6 @@ void check_floating(const char* op, const Tensor& x) {
   MINIDL_CHECK(is_floating(x.dtype()), op, ": expected a floating tensor, got ", x.dtype());
 }
 
-int64_t wrapped_dim(const char* op, int64_t dim, const Tensor& x) {
-  const int64_t rank = std::max<int64_t>(x.dim(), 1);
-  MINIDL_CHECK(dim >= -rank && dim < rank, op, ": dim ", dim, " is out of range for a tensor of shape ", x.shape());
-  return dim < 0 ? dim + rank : dim;
-}
-
 // n with its values raised to at least eps while its gradient stays that of n: PyTorch clamps the
 // norms of cosine_similarity in place under no_grad, which leaves the graph as if unclamped.
 Tensor clamped_values(const Tensor& n, double eps) {
@@ -40,7 +34,7 @@ Tensor clamped_values(const Tensor& n, double eps) {
 
 Tensor normalize(const Tensor& x, double p, int64_t dim, double eps) {
   check_floating("normalize", x);
-  const int64_t d = wrapped_dim("normalize", dim, x);
+  const int64_t d = wrap_dim(dim, x.dim(), "normalize");
   return div(x, clamp(norm(x, p, {d}, /*keepdim=*/true), eps));
 }
 
@@ -54,7 +48,7 @@ Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double
     MINIDL_FAIL("cosine_similarity: x1 of shape ", x1.shape(), " and x2 of shape ", x2.shape(), " do not broadcast");
   }
   const Tensor a = x1.shape() == shape ? x1 : expand(x1, shape), b = x2.shape() == shape ? x2 : expand(x2, shape);
-  const int64_t d = wrapped_dim("cosine_similarity", dim, a);
+  const int64_t d = wrap_dim(dim, a.dim(), "cosine_similarity");
   const Tensor na = clamped_values(norm(a, 2, {d}, true), eps), nb = clamped_values(norm(b, 2, {d}, true), eps);
   return sum(mul(div(a, na), div(b, nb)), {d});
 }

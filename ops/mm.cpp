@@ -31,12 +31,7 @@ void check_add_product(const char* op, const Tensor& input, const Tensor& a, con
   MINIDL_CHECK(input.dtype() == a.dtype() && a.dtype() == b.dtype(), op,
                ": expected input and both operands to have one dtype, got ", input.dtype(), ", ", a.dtype(), " and ",
                b.dtype());
-  bool broadcasts = input.dim() <= static_cast<int64_t>(out.size());
-  for (int64_t i = 1; broadcasts && i <= input.dim(); ++i) {
-    const int64_t have = input.size(-i), want = out[out.size() - i];
-    broadcasts = have == want || have == 1;
-  }
-  MINIDL_CHECK(broadcasts, op, ": the input of shape ", input.shape(), " does not broadcast to the product's shape ",
+  MINIDL_CHECK(broadcasts_to(input.shape(), out), op, ": the input of shape ", input.shape(), " does not broadcast to the product's shape ",
                out);
 }
 

@@ -118,18 +118,12 @@ Tensor mean(const Tensor& x) { return mean(x, all_dims(x.dim()), false); }
 
 // The reduction runs in the dtype asked for, also under autocast (PyTorch leaves an explicit dtype
 // alone there).
-Tensor sum(const Tensor& x, DType dtype) {
-  autocast::ExcludeGuard as_asked;
-  return sum(x.to(dtype));
-}
+Tensor sum(const Tensor& x, DType dtype) { return sum(x, all_dims(x.dim()), false, dtype); }
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, DType dtype) {
   autocast::ExcludeGuard as_asked;
   return sum(x.to(dtype), dims, keepdim);
 }
-Tensor mean(const Tensor& x, DType dtype) {
-  autocast::ExcludeGuard as_asked;
-  return mean(x.to(dtype));
-}
+Tensor mean(const Tensor& x, DType dtype) { return mean(x, all_dims(x.dim()), false, dtype); }
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, DType dtype) {
   autocast::ExcludeGuard as_asked;
   return mean(x.to(dtype), dims, keepdim);

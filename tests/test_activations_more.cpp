@@ -234,7 +234,7 @@ TEST(ActivationsMore, GluGatesOneHalfWithTheOther) {
   EXPECT_EQ(os.str(), "GLU(dim=1)");
   expect_near(module(x.reshape({2, 2})), F::glu(x.reshape({2, 2}), 1).to_vector<double>(), 0, "module");
   expect_error([] { glu(zeros({2, 3})); }, {"glu", "even", "[2, 3]", "size 3"});
-  expect_error([] { glu(zeros({2, 4}), 2); }, {"glu", "dim 2", "out of range"});
+  expect_error([] { glu(zeros({2, 4}), 2); }, {"glu", "out of range", "got 2"});
   expect_error([] { glu(zeros({4}, kInt64)); }, {"glu", "int64"});
 }
 

@@ -106,6 +106,32 @@ void matmul_cases(DType dtype, Device device) {
                          device);
 }
 
+// addmm and its family: one GEMM into the input's copy (addmm, baddbmm), linear's bias epilogue
+// (a bias row, beta = alpha = 1), and the vector forms.
+void blas_product_cases(DType dtype, Device device) {
+  manual_seed(303);
+  using V = const std::vector<Tensor>&;
+  expect_matches_float32("addmm bias row", [](V t) { return addmm(t[0], t[1], t[2].t()); },
+                         {draw({18}, dtype), draw({24, 40}, dtype), draw({18, 40}, dtype)}, dtype, device);
+  expect_matches_float32("addmm beta alpha", [](V t) { return addmm(t[0], t[1], t[2], 0.5, 2.0); },
+                         {draw({24, 18}, dtype), draw({24, 40}, dtype), draw({40, 18}, dtype)}, dtype, device);
+  expect_matches_float32("baddbmm broadcast mask",
+                         [](V t) { return baddbmm(t[0], t[1], t[2].transpose(1, 2), 1.0, 0.25); },
+                         {draw({1, 8, 12}, dtype), draw({3, 8, 20}, dtype), draw({3, 12, 20}, dtype)}, dtype, device);
+  expect_matches_float32("addbmm", [](V t) { return addbmm(t[0], t[1], t[2]); },
+                         {draw({8, 12}, dtype), draw({3, 8, 20}, dtype), draw({3, 20, 12}, dtype)}, dtype, device);
+  expect_matches_float32("addmv", [](V t) { return addmv(t[0], t[1], t[2], 0.5, 2.0); },
+                         {draw({24}, dtype), draw({24, 40}, dtype), draw({40}, dtype)}, dtype, device);
+  expect_matches_float32("addr", [](V t) { return addr(t[0], t[1], t[2]); },
+                         {draw({24, 18}, dtype), draw({24}, dtype), draw({18}, dtype)}, dtype, device);
+  expect_matches_float32("mv", [](V t) { return mv(t[0], t[1]); }, {draw({24, 40}, dtype), draw({40}, dtype)}, dtype,
+                         device);
+  expect_matches_float32("dot", [](V t) { return dot(t[0], t[1]); }, {draw({40}, dtype), draw({40}, dtype)}, dtype,
+                         device);
+  expect_matches_float32("outer", [](V t) { return outer(t[0], t[1]); }, {draw({24}, dtype), draw({18}, dtype)},
+                         dtype, device);
+}
+
 void linear_cases(DType dtype, Device device) {
   manual_seed(302);
   // 40 outputs: cuBLASLt's epilogues; 8 outputs: a narrow layer (minidl's own float32 kernels refuse
@@ -219,6 +245,7 @@ std::string dtype_param_name(const ::testing::TestParamInfo<DType>& info) { retu
 
 TEST_P(ReducedPrecision, MatmulAndBmm) { matmul_cases(GetParam(), Device::cpu()); }
 TEST_P(ReducedPrecision, LinearAndFusedLinear) { linear_cases(GetParam(), Device::cpu()); }
+TEST_P(ReducedPrecision, BlasProducts) { blas_product_cases(GetParam(), Device::cpu()); }
 TEST_P(ReducedPrecision, Convolutions) { conv_cases(GetParam(), Device::cpu()); }
 TEST_P(ReducedPrecision, ConvReluMaxPool) { conv_pool_cases(GetParam(), Device::cpu()); }
 
@@ -237,6 +264,11 @@ TEST_P(CudaReducedPrecision, MatmulAndBmm) {
 TEST_P(CudaReducedPrecision, LinearAndFusedLinear) {
   MINIDL_REQUIRE_CUDA();
   linear_cases(GetParam(), gpu());
+}
+
+TEST_P(CudaReducedPrecision, BlasProducts) {
+  MINIDL_REQUIRE_CUDA();
+  blas_product_cases(GetParam(), gpu());
 }
 
 // A shape run twice: the second call times cuBLASLt's configurations in 16 bits; the result must not

@@ -65,13 +65,19 @@ class Adam : public Optimizer {
   std::vector<std::vector<State>> state_;
 };
 
+/// libtorch's AdamWOptions: AdamOptions whose weight_decay defaults to 1e-2, AdamW's default.
+struct AdamWOptions : AdamOptions {
+  AdamWOptions(double lr = 1e-3) : AdamOptions(lr) { weight_decay(1e-2); }  // NOLINT: implicit, as in PyTorch
+};
+
 /// AdamW: weight decay applied to the weights directly (decoupled); PyTorch's default decay 1e-2.
-///   optim::AdamW optimizer(model->parameters(), optim::AdamOptions(1e-3).weight_decay(1e-2));
+/// AdamOptions given to it keep their own weight_decay (0 unless set).
+///   optim::AdamW optimizer(model->parameters(), optim::AdamWOptions(1e-3));
 class AdamW : public Adam {
  public:
-  AdamW(std::vector<ParamGroup> groups, AdamOptions options = AdamOptions().weight_decay(1e-2))
+  AdamW(std::vector<ParamGroup> groups, AdamOptions options = AdamWOptions())
       : Adam(std::move(groups), options, true, "AdamW") {}
-  AdamW(std::vector<Tensor> params, AdamOptions options = AdamOptions().weight_decay(1e-2))
+  AdamW(std::vector<Tensor> params, AdamOptions options = AdamWOptions())
       : AdamW(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options) {}
 };
 

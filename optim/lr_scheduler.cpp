@@ -162,6 +162,43 @@ double LinearLR::closed_form_lr(double, double base_lr) const {
   return base_lr * (start_factor_ + (end_factor_ - start_factor_) * done);
 }
 
+ConstantLR::ConstantLR(Optimizer& optimizer, double factor, int64_t total_iters)
+    : LRScheduler(optimizer, "ConstantLR"), factor_(factor), total_iters_(total_iters) {
+  // PyTorch accepts factor 0 and then divides by it at total_iters; a NaN rate helps no one.
+  MINIDL_CHECK(factor > 0 && factor <= 1, "ConstantLR: expected 0 < factor <= 1, got ", factor);
+  MINIDL_CHECK(total_iters >= 0, "ConstantLR: expected total_iters >= 0, got ", total_iters);
+  LRScheduler::step();
+}
+
+double ConstantLR::get_lr(double lr, double) const {
+  const int64_t e = last_epoch();
+  if (e == 0) return e == total_iters_ ? lr : lr * factor_;
+  return e == total_iters_ ? lr / factor_ : lr;
+}
+
+double ConstantLR::closed_form_lr(double, double base_lr) const {
+  return last_epoch() >= total_iters_ ? base_lr : base_lr * factor_;
+}
+
+PolynomialLR::PolynomialLR(Optimizer& optimizer, int64_t total_iters, double power)
+    : LRScheduler(optimizer, "PolynomialLR"), total_iters_(total_iters), power_(power) {
+  MINIDL_CHECK(total_iters > 0, "PolynomialLR: expected total_iters > 0, got ", total_iters);
+  LRScheduler::step();
+}
+
+double PolynomialLR::get_lr(double lr, double) const {
+  const int64_t e = last_epoch();
+  if (e == 0 || e > total_iters_) return lr;
+  // (1 - e/T)^p / (1 - (e-1)/T)^p = ((T - e) / (T - e + 1))^p.
+  const double left = static_cast<double>(total_iters_ - e);
+  return lr * std::pow(left / (left + 1), power_);
+}
+
+double PolynomialLR::closed_form_lr(double, double base_lr) const {
+  const double done = static_cast<double>(std::min(last_epoch(), total_iters_)) / static_cast<double>(total_iters_);
+  return base_lr * std::pow(1 - done, power_);
+}
+
 OneCycleLR::OneCycleLR(Optimizer& optimizer, double max_lr, int64_t total_steps, double pct_start,
                        double div_factor, double final_div_factor)
     : LRScheduler(optimizer, "OneCycleLR",

@@ -2,8 +2,10 @@
 // Learning-rate schedules, as in PyTorch: step() once per epoch (OneCycleLR: once per batch). A step
 // computes each group's new rate from the rate the group has now (PyTorch's chainable form), so
 // schedules stepped together on one optimizer compose, and a rate set by hand is scaled from.
-// SequentialLR and ChainedScheduler are in optim/lr_scheduler_chain.h; ReduceLROnPlateau, which
-// reacts to a metric, is in optim/reduce_lr_on_plateau.h.
+// SequentialLR and ChainedScheduler are in optim/lr_scheduler_chain.h; the schedules given as
+// functions (LambdaLR, MultiplicativeLR) in optim/lr_scheduler_lambda.h; the cyclic ones
+// (CyclicLR, CosineAnnealingWarmRestarts) in optim/lr_scheduler_cyclic.h; ReduceLROnPlateau, which
+// reacts to a metric, in optim/reduce_lr_on_plateau.h.
 #include <optional>
 #include <vector>
 
@@ -43,18 +45,20 @@ class LRScheduler {
   virtual double get_lr(double lr, double base_lr) const;
   /// The rate at last_epoch() from `base_lr` alone; SequentialLR restarts a schedule with it.
   virtual double closed_form_lr(double lr, double base_lr) const { return get_lr(lr, base_lr); }
+  /// Starts over at epoch 0 from the closed form: what SequentialLR does at a milestone.
+  virtual void restart();
+  /// Writes one rate per group and remembers them for get_last_lr().
+  void set_lrs(const std::vector<double>& lrs);
+  std::vector<double> current_lrs() const;
+  void check_groups() const;
+  /// For a schedule that moves to a given epoch (CosineAnnealingWarmRestarts::step(epoch)).
+  void set_last_epoch(int64_t epoch) { last_epoch_ = epoch; }
 
  private:
   friend class SequentialLR;
   friend class ChainedScheduler;
   /// Undoes the epoch the constructor's initial step counted (PyTorch's SequentialLR.recursive_undo).
   virtual void undo_initial_step() { --last_epoch_; }
-  /// Starts over at epoch 0 from the closed form: what SequentialLR does at a milestone.
-  void restart();
-  /// Writes one rate per group and remembers them for get_last_lr().
-  void set_lrs(const std::vector<double>& lrs);
-  std::vector<double> current_lrs() const;
-  void check_groups() const;
 
   const char* name_;  // for error messages
   Optimizer& optimizer_;
@@ -137,6 +141,36 @@ class LinearLR : public LRScheduler {
  private:
   double start_factor_, end_factor_;
   int64_t total_iters_;
+};
+
+/// lr * factor until the epoch total_iters, then lr: a constant warm-up. factor in (0, 1].
+///   optim::ConstantLR warmup(optimizer, /*factor=*/0.5, /*total_iters=*/4);
+class ConstantLR : public LRScheduler {
+ public:
+  explicit ConstantLR(Optimizer& optimizer, double factor = 1.0 / 3, int64_t total_iters = 5);
+
+ protected:
+  double get_lr(double lr, double base_lr) const override;
+  double closed_form_lr(double lr, double base_lr) const override;
+
+ private:
+  double factor_;
+  int64_t total_iters_;
+};
+
+/// Polynomial decay to zero over total_iters epochs: base_lr * (1 - epoch / total_iters)^power,
+/// then 0. power 1 is a linear decay.   optim::PolynomialLR decay(optimizer, /*total_iters=*/100, 2.0);
+class PolynomialLR : public LRScheduler {
+ public:
+  explicit PolynomialLR(Optimizer& optimizer, int64_t total_iters = 5, double power = 1.0);
+
+ protected:
+  double get_lr(double lr, double base_lr) const override;
+  double closed_form_lr(double lr, double base_lr) const override;
+
+ private:
+  int64_t total_iters_;
+  double power_;
 };
 
 /// The one-cycle policy, stepped once per batch: from max_lr / div_factor up to max_lr over the

@@ -7,6 +7,8 @@
 #include "optim/graphed_step.h"
 #include "optim/lr_scheduler.h"
 #include "optim/lr_scheduler_chain.h"
+#include "optim/lr_scheduler_cyclic.h"
+#include "optim/lr_scheduler_lambda.h"
 #include "optim/optimizer.h"
 #include "optim/reduce_lr_on_plateau.h"
 #include "optim/rmsprop.h"

@@ -104,6 +104,25 @@ TEST(AdamVariants, OtherOptimizersRefuseAGroupWeightDecay) {
   EXPECT_THROW(optim::Adam({optim::ParamGroup({p}, 0.1, -1.0)}), std::exception);
 }
 
+// libtorch's AdamWOptions decays by 1e-2 unless told otherwise, through its builder methods too; a
+// zero gradient leaves only the decay: p * (1 - lr * weight_decay).
+TEST(AdamVariants, AdamWOptionsDecayByDefault) {
+  EXPECT_EQ(optim::AdamWOptions().weight_decay(), 1e-2);
+  EXPECT_EQ(optim::AdamWOptions(0.1).lr(), 0.1);
+  EXPECT_EQ(optim::AdamOptions(0.1).weight_decay(), 0.0);
+  Tensor a = ones({2}).requires_grad_(true), b = ones({2}).requires_grad_(true), c = ones({2}).requires_grad_(true);
+  optim::AdamW with_defaults(std::vector<Tensor>{a}, optim::AdamWOptions(0.1).betas({0.5, 0.9}));
+  optim::AdamW adam_options(std::vector<Tensor>{b}, optim::AdamOptions(0.1));
+  optim::AdamW no_options(std::vector<Tensor>{c});
+  for (Tensor* t : {&a, &b, &c}) t->set_grad(zeros({2}));
+  with_defaults.step();
+  adam_options.step();
+  no_options.step();
+  EXPECT_NEAR(a.to_vector<float>()[0], 1 - 0.1 * 1e-2, 1e-7);
+  EXPECT_EQ(b.to_vector<float>()[0], 1.0f);
+  EXPECT_NEAR(c.to_vector<float>()[0], 1 - 1e-3 * 1e-2, 1e-7);
+}
+
 TEST(AdamVariants, StepIfFiniteSkipsOnTheCpu) {
   Tensor p = ones({3}).requires_grad_(true);
   optim::Adam opt(std::vector<Tensor>{p}, optim::AdamOptions(0.1));

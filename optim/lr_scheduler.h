@@ -6,7 +6,9 @@
 // functions (LambdaLR, MultiplicativeLR) in optim/lr_scheduler_lambda.h; the cyclic ones
 // (CyclicLR, CosineAnnealingWarmRestarts) in optim/lr_scheduler_cyclic.h; ReduceLROnPlateau, which
 // reacts to a metric, in optim/reduce_lr_on_plateau.h.
+#include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "optim/optimizer.h"
@@ -35,6 +37,21 @@ class LRScheduler {
   /// The optimizer whose rates the schedule writes.
   ///   scheduler.optimizer().param_groups()[0].lr = 0.01;
   Optimizer& optimizer() const { return optimizer_; }
+  /// PyTorch's class name ("StepLR"), for messages and saved files.
+  const char* name() const { return name_; }
+
+  /// Where the schedule stands, as named tensors (PyTorch's scheduler.state_dict()): "last_epoch"
+  /// (int64 scalar), "base_lrs" and "last_lr" (float64, one per group), a schedule's own counters
+  /// (CosineAnnealingWarmRestarts' "T_cur", "T_i"), and the parts of a schedule made of schedules
+  /// under "schedulers.K.". Functions (LambdaLR's) are not saved: the schedule built to load into
+  /// brings its own. The rates themselves are the optimizer's to save.
+  ///   save(scheduler, "schedule.safetensors");  // optim/serialize.h
+  std::map<std::string, Tensor> state_dict() const;
+  /// Restores state_dict() of a schedule of the same kind over as many groups. Build the optimizer
+  /// and the schedule, then load both (the constructor's first step changes the rates; loading the
+  /// optimizer after it sets them back). Everything is checked first: on an error nothing changes,
+  /// and the message names the first missing, unexpected or mismatched entry.
+  void load_state_dict(const std::map<std::string, Tensor>& state);
 
  protected:
   /// Takes each group's initial_lr (`initial_lr` replaces it, as OneCycleLR's does) and leaves the
@@ -53,6 +70,13 @@ class LRScheduler {
   void check_groups() const;
   /// For a schedule that moves to a given epoch (CosineAnnealingWarmRestarts::step(epoch)).
   void set_last_epoch(int64_t epoch) { last_epoch_ = epoch; }
+  /// A schedule's own entries of state_dict(), beside the base class's.
+  virtual void add_state(std::map<std::string, Tensor>& /*state*/) const {}
+  /// Checks the values of a state whose keys, dtypes and shapes are this schedule's own; throws
+  /// before anything changes. An override calls LRScheduler::check_state first.
+  virtual void check_state(const std::map<std::string, Tensor>& state) const;
+  /// Takes back what check_state() passed. An override calls LRScheduler::set_state first.
+  virtual void set_state(const std::map<std::string, Tensor>& state);
 
  private:
   friend class SequentialLR;

@@ -22,6 +22,11 @@ class SequentialLR : public LRScheduler {
   /// Steps the schedule whose turn it is; at a milestone, restarts the next one at its epoch 0.
   void step() override;
 
+ protected:
+  void add_state(std::map<std::string, Tensor>& state) const override;
+  void check_state(const std::map<std::string, Tensor>& state) const override;
+  void set_state(const std::map<std::string, Tensor>& state) override;
+
  private:
   void undo_initial_step() override;
 
@@ -37,6 +42,11 @@ class ChainedScheduler : public LRScheduler {
  public:
   explicit ChainedScheduler(std::vector<std::shared_ptr<LRScheduler>> schedulers);
   void step() override;
+
+ protected:
+  void add_state(std::map<std::string, Tensor>& state) const override;
+  void check_state(const std::map<std::string, Tensor>& state) const override;
+  void set_state(const std::map<std::string, Tensor>& state) override;
 
  private:
   void undo_initial_step() override;

@@ -29,6 +29,9 @@ class CosineAnnealingWarmRestarts : public LRScheduler {
 
  protected:
   void restart() override { step(0.0); }
+  void add_state(std::map<std::string, Tensor>& state) const override;
+  void check_state(const std::map<std::string, Tensor>& state) const override;
+  void set_state(const std::map<std::string, Tensor>& state) override;
 
  private:
   void set_rates();

@@ -6,23 +6,13 @@
 
 #include "ops/copy.h"
 #include "optim/optimizer.h"
+#include "optim/state_tensors.h"
 
 namespace minidl::optim {
 namespace {
 
 std::string group_key(size_t group, const char* what) { return "param_groups." + std::to_string(group) + "." + what; }
 std::string state_key(size_t index, const char* field) { return "state." + std::to_string(index) + "." + field; }
-
-template <class T>
-Tensor scalar(T value) {
-  Tensor t = Tensor::empty({}, dtype_of<T>());
-  *t.data<T>() = value;
-  return t;
-}
-
-std::string describe(const Tensor& t) {
-  return t.defined() ? detail::concat(t.dtype(), " of shape ", t.shape()) : "undefined";
-}
 
 // A private copy on `device`: the caller's tensors (another optimizer's live state, say) stay theirs.
 Tensor own_copy(const Tensor& t, Device device) {
@@ -47,7 +37,7 @@ std::map<std::string, Tensor> Optimizer::state_dict() const {
   size_t index = 0;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const size_t n = groups_[gi].params.size();
-    out[group_key(gi, "lr")] = scalar(*groups_[gi].lr);
+    out[group_key(gi, "lr")] = state_scalar(*groups_[gi].lr);
     Tensor ids = Tensor::empty({static_cast<int64_t>(n)}, kInt64);
     for (size_t i = 0; i < n; ++i) ids.data<int64_t>()[i] = static_cast<int64_t>(index + i);
     out[group_key(gi, "params")] = ids;
@@ -71,7 +61,7 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
     return &it->second;
   };
   auto expect = [&](const std::string& key, const Tensor& t, DType dtype, const Shape& shape, const char* meaning) {
-    MINIDL_CHECK(t.defined() && t.dtype() == dtype && t.shape() == shape, where, "\"", key, "\" is ", describe(t),
+    MINIDL_CHECK(t.defined() && t.dtype() == dtype && t.shape() == shape, where, "\"", key, "\" is ", describe_entry(t),
                  ", expected ", dtype, " of shape ", shape, " (", meaning, ")");
   };
 

@@ -3,6 +3,8 @@
 // step takes a metric, so it is no LRScheduler, and SequentialLR and ChainedScheduler do not take it
 // (PyTorch refuses it there too).
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "optim/optimizer.h"
@@ -32,6 +34,11 @@ class ReduceLROnPlateau {
   ///   double lr = plateau.get_last_lr()[0];
   std::vector<double> get_last_lr() const { return last_lr_; }
   int64_t num_bad_epochs() const { return num_bad_; }
+  /// Where it stands (PyTorch's state_dict()): "best" (float64), "num_bad_epochs" and
+  /// "cooldown_counter" (int64), "last_lr" (float64, one per group); the options are the
+  /// constructor's. load_state_dict checks everything before it changes anything.
+  std::map<std::string, Tensor> state_dict() const;
+  void load_state_dict(const std::map<std::string, Tensor>& state);
 
  private:
   bool is_better(double metric) const;

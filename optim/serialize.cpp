@@ -11,16 +11,54 @@ namespace {
 // a file of another kind is given.
 constexpr const char* kKindKey = "minidl.saved";
 
+// The schedule's class, so that a StepLR's file is not taken for a CosineAnnealingLR's.
+constexpr const char* kScheduleKey = "minidl.schedule";
+
+std::string a_kind(const std::string& kind) {
+  if (kind == "tensor") return "a tensor";
+  if (kind == "tensors") return "a tensor list";
+  if (kind == "schedule") return "a learning-rate schedule";
+  return "an " + kind;
+}
+
 safetensors::Contents load_kind(const std::string& path, const std::string& kind) {
   safetensors::Contents contents = safetensors::load(path);
   auto it = contents.metadata.find(kKindKey);
   MINIDL_CHECK(it != contents.metadata.end() && it->second == kind, "load: ", path, " holds ",
                it == contents.metadata.end() ? std::string("no minidl save() of a ") + kind : "a saved " + it->second,
-               ", but ", kind == "tensor" ? "a tensor" : kind == "tensors" ? "a tensor list" : "an optimizer",
-               " was to be loaded");
+               ", but ", a_kind(kind), " was to be loaded");
   return contents;
 }
+
+void save_schedule(const std::string& name, const std::map<std::string, Tensor>& state, const std::string& path) {
+  safetensors::Tensors tensors(state.begin(), state.end());
+  safetensors::save(path, tensors, {{kKindKey, "schedule"}, {kScheduleKey, name}});
+}
+
+std::map<std::string, Tensor> load_schedule(const std::string& name, const std::string& path) {
+  safetensors::Contents contents = load_kind(path, "schedule");
+  auto it = contents.metadata.find(kScheduleKey);
+  const std::string saved = it == contents.metadata.end() ? "an unnamed schedule" : it->second;
+  MINIDL_CHECK(saved == name, "load: ", path, " holds the state of ", saved, ", but a ", name, " was to be loaded");
+  return {contents.tensors.begin(), contents.tensors.end()};
+}
 }  // namespace
+
+void save(const optim::LRScheduler& scheduler, const std::string& path) {
+  save_schedule(scheduler.name(), scheduler.state_dict(), path);
+}
+
+void load(optim::LRScheduler& scheduler, const std::string& path) {
+  scheduler.load_state_dict(load_schedule(scheduler.name(), path));
+}
+
+void save(const optim::ReduceLROnPlateau& scheduler, const std::string& path) {
+  save_schedule("ReduceLROnPlateau", scheduler.state_dict(), path);
+}
+
+void load(optim::ReduceLROnPlateau& scheduler, const std::string& path) {
+  scheduler.load_state_dict(load_schedule("ReduceLROnPlateau", path));
+}
 
 void save(const optim::Optimizer& optimizer, const std::string& path) {
   safetensors::Tensors tensors;

@@ -1,5 +1,5 @@
 #pragma once
-// libtorch's save and load: one call for a module, an optimizer or tensors, each to a safetensors
+// libtorch's save and load: one call for a module, an optimizer, a schedule or tensors, each to a safetensors
 // file (written atomically; PyTorch reads it with safetensors.torch.load_file).
 //   save(model, "model.safetensors");  save(optimizer, "optimizer.safetensors");  load(model, "model.safetensors");
 #include <memory>
@@ -11,7 +11,9 @@
 #include "core/tensor.h"
 #include "nn/module.h"
 #include "nn/serialize.h"
+#include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
+#include "optim/reduce_lr_on_plateau.h"
 
 namespace minidl {
 
@@ -46,6 +48,15 @@ void load(const nn::ModuleHolder<Impl>& module, const std::string& path) {
 void save(const optim::Optimizer& optimizer, const std::string& path);
 /// Restores save(optimizer)'s file into an optimizer of the same kind over parameters of the same shapes.
 void load(optim::Optimizer& optimizer, const std::string& path);
+
+/// A learning-rate schedule's state_dict (where it stands), to resume it with load. Build the
+/// optimizer and the schedule first, then load both.
+///   save(scheduler, "schedule.safetensors");  ...  load(scheduler, "schedule.safetensors");
+void save(const optim::LRScheduler& scheduler, const std::string& path);
+/// Restores save(scheduler)'s file into a schedule of the same class over as many parameter groups.
+void load(optim::LRScheduler& scheduler, const std::string& path);
+void save(const optim::ReduceLROnPlateau& scheduler, const std::string& path);
+void load(optim::ReduceLROnPlateau& scheduler, const std::string& path);
 
 /// One tensor (stored under the name "tensor"), or a list (under "0", "1", ...).
 void save(const Tensor& tensor, const std::string& path);

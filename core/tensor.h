@@ -221,7 +221,16 @@ class Tensor {
   Tensor operator[](int64_t index) const { return select(0, index); }
   std::vector<Tensor> unbind(int64_t dim = 0) const;
   std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
+  std::vector<Tensor> split(const std::vector<int64_t>& split_sizes, int64_t dim = 0) const;
+  std::vector<Tensor> split_with_sizes(const std::vector<int64_t>& split_sizes, int64_t dim = 0) const;
+  std::vector<Tensor> tensor_split(int64_t sections, int64_t dim = 0) const;
+  std::vector<Tensor> tensor_split(const std::vector<int64_t>& indices, int64_t dim = 0) const;
   std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
+  /// Diagonals (ops/diagonal.h): diagonal is a view.
+  Tensor diagonal(int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1) const;
+  Tensor diag(int64_t diagonal = 0) const;
+  Tensor diag_embed(int64_t offset = 0, int64_t dim1 = -2, int64_t dim2 = -1) const;
+  Tensor trace() const;
   Tensor transpose(int64_t dim0, int64_t dim1) const;
   /// transpose's NumPy names.
   Tensor swapaxes(int64_t dim0, int64_t dim1) const;
@@ -358,6 +367,20 @@ class Tensor {
   Tensor isfinite() const;
   Tensor nan_to_num(std::optional<double> nan = std::nullopt, std::optional<double> posinf = std::nullopt,
                     std::optional<double> neginf = std::nullopt) const;
+  Tensor isposinf() const;
+  Tensor isneginf() const;
+  Tensor logaddexp(const Tensor& other) const;
+  Tensor logaddexp2(const Tensor& other) const;
+  Tensor xlogy(const Tensor& other) const;
+  Tensor sinc() const;
+  Tensor heaviside(const Tensor& values) const;
+  Tensor deg2rad() const;
+  Tensor rad2deg() const;
+  Tensor frac() const;
+  Tensor float_power(const Tensor& exponent) const;
+  Tensor float_power(const Scalar& exponent) const;
+  Tensor true_divide(const Tensor& other) const;
+  Tensor kron(const Tensor& other) const;
 
   // More reductions, scans and sorting (ops/reduce.h, ops/scan.h, ops/sort.h).
   /// The largest (smallest) element, a 0-d tensor.
@@ -375,6 +398,10 @@ class Tensor {
   Tensor norm(const Scalar& p = 2) const;
   Tensor norm(const Scalar& p, IntArrayRef dim, bool keepdim = false) const;
   Tensor logsumexp(IntArrayRef dim, bool keepdim = false) const;
+  Tensor nansum(IntArrayRef dim = {}, bool keepdim = false) const;
+  Tensor nanmean(IntArrayRef dim = {}, bool keepdim = false) const;
+  Tensor count_nonzero(IntArrayRef dim = {}) const;
+  std::tuple<Tensor, Tensor> aminmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
   /// Every element within atol + rtol * |other| (a host bool: a sync on CUDA).
   bool allclose(const Tensor& other, double rtol = 1e-05, double atol = 1e-08, bool equal_nan = false) const;
   Tensor isclose(const Tensor& other, double rtol = 1e-05, double atol = 1e-08, bool equal_nan = false) const;
@@ -394,6 +421,10 @@ class Tensor {
   Tensor scatter(int64_t dim, const Tensor& index, const Scalar& value) const;
   Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;
   Tensor index_add(int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha = 1) const;
+  Tensor take_along_dim(const Tensor& indices, std::optional<int64_t> dim = std::nullopt) const;
+  Tensor index_fill(int64_t dim, const Tensor& index, const Scalar& value) const;
+  Tensor index_fill(int64_t dim, const Tensor& index, const Tensor& value) const;
+  Tensor index_copy(int64_t dim, const Tensor& index, const Tensor& source) const;
   Tensor masked_select(const Tensor& mask) const;
   Tensor nonzero() const;
   Tensor repeat(IntArrayRef repeats) const;
@@ -430,6 +461,8 @@ class Tensor {
   Tensor& addcmul_(const Tensor& tensor1, const Tensor& tensor2, const Scalar& value = 1) const;
   Tensor& addcdiv_(const Tensor& tensor1, const Tensor& tensor2, const Scalar& value = 1) const;
   Tensor& lerp_(const Tensor& end, const Scalar& weight) const;
+  Tensor& index_fill_(int64_t dim, const Tensor& index, const Scalar& value) const;
+  Tensor& index_copy_(int64_t dim, const Tensor& index, const Tensor& source) const;
   /// Sets every element to 0 in place (any layout); not recorded (ops/elementwise.h).
   Tensor& zero_() const;
   /// Writes src (broadcast to this shape, converted to this dtype and device) into this tensor.

@@ -7,6 +7,7 @@
 #include "ops/arithmetic.h"
 #include "ops/compare.h"
 #include "ops/elementwise.h"
+#include "ops/matmul.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
 
@@ -60,6 +61,30 @@ Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p, double ep
   MINIDL_CHECK(diff.dim() >= 1, "pairwise_distance: expected inputs of at least one dim, got shapes ", x1.shape(),
                " and ", x2.shape());
   return norm(diff, p, {diff.dim() - 1}, keepdim);
+}
+
+Tensor cdist(const Tensor& x1, const Tensor& x2, double p, const std::string& compute_mode) {
+  check_floating("cdist", x1);
+  check_floating("cdist", x2);
+  MINIDL_CHECK(x1.dim() >= 2 && x2.dim() >= 2, "cdist: expected x1 and x2 with at least 2 dims, got shapes ",
+               x1.shape(), " and ", x2.shape());
+  MINIDL_CHECK(x1.size(-1) == x2.size(-1), "cdist: expected x1 and x2 with one number of columns, got shapes ",
+               x1.shape(), " and ", x2.shape());
+  MINIDL_CHECK(p >= 0, "cdist: expected p >= 0, got ", p);
+  const bool if_necessary = compute_mode == "use_mm_for_euclid_dist_if_necessary";
+  MINIDL_CHECK(if_necessary || compute_mode == "use_mm_for_euclid_dist" || compute_mode == "donot_use_mm_for_euclid_dist",
+               "cdist: expected compute_mode \"use_mm_for_euclid_dist_if_necessary\", \"use_mm_for_euclid_dist\" or "
+               "\"donot_use_mm_for_euclid_dist\", got \"", compute_mode, "\"");
+  const bool by_product = p == 2 && (compute_mode == "use_mm_for_euclid_dist" ||
+                                     (if_necessary && (x1.size(-2) > 25 || x2.size(-2) > 25)));
+  if (by_product) {
+    const Tensor n1 = sum(mul(x1, x1), {-1}, true), n2 = sum(mul(x2, x2), {-1}, true);
+    const Tensor dot = matmul(x1, transpose(x2, -1, -2));
+    const Tensor squared = sub(add(n1, transpose(n2, -1, -2)), mul(dot, 2.0));
+    return sqrt(clamp(squared, 1e-30));
+  }
+  const Tensor diff = sub(unsqueeze(x1, -2), unsqueeze(x2, -3));
+  return linalg_vector_norm(diff, p, std::vector<int64_t>{-1});
 }
 
 }  // namespace minidl

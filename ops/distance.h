@@ -1,5 +1,7 @@
 #pragma once
 // Vector normalization and distances along a dim, as torch.nn.functional has them.
+#include <string>
+
 #include "core/tensor.h"
 
 namespace minidl {
@@ -14,5 +16,13 @@ Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim = 1, do
 /// ||x1 - x2 + eps||_p along the last dim.   pairwise_distance(a, b)  // [N, D] -> [N]
 Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p = 2.0, double eps = 1e-6,
                          bool keepdim = false);
+
+/// The p-norm distance between every row of x1 [..., P, M] and every row of x2 [..., R, M]:
+/// [..., P, R], batch dims broadcast, as torch.cdist. For p = 2 with more than 25 rows on a side
+/// ("use_mm_for_euclid_dist_if_necessary"; "use_mm_for_euclid_dist" always) it is computed from
+/// one product, sqrt(|a|^2 + |b|^2 - 2 a.b) clamped at 1e-30, as PyTorch does; otherwise from the
+/// differences ("donot_use_mm_for_euclid_dist" always).   cdist(queries, keys)
+Tensor cdist(const Tensor& x1, const Tensor& x2, double p = 2.0,
+             const std::string& compute_mode = "use_mm_for_euclid_dist_if_necessary");
 
 }  // namespace minidl

@@ -4,6 +4,7 @@
 // Indices are int64, checked to lie in [0, size) (one host read of their minimum and maximum: a
 // device sync on CUDA), and an index out of range is an error naming the value, the dim and the size.
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "core/autograd.h"
@@ -36,6 +37,19 @@ Tensor& scatter_add_(Tensor& x, int64_t dim, const Tensor& index, const Tensor& 
 /// shape with index.numel() at dim; repeats add up. Floating dtypes.
 ///   Tensor sums = index_add(zeros({3, 4}), 0, rows, values);
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha = 1);
+
+// Composed of the ops above (ops/gather_scatter_composed.cpp).
+
+/// gather after broadcasting x and indices against each other in every dim but `dim`, as
+/// torch.take_along_dim; without dim, over both flattened.   take_along_dim(x, argsort(x, 1), 1)
+Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int64_t> dim = std::nullopt);
+/// x with the slices at `index` (1-D) along dim set to `value`.   index_fill(x, 1, cols, 0.0)
+Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& value);
+/// The same with a 0-d tensor's value, whose gradient is the sum over the filled elements.
+Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& value);
+/// x with source's slice k written at slice index[k] along dim (source: x's shape with index.numel()
+/// at dim). Repeated indices: one write wins.   index_copy(cache, 1, positions, new_keys)
+Tensor index_copy(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source);
 
 namespace detail {
 /// `index` as int64 on `device` (int32, int8 and uint8 converted), with negative values wrapped

@@ -6,6 +6,7 @@
 #include "ops/compare.h"
 #include "ops/copy.h"
 #include "ops/elementwise.h"
+#include "ops/gather_scatter.h"
 
 namespace minidl {
 
@@ -64,6 +65,12 @@ Tensor& addcdiv_(Tensor& x, const Tensor& t1, const Tensor& t2, const Scalar& va
 }
 Tensor& lerp_(Tensor& x, const Tensor& end, const Scalar& weight) {
   return write("lerp_", x, [&](const Tensor& t) { return lerp(t, end, weight); });
+}
+Tensor& index_fill_(Tensor& x, int64_t dim, const Tensor& index, const Scalar& value) {
+  return write("index_fill_", x, [&](const Tensor& t) { return index_fill(t, dim, index, value); });
+}
+Tensor& index_copy_(Tensor& x, int64_t dim, const Tensor& index, const Tensor& source) {
+  return write("index_copy_", x, [&](const Tensor& t) { return index_copy(t, dim, index, source); });
 }
 
 }  // namespace minidl

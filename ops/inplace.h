@@ -36,5 +36,8 @@ Tensor& addcmul_(Tensor& x, const Tensor& t1, const Tensor& t2, const Scalar& va
 Tensor& addcdiv_(Tensor& x, const Tensor& t1, const Tensor& t2, const Scalar& value = 1);
 /// x += weight * (end - x).   lerp_(m, g, 1 - beta1)
 Tensor& lerp_(Tensor& x, const Tensor& end, const Scalar& weight);
+/// index_fill and index_copy in place.   index_fill_(mask, 1, padded_columns, 0)
+Tensor& index_fill_(Tensor& x, int64_t dim, const Tensor& index, const Scalar& value);
+Tensor& index_copy_(Tensor& x, int64_t dim, const Tensor& index, const Tensor& source);
 
 }  // namespace minidl

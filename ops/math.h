@@ -73,4 +73,30 @@ Tensor isfinite(const Tensor& x);
 Tensor nan_to_num(const Tensor& x, std::optional<double> nan = std::nullopt,
                   std::optional<double> posinf = std::nullopt, std::optional<double> neginf = std::nullopt);
 
+// Composed of the ops above (ops/math_composed.cpp): each differentiable where PyTorch's is.
+
+/// log(exp(a) + exp(b)) without overflow: a softmax's normalizer of two terms.   logaddexp(a, b)
+Tensor logaddexp(const Tensor& a, const Tensor& b);
+/// log2(2^a + 2^b).
+Tensor logaddexp2(const Tensor& a, const Tensor& b);
+/// x * log(y), 0 where x == 0 (unless y is NaN): entropy terms without 0 * log 0.   xlogy(p, p)
+Tensor xlogy(const Tensor& x, const Tensor& y);
+/// sin(pi x) / (pi x), 1 at 0.
+Tensor sinc(const Tensor& x);
+/// The step function: 0 for x < 0, 1 for x > 0, `values` where x == 0. Not differentiable.
+Tensor heaviside(const Tensor& x, const Tensor& values);
+/// Degrees to radians and back; integer x becomes floating.
+Tensor deg2rad(const Tensor& x);
+Tensor rad2deg(const Tensor& x);
+/// x - trunc(x): the fractional part, with x's sign.
+Tensor frac(const Tensor& x);
+/// pow computed in float64 (both operands widened), as torch.float_power.
+Tensor float_power(const Tensor& a, const Tensor& b);
+Tensor float_power(const Tensor& a, const Scalar& exponent);
+/// div, by its other name.
+Tensor true_divide(const Tensor& a, const Tensor& b);
+/// Bool tensors: where x is +infinity; -infinity.
+Tensor isposinf(const Tensor& x);
+Tensor isneginf(const Tensor& x);
+
 }  // namespace minidl

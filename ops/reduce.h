@@ -3,6 +3,7 @@
 // dims; any/all; max/min over all elements, amax/amin over dims, max/min and argmax/argmin over one
 // dim. A dims list that is empty reduces every dim, as PyTorch's dim=[] does.
 #include <optional>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -100,6 +101,29 @@ Tensor linalg_vector_norm(const Tensor& x, const Scalar& ord = 2,
 /// integral inputs compute in the default float dtype. Gradient: softmax over `dims`.
 ///   logsumexp(logits, {1})
 Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+
+/// var and mean over the same dims in one call, as torch.var_mean; std_mean likewise.
+///   auto [v, m] = var_mean(x, {1}, Scalar(0), /*keepdim=*/true);
+std::tuple<Tensor, Tensor> var_mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool unbiased = true,
+                                    bool keepdim = false);
+std::tuple<Tensor, Tensor> var_mean(const Tensor& x, const std::vector<int64_t>& dims,
+                                    const std::optional<Scalar>& correction, bool keepdim = false);
+std::tuple<Tensor, Tensor> std_mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool unbiased = true,
+                                    bool keepdim = false);
+std::tuple<Tensor, Tensor> std_mean(const Tensor& x, const std::vector<int64_t>& dims,
+                                    const std::optional<Scalar>& correction, bool keepdim = false);
+/// The smallest and largest value over `dim` (every element when absent), as torch.aminmax.
+///   auto [lo, hi] = aminmax(x);
+std::tuple<Tensor, Tensor> aminmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+
+// Reductions that skip elements (ops/reduce_skipping.cpp).
+
+/// sum treating NaN as 0; integral x as sum.   nansum(losses), nansum(x, {1})
+Tensor nansum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+/// The mean of the elements that are not NaN (NaN where all are).   nanmean(x, {0})
+Tensor nanmean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+/// The int64 count of nonzero elements over `dims` (all when empty).   count_nonzero(mask, {1})
+Tensor count_nonzero(const Tensor& x, const std::vector<int64_t>& dims = {});
 
 /// Sums `x` down to `shape` (the inverse of broadcasting): the backward of broadcasting ops.
 Tensor sum_to_shape(const Tensor& x, const Shape& shape);

@@ -94,6 +94,32 @@ Tensor std(const Tensor& x, const std::vector<int64_t>& dims, const std::optiona
   return sqrt(var(x, dims, correction, keepdim));
 }
 
+std::tuple<Tensor, Tensor> var_mean(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, bool keepdim) {
+  return {var(x, dims, unbiased, keepdim), mean(x, dims, keepdim)};
+}
+
+std::tuple<Tensor, Tensor> var_mean(const Tensor& x, const std::vector<int64_t>& dims,
+                                    const std::optional<Scalar>& correction, bool keepdim) {
+  return {var(x, dims, correction, keepdim), mean(x, dims, keepdim)};
+}
+
+std::tuple<Tensor, Tensor> std_mean(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, bool keepdim) {
+  return {std(x, dims, unbiased, keepdim), mean(x, dims, keepdim)};
+}
+
+std::tuple<Tensor, Tensor> std_mean(const Tensor& x, const std::vector<int64_t>& dims,
+                                    const std::optional<Scalar>& correction, bool keepdim) {
+  return {std(x, dims, correction, keepdim), mean(x, dims, keepdim)};
+}
+
+std::tuple<Tensor, Tensor> aminmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  MINIDL_CHECK(x.numel() > 0, "aminmax: expected a non-empty tensor, got shape ", x.shape());
+  const std::vector<int64_t> dims = dim ? std::vector<int64_t>{*dim} : std::vector<int64_t>{};
+  // A 0-d x over dim 0 or -1, as PyTorch allows.
+  if (x.dim() == 0) return {amin(x), amax(x)};
+  return {amin(x, dims, keepdim), amax(x, dims, keepdim)};
+}
+
 Tensor norm(const Tensor& x, const Scalar& p) { return norm(x, p, {}, false); }
 
 Tensor norm(const Tensor& x, const Scalar& p_in, const std::vector<int64_t>& dims_in, bool keepdim) {

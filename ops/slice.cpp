@@ -201,4 +201,54 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   return split(x, std::max<int64_t>(1, (size + chunks - 1) / chunks), dim);
 }
 
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& split_sizes, int64_t dim) {
+  return split_with_sizes(x, split_sizes, dim);
+}
+
+std::vector<Tensor> split_with_sizes(const Tensor& x, const std::vector<int64_t>& split_sizes, int64_t dim) {
+  MINIDL_CHECK(x.dim() > 0, "split_with_sizes: expected a tensor with at least one dimension, got a scalar");
+  dim = wrap_dim(dim, x.dim(), "split_with_sizes");
+  int64_t total = 0;
+  for (int64_t size : split_sizes) {
+    MINIDL_CHECK(size >= 0, "split_with_sizes: expected sizes >= 0, got ", size);
+    total += size;
+  }
+  MINIDL_CHECK(total == x.size(dim), "split_with_sizes: expected sizes that add up to ", x.size(dim),
+               " (dimension ", dim, " of shape ", x.shape(), "), got ", total);
+  std::vector<Tensor> parts;
+  int64_t start = 0;
+  for (int64_t size : split_sizes) {
+    parts.push_back(narrow(x, dim, start, size));
+    start += size;
+  }
+  return parts;
+}
+
+std::vector<Tensor> tensor_split(const Tensor& x, int64_t sections, int64_t dim) {
+  MINIDL_CHECK(x.dim() > 0, "tensor_split: expected a tensor with at least one dimension, got a scalar");
+  MINIDL_CHECK(sections > 0, "tensor_split: expected sections > 0, got ", sections);
+  const int64_t size = x.size(wrap_dim(dim, x.dim(), "tensor_split"));
+  std::vector<int64_t> sizes;
+  for (int64_t i = 0; i < sections; ++i) sizes.push_back(size / sections + (i < size % sections ? 1 : 0));
+  return split_with_sizes(x, sizes, dim);
+}
+
+std::vector<Tensor> tensor_split(const Tensor& x, const std::vector<int64_t>& indices, int64_t dim) {
+  MINIDL_CHECK(x.dim() > 0, "tensor_split: expected a tensor with at least one dimension, got a scalar");
+  dim = wrap_dim(dim, x.dim(), "tensor_split");
+  const int64_t size = x.size(dim);
+  auto position = [size](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + size : i, 0, size); };
+  // Part k is x[indices[k-1]:indices[k]] as a Python slice: decreasing indices give an empty part,
+  // and the next part starts at the smaller index again.
+  std::vector<Tensor> parts;
+  int64_t start = 0;
+  for (int64_t index : indices) {
+    const int64_t end = position(index);
+    parts.push_back(narrow(x, dim, start, std::max<int64_t>(0, end - start)));
+    start = end;
+  }
+  parts.push_back(narrow(x, dim, start, size - start));
+  return parts;
+}
+
 }  // namespace minidl

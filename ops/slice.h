@@ -23,6 +23,16 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 /// Views of `split_size` elements along `dim`; the last may be shorter.   split(x, 2, 1)
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+/// Views of the given sizes along `dim`, which must add up to its size (libtorch's split_with_sizes).
+///   auto parts = split(x, std::vector<int64_t>{2, 3, 1}, 1)
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& split_sizes, int64_t dim = 0);
+std::vector<Tensor> split_with_sizes(const Tensor& x, const std::vector<int64_t>& split_sizes, int64_t dim = 0);
+/// `sections` views along `dim` as even as can be (the first size % sections one longer), as
+/// torch.tensor_split; or the views between the given indices (x[:i0], x[i0:i1], ..., x[ik:]),
+/// each a Python slice (clamped; empty where an index is below the one before).
+///   tensor_split(x, 3), tensor_split(x, {1, 4}, 1)
+std::vector<Tensor> tensor_split(const Tensor& x, int64_t sections, int64_t dim = 0);
+std::vector<Tensor> tensor_split(const Tensor& x, const std::vector<int64_t>& indices, int64_t dim = 0);
 /// `chunks` views along `dim`, each ceil(size / chunks) long but the last, as torch.chunk (which
 /// may give fewer).   auto [q, k, v] = chunk(qkv, 3, -1)
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);

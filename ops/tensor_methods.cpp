@@ -5,7 +5,9 @@
 #include "ops/arithmetic.h"
 #include "ops/compare.h"
 #include "ops/copy.h"
+#include "ops/combine.h"
 #include "ops/creation.h"
+#include "ops/diagonal.h"
 #include "ops/elementwise.h"
 #include "ops/gather_scatter.h"
 #include "ops/indexing.h"
@@ -92,6 +94,26 @@ std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim) const {
   return minidl::split(*this, split_size, dim);
 }
 std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t dim) const { return minidl::chunk(*this, chunks, dim); }
+std::vector<Tensor> Tensor::split(const std::vector<int64_t>& sizes, int64_t dim) const {
+  return minidl::split(*this, sizes, dim);
+}
+std::vector<Tensor> Tensor::split_with_sizes(const std::vector<int64_t>& sizes, int64_t dim) const {
+  return minidl::split_with_sizes(*this, sizes, dim);
+}
+std::vector<Tensor> Tensor::tensor_split(int64_t sections, int64_t dim) const {
+  return minidl::tensor_split(*this, sections, dim);
+}
+std::vector<Tensor> Tensor::tensor_split(const std::vector<int64_t>& indices, int64_t dim) const {
+  return minidl::tensor_split(*this, indices, dim);
+}
+Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2) const {
+  return minidl::diagonal(*this, offset, dim1, dim2);
+}
+Tensor Tensor::diag(int64_t diagonal) const { return minidl::diag(*this, diagonal); }
+Tensor Tensor::diag_embed(int64_t offset, int64_t dim1, int64_t dim2) const {
+  return minidl::diag_embed(*this, offset, dim1, dim2);
+}
+Tensor Tensor::trace() const { return minidl::trace(*this); }
 Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const { return minidl::transpose(*this, dim0, dim1); }
 Tensor Tensor::swapaxes(int64_t dim0, int64_t dim1) const { return minidl::transpose(*this, dim0, dim1); }
 Tensor Tensor::swapdims(int64_t dim0, int64_t dim1) const { return minidl::transpose(*this, dim0, dim1); }
@@ -252,6 +274,12 @@ Tensor& Tensor::addcdiv_(const Tensor& tensor1, const Tensor& tensor2, const Sca
   return minidl::addcdiv_(self(*this), tensor1, tensor2, value);
 }
 Tensor& Tensor::lerp_(const Tensor& end, const Scalar& weight) const { return minidl::lerp_(self(*this), end, weight); }
+Tensor& Tensor::index_fill_(int64_t dim, const Tensor& index, const Scalar& value) const {
+  return minidl::index_fill_(self(*this), dim, index, value);
+}
+Tensor& Tensor::index_copy_(int64_t dim, const Tensor& index, const Tensor& source) const {
+  return minidl::index_copy_(self(*this), dim, index, source);
+}
 Tensor& Tensor::copy_(const Tensor& src, bool /*non_blocking*/) const { return minidl::copy_(self(*this), src); }
 Tensor& Tensor::uniform_(double from, double to) const { return minidl::uniform_(self(*this), from, to); }
 Tensor& Tensor::normal_(double mean, double std) const { return minidl::normal_(self(*this), mean, std); }
@@ -285,6 +313,20 @@ Tensor Tensor::logical_xor(const Tensor& other) const { return minidl::logical_x
 Tensor Tensor::logical_not() const { return minidl::logical_not(*this); }
 Tensor Tensor::isnan() const { return minidl::isnan(*this); }
 Tensor Tensor::isinf() const { return minidl::isinf(*this); }
+Tensor Tensor::isposinf() const { return minidl::isposinf(*this); }
+Tensor Tensor::isneginf() const { return minidl::isneginf(*this); }
+Tensor Tensor::logaddexp(const Tensor& other) const { return minidl::logaddexp(*this, other); }
+Tensor Tensor::logaddexp2(const Tensor& other) const { return minidl::logaddexp2(*this, other); }
+Tensor Tensor::xlogy(const Tensor& other) const { return minidl::xlogy(*this, other); }
+Tensor Tensor::sinc() const { return minidl::sinc(*this); }
+Tensor Tensor::heaviside(const Tensor& values) const { return minidl::heaviside(*this, values); }
+Tensor Tensor::deg2rad() const { return minidl::deg2rad(*this); }
+Tensor Tensor::rad2deg() const { return minidl::rad2deg(*this); }
+Tensor Tensor::frac() const { return minidl::frac(*this); }
+Tensor Tensor::float_power(const Tensor& exponent) const { return minidl::float_power(*this, exponent); }
+Tensor Tensor::float_power(const Scalar& exponent) const { return minidl::float_power(*this, exponent); }
+Tensor Tensor::true_divide(const Tensor& other) const { return minidl::true_divide(*this, other); }
+Tensor Tensor::kron(const Tensor& other) const { return minidl::kron(*this, other); }
 Tensor Tensor::isfinite() const { return minidl::isfinite(*this); }
 Tensor Tensor::nan_to_num(std::optional<double> nan, std::optional<double> posinf, std::optional<double> neginf) const {
   return minidl::nan_to_num(*this, nan, posinf, neginf);
@@ -309,6 +351,12 @@ Tensor Tensor::norm(const Scalar& p, IntArrayRef dim, bool keepdim) const {
   return minidl::norm(*this, p, dim.vec(), keepdim);
 }
 Tensor Tensor::logsumexp(IntArrayRef dim, bool keepdim) const { return minidl::logsumexp(*this, dim.vec(), keepdim); }
+Tensor Tensor::nansum(IntArrayRef dim, bool keepdim) const { return minidl::nansum(*this, dim.vec(), keepdim); }
+Tensor Tensor::nanmean(IntArrayRef dim, bool keepdim) const { return minidl::nanmean(*this, dim.vec(), keepdim); }
+Tensor Tensor::count_nonzero(IntArrayRef dim) const { return minidl::count_nonzero(*this, dim.vec()); }
+std::tuple<Tensor, Tensor> Tensor::aminmax(std::optional<int64_t> dim, bool keepdim) const {
+  return minidl::aminmax(*this, dim, keepdim);
+}
 bool Tensor::allclose(const Tensor& other, double rtol, double atol, bool equal_nan) const {
   return minidl::allclose(*this, other, rtol, atol, equal_nan);
 }
@@ -342,6 +390,18 @@ Tensor Tensor::scatter_add(int64_t dim, const Tensor& index, const Tensor& src) 
 }
 Tensor Tensor::index_add(int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha) const {
   return minidl::index_add(*this, dim, index, source, alpha);
+}
+Tensor Tensor::take_along_dim(const Tensor& indices, std::optional<int64_t> dim) const {
+  return minidl::take_along_dim(*this, indices, dim);
+}
+Tensor Tensor::index_fill(int64_t dim, const Tensor& index, const Scalar& value) const {
+  return minidl::index_fill(*this, dim, index, value);
+}
+Tensor Tensor::index_fill(int64_t dim, const Tensor& index, const Tensor& value) const {
+  return minidl::index_fill(*this, dim, index, value);
+}
+Tensor Tensor::index_copy(int64_t dim, const Tensor& index, const Tensor& source) const {
+  return minidl::index_copy(*this, dim, index, source);
 }
 Tensor Tensor::masked_select(const Tensor& mask) const { return minidl::masked_select(*this, mask); }
 Tensor Tensor::nonzero() const { return minidl::nonzero(*this); }

@@ -1,0 +1,95 @@
+#include "ops/combine.h"
+
+#include <algorithm>
+
+#include "core/type_promotion.h"
+#include "ops/elementwise.h"
+#include "ops/pad.h"
+#include "ops/slice.h"
+#include "ops/view.h"
+
+namespace minidl {
+
+std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors, const std::string& indexing) {
+  MINIDL_CHECK(indexing == "ij" || indexing == "xy", "meshgrid: expected indexing \"ij\" or \"xy\", got \"", indexing,
+               "\"");
+  MINIDL_CHECK(!tensors.empty(), "meshgrid: expected at least one tensor, got none");
+  Shape shape;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    MINIDL_CHECK(tensors[i].dim() <= 1, "meshgrid: expected 0-d or 1-D tensors, got shape ", tensors[i].shape(),
+                 " at index ", i);
+    MINIDL_CHECK(tensors[i].dtype() == tensors[0].dtype() && tensors[i].device() == tensors[0].device(),
+                 "meshgrid: expected tensors of one dtype and device, got ", tensors[0].dtype(), " on ",
+                 tensors[0].device(), " and ", tensors[i].dtype(), " on ", tensors[i].device(), " at index ", i);
+    shape.push_back(tensors[i].numel());
+  }
+  // "xy" is "ij" with the first two inputs swapped, and the outputs' first two dims swapped back.
+  const bool swap = indexing == "xy" && tensors.size() >= 2;
+  std::vector<size_t> order(tensors.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (swap) std::swap(order[0], order[1]);
+  Shape grid;
+  for (size_t i : order) grid.push_back(shape[i]);
+  std::vector<Tensor> out(tensors.size());
+  for (size_t k = 0; k < order.size(); ++k) {
+    Shape along(order.size(), 1);
+    along[k] = grid[k];
+    out[order[k]] = tensors[order[k]].reshape(along).expand(grid);
+  }
+  return out;
+}
+
+Tensor cartesian_prod(const std::vector<Tensor>& tensors) {
+  MINIDL_CHECK(!tensors.empty(), "cartesian_prod: expected at least one tensor, got none");
+  for (size_t i = 0; i < tensors.size(); ++i)
+    MINIDL_CHECK(tensors[i].dim() == 1, "cartesian_prod: expected 1-D tensors, got shape ", tensors[i].shape(),
+                 " at index ", i);
+  if (tensors.size() == 1) return tensors[0];
+  std::vector<Tensor> columns;
+  for (const Tensor& g : meshgrid(tensors, "ij")) columns.push_back(g.reshape({g.numel()}));
+  return stack(columns, 1);
+}
+
+Tensor block_diag(const std::vector<Tensor>& tensors) {
+  MINIDL_CHECK(!tensors.empty(), "block_diag: expected at least one tensor, got none");
+  const DType dtype = result_type(tensors);
+  std::vector<Tensor> blocks;
+  int64_t cols = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    MINIDL_CHECK(t.dim() <= 2, "block_diag: expected 0-d, 1-D or 2-D tensors, got shape ", t.shape(), " at index ", i);
+    MINIDL_CHECK(t.device() == tensors[0].device(), "block_diag: expected tensors on one device, got ",
+                 tensors[0].device(), " and ", t.device(), " at index ", i);
+    blocks.push_back(t.dim() == 2 ? t.to(dtype) : t.reshape({1, t.numel()}).to(dtype));
+    cols += blocks.back().size(1);
+  }
+  // Each block padded with zeros to the full width, at its own columns; then the rows stacked.
+  std::vector<Tensor> rows;
+  int64_t left = 0;
+  for (const Tensor& b : blocks) {
+    const int64_t width = b.size(1);
+    rows.push_back(pad(b, {left, cols - left - width}));
+    left += width;
+  }
+  return cat(rows, 0);
+}
+
+Tensor kron(const Tensor& a, const Tensor& b) {
+  const int64_t rank = std::max(a.dim(), b.dim());
+  // Both as `rank` dims, then interleaved: a as [a0, 1, a1, 1, ...], b as [1, b0, 1, b1, ...].
+  auto padded = [rank](const Tensor& t) {
+    Shape s(static_cast<size_t>(rank - t.dim()), 1);
+    s.insert(s.end(), t.shape().begin(), t.shape().end());
+    return s;
+  };
+  const Shape as = padded(a), bs = padded(b);
+  Shape a_view, b_view, out;
+  for (size_t d = 0; d < as.size(); ++d) {
+    a_view.insert(a_view.end(), {as[d], 1});
+    b_view.insert(b_view.end(), {1, bs[d]});
+    out.push_back(as[d] * bs[d]);
+  }
+  return (a.reshape(a_view) * b.reshape(b_view)).reshape(out);
+}
+
+}  // namespace minidl

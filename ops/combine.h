@@ -1,0 +1,26 @@
+#pragma once
+// Tensors built from several others, as PyTorch's: meshgrid and cartesian_prod from 1-D tensors,
+// block_diag from matrices, kron from two tensors. Each is composed of views, products and copies,
+// so each is differentiable.
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace minidl {
+
+/// For 1-D (or 0-d) tensors of sizes n0, n1, ...: one tensor per input, of shape [n0, n1, ...]
+/// ("ij") or with the first two sizes swapped ("xy", as NumPy), each input repeated along the other
+/// dims (expanded views).   auto grid = meshgrid({ys, xs}, "ij");  // grid[0][i][j] == ys[i]
+std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors, const std::string& indexing = "ij");
+/// [n0 * n1 * ..., k]: every combination of the k 1-D inputs' elements, the last varying fastest.
+///   cartesian_prod({a, b})
+Tensor cartesian_prod(const std::vector<Tensor>& tensors);
+/// The block-diagonal matrix of 0-d, 1-D (one row) and 2-D tensors, dtypes promoted.
+///   block_diag({a, b})  // [[a, 0], [0, b]]
+Tensor block_diag(const std::vector<Tensor>& tensors);
+/// The Kronecker product: out[i * b.size + j] = a[i] * b[j] in every dim (the fewer dims padded
+/// with leading 1s).   kron(eye(2), m)  // [[m, 0], [0, m]]
+Tensor kron(const Tensor& a, const Tensor& b);
+
+}  // namespace minidl

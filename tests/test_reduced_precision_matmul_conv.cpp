@@ -130,6 +130,11 @@ void blas_product_cases(DType dtype, Device device) {
                          device);
   expect_matches_float32("outer", [](V t) { return outer(t[0], t[1]); }, {draw({24}, dtype), draw({18}, dtype)},
                          dtype, device);
+  // cdist from one product (more than 25 rows) and from the differences.
+  expect_matches_float32("cdist by a product", [](V t) { return cdist(t[0], t[1]); },
+                         {draw({30, 16}, dtype), draw({28, 16}, dtype)}, dtype, device, nullptr, 4);
+  expect_matches_float32("cdist by differences", [](V t) { return cdist(t[0], t[1], 1.0); },
+                         {draw({6, 16}, dtype), draw({5, 16}, dtype)}, dtype, device, nullptr, 2);
 }
 
 void linear_cases(DType dtype, Device device) {

@@ -209,6 +209,10 @@ std::vector<OpCase> elementwise_cases() {
       {"logit", {s}, [](V x) { return one(logit(add(mul(x[0], 0.5), 0.5))); }, Domain::Unit, true, 4},
       {"logit eps", {s}, [](V x) { return one(logit(x[0], 0.05)); }, Domain::Unit, true, 2},
       {"glu", {s}, [](V x) { return one(glu(x[0])); }, Domain::Any, true, 2},
+      {"logaddexp", {s, s}, [](V x) { return one(logaddexp(x[0], x[1])); }, Domain::Any, true, 4},
+      {"xlogy", {s, s}, [](V x) { return one(xlogy(x[0], x[1])); }, Domain::Positive, true, 2},
+      {"sinc", {s}, [](V x) { return one(sinc(x[0])); }, Domain::Unit, true, 4},
+      {"frac", {s}, [](V x) { return one(frac(mul(x[0], 4.0))); }, Domain::Any, true, 2},
       {"add", {s, s}, [](V x) { return one(add(x[0], x[1])); }},
       {"sub", {odd, odd}, [](V x) { return one(sub(x[0], x[1])); }},
       {"mul", {s, s}, [](V x) { return one(mul(x[0], x[1])); }},
@@ -268,6 +272,9 @@ std::vector<OpCase> reduction_cases() {
       {"argmax", {s}, [](V x) { return one(argmax(x[0], 1)); }, Domain::Any, false},
       {"prod", {{4, 6}}, [](V x) { return one(prod(x[0], 1)); }, Domain::Positive},
       {"logsumexp", {s}, [](V x) { return one(logsumexp(x[0], {1})); }, Domain::Any, true, 2},
+      {"nansum", {s}, [](V x) { return one(nansum(x[0], {1})); }, Domain::Any, true, 2},
+      {"nanmean", {s}, [](V x) { return one(nanmean(x[0], {0})); }, Domain::Any, true, 2},
+      {"trace", {{6, 6}}, [](V x) { return one(trace(x[0])); }, Domain::Any, true, 2},
       {"var", {s}, [](V x) { return one(var(x[0], {1})); }, Domain::Any, true, 3},
       {"norm", {s}, [](V x) { return one(norm(x[0])); }, Domain::Any, true, 2},
       {"cumsum", {{4, 30}}, [](V x) { return one(cumsum(x[0], 1)); }, Domain::Any, true, 2},
@@ -390,6 +397,16 @@ std::vector<OpCase> layer_cases() {
          return std::vector<Tensor>{flip(x[0], {1}), roll(x[0], {1}, {0}), tril(x[0]), repeat(x[0], {2, 1})};
        }},
       {"prelu", {{2, 3, 4}, {3}}, [](V x) { return one(prelu(x[0], x[1])); }},
+      {"diagonal diag_embed kron", {{3, 4}, {2, 2}},
+       [](V x) {
+         return std::vector<Tensor>{diagonal(x[0], 1) * 1.0, diag_embed(x[0]), kron(x[0], x[1])};
+       }},
+      {"take_along_dim index_fill index_copy", {{3, 4}, {3, 2}},
+       [](V x) {
+         const Tensor cols = Tensor::from_vector<int64_t>({3, 1}).to(x[0].device());
+         return std::vector<Tensor>{take_along_dim(x[0], cols.reshape({1, 2}), 1), index_fill(x[0], 1, cols, 0.5),
+                                    index_copy(x[0], 1, cols, x[1]), tensor_split(x[0], 3, 1)[0] * 1.0};
+       }},
   };
   return cases;
 }

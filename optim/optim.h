@@ -5,6 +5,7 @@
 #include "optim/checkpoint.h"
 #include "optim/grad_scaler.h"
 #include "optim/graphed_step.h"
+#include "optim/lbfgs.h"
 #include "optim/lr_scheduler.h"
 #include "optim/lr_scheduler_chain.h"
 #include "optim/lr_scheduler_cyclic.h"

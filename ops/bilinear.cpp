@@ -32,6 +32,7 @@ Tensor bilinear(const Tensor& input1, const Tensor& input2, const Tensor& weight
                  "], got shape ", bias.shape());
   }
   const int64_t out = weight.size(0), in1 = weight.size(1), in2 = weight.size(2);
+  MINIDL_CHECK(in1 > 0 && in2 > 0, op, ": expected a weight with in1, in2 > 0, got shape ", weight.shape());
   Shape result = input1.shape();
   result.back() = out;
   const int64_t rows = input1.numel() / in1;

@@ -161,3 +161,5 @@ inline Tensor logsigmoid(const Tensor& input) { return ::minidl::log_sigmoid(inp
 using minidl::softmax;
 using minidl::tanh;
 }  // namespace minidl::nn::functional
+
+#include "nn/functional_more.h"  // the margin and likelihood losses, pixel_shuffle, threshold, instance_norm, ...

@@ -295,7 +295,11 @@ void Module::load_state_dict(const StateDict& state) {
 
 namespace {
 void print(std::ostream& os, const Module& m, const std::string& indent) {
-  os << m.name() << '(' << m.extra_repr();
+  // A multi-line extra_repr (ParameterList's lines) is indented to the module's depth, as PyTorch's.
+  std::string extra = m.extra_repr();
+  for (size_t at = extra.find('\n'); at != std::string::npos; at = extra.find('\n', at + 1 + indent.size()))
+    extra.insert(at + 1, indent);
+  os << m.name() << '(' << extra;
   if (m.named_children().empty()) {
     os << ')';
     return;

@@ -65,6 +65,15 @@ const std::vector<PolicyRow> kTable = {
     {Op::kl_div, "kl_div", F32, F32},
     {Op::binary_cross_entropy, "binary_cross_entropy", BAN, F32},
     {Op::binary_cross_entropy_with_logits, "binary_cross_entropy_with_logits", F32, F32},
+    {Op::margin_ranking_loss, "margin_ranking_loss", F32, F32},
+    {Op::hinge_embedding_loss, "hinge_embedding_loss", F32, F32},
+    {Op::soft_margin_loss, "soft_margin_loss", F32, F32},
+    {Op::cosine_embedding_loss, "cosine_embedding_loss", F32, F32},
+    {Op::triplet_margin_loss, "triplet_margin_loss", F32, F32},
+    {Op::multi_margin_loss, "multi_margin_loss", F32, F32},
+    {Op::multilabel_margin_loss, "multilabel_margin_loss", F32, F32},
+    {Op::poisson_nll_loss, "poisson_nll_loss", F32, F32},
+    {Op::cdist, "cdist", F32, F32},
 };
 
 thread_local Dispatch last;

@@ -32,7 +32,9 @@ enum class Op : uint8_t {
   softmax, log_softmax, layer_norm, rms_norm, group_norm, batch_norm, exp, log, pow, sum, prod,
   logsumexp, norm, addcmul, addcdiv,
   cross_entropy, nll_loss, mse_loss, l1_loss, smooth_l1_loss, huber_loss, kl_div,
-  binary_cross_entropy, binary_cross_entropy_with_logits,
+  binary_cross_entropy, binary_cross_entropy_with_logits, margin_ranking_loss, hinge_embedding_loss,
+  soft_margin_loss, cosine_embedding_loss, triplet_margin_loss, multi_margin_loss, multilabel_margin_loss,
+  poisson_nll_loss, cdist,
   count_
 };
 

@@ -5,6 +5,7 @@
 #include "core/autograd.h"
 #include "core/error.h"
 #include "ops/arithmetic.h"
+#include "ops/autocast_policy.h"
 #include "ops/compare.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
@@ -64,6 +65,7 @@ Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p, double ep
 }
 
 Tensor cdist(const Tensor& x1, const Tensor& x2, double p, const std::string& compute_mode) {
+  MINIDL_AUTOCAST(cdist, cdist, x1, x2, p, compute_mode);
   check_floating("cdist", x1);
   check_floating("cdist", x2);
   MINIDL_CHECK(x1.dim() >= 2 && x2.dim() >= 2, "cdist: expected x1 and x2 with at least 2 dims, got shapes ",

@@ -11,6 +11,7 @@
 
 #include "core/autograd.h"
 #include "ops/arithmetic.h"
+#include "ops/autocast_policy.h"
 #include "ops/compare.h"
 #include "ops/elementwise.h"
 #include "ops/loss_reduce.h"
@@ -20,6 +21,7 @@ namespace minidl {
 
 Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, bool log_input, bool full, double eps,
                         Reduction reduction) {
+  MINIDL_AUTOCAST(poisson_nll_loss, poisson_nll_loss, input, target, log_input, full, eps, reduction);
   const char* op = "poisson_nll_loss";
   detail::check_floating_inputs(op, {{"input", input}, {"target", target}});
   MINIDL_CHECK(input.shape() == target.shape(), op, ": expected a target of the input's shape ", input.shape(),

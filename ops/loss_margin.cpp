@@ -13,6 +13,7 @@
 #include "ops/loss_margin.h"
 
 #include "ops/arithmetic.h"
+#include "ops/autocast_policy.h"
 #include "ops/compare.h"
 #include "ops/creation.h"
 #include "ops/distance.h"
@@ -49,6 +50,7 @@ void check_class_range(const char* op, const Tensor& target, int64_t low, int64_
 
 Tensor margin_ranking_loss(const Tensor& input1, const Tensor& input2, const Tensor& target, double margin,
                            Reduction reduction) {
+  MINIDL_AUTOCAST(margin_ranking_loss, margin_ranking_loss, input1, input2, target, margin, reduction);
   const char* op = "margin_ranking_loss";
   check_floating_inputs(op, {{"input1", input1}, {"input2", input2}, {"target", target}});
   MINIDL_CHECK(input1.dim() == input2.dim() && input2.dim() == target.dim(), op,
@@ -59,6 +61,7 @@ Tensor margin_ranking_loss(const Tensor& input1, const Tensor& input2, const Ten
 }
 
 Tensor hinge_embedding_loss(const Tensor& input, const Tensor& target, double margin, Reduction reduction) {
+  MINIDL_AUTOCAST(hinge_embedding_loss, hinge_embedding_loss, input, target, margin, reduction);
   const char* op = "hinge_embedding_loss";
   check_floating_inputs(op, {{"input", input}, {"target", target}});
   check_target_broadcasts(op, input, target);
@@ -69,6 +72,7 @@ Tensor hinge_embedding_loss(const Tensor& input, const Tensor& target, double ma
 }
 
 Tensor soft_margin_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  MINIDL_AUTOCAST(soft_margin_loss, soft_margin_loss, input, target, reduction);
   const char* op = "soft_margin_loss";
   check_floating_inputs(op, {{"input", input}, {"target", target}});
   check_target_broadcasts(op, input, target);
@@ -79,6 +83,7 @@ Tensor soft_margin_loss(const Tensor& input, const Tensor& target, Reduction red
 
 Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const Tensor& target, double margin,
                              Reduction reduction) {
+  MINIDL_AUTOCAST(cosine_embedding_loss, cosine_embedding_loss, input1, input2, target, margin, reduction);
   const char* op = "cosine_embedding_loss";
   check_floating_inputs(op, {{"input1", input1}, {"input2", input2}});
   MINIDL_CHECK(target.defined(), op, ": target is undefined");
@@ -106,6 +111,8 @@ Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const T
 
 Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative, double margin,
                            double p, double eps, bool swap, Reduction reduction) {
+  MINIDL_AUTOCAST(triplet_margin_loss, triplet_margin_loss, anchor, positive, negative, margin, p, eps, swap,
+                  reduction);
   const char* op = "triplet_margin_loss";
   check_floating_inputs(op, {{"anchor", anchor}, {"positive", positive}, {"negative", negative}});
   MINIDL_CHECK(anchor.dim() == positive.dim() && positive.dim() == negative.dim(), op,
@@ -140,6 +147,7 @@ Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target, co
 
 Tensor multi_margin_loss(const Tensor& input, const Tensor& target, int64_t p, double margin, const Tensor& weight,
                          Reduction reduction) {
+  MINIDL_AUTOCAST(multi_margin_loss, multi_margin_loss, input, target, p, margin, weight, reduction);
   const char* op = "multi_margin_loss";
   MINIDL_CHECK(p == 1 || p == 2, op, ": only p == 1 and p == 2 are supported, got p = ", p);
   check_floating_inputs(op, {{"input", input}});
@@ -170,6 +178,7 @@ Tensor multi_margin_loss(const Tensor& input, const Tensor& target, int64_t p, d
 }
 
 Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  MINIDL_AUTOCAST(multilabel_margin_loss, multilabel_margin_loss, input, target, reduction);
   const char* op = "multilabel_margin_loss";
   check_floating_inputs(op, {{"input", input}});
   MINIDL_CHECK((input.dim() == 1 || input.dim() == 2) && input.size(-1) > 0, op,

@@ -153,6 +153,27 @@ std::vector<Case> cases() {
        [](const std::vector<Tensor>& t) { return kl_div(t[0], t[1]); }},
       {"binary_cross_entropy_with_logits", F32, F32, [] { return std::vector<Tensor>{r({4, 5}), rand({4, 5}, kFloat32)}; },
        [](const std::vector<Tensor>& t) { return binary_cross_entropy_with_logits(t[0], t[1]); }},
+      {"margin_ranking_loss", F32, F32, [] { return std::vector<Tensor>{r({6}), r({6}), sign(r({6}))}; },
+       [](const std::vector<Tensor>& t) { return margin_ranking_loss(t[0], t[1], t[2], 0.1); }},
+      {"hinge_embedding_loss", F32, F32, [] { return std::vector<Tensor>{r({6}), sign(r({6}))}; },
+       [](const std::vector<Tensor>& t) { return hinge_embedding_loss(t[0], t[1]); }},
+      {"soft_margin_loss", F32, F32, [] { return std::vector<Tensor>{r({6}), sign(r({6}))}; },
+       [](const std::vector<Tensor>& t) { return soft_margin_loss(t[0], t[1]); }},
+      {"cosine_embedding_loss", F32, F32, [] { return std::vector<Tensor>{r({4, 5}), r({4, 5}), sign(r({4}))}; },
+       [](const std::vector<Tensor>& t) { return cosine_embedding_loss(t[0], t[1], t[2]); }},
+      {"triplet_margin_loss", F32, F32, [] { return std::vector<Tensor>{r({4, 5}), r({4, 5}), r({4, 5})}; },
+       [](const std::vector<Tensor>& t) { return triplet_margin_loss(t[0], t[1], t[2]); }},
+      {"multi_margin_loss", F32, F32, [] { return std::vector<Tensor>{r({4, 5})}; },
+       [](const std::vector<Tensor>& t) { return multi_margin_loss(t[0], labels(4, 5).to(t[0].device())); }},
+      {"multilabel_margin_loss", F32, F32, [] { return std::vector<Tensor>{r({2, 3})}; },
+       [](const std::vector<Tensor>& t) {
+         const Tensor target = Tensor::from_vector<int64_t>({2, -1, 0, 0, 1, -1}, {2, 3}).to(t[0].device());
+         return multilabel_margin_loss(t[0], target);
+       }},
+      {"poisson_nll_loss", F32, F32, [] { return std::vector<Tensor>{r({4, 5}), rand({4, 5}, kFloat32)}; },
+       [](const std::vector<Tensor>& t) { return poisson_nll_loss(t[0], t[1]); }},
+      {"cdist", F32, F32, [] { return std::vector<Tensor>{r({4, 5}), r({3, 5})}; },
+       [](const std::vector<Tensor>& t) { return cdist(t[0], t[1]); }},
   };
 }
 

@@ -231,6 +231,8 @@ class Tensor {
   Tensor diag(int64_t diagonal = 0) const;
   Tensor diag_embed(int64_t offset = 0, int64_t dim1 = -2, int64_t dim2 = -1) const;
   Tensor trace() const;
+  /// Windows of `size` along `dim`, `step` apart, as a view (ops/view.h).   x.unfold(-1, 16, 8)
+  Tensor unfold(int64_t dim, int64_t size, int64_t step) const;
   Tensor transpose(int64_t dim0, int64_t dim1) const;
   /// transpose's NumPy names.
   Tensor swapaxes(int64_t dim0, int64_t dim1) const;
@@ -381,6 +383,9 @@ class Tensor {
   Tensor float_power(const Scalar& exponent) const;
   Tensor true_divide(const Tensor& other) const;
   Tensor kron(const Tensor& other) const;
+  Tensor matrix_power(int64_t n) const;
+  Tensor dist(const Tensor& other, double p = 2.0) const;
+  Tensor renorm(double p, int64_t dim, double maxnorm) const;
 
   // More reductions, scans and sorting (ops/reduce.h, ops/scan.h, ops/sort.h).
   /// The largest (smallest) element, a 0-d tensor.
@@ -432,6 +437,10 @@ class Tensor {
   Tensor roll(IntArrayRef shifts, IntArrayRef dims = {}) const;
   Tensor tril(int64_t diagonal = 0) const;
   Tensor triu(int64_t diagonal = 0) const;
+  Tensor rot90(int64_t k = 1, IntArrayRef dims = {0, 1}) const;
+  Tensor flipud() const;
+  Tensor fliplr() const;
+  Tensor masked_scatter(const Tensor& mask, const Tensor& source) const;
 
   // In place, through any view (strided destinations); each bumps the version counter. The handle
   // is const (as libtorch's): the data changes, not which tensor this is.
@@ -463,6 +472,9 @@ class Tensor {
   Tensor& lerp_(const Tensor& end, const Scalar& weight) const;
   Tensor& index_fill_(int64_t dim, const Tensor& index, const Scalar& value) const;
   Tensor& index_copy_(int64_t dim, const Tensor& index, const Tensor& source) const;
+  Tensor& tril_(int64_t diagonal = 0) const;
+  Tensor& triu_(int64_t diagonal = 0) const;
+  Tensor& fill_diagonal_(const Scalar& fill_value, bool wrap = false) const;
   /// Sets every element to 0 in place (any layout); not recorded (ops/elementwise.h).
   Tensor& zero_() const;
   /// Writes src (broadcast to this shape, converted to this dtype and device) into this tensor.
@@ -470,6 +482,10 @@ class Tensor {
   Tensor& uniform_(double from = 0, double to = 1) const;
   Tensor& normal_(double mean = 0, double std = 1) const;
   Tensor& bernoulli_(double p = 0.5) const;
+  Tensor& bernoulli_(const Tensor& p) const;
+  Tensor& random_(int64_t from, std::optional<int64_t> to) const;
+  Tensor& random_(int64_t to) const;
+  Tensor& random_() const;
 
   TensorImpl& impl() const;
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }

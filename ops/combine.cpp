@@ -92,4 +92,46 @@ Tensor kron(const Tensor& a, const Tensor& b) {
   return (a.reshape(a_view) * b.reshape(b_view)).reshape(out);
 }
 
+Tensor atleast_1d(const Tensor& x) { return x.dim() >= 1 ? x : x.reshape({1}); }
+
+Tensor atleast_2d(const Tensor& x) {
+  if (x.dim() >= 2) return x;
+  return x.reshape({1, x.numel()});
+}
+
+Tensor atleast_3d(const Tensor& x) {
+  if (x.dim() >= 3) return x;
+  if (x.dim() == 2) return x.unsqueeze(-1);
+  return x.reshape({1, x.numel(), 1});
+}
+
+namespace {
+
+std::vector<Tensor> each(const std::vector<Tensor>& tensors, Tensor (*f)(const Tensor&), const char* op) {
+  MINIDL_CHECK(!tensors.empty(), op, ": expected at least one tensor, got none");
+  std::vector<Tensor> out;
+  for (const Tensor& t : tensors) out.push_back(f(t));
+  return out;
+}
+
+}  // namespace
+
+Tensor hstack(const std::vector<Tensor>& tensors) {
+  const std::vector<Tensor> ts = each(tensors, atleast_1d, "hstack");
+  return cat(ts, ts[0].dim() == 1 ? 0 : 1);
+}
+
+Tensor vstack(const std::vector<Tensor>& tensors) { return cat(each(tensors, atleast_2d, "vstack"), 0); }
+
+Tensor row_stack(const std::vector<Tensor>& tensors) { return vstack(tensors); }
+
+Tensor dstack(const std::vector<Tensor>& tensors) { return cat(each(tensors, atleast_3d, "dstack"), 2); }
+
+Tensor column_stack(const std::vector<Tensor>& tensors) {
+  MINIDL_CHECK(!tensors.empty(), "column_stack: expected at least one tensor, got none");
+  std::vector<Tensor> columns;
+  for (const Tensor& t : tensors) columns.push_back(t.dim() <= 1 ? t.reshape({t.numel(), 1}) : t);
+  return cat(columns, 1);
+}
+
 }  // namespace minidl

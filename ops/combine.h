@@ -19,6 +19,19 @@ Tensor cartesian_prod(const std::vector<Tensor>& tensors);
 /// The block-diagonal matrix of 0-d, 1-D (one row) and 2-D tensors, dtypes promoted.
 ///   block_diag({a, b})  // [[a, 0], [0, b]]
 Tensor block_diag(const std::vector<Tensor>& tensors);
+/// At least 1, 2 or 3 dims, as NumPy adds them: 0-d -> [1], [1, 1], [1, 1, 1]; [n] -> [1, n] and
+/// [1, n, 1]; [m, n] -> [m, n, 1]. Views.   atleast_2d(v)
+Tensor atleast_1d(const Tensor& x);
+Tensor atleast_2d(const Tensor& x);
+Tensor atleast_3d(const Tensor& x);
+/// Joined as NumPy joins: hstack along dim 1 (dim 0 for 1-D tensors), vstack (row_stack) along dim 0
+/// after atleast_2d, dstack along dim 2 after atleast_3d, column_stack with 0-d and 1-D tensors as
+/// columns.   vstack({row_a, row_b})  // [2, n]
+Tensor hstack(const std::vector<Tensor>& tensors);
+Tensor vstack(const std::vector<Tensor>& tensors);
+Tensor row_stack(const std::vector<Tensor>& tensors);
+Tensor dstack(const std::vector<Tensor>& tensors);
+Tensor column_stack(const std::vector<Tensor>& tensors);
 /// The Kronecker product: out[i * b.size + j] = a[i] * b[j] in every dim (the fewer dims padded
 /// with leading 1s).   kron(eye(2), m)  // [[m, 0], [0, m]]
 Tensor kron(const Tensor& a, const Tensor& b);

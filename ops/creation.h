@@ -4,6 +4,8 @@
 // Options are libtorch's TensorOptions, implicit from a DType, a Device or a DeviceType; the older
 // (size, dtype, device) forms stay.
 #include "core/scalar.h"
+#include <optional>
+
 #include "core/tensor.h"
 #include "core/tensor_options.h"
 #include "ops/tensor_data.h"
@@ -75,6 +77,14 @@ Tensor bernoulli(const Tensor& x, double p);
 Tensor& uniform_(Tensor& t, double from = 0, double to = 1);
 Tensor& normal_(Tensor& t, double mean = 0, double std = 1);
 Tensor& bernoulli_(Tensor& t, double p = 0.5);
+/// bernoulli_ with a probability per element (p broadcast to t).   mask.bernoulli_(keep_probs)
+Tensor& bernoulli_(Tensor& t, const Tensor& p);
+/// Integers uniform on [from, to) in t's dtype (to: one past the largest; PyTorch's random_). Without
+/// `to`: [0, to); without either: [0, 2^mantissa digits] for floating t, the dtype's range for integers
+/// (up to 2^52 for int64).   ids.random_(0, vocab)
+Tensor& random_(Tensor& t, int64_t from, std::optional<int64_t> to);
+Tensor& random_(Tensor& t, int64_t to);
+Tensor& random_(Tensor& t);
 
 /// Like t: its shape, and its dtype and device unless the options set them.   zeros_like(x, kInt64)
 Tensor zeros_like(const Tensor& t, TensorOptions options = {});

@@ -136,6 +136,55 @@ Tensor& bernoulli_(Tensor& t, double p) {
   });
 }
 
+Tensor& bernoulli_(Tensor& t, const Tensor& p) {
+  MINIDL_CHECK(p.defined() && is_floating(p.dtype()), "bernoulli_: expected a floating probability tensor, got ",
+               p.defined() ? dtype_name(p.dtype()) : "an undefined tensor");
+  MINIDL_CHECK(broadcasts_to(p.shape(), t.shape()), "bernoulli_: expected probabilities that broadcast to ",
+               t.shape(), ", got shape ", p.shape());
+  return fill_random_(t, "bernoulli_", [&](Tensor& dst) {
+    NoGradGuard no_grad;
+    const Tensor probs = p.detach().to(dst.device(), kFloat64);
+    Tensor draw = lt(uniform(dst.shape(), 0, 1, kFloat64, dst.device()), probs);
+    kernels_for(dst.device()).copy(draw, dst);
+  });
+}
+
+namespace {
+
+// The largest value random_() draws by default: 2^digits for floating dtypes (every integer up to it
+// is exact), the dtype's largest for integers, int64's capped at 2^52 (the uniform's exact range).
+int64_t default_random_bound(DType dtype) {
+  switch (dtype) {
+    case kBool: return 1;
+    case kUInt8: return 255;
+    case kInt8: return 127;
+    case kInt32: return 2147483647;
+    case kInt64: return int64_t(1) << 52;
+    case kFloat16: return int64_t(1) << 11;
+    case kBFloat16: return int64_t(1) << 8;
+    case kFloat32: return int64_t(1) << 24;
+    default: return int64_t(1) << 53;
+  }
+}
+
+}  // namespace
+
+Tensor& random_(Tensor& t, int64_t from, std::optional<int64_t> to) {
+  const int64_t end = to ? *to : default_random_bound(t.dtype()) + 1;
+  MINIDL_CHECK(from < end, "random_: expected from < to, got from = ", from, " and to = ", end);
+  MINIDL_CHECK(end - from <= (int64_t(1) << 52), "random_: expected a range of at most 2^52 values, got [", from,
+               ", ", end, ")");
+  return fill_random_(t, "random_", [&](Tensor& dst) {
+    NoGradGuard no_grad;
+    const Tensor draw = randint(from, end, dst.shape(), TensorOptions().dtype(kInt64).device(dst.device()));
+    kernels_for(dst.device()).copy(draw.to(dst.dtype()), dst);
+  });
+}
+
+Tensor& random_(Tensor& t, int64_t to) { return random_(t, 0, to); }
+
+Tensor& random_(Tensor& t) { return random_(t, 0, std::nullopt); }
+
 Tensor rand_like(const Tensor& t, TensorOptions options) {
   return rand(t.shape(), options.dtype(options.dtype_or(t.dtype()))
                              .device(options.has_device() ? options.device() : t.device()));

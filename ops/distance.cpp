@@ -7,6 +7,9 @@
 #include "ops/arithmetic.h"
 #include "ops/autocast_policy.h"
 #include "ops/compare.h"
+#include "ops/copy.h"
+#include "ops/creation.h"
+#include "ops/diagonal.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
 #include "ops/reduce.h"
@@ -87,6 +90,35 @@ Tensor cdist(const Tensor& x1, const Tensor& x2, double p, const std::string& co
   }
   const Tensor diff = sub(unsqueeze(x1, -2), unsqueeze(x2, -3));
   return linalg_vector_norm(diff, p, std::vector<int64_t>{-1});
+}
+
+Tensor dist(const Tensor& a, const Tensor& b, double p) {
+  check_floating("dist", a);
+  check_floating("dist", b);
+  return norm(sub(a, b), p);
+}
+
+Tensor pdist(const Tensor& x, double p) {
+  check_floating("pdist", x);
+  MINIDL_CHECK(x.dim() == 2, "pdist: expected a 2-D tensor [N, M], got shape ", x.shape());
+  MINIDL_CHECK(p >= 0, "pdist: expected p >= 0, got ", p);
+  const Tensor pairs = triu_indices(x.size(0), x.size(0), 1, TensorOptions().dtype(kInt64).device(x.device()));
+  const Tensor diff = sub(index_select(x, 0, pairs[0]), index_select(x, 0, pairs[1]));
+  return linalg_vector_norm(diff, p, std::vector<int64_t>{1});
+}
+
+Tensor renorm(const Tensor& x, double p, int64_t dim, double maxnorm) {
+  check_floating("renorm", x);
+  MINIDL_CHECK(p > 0, "renorm: expected p > 0, got ", p);
+  MINIDL_CHECK(maxnorm >= 0, "renorm: expected maxnorm >= 0, got ", maxnorm);
+  MINIDL_CHECK(x.dim() >= 1, "renorm: expected a tensor with at least 1 dim, got a scalar");
+  const int64_t d = wrap_dim(dim, x.dim(), "renorm");
+  std::vector<int64_t> others;
+  for (int64_t i = 0; i < x.dim(); ++i)
+    if (i != d) others.push_back(i);
+  const Tensor norms = others.empty() ? abs(x) : linalg_vector_norm(x, p, others, /*keepdim=*/true);
+  const Tensor scale = where(gt(norms, maxnorm), div(full_like(norms, maxnorm), add(norms, 1e-7)), ones_like(norms));
+  return mul(x, scale);
 }
 
 }  // namespace minidl

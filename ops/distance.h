@@ -25,4 +25,13 @@ Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p = 2.0, dou
 Tensor cdist(const Tensor& x1, const Tensor& x2, double p = 2.0,
              const std::string& compute_mode = "use_mm_for_euclid_dist_if_necessary");
 
+/// The p-norm of a - b (broadcast), 0-d.   dist(a, b), dist(a, b, 1)
+Tensor dist(const Tensor& a, const Tensor& b, double p = 2.0);
+/// The p-norm distances between the rows of x [N, M], i < j, row by row: [N (N - 1) / 2].
+///   pdist(points)
+Tensor pdist(const Tensor& x, double p = 2.0);
+/// x with each slice along `dim` whose p-norm exceeds maxnorm scaled down to it (by
+/// maxnorm / (norm + 1e-7), as PyTorch).   renorm(embedding_weight, 2, 0, 1.0)
+Tensor renorm(const Tensor& x, double p, int64_t dim, double maxnorm);
+
 }  // namespace minidl

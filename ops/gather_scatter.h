@@ -51,6 +51,11 @@ Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, const Tenso
 /// at dim). Repeated indices: one write wins.   index_copy(cache, 1, positions, new_keys)
 Tensor index_copy(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source);
 
+/// x with the positions where mask (broadcast to x) is true filled, in order, from source's elements
+/// (source has at least as many; the count is read on the host, a sync on CUDA).
+///   masked_scatter(x, mask, replacements)
+Tensor masked_scatter(const Tensor& x, const Tensor& mask, const Tensor& source);
+
 namespace detail {
 /// `index` as int64 on `device` (int32, int8 and uint8 converted), with negative values wrapped
 /// when `wrap_negative`; throws, naming `op`, the value, `dim` and `size`, for one out of range.

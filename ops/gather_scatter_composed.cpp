@@ -1,7 +1,14 @@
-// take_along_dim, index_fill and index_copy (declared in ops/gather_scatter.h): gather and scatter
-// with the index broadcast along the other dims, so their gradients are gather's and scatter's.
+// take_along_dim, index_fill, index_copy and masked_scatter (declared in ops/gather_scatter.h):
+// gather, scatter and index_select with the index laid out along the other dims, so their gradients
+// are those ops'.
+#include "core/shape.h"
+#include "ops/compare.h"
+#include "ops/copy.h"
 #include "ops/creation.h"
+#include "ops/elementwise.h"
 #include "ops/gather_scatter.h"
+#include "ops/reduce.h"
+#include "ops/scan.h"
 #include "ops/view.h"
 
 namespace minidl {
@@ -59,6 +66,23 @@ Tensor index_copy(const Tensor& x, int64_t dim, const Tensor& index, const Tenso
   MINIDL_CHECK(source.dtype() == x.dtype(), "index_copy: expected source of x's dtype ", x.dtype(), ", got ",
                source.dtype());
   return scatter(x, dim, index_along(x, dim, index, x.shape(), "index_copy", false), source);
+}
+
+Tensor masked_scatter(const Tensor& x, const Tensor& mask, const Tensor& source) {
+  MINIDL_CHECK(mask.dtype() == kBool, "masked_scatter: expected a bool mask, got ", mask.dtype());
+  MINIDL_CHECK(broadcasts_to(mask.shape(), x.shape()), "masked_scatter: expected a mask that broadcasts to ",
+               x.shape(), ", got shape ", mask.shape());
+  MINIDL_CHECK(source.dtype() == x.dtype(), "masked_scatter: expected source of x's dtype ", x.dtype(), ", got ",
+               source.dtype());
+  const Tensor m = mask.to(x.device()).expand(x.shape()).reshape({x.numel()});
+  const int64_t count = sum(m).item<int64_t>();
+  MINIDL_CHECK(source.numel() >= count, "masked_scatter: expected a source of at least ", count,
+               " elements (the mask's true count), got ", source.numel());
+  if (count == 0) return x.clone();
+  // The k-th true position takes source's k-th element: k = (running count of trues) - 1.
+  const Tensor k = clamp(cumsum(m.to(kInt64), 0) - 1, Scalar(0));
+  const Tensor taken = index_select(source.reshape({source.numel()}), 0, k).reshape(x.shape());
+  return where(m.reshape(x.shape()), taken, x);
 }
 
 }  // namespace minidl

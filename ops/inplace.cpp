@@ -1,12 +1,16 @@
 #include "ops/inplace.h"
 
+#include <algorithm>
+
 #include "core/autograd.h"
 #include "core/type_promotion.h"
 #include "ops/arithmetic.h"
 #include "ops/compare.h"
 #include "ops/copy.h"
+#include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/gather_scatter.h"
+#include "ops/rearrange.h"
 
 namespace minidl {
 
@@ -71,6 +75,34 @@ Tensor& index_fill_(Tensor& x, int64_t dim, const Tensor& index, const Scalar& v
 }
 Tensor& index_copy_(Tensor& x, int64_t dim, const Tensor& index, const Tensor& source) {
   return write("index_copy_", x, [&](const Tensor& t) { return index_copy(t, dim, index, source); });
+}
+
+Tensor& tril_(Tensor& x, int64_t diagonal) {
+  return write("tril_", x, [&](const Tensor& t) { return tril(t, diagonal); });
+}
+Tensor& triu_(Tensor& x, int64_t diagonal) {
+  return write("triu_", x, [&](const Tensor& t) { return triu(t, diagonal); });
+}
+
+Tensor& fill_diagonal_(Tensor& x, const Scalar& fill_value, bool wrap) {
+  MINIDL_CHECK(x.dim() >= 2, "fill_diagonal_: expected a tensor with at least 2 dims, got ", x.dim());
+  if (x.dim() > 2)
+    for (int64_t d = 1; d < x.dim(); ++d)
+      MINIDL_CHECK(x.size(d) == x.size(0), "fill_diagonal_: expected all dims of one length for a tensor of more "
+                   "than 2 dims, got shape ", x.shape());
+  return write("fill_diagonal_", x, [&](const Tensor& t) {
+    // A contiguous copy, whose diagonal is every (sum of strides)-th element of its flat storage.
+    Tensor out = t.contiguous().clone();
+    int64_t step = 0;
+    for (int64_t d = 0; d < out.dim(); ++d) step += out.stride(d);
+    const int64_t rows = out.size(0), cols = out.size(1);
+    int64_t length = std::min(rows, cols);
+    if (x.dim() == 2 && wrap && rows > cols) length = (out.numel() + step - 1) / step;
+    if (x.dim() > 2) length = out.size(0);
+    Tensor diagonal = Tensor::make_view(out, {length}, {step}, out.offset());
+    fill_(diagonal, fill_value);
+    return out;
+  });
 }
 
 }  // namespace minidl

@@ -39,5 +39,10 @@ Tensor& lerp_(Tensor& x, const Tensor& end, const Scalar& weight);
 /// index_fill and index_copy in place.   index_fill_(mask, 1, padded_columns, 0)
 Tensor& index_fill_(Tensor& x, int64_t dim, const Tensor& index, const Scalar& value);
 Tensor& index_copy_(Tensor& x, int64_t dim, const Tensor& index, const Tensor& source);
+Tensor& tril_(Tensor& x, int64_t diagonal = 0);
+Tensor& triu_(Tensor& x, int64_t diagonal = 0);
+/// The main diagonal set to value: a 2-D x, or one whose dims are all equal. With `wrap`, a tall
+/// matrix's diagonal starts again every columns + 1 rows, as NumPy's.   fill_diagonal_(m, 0)
+Tensor& fill_diagonal_(Tensor& x, const Scalar& fill_value, bool wrap = false);
 
 }  // namespace minidl

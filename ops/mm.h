@@ -3,6 +3,8 @@
 // the ones that add a product to a tensor, beta * input + alpha * product (addmm, addbmm, baddbmm,
 // addmv, addr). As in PyTorch, input broadcasts to the product's shape, and beta == 0 ignores it
 // (NaN and infinity in it too); the operands of one call share a dtype.
+#include <vector>
+
 #include "core/scalar.h"
 #include "core/tensor.h"
 
@@ -39,5 +41,22 @@ Tensor addmv(const Tensor& input, const Tensor& mat, const Tensor& vec, const Sc
 /// beta * input + alpha * outer(vec1, vec2); input broadcast to [n, m].   addr(w, u, v, 1, -lr)
 Tensor addr(const Tensor& input, const Tensor& vec1, const Tensor& vec2, const Scalar& beta = 1,
             const Scalar& alpha = 1);
+
+// Products of several factors, made of the ones above and matmul (ops/mm_composed.cpp).
+
+/// The sum over dims_a of a and dims_b of b (pairwise, of equal sizes): a's other dims, then b's.
+///   tensordot(a, b, {1, 2}, {0, 1})
+Tensor tensordot(const Tensor& a, const Tensor& b, const std::vector<int64_t>& dims_a,
+                 const std::vector<int64_t>& dims_b);
+/// The last `dims` dims of a with the first `dims` of b.   tensordot(a, b, 2)
+Tensor tensordot(const Tensor& a, const Tensor& b, int64_t dims);
+/// The product of a chain of matrices in the order of fewest multiplications (the first may be 1-D,
+/// a row; the last 1-D, a column), as torch.linalg.multi_dot.   multi_dot({a, b, c})
+Tensor multi_dot(const std::vector<Tensor>& tensors);
+/// multi_dot of 2-D matrices (PyTorch's older name).
+Tensor chain_matmul(const std::vector<Tensor>& matrices);
+/// x [..., m, m] to the n-th power (n >= 0; 0 gives the identity) by repeated squaring.
+///   matrix_power(transition, 8)
+Tensor matrix_power(const Tensor& x, int64_t n);
 
 }  // namespace minidl

@@ -141,4 +141,27 @@ Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t
   return index_select(x, d, index_on(index, x.device()));
 }
 
+Tensor rot90(const Tensor& x, int64_t k, const std::vector<int64_t>& dims) {
+  MINIDL_CHECK(dims.size() == 2, "rot90: expected two dims, got ", dims.size());
+  MINIDL_CHECK(x.dim() >= 2, "rot90: expected a tensor with at least 2 dims, got ", x.dim());
+  const int64_t d0 = wrap_dim(dims[0], x.dim(), "rot90"), d1 = wrap_dim(dims[1], x.dim(), "rot90");
+  MINIDL_CHECK(d0 != d1, "rot90: expected two different dims, got ", d0, " twice");
+  switch (((k % 4) + 4) % 4) {
+    case 1: return transpose(flip(x, {d1}), d0, d1);
+    case 2: return flip(x, {d0, d1});
+    case 3: return transpose(flip(x, {d0}), d0, d1);
+    default: return x.clone();
+  }
+}
+
+Tensor flipud(const Tensor& x) {
+  MINIDL_CHECK(x.dim() >= 1, "flipud: expected a tensor with at least 1 dim, got a scalar");
+  return flip(x, {0});
+}
+
+Tensor fliplr(const Tensor& x) {
+  MINIDL_CHECK(x.dim() >= 2, "fliplr: expected a tensor with at least 2 dims, got ", x.dim());
+  return flip(x, {1});
+}
+
 }  // namespace minidl

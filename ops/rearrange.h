@@ -32,4 +32,11 @@ Tensor one_hot(const Tensor& x, int64_t num_classes = -1);
 /// torch.repeat_interleave.   repeat_interleave(Tensor::from_vector<float>({1, 2}), 2)  // [1, 1, 2, 2]
 Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim = std::nullopt);
 
+/// x rotated by 90 degrees k times in the plane of dims (from the first towards the second), as
+/// torch.rot90: k = 1 is flip(dims[1]) then a transpose.   rot90(image, 1, {-2, -1})
+Tensor rot90(const Tensor& x, int64_t k = 1, const std::vector<int64_t>& dims = {0, 1});
+/// flip along dim 0; along dim 1 (x has at least 2 dims).
+Tensor flipud(const Tensor& x);
+Tensor fliplr(const Tensor& x);
+
 }  // namespace minidl

@@ -8,6 +8,7 @@
 #include "ops/combine.h"
 #include "ops/creation.h"
 #include "ops/diagonal.h"
+#include "ops/distance.h"
 #include "ops/elementwise.h"
 #include "ops/gather_scatter.h"
 #include "ops/indexing.h"
@@ -114,6 +115,7 @@ Tensor Tensor::diag_embed(int64_t offset, int64_t dim1, int64_t dim2) const {
   return minidl::diag_embed(*this, offset, dim1, dim2);
 }
 Tensor Tensor::trace() const { return minidl::trace(*this); }
+Tensor Tensor::unfold(int64_t dim, int64_t size, int64_t step) const { return minidl::unfold(*this, dim, size, step); }
 Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const { return minidl::transpose(*this, dim0, dim1); }
 Tensor Tensor::swapaxes(int64_t dim0, int64_t dim1) const { return minidl::transpose(*this, dim0, dim1); }
 Tensor Tensor::swapdims(int64_t dim0, int64_t dim1) const { return minidl::transpose(*this, dim0, dim1); }
@@ -280,10 +282,19 @@ Tensor& Tensor::index_fill_(int64_t dim, const Tensor& index, const Scalar& valu
 Tensor& Tensor::index_copy_(int64_t dim, const Tensor& index, const Tensor& source) const {
   return minidl::index_copy_(self(*this), dim, index, source);
 }
+Tensor& Tensor::tril_(int64_t diagonal) const { return minidl::tril_(self(*this), diagonal); }
+Tensor& Tensor::triu_(int64_t diagonal) const { return minidl::triu_(self(*this), diagonal); }
+Tensor& Tensor::fill_diagonal_(const Scalar& fill_value, bool wrap) const {
+  return minidl::fill_diagonal_(self(*this), fill_value, wrap);
+}
 Tensor& Tensor::copy_(const Tensor& src, bool /*non_blocking*/) const { return minidl::copy_(self(*this), src); }
 Tensor& Tensor::uniform_(double from, double to) const { return minidl::uniform_(self(*this), from, to); }
 Tensor& Tensor::normal_(double mean, double std) const { return minidl::normal_(self(*this), mean, std); }
 Tensor& Tensor::bernoulli_(double p) const { return minidl::bernoulli_(self(*this), p); }
+Tensor& Tensor::bernoulli_(const Tensor& p) const { return minidl::bernoulli_(self(*this), p); }
+Tensor& Tensor::random_(int64_t from, std::optional<int64_t> to) const { return minidl::random_(self(*this), from, to); }
+Tensor& Tensor::random_(int64_t to) const { return minidl::random_(self(*this), to); }
+Tensor& Tensor::random_() const { return minidl::random_(self(*this)); }
 
 // ---- math ----
 Tensor Tensor::sin() const { return minidl::sin(*this); }
@@ -327,6 +338,15 @@ Tensor Tensor::float_power(const Tensor& exponent) const { return minidl::float_
 Tensor Tensor::float_power(const Scalar& exponent) const { return minidl::float_power(*this, exponent); }
 Tensor Tensor::true_divide(const Tensor& other) const { return minidl::true_divide(*this, other); }
 Tensor Tensor::kron(const Tensor& other) const { return minidl::kron(*this, other); }
+Tensor Tensor::matrix_power(int64_t n) const { return minidl::matrix_power(*this, n); }
+Tensor Tensor::dist(const Tensor& other, double p) const { return minidl::dist(*this, other, p); }
+Tensor Tensor::renorm(double p, int64_t dim, double maxnorm) const { return minidl::renorm(*this, p, dim, maxnorm); }
+Tensor Tensor::rot90(int64_t k, IntArrayRef dims) const { return minidl::rot90(*this, k, dims.vec()); }
+Tensor Tensor::flipud() const { return minidl::flipud(*this); }
+Tensor Tensor::fliplr() const { return minidl::fliplr(*this); }
+Tensor Tensor::masked_scatter(const Tensor& mask, const Tensor& source) const {
+  return minidl::masked_scatter(*this, mask, source);
+}
 Tensor Tensor::isfinite() const { return minidl::isfinite(*this); }
 Tensor Tensor::nan_to_num(std::optional<double> nan, std::optional<double> posinf, std::optional<double> neginf) const {
   return minidl::nan_to_num(*this, nan, posinf, neginf);

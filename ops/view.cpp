@@ -6,6 +6,8 @@
 #include <optional>
 
 #include "core/autograd.h"
+#include "ops/creation.h"
+#include "ops/gather_scatter.h"
 #include "ops/reduce.h"
 
 namespace minidl {
@@ -234,6 +236,40 @@ Tensor expand(const Tensor& x, const Shape& shape) {
     Shape in_shape = x.shape();
     autograd::record("expand", out, {x}, [in_shape](const Tensor& g, const std::vector<bool>&) {
       return std::vector<Tensor>{sum_to_shape(g, in_shape)};
+    }, true);
+  }
+  return out;
+}
+
+Tensor unfold(const Tensor& x, int64_t dim, int64_t size, int64_t step) {
+  const int64_t d = x.dim() == 0 ? 0 : wrap_dim(dim, x.dim(), "unfold");
+  const int64_t length = x.dim() == 0 ? 1 : x.size(d), stride = x.dim() == 0 ? 1 : x.stride(d);
+  MINIDL_CHECK(size >= 0 && size <= length, "unfold: expected 0 <= size <= ", length, " (dimension ", d, "), got ",
+               size);
+  MINIDL_CHECK(step > 0, "unfold: expected step > 0, got ", step);
+  const int64_t windows = (length - size) / step + 1;
+  Shape shape = x.shape();
+  Strides strides = x.strides();
+  if (x.dim() > 0) {
+    shape[static_cast<size_t>(d)] = windows;
+    strides[static_cast<size_t>(d)] = stride * step;
+  }
+  shape.push_back(size);
+  strides.push_back(stride);
+  Tensor out = Tensor::make_view(x, std::move(shape), std::move(strides), x.offset());
+  if (autograd::needs_recording({x})) {
+    autograd::record("unfold", out, {x}, [in_shape = x.shape(), d, size, step, windows](const Tensor& g,
+                                                                                         const std::vector<bool>&) {
+      // Window w's element j came from w * step + j: the windows' gradients added back there.
+      if (in_shape.empty()) return std::vector<Tensor>{reshape(g, in_shape)};
+      std::vector<int64_t> positions;
+      for (int64_t w = 0; w < windows; ++w)
+        for (int64_t j = 0; j < size; ++j) positions.push_back(w * step + j);
+      const Tensor index = Tensor::from_vector<int64_t>(positions).to(g.device());
+      Shape merged = in_shape;
+      merged[static_cast<size_t>(d)] = windows * size;
+      const Tensor flat = reshape(movedim(g, -1, d + 1), merged);
+      return std::vector<Tensor>{index_add(zeros(in_shape, g.dtype(), g.device()), d, index, flat)};
     }, true);
   }
   return out;

@@ -29,4 +29,9 @@ Tensor movedim(const Tensor& x, int64_t source, int64_t destination);
 /// Broadcasts size-1 (or missing leading) dimensions to `shape` with stride 0.
 Tensor expand(const Tensor& x, const Shape& shape);
 
+/// Every window of `size` elements along `dim`, `step` apart, as a view: dim becomes the number of
+/// windows and a last dim of `size` is added (x.unfold in PyTorch). The gradient adds the windows
+/// back, overlaps included.   unfold(signal, -1, 16, 8)  // [..., L] -> [..., (L - 16) / 8 + 1, 16]
+Tensor unfold(const Tensor& x, int64_t dim, int64_t size, int64_t step);
+
 }  // namespace minidl

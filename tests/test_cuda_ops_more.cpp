@@ -70,6 +70,28 @@ TEST(CudaOpsMore, MatchTheCpu) {
   expect_cuda_matches_cpu("index_copy", [](V x) {
     return index_copy(x[0], 0, Tensor::from_vector<int64_t>({2, 0}).to(x[0].device()), x[1]);
   }, {r({3, 2}), r({2, 2})});
+  expect_cuda_matches_cpu("rot90", [](V x) { return rot90(x[0], 1, {-2, -1}); }, {r({2, 3, 4})});
+  expect_cuda_matches_cpu("column_stack", [](V x) { return column_stack({x[0], x[1]}); }, {r({3}), r({3, 2})});
+  expect_cuda_matches_cpu("tensordot", [](V x) { return tensordot(x[0], x[1], {1, 2}, {2, 0}); },
+                          {r({3, 4, 5}), r({5, 2, 4})});
+  expect_cuda_matches_cpu("multi_dot", [](V x) { return multi_dot({x[0], x[1], x[2]}); }, {r({3}), r({3, 4}), r({4, 2})});
+  expect_cuda_matches_cpu("matrix_power", [](V x) { return matrix_power(x[0] * 0.5, 5); }, {r({2, 3, 3})});
+  expect_cuda_matches_cpu("pdist", [](V x) { return pdist(x[0]); }, {r({5, 3})});
+  expect_cuda_matches_cpu("renorm", [](V x) { return renorm(x[0] * 3.0, 2, 0, 1.0); }, {r({3, 4})});
+  expect_cuda_matches_cpu("unfold", [](V x) { return unfold(x[0], 1, 4, 3); }, {r({2, 10})});
+  expect_cuda_matches_cpu("masked_scatter", [](V x) {
+    const Tensor mask = Tensor::from_vector<int64_t>({1, 0, 1, 0, 1, 1}, {2, 3}).to(kBool).to(x[0].device());
+    return masked_scatter(x[0], mask, x[1]);
+  }, {r({2, 3}), r({5})});
+  Tensor filled = zeros({7, 3}, kFloat64, Device::cuda(0));
+  filled.fill_diagonal_(1.0, true);
+  Tensor filled_cpu = zeros({7, 3}, kFloat64);
+  filled_cpu.fill_diagonal_(1.0, true);
+  EXPECT_TRUE(filled.to(Device::cpu()).equal(filled_cpu));
+  Tensor ids = zeros({1000}, kInt64, Device::cuda(0));
+  ids.random_(2, 6);
+  EXPECT_EQ(amin(ids).item<int64_t>(), 2);
+  EXPECT_EQ(amax(ids).item<int64_t>(), 5);
   const Tensor x = r({3, 4}).to(Device::cuda(0));
   EXPECT_EQ(count_nonzero(x > 0).item<int64_t>(), count_nonzero(x.to(Device::cpu()) > 0).item<int64_t>());
   auto [lo, hi] = aminmax(x, 1);

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <ostream>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -407,6 +408,25 @@ class Tensor {
   Tensor nanmean(IntArrayRef dim = {}, bool keepdim = false) const;
   Tensor count_nonzero(IntArrayRef dim = {}) const;
   std::tuple<Tensor, Tensor> aminmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  // Order statistics and counting (ops/order_stats.h, ops/search.h, ops/statistics.h).
+  Tensor median() const;
+  std::tuple<Tensor, Tensor> median(int64_t dim, bool keepdim = false) const;
+  Tensor nanmedian() const;
+  std::tuple<Tensor, Tensor> nanmedian(int64_t dim, bool keepdim = false) const;
+  std::tuple<Tensor, Tensor> kthvalue(int64_t k, int64_t dim = -1, bool keepdim = false) const;
+  Tensor quantile(double q, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
+                  const std::string& interpolation = "linear") const;
+  Tensor quantile(const Tensor& q, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
+                  const std::string& interpolation = "linear") const;
+  Tensor nanquantile(double q, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
+                     const std::string& interpolation = "linear") const;
+  Tensor nanquantile(const Tensor& q, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
+                     const std::string& interpolation = "linear") const;
+  Tensor bincount(const std::optional<Tensor>& weights = std::nullopt, int64_t minlength = 0) const;
+  Tensor histc(int64_t bins = 100, const Scalar& min = 0, const Scalar& max = 0) const;
+  Tensor cov(int64_t correction = 1, const std::optional<Tensor>& fweights = std::nullopt,
+             const std::optional<Tensor>& aweights = std::nullopt) const;
+  Tensor corrcoef() const;
   /// Every element within atol + rtol * |other| (a host bool: a sync on CUDA).
   bool allclose(const Tensor& other, double rtol = 1e-05, double atol = 1e-08, bool equal_nan = false) const;
   Tensor isclose(const Tensor& other, double rtol = 1e-05, double atol = 1e-08, bool equal_nan = false) const;

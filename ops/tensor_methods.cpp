@@ -17,14 +17,17 @@
 #include "ops/matmul.h"
 #include "ops/inplace.h"
 #include "ops/mm.h"
+#include "ops/order_stats.h"
 #include "ops/rearrange.h"
 #include "ops/sampling.h"
+#include "ops/search.h"
 #include "ops/reduce.h"
 #include "ops/scan.h"
 #include "ops/select.h"
 #include "ops/slice.h"
 #include "ops/softmax.h"
 #include "ops/sort.h"
+#include "ops/statistics.h"
 #include "ops/view.h"
 
 namespace minidl {
@@ -377,6 +380,38 @@ Tensor Tensor::count_nonzero(IntArrayRef dim) const { return minidl::count_nonze
 std::tuple<Tensor, Tensor> Tensor::aminmax(std::optional<int64_t> dim, bool keepdim) const {
   return minidl::aminmax(*this, dim, keepdim);
 }
+Tensor Tensor::median() const { return minidl::median(*this); }
+std::tuple<Tensor, Tensor> Tensor::median(int64_t dim, bool keepdim) const { return minidl::median(*this, dim, keepdim); }
+Tensor Tensor::nanmedian() const { return minidl::nanmedian(*this); }
+std::tuple<Tensor, Tensor> Tensor::nanmedian(int64_t dim, bool keepdim) const {
+  return minidl::nanmedian(*this, dim, keepdim);
+}
+std::tuple<Tensor, Tensor> Tensor::kthvalue(int64_t k, int64_t dim, bool keepdim) const {
+  return minidl::kthvalue(*this, k, dim, keepdim);
+}
+Tensor Tensor::quantile(double q, std::optional<int64_t> dim, bool keepdim, const std::string& interpolation) const {
+  return minidl::quantile(*this, q, dim, keepdim, interpolation);
+}
+Tensor Tensor::quantile(const Tensor& q, std::optional<int64_t> dim, bool keepdim, const std::string& interpolation) const {
+  return minidl::quantile(*this, q, dim, keepdim, interpolation);
+}
+Tensor Tensor::nanquantile(double q, std::optional<int64_t> dim, bool keepdim, const std::string& interpolation) const {
+  return minidl::nanquantile(*this, q, dim, keepdim, interpolation);
+}
+Tensor Tensor::nanquantile(const Tensor& q, std::optional<int64_t> dim, bool keepdim,
+                           const std::string& interpolation) const {
+  return minidl::nanquantile(*this, q, dim, keepdim, interpolation);
+}
+Tensor Tensor::bincount(const std::optional<Tensor>& weights, int64_t minlength) const {
+  return minidl::bincount(*this, weights, minlength);
+}
+Tensor Tensor::histc(int64_t bins, const Scalar& min, const Scalar& max) const {
+  return minidl::histc(*this, bins, min, max);
+}
+Tensor Tensor::cov(int64_t correction, const std::optional<Tensor>& fweights, const std::optional<Tensor>& aweights) const {
+  return minidl::cov(*this, correction, fweights, aweights);
+}
+Tensor Tensor::corrcoef() const { return minidl::corrcoef(*this); }
 bool Tensor::allclose(const Tensor& other, double rtol, double atol, bool equal_nan) const {
   return minidl::allclose(*this, other, rtol, atol, equal_nan);
 }

@@ -293,3 +293,18 @@ TEST(OrderStats, Errors) {
   expect_error([&] { nanquantile(Tensor::empty({0}, kFloat64), 0.5); }, {"nanquantile", "non-empty"});
   expect_error([&] { quantile(x, 0.5, -3); }, {"quantile", "-3"});
 }
+
+// The Tensor methods forward to the functions.
+TEST(OrderStats, TensorMethodsForward) {
+  const Tensor x = randn({4, 5}, kFloat64);
+  EXPECT_TRUE(x.median().equal(median(x)));
+  EXPECT_TRUE(std::get<1>(x.median(1)).equal(std::get<1>(median(x, 1))));
+  EXPECT_TRUE(std::get<0>(x.kthvalue(2, 0)).equal(std::get<0>(kthvalue(x, 2, 0))));
+  EXPECT_TRUE(x.quantile(0.3, 1).equal(quantile(x, 0.3, 1)));
+  EXPECT_TRUE(x.nanquantile(0.3).equal(nanquantile(x, 0.3)));
+  EXPECT_TRUE(x.cov().equal(cov(x)));
+  EXPECT_TRUE(x.corrcoef().equal(corrcoef(x)));
+  EXPECT_TRUE(x.histc(4).equal(histc(x, 4)));
+  const Tensor labels = Tensor::from_vector<int64_t>({0, 2, 2});
+  EXPECT_EQ(labels.bincount().to_vector<int64_t>(), (std::vector<int64_t>{1, 0, 2}));
+}

@@ -14,36 +14,6 @@ namespace {
 const char* boolean(bool b) { return b ? "true" : "false"; }
 }  // namespace
 
-BatchNormImplBase::BatchNormImplBase(const BatchNormOptions& options) : options(options) {
-  const int64_t c = options.num_features();
-  MINIDL_CHECK(c > 0, "BatchNorm: expected num_features > 0, got ", c);
-  if (options.affine()) {
-    weight = register_parameter("weight", Tensor::empty({c}));
-    bias = register_parameter("bias", Tensor::empty({c}));
-  }
-  if (options.track_running_stats()) {
-    running_mean = register_buffer("running_mean", Tensor::empty({c}));
-    running_var = register_buffer("running_var", Tensor::empty({c}));
-    num_batches_tracked = register_buffer("num_batches_tracked", Tensor::empty({}, kInt64));
-  }
-  reset_parameters();
-}
-
-void BatchNormImplBase::reset_running_stats() {
-  if (!options.track_running_stats()) return;
-  fill_(running_mean, 0);
-  fill_(running_var, 1);
-  fill_(num_batches_tracked, 0);
-}
-
-void BatchNormImplBase::reset_parameters() {
-  reset_running_stats();
-  if (options.affine()) {
-    init::ones_(weight);
-    init::zeros_(bias);
-  }
-}
-
 Tensor BatchNormImplBase::forward(const Tensor& input) {
   check_input_dim(input);
   // As PyTorch: without running statistics the batch's are used in eval() too.

@@ -2,8 +2,10 @@
 // Normalization layers: BatchNorm1d, BatchNorm2d, LayerNorm, RMSNorm, GroupNorm.
 #include <optional>
 
+#include "nn/init.h"
 #include "nn/module.h"
 #include "nn/options.h"
+#include "ops/creation.h"
 
 namespace minidl::nn {
 
@@ -21,19 +23,53 @@ struct BatchNormOptions {
 /// What BatchNorm1d and BatchNorm2d share; they differ only in the input ranks they accept.
 /// Training normalizes with the batch's statistics and updates the running ones (buffers, so they
 /// are in state_dict() and move with to()); eval() normalizes with the running statistics.
-class BatchNormImplBase : public Module {
+/// What batch and instance norm share, as libtorch's NormImplBase: the affine weight and bias and the
+/// running statistics over options.num_features() channels, made as the options say.
+template <class Options>
+class NormImplBase : public Module {
  public:
-  explicit BatchNormImplBase(const BatchNormOptions& options);
-  Tensor forward(const Tensor& input) override;
-  std::string extra_repr() const override;
   /// running_mean = 0, running_var = 1, num_batches_tracked = 0.
-  void reset_running_stats();
+  void reset_running_stats() {
+    if (!options.track_running_stats()) return;
+    fill_(running_mean, 0);
+    fill_(running_var, 1);
+    fill_(num_batches_tracked, 0);
+  }
   /// The running statistics, and weight = 1, bias = 0.
-  void reset_parameters();
+  void reset_parameters() {
+    reset_running_stats();
+    if (options.affine()) {
+      init::ones_(weight);
+      init::zeros_(bias);
+    }
+  }
 
-  BatchNormOptions options;
+  Options options;
   Tensor weight, bias;                                      // [C], when affine
   Tensor running_mean, running_var, num_batches_tracked;    // [C], [C], int64 0-d; when tracking
+
+ protected:
+  NormImplBase(const Options& options, const char* kind) : options(options) {
+    const int64_t c = options.num_features();
+    MINIDL_CHECK(c > 0, kind, ": expected num_features > 0, got ", c);
+    if (options.affine()) {
+      weight = register_parameter("weight", Tensor::empty({c}));
+      bias = register_parameter("bias", Tensor::empty({c}));
+    }
+    if (options.track_running_stats()) {
+      running_mean = register_buffer("running_mean", Tensor::empty({c}));
+      running_var = register_buffer("running_var", Tensor::empty({c}));
+      num_batches_tracked = register_buffer("num_batches_tracked", Tensor::empty({}, kInt64));
+    }
+    reset_parameters();
+  }
+};
+
+class BatchNormImplBase : public NormImplBase<BatchNormOptions> {
+ public:
+  explicit BatchNormImplBase(const BatchNormOptions& options) : NormImplBase(options, "BatchNorm") {}
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
 
  protected:
   virtual void check_input_dim(const Tensor& input) const = 0;

@@ -9,36 +9,6 @@
 
 namespace minidl::nn {
 
-InstanceNormImplBase::InstanceNormImplBase(const InstanceNormOptions& options) : options(options) {
-  const int64_t c = options.num_features();
-  MINIDL_CHECK(c > 0, "InstanceNorm: expected num_features > 0, got ", c);
-  if (options.affine()) {
-    weight = register_parameter("weight", Tensor::empty({c}));
-    bias = register_parameter("bias", Tensor::empty({c}));
-  }
-  if (options.track_running_stats()) {
-    running_mean = register_buffer("running_mean", Tensor::empty({c}));
-    running_var = register_buffer("running_var", Tensor::empty({c}));
-    num_batches_tracked = register_buffer("num_batches_tracked", Tensor::empty({}, kInt64));
-  }
-  reset_parameters();
-}
-
-void InstanceNormImplBase::reset_running_stats() {
-  if (!options.track_running_stats()) return;
-  fill_(running_mean, 0);
-  fill_(running_var, 1);
-  fill_(num_batches_tracked, 0);
-}
-
-void InstanceNormImplBase::reset_parameters() {
-  reset_running_stats();
-  if (options.affine()) {
-    init::ones_(weight);
-    init::zeros_(bias);
-  }
-}
-
 Tensor InstanceNormImplBase::forward(const Tensor& input) {
   const int64_t batched = batched_dims();
   MINIDL_CHECK(input.defined(), name(), ": the input is undefined");

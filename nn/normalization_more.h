@@ -1,6 +1,7 @@
 #pragma once
 // InstanceNorm1d, InstanceNorm2d and LocalResponseNorm, over ops/normalization_more.h.
 #include "nn/module.h"
+#include "nn/normalization.h"
 #include "nn/options.h"
 
 namespace minidl::nn {
@@ -20,19 +21,11 @@ using InstanceNorm2dOptions = InstanceNormOptions;
 /// without a batch dim). Normalizes each sample's channels with their own statistics; with
 /// track_running_stats, training updates the running statistics (buffers) and eval() normalizes
 /// with them, as PyTorch's. num_batches_tracked is registered but, as PyTorch's, not counted.
-class InstanceNormImplBase : public Module {
+class InstanceNormImplBase : public NormImplBase<InstanceNormOptions> {
  public:
-  explicit InstanceNormImplBase(const InstanceNormOptions& options);
+  explicit InstanceNormImplBase(const InstanceNormOptions& options) : NormImplBase(options, "InstanceNorm") {}
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
-  /// running_mean = 0, running_var = 1, num_batches_tracked = 0.
-  void reset_running_stats();
-  /// The running statistics, and weight = 1, bias = 0.
-  void reset_parameters();
-
-  InstanceNormOptions options;
-  Tensor weight, bias;                                    // [C], when affine
-  Tensor running_mean, running_var, num_batches_tracked;  // [C], [C], int64 0-d; when tracking
 
  protected:
   /// The number of dims of a batched input (3 for 1d, 4 for 2d); one fewer is an unbatched one.

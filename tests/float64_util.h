@@ -14,8 +14,10 @@ namespace minidl::testing {
 /// A float64 tensor of `v` (1-D unless `shape` is given).
 inline Tensor f64(const std::vector<double>& v, Shape shape = {}) { return Tensor::from_vector<double>(v, shape); }
 
-/// t's elements as float64, in row-major order.
-inline std::vector<double> values(const Tensor& t) { return t.to(kFloat64).to_vector<double>(); }
+/// t's elements as float64, in row-major order (any layout, any device).
+inline std::vector<double> values(const Tensor& t) {
+  return t.detach().to(Device::cpu()).to(kFloat64).contiguous().to_vector<double>();
+}
 
 /// A leaf of standard normal values that requires grad: drawn on the CPU, then moved to `device`.
 inline Tensor leaf(const Shape& shape, Device device = Device::cpu(), DType dtype = kFloat64) {

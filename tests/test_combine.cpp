@@ -13,10 +13,10 @@ using namespace minidl;
 using minidl::testing::expect_error;
 using minidl::testing::expect_gradcheck;
 using minidl::testing::leaf;
+using minidl::testing::values;
 
 namespace {
 
-std::vector<double> flat(const Tensor& t) { return t.contiguous().to(kFloat64).to_vector<double>(); }
 using V = const std::vector<Tensor>&;
 
 }  // namespace
@@ -25,12 +25,12 @@ TEST(Combine, MeshgridIjAndXy) {
   const Tensor a = Tensor::from_vector<double>({1, 2}), b = Tensor::from_vector<double>({10, 20, 30});
   const auto ij = meshgrid({a, b}, "ij");
   ASSERT_EQ(ij[0].shape(), (Shape{2, 3}));
-  EXPECT_EQ(flat(ij[0]), (std::vector<double>{1, 1, 1, 2, 2, 2}));
-  EXPECT_EQ(flat(ij[1]), (std::vector<double>{10, 20, 30, 10, 20, 30}));
+  EXPECT_EQ(values(ij[0]), (std::vector<double>{1, 1, 1, 2, 2, 2}));
+  EXPECT_EQ(values(ij[1]), (std::vector<double>{10, 20, 30, 10, 20, 30}));
   const auto xy = meshgrid({a, b}, "xy");
   ASSERT_EQ(xy[0].shape(), (Shape{3, 2}));
-  EXPECT_EQ(flat(xy[0]), (std::vector<double>{1, 2, 1, 2, 1, 2}));
-  EXPECT_EQ(flat(xy[1]), (std::vector<double>{10, 10, 20, 20, 30, 30}));
+  EXPECT_EQ(values(xy[0]), (std::vector<double>{1, 2, 1, 2, 1, 2}));
+  EXPECT_EQ(values(xy[1]), (std::vector<double>{10, 10, 20, 20, 30, 30}));
   const auto three = meshgrid({a, b, Tensor::from_vector<double>({5})}, "xy");
   EXPECT_EQ(three[2].shape(), (Shape{3, 2, 1}));
   expect_gradcheck("meshgrid", [](V in) { return meshgrid({in[0], in[1]}, "xy")[0] * meshgrid({in[0], in[1]})[1].t(); },
@@ -52,7 +52,7 @@ TEST(Combine, BlockDiagPlacesEachBlock) {
   const Tensor m = block_diag({a, b, c});
   ASSERT_EQ(m.shape(), (Shape{4, 6}));
   EXPECT_EQ(m.dtype(), kFloat64);
-  EXPECT_EQ(flat(m), (std::vector<double>{1, 2, 0, 0, 0, 0,  //
+  EXPECT_EQ(values(m), (std::vector<double>{1, 2, 0, 0, 0, 0,  //
                                           3, 4, 0, 0, 0, 0,  //
                                           0, 0, 5, 6, 7, 0,  //
                                           0, 0, 0, 0, 0, 8}));

@@ -12,29 +12,10 @@
 #include "test_util.h"
 
 using namespace minidl;
+using minidl::testing::expect_cpu_cuda_agree;
 
 namespace {
 
-using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
-
-// f on CPU leaves and on their CUDA copies: outputs and every input's gradient within tol.
-void expect_cuda_matches_cpu(const std::string& what, const Fn& f, const std::vector<Tensor>& inputs,
-                             double tol = 1e-10) {
-  SCOPED_TRACE(what);
-  std::vector<Tensor> cpu, gpu;
-  for (const Tensor& t : inputs) {
-    cpu.push_back(t.clone().requires_grad_());
-    gpu.push_back(t.to(Device::cuda(0)).requires_grad_());
-  }
-  const Tensor a = f(cpu), b = f(gpu);
-  ASSERT_TRUE(b.device().is_cuda());
-  EXPECT_TRUE(allclose(b.to(Device::cpu()), a, tol, tol, true));
-  const Tensor g = randn(a.shape(), kFloat64);
-  a.backward(g);
-  b.backward(g.to(Device::cuda(0)));
-  for (size_t i = 0; i < inputs.size(); ++i)
-    EXPECT_TRUE(allclose(gpu[i].grad().to(Device::cpu()), cpu[i].grad(), tol, tol)) << "gradient of input " << i;
-}
 
 Tensor r(const Shape& s) { return randn(s, kFloat64); }
 
@@ -44,42 +25,42 @@ TEST(CudaOpsMore, MatchTheCpu) {
   MINIDL_REQUIRE_CUDA();
   MINIDL_FRESH_SEED();
   using V = const std::vector<Tensor>&;
-  expect_cuda_matches_cpu("diagonal", [](V x) { return diagonal(x[0], 1, 0, 2); }, {r({3, 2, 4})});
-  expect_cuda_matches_cpu("diag_embed", [](V x) { return diag_embed(x[0], -1); }, {r({2, 3})});
-  expect_cuda_matches_cpu("trace", [](V x) { return trace(x[0]); }, {r({4, 3})});
-  expect_cuda_matches_cpu("kron", [](V x) { return kron(x[0], x[1]); }, {r({2, 3}), r({3, 2})});
-  expect_cuda_matches_cpu("block_diag", [](V x) { return block_diag({x[0], x[1]}); }, {r({2, 2}), r({3})});
-  expect_cuda_matches_cpu("meshgrid", [](V x) { return meshgrid({x[0], x[1]}, "xy")[1] * 2.0; }, {r({3}), r({2})});
-  expect_cuda_matches_cpu("cdist product", [](V x) { return cdist(x[0], x[1]); }, {r({40, 5}), r({30, 5})});
-  expect_cuda_matches_cpu("cdist p=1", [](V x) { return cdist(x[0], x[1], 1.0); }, {r({4, 5}), r({3, 5})});
-  expect_cuda_matches_cpu("logaddexp", [](V x) { return logaddexp(x[0], x[1]); }, {r({3, 4}), r({4})});
-  expect_cuda_matches_cpu("xlogy", [](V x) { return xlogy(x[0], x[1].abs() + 0.5); }, {r({6}), r({6})});
-  expect_cuda_matches_cpu("sinc", [](V x) { return sinc(x[0]); }, {r({9})});
-  expect_cuda_matches_cpu("frac", [](V x) { return frac(x[0] * 4.0); }, {r({9})});
-  expect_cuda_matches_cpu("nansum", [](V x) { return nansum(where(x[0] > 1.0, full_like(x[0], NAN), x[0]), {1}); },
+  expect_cpu_cuda_agree("diagonal", [](V x) { return diagonal(x[0], 1, 0, 2); }, {r({3, 2, 4})});
+  expect_cpu_cuda_agree("diag_embed", [](V x) { return diag_embed(x[0], -1); }, {r({2, 3})});
+  expect_cpu_cuda_agree("trace", [](V x) { return trace(x[0]); }, {r({4, 3})});
+  expect_cpu_cuda_agree("kron", [](V x) { return kron(x[0], x[1]); }, {r({2, 3}), r({3, 2})});
+  expect_cpu_cuda_agree("block_diag", [](V x) { return block_diag({x[0], x[1]}); }, {r({2, 2}), r({3})});
+  expect_cpu_cuda_agree("meshgrid", [](V x) { return meshgrid({x[0], x[1]}, "xy")[1] * 2.0; }, {r({3}), r({2})});
+  expect_cpu_cuda_agree("cdist product", [](V x) { return cdist(x[0], x[1]); }, {r({40, 5}), r({30, 5})});
+  expect_cpu_cuda_agree("cdist p=1", [](V x) { return cdist(x[0], x[1], 1.0); }, {r({4, 5}), r({3, 5})});
+  expect_cpu_cuda_agree("logaddexp", [](V x) { return logaddexp(x[0], x[1]); }, {r({3, 4}), r({4})});
+  expect_cpu_cuda_agree("xlogy", [](V x) { return xlogy(x[0], x[1].abs() + 0.5); }, {r({6}), r({6})});
+  expect_cpu_cuda_agree("sinc", [](V x) { return sinc(x[0]); }, {r({9})});
+  expect_cpu_cuda_agree("frac", [](V x) { return frac(x[0] * 4.0); }, {r({9})});
+  expect_cpu_cuda_agree("nansum", [](V x) { return nansum(where(x[0] > 1.0, full_like(x[0], NAN), x[0]), {1}); },
                           {r({3, 4})});
-  expect_cuda_matches_cpu("nanmean", [](V x) { return nanmean(x[0], {0}); }, {r({3, 4})});
-  expect_cuda_matches_cpu("split by sizes", [](V x) { return split(x[0], std::vector<int64_t>{1, 3}, 1)[1]; },
+  expect_cpu_cuda_agree("nanmean", [](V x) { return nanmean(x[0], {0}); }, {r({3, 4})});
+  expect_cpu_cuda_agree("split by sizes", [](V x) { return split(x[0], std::vector<int64_t>{1, 3}, 1)[1]; },
                           {r({2, 4})});
-  expect_cuda_matches_cpu("tensor_split", [](V x) { return tensor_split(x[0], 3, 0)[2]; }, {r({5, 2})});
-  expect_cuda_matches_cpu("take_along_dim",
+  expect_cpu_cuda_agree("tensor_split", [](V x) { return tensor_split(x[0], 3, 0)[2]; }, {r({5, 2})});
+  expect_cpu_cuda_agree("take_along_dim",
                           [](V x) { return take_along_dim(x[0], argsort(x[0].detach(), 1), 1); }, {r({3, 5})});
-  expect_cuda_matches_cpu("index_fill", [](V x) {
+  expect_cpu_cuda_agree("index_fill", [](V x) {
     return index_fill(x[0], 1, Tensor::from_vector<int64_t>({0, 2}).to(x[0].device()), x[1]);
   }, {r({2, 3}), r({})});
-  expect_cuda_matches_cpu("index_copy", [](V x) {
+  expect_cpu_cuda_agree("index_copy", [](V x) {
     return index_copy(x[0], 0, Tensor::from_vector<int64_t>({2, 0}).to(x[0].device()), x[1]);
   }, {r({3, 2}), r({2, 2})});
-  expect_cuda_matches_cpu("rot90", [](V x) { return rot90(x[0], 1, {-2, -1}); }, {r({2, 3, 4})});
-  expect_cuda_matches_cpu("column_stack", [](V x) { return column_stack({x[0], x[1]}); }, {r({3}), r({3, 2})});
-  expect_cuda_matches_cpu("tensordot", [](V x) { return tensordot(x[0], x[1], {1, 2}, {2, 0}); },
+  expect_cpu_cuda_agree("rot90", [](V x) { return rot90(x[0], 1, {-2, -1}); }, {r({2, 3, 4})});
+  expect_cpu_cuda_agree("column_stack", [](V x) { return column_stack({x[0], x[1]}); }, {r({3}), r({3, 2})});
+  expect_cpu_cuda_agree("tensordot", [](V x) { return tensordot(x[0], x[1], {1, 2}, {2, 0}); },
                           {r({3, 4, 5}), r({5, 2, 4})});
-  expect_cuda_matches_cpu("multi_dot", [](V x) { return multi_dot({x[0], x[1], x[2]}); }, {r({3}), r({3, 4}), r({4, 2})});
-  expect_cuda_matches_cpu("matrix_power", [](V x) { return matrix_power(x[0] * 0.5, 5); }, {r({2, 3, 3})});
-  expect_cuda_matches_cpu("pdist", [](V x) { return pdist(x[0]); }, {r({5, 3})});
-  expect_cuda_matches_cpu("renorm", [](V x) { return renorm(x[0] * 3.0, 2, 0, 1.0); }, {r({3, 4})});
-  expect_cuda_matches_cpu("unfold", [](V x) { return unfold(x[0], 1, 4, 3); }, {r({2, 10})});
-  expect_cuda_matches_cpu("masked_scatter", [](V x) {
+  expect_cpu_cuda_agree("multi_dot", [](V x) { return multi_dot({x[0], x[1], x[2]}); }, {r({3}), r({3, 4}), r({4, 2})});
+  expect_cpu_cuda_agree("matrix_power", [](V x) { return matrix_power(x[0] * 0.5, 5); }, {r({2, 3, 3})});
+  expect_cpu_cuda_agree("pdist", [](V x) { return pdist(x[0]); }, {r({5, 3})});
+  expect_cpu_cuda_agree("renorm", [](V x) { return renorm(x[0] * 3.0, 2, 0, 1.0); }, {r({3, 4})});
+  expect_cpu_cuda_agree("unfold", [](V x) { return unfold(x[0], 1, 4, 3); }, {r({2, 10})});
+  expect_cpu_cuda_agree("masked_scatter", [](V x) {
     const Tensor mask = Tensor::from_vector<int64_t>({1, 0, 1, 0, 1, 1}, {2, 3}).to(kBool).to(x[0].device());
     return masked_scatter(x[0], mask, x[1]);
   }, {r({2, 3}), r({5})});

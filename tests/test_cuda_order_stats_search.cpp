@@ -12,30 +12,11 @@
 #include "test_util.h"
 
 using namespace minidl;
+using minidl::testing::expect_cpu_cuda_agree;
 
 namespace {
 
-using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 using V = const std::vector<Tensor>&;
-
-// f on CPU leaves and on their CUDA copies: outputs and every input's gradient within tol.
-void expect_cuda_matches_cpu(const std::string& what, const Fn& f, const std::vector<Tensor>& inputs,
-                             double tol = 1e-10) {
-  SCOPED_TRACE(what);
-  std::vector<Tensor> cpu, gpu;
-  for (const Tensor& t : inputs) {
-    cpu.push_back(t.clone().requires_grad_());
-    gpu.push_back(t.to(Device::cuda(0)).requires_grad_());
-  }
-  const Tensor a = f(cpu), b = f(gpu);
-  ASSERT_TRUE(b.device().is_cuda());
-  EXPECT_TRUE(allclose(b.to(Device::cpu()), a, tol, tol, true));
-  const Tensor g = randn(a.shape(), kFloat64);
-  a.backward(g);
-  b.backward(g.to(Device::cuda(0)));
-  for (size_t i = 0; i < inputs.size(); ++i)
-    EXPECT_TRUE(allclose(gpu[i].grad().to(Device::cpu()), cpu[i].grad(), tol, tol)) << "gradient of input " << i;
-}
 
 // An integer (or exact) result of f on x's CUDA copy equals the CPU's.
 void expect_same_on_cuda(const std::string& what, const std::function<Tensor(const Tensor&)>& f, const Tensor& x) {
@@ -53,25 +34,25 @@ Tensor r(const Shape& s) { return randn(s, kFloat64); }
 TEST(CudaOrderStats, MatchTheCpu) {
   MINIDL_REQUIRE_CUDA();
   MINIDL_FRESH_SEED();
-  expect_cuda_matches_cpu("median", [](V x) { return median(x[0]); }, {r({4, 5})});
-  expect_cuda_matches_cpu("median dim", [](V x) { return std::get<0>(median(x[0], 1, true)); }, {r({3, 6})});
-  expect_cuda_matches_cpu("nanmedian", [](V x) {
+  expect_cpu_cuda_agree("median", [](V x) { return median(x[0]); }, {r({4, 5})});
+  expect_cpu_cuda_agree("median dim", [](V x) { return std::get<0>(median(x[0], 1, true)); }, {r({3, 6})});
+  expect_cpu_cuda_agree("nanmedian", [](V x) {
     return std::get<0>(nanmedian(where(x[0] > 1.0, full_like(x[0], NAN), x[0]), 0));
   }, {r({5, 3})});
-  expect_cuda_matches_cpu("kthvalue", [](V x) { return std::get<0>(kthvalue(x[0], 3, 0)); }, {r({5, 4})});
+  expect_cpu_cuda_agree("kthvalue", [](V x) { return std::get<0>(kthvalue(x[0], 3, 0)); }, {r({5, 4})});
   for (const std::string mode : {"linear", "lower", "higher", "nearest", "midpoint"}) {
-    expect_cuda_matches_cpu("quantile " + mode, [&](V x) {
+    expect_cpu_cuda_agree(("quantile " + mode).c_str(), [&](V x) {
       return quantile(x[0], Tensor::from_vector<double>({0.2, 0.5, 0.9}).to(x[0].device()), 1, false, mode);
     }, {r({3, 6})});
-    expect_cuda_matches_cpu("nanquantile " + mode, [&](V x) {
+    expect_cpu_cuda_agree(("nanquantile " + mode).c_str(), [&](V x) {
       return nanquantile(where(x[0] > 1.0, full_like(x[0], NAN), x[0]), 0.3, 0, true, mode);
     }, {r({7, 2})});
   }
-  expect_cuda_matches_cpu("cov", [](V x) { return cov(x[0]); }, {r({3, 8})});
-  expect_cuda_matches_cpu("cov weights", [](V x) {
+  expect_cpu_cuda_agree("cov", [](V x) { return cov(x[0]); }, {r({3, 8})});
+  expect_cpu_cuda_agree("cov weights", [](V x) {
     return cov(x[0], 1, Tensor::from_vector<int64_t>({1, 2, 1, 1}).to(x[0].device()), exp(x[1]));
   }, {r({2, 4}), r({4})});
-  expect_cuda_matches_cpu("corrcoef", [](V x) { return corrcoef(x[0]); }, {r({4, 7})});
+  expect_cpu_cuda_agree("corrcoef", [](V x) { return corrcoef(x[0]); }, {r({4, 7})});
   const Tensor x = r({3, 5});
   expect_same_on_cuda("median indices", [](const Tensor& t) { return std::get<1>(median(t, 1)); }, x);
   expect_same_on_cuda("kthvalue indices", [](const Tensor& t) { return std::get<1>(kthvalue(t, 2, 0)); }, x);

@@ -12,10 +12,10 @@ using namespace minidl;
 using minidl::testing::expect_error;
 using minidl::testing::expect_gradcheck;
 using minidl::testing::leaf;
+using minidl::testing::values;
 
 namespace {
 
-std::vector<double> flat(const Tensor& t) { return t.contiguous().to(kFloat64).to_vector<double>(); }
 
 // x[i, j + offset] (offset >= 0) or x[i - offset, j] along the diagonal of a [rows, cols] matrix.
 std::vector<double> diagonal_by_loop(const std::vector<double>& x, int64_t rows, int64_t cols, int64_t offset) {
@@ -30,12 +30,12 @@ std::vector<double> diagonal_by_loop(const std::vector<double>& x, int64_t rows,
 
 TEST(Diagonal, EveryOffsetOfAMatrix) {
   const Tensor x = randn({4, 6}, kFloat64);
-  const std::vector<double> xs = flat(x);
+  const std::vector<double> xs = values(x);
   for (int64_t offset = -5; offset <= 7; ++offset) {
     SCOPED_TRACE(offset);
-    EXPECT_EQ(flat(diagonal(x, offset)), diagonal_by_loop(xs, 4, 6, offset));
+    EXPECT_EQ(values(diagonal(x, offset)), diagonal_by_loop(xs, 4, 6, offset));
     // Dims given the other way round: the transpose's diagonal.
-    EXPECT_EQ(flat(diagonal(x, offset, 1, 0)), diagonal_by_loop(flat(x.t()), 6, 4, offset));
+    EXPECT_EQ(values(diagonal(x, offset, 1, 0)), diagonal_by_loop(values(x.t()), 6, 4, offset));
   }
 }
 
@@ -79,7 +79,7 @@ TEST(Diagonal, DiagEmbedAndDiagPlaceTheValues) {
   EXPECT_EQ(e02.index({2, 1, 2}).item<double>(), 6.0);
   EXPECT_EQ(e02.index({2, 1, 1}).item<double>(), 0.0);
   EXPECT_TRUE(diag(Tensor::from_vector<double>({1, 1, 1})).equal(eye(3, kFloat64)));
-  EXPECT_EQ(flat(diag(e.index({1}), -1)), (std::vector<double>{4, 5, 6}));
+  EXPECT_EQ(values(diag(e.index({1}), -1)), (std::vector<double>{4, 5, 6}));
   EXPECT_EQ(Tensor::from_vector<double>({1, 2, 3, 4}, {2, 2}).trace().item<double>(), 5.0);
 }
 

@@ -16,10 +16,10 @@ using namespace minidl;
 using minidl::testing::expect_error;
 using minidl::testing::expect_gradcheck;
 using minidl::testing::leaf;
+using minidl::testing::values;
 
 namespace {
 
-std::vector<double> flat(const Tensor& t) { return t.contiguous().to(kFloat64).to_vector<double>(); }
 using V = const std::vector<Tensor>&;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -28,7 +28,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 TEST(MathComposed, LogaddexpIsStableAndKeepsInfinities) {
   const std::vector<double> a{0.5, 800, -800, -kInf, kInf, kInf, 3, -kInf};
   const std::vector<double> b{-1.25, 799, -801, 2, 1, kInf, 3, -kInf};
-  const std::vector<double> got = flat(logaddexp(Tensor::from_vector<double>(a), Tensor::from_vector<double>(b)));
+  const std::vector<double> got = values(logaddexp(Tensor::from_vector<double>(a), Tensor::from_vector<double>(b)));
   for (size_t i = 0; i < a.size(); ++i) {
     // log(e^a + e^b) = max + log1p(e^-(|a - b|)), in long double where the exponentials fit.
     const double hi = std::max(a[i], b[i]), lo = std::min(a[i], b[i]);
@@ -43,7 +43,7 @@ TEST(MathComposed, LogaddexpIsStableAndKeepsInfinities) {
 TEST(MathComposed, XlogyIsZeroWhereXIs) {
   const Tensor x = Tensor::from_vector<double>({0, 0, 2, 0, 3});
   const Tensor y = Tensor::from_vector<double>({0, 5, 0.5, std::nan(""), 2});
-  const std::vector<double> got = flat(xlogy(x, y));
+  const std::vector<double> got = values(xlogy(x, y));
   EXPECT_EQ(got[0], 0.0);
   EXPECT_EQ(got[1], 0.0);
   EXPECT_DOUBLE_EQ(got[2], 2 * std::log(0.5));
@@ -52,16 +52,16 @@ TEST(MathComposed, XlogyIsZeroWhereXIs) {
   // The gradient at x = 0 is finite: log(y) for x, x / y = 0 for y.
   Tensor xs = Tensor::from_vector<double>({0.0, 1.5}).requires_grad_(), ys = Tensor::from_vector<double>({0.0, 2.0}).requires_grad_();
   xlogy(xs, ys).sum().backward();
-  EXPECT_EQ(flat(ys.grad())[0], 0.0);
-  EXPECT_DOUBLE_EQ(flat(ys.grad())[1], 0.75);
-  EXPECT_DOUBLE_EQ(flat(xs.grad())[1], std::log(2.0));
+  EXPECT_EQ(values(ys.grad())[0], 0.0);
+  EXPECT_DOUBLE_EQ(values(ys.grad())[1], 0.75);
+  EXPECT_DOUBLE_EQ(values(xs.grad())[1], std::log(2.0));
   expect_gradcheck("xlogy", [](V in) { return xlogy(in[0], in[1].abs() + 0.1); }, {leaf({6}), leaf({6})});
   EXPECT_EQ(xlogy(Tensor::from_vector<int64_t>({2}), Tensor::from_vector<int64_t>({3})).dtype(), kFloat32);
 }
 
 TEST(MathComposed, SincHeavisideAndTheSmallOnes) {
   const std::vector<double> xs{0, 0.5, -1.25, 3};
-  const std::vector<double> s = flat(sinc(Tensor::from_vector<double>(xs)));
+  const std::vector<double> s = values(sinc(Tensor::from_vector<double>(xs)));
   EXPECT_EQ(s[0], 1.0);
   for (size_t i = 1; i < xs.size(); ++i)
     EXPECT_NEAR(s[i], std::sin(std::numbers::pi * xs[i]) / (std::numbers::pi * xs[i]), 1e-15) << i;
@@ -72,11 +72,11 @@ TEST(MathComposed, SincHeavisideAndTheSmallOnes) {
   expect_gradcheck("sinc", [](V in) { return sinc(in[0]); }, {leaf({7})});
 
   const Tensor h = heaviside(Tensor::from_vector<double>({-2, 0, 3, 0}), Tensor::from_vector<double>({0.5}));
-  EXPECT_EQ(flat(h), (std::vector<double>{0, 0.5, 1, 0.5}));
+  EXPECT_EQ(values(h), (std::vector<double>{0, 0.5, 1, 0.5}));
   EXPECT_NEAR(deg2rad(Tensor::from_vector<int64_t>({180})).item<float>(), std::numbers::pi_v<float>, 1e-6);
   EXPECT_EQ(deg2rad(Tensor::from_vector<int64_t>({180})).dtype(), kFloat32);
   EXPECT_DOUBLE_EQ(rad2deg(scalar_tensor(std::numbers::pi, kFloat64)).item<double>(), 180.0);
-  EXPECT_EQ(flat(frac(Tensor::from_vector<double>({2.75, -2.75, 4}))), (std::vector<double>{0.75, -0.75, 0}));
+  EXPECT_EQ(values(frac(Tensor::from_vector<double>({2.75, -2.75, 4}))), (std::vector<double>{0.75, -0.75, 0}));
   expect_gradcheck("frac", [](V in) { return frac(in[0] * 3.0); }, {leaf({5})});
   const Tensor fp = float_power(Tensor::from_vector<float>({2}), Tensor::from_vector<int64_t>({10}));
   EXPECT_EQ(fp.dtype(), kFloat64);

@@ -14,10 +14,10 @@ using namespace minidl;
 using minidl::testing::expect_error;
 using minidl::testing::expect_gradcheck;
 using minidl::testing::leaf;
+using minidl::testing::values;
 
 namespace {
 
-std::vector<double> flat(const Tensor& t) { return t.contiguous().to(kFloat64).to_vector<double>(); }
 using V = const std::vector<Tensor>&;
 
 }  // namespace
@@ -26,20 +26,20 @@ TEST(ReduceMore, NanSkippingSumAndMean) {
   const double nan = std::nan("");
   const Tensor x = Tensor::from_vector<double>({1, nan, 3, nan, nan, nan}, {2, 3});
   EXPECT_EQ(nansum(x).item<double>(), 4.0);
-  EXPECT_EQ(flat(nansum(x, {1})), (std::vector<double>{4, 0}));
-  const std::vector<double> m = flat(nanmean(x, {1}));
+  EXPECT_EQ(values(nansum(x, {1})), (std::vector<double>{4, 0}));
+  const std::vector<double> m = values(nanmean(x, {1}));
   EXPECT_EQ(m[0], 2.0);
   EXPECT_TRUE(std::isnan(m[1]));  // all NaN: 0 / 0
   const Tensor columns = x.nanmean({0}, true);
   EXPECT_EQ(columns.shape(), (Shape{1, 3}));
-  EXPECT_EQ(flat(columns)[0], 1.0);
-  EXPECT_TRUE(std::isnan(flat(columns)[1]));
-  EXPECT_EQ(flat(columns)[2], 3.0);
+  EXPECT_EQ(values(columns)[0], 1.0);
+  EXPECT_TRUE(std::isnan(values(columns)[1]));
+  EXPECT_EQ(values(columns)[2], 3.0);
   EXPECT_EQ(nansum(Tensor::from_vector<int64_t>({2, 5})).item<int64_t>(), 7);
   // The gradient is 0 at NaN, as sum's over the zeros put there.
   Tensor leaf_x = x.clone().requires_grad_();
   nanmean(leaf_x).backward();
-  EXPECT_EQ(flat(leaf_x.grad()), (std::vector<double>{0.5, 0, 0.5, 0, 0, 0}));
+  EXPECT_EQ(values(leaf_x.grad()), (std::vector<double>{0.5, 0, 0.5, 0, 0, 0}));
   expect_gradcheck("nansum", [](V in) { return nansum(in[0], {0}); }, {leaf({3, 2})});
   expect_gradcheck("nanmean", [](V in) { return nanmean(in[0], {1}, true); }, {leaf({3, 2})});
 }
@@ -53,7 +53,7 @@ TEST(ReduceMore, CountsExtremesAndMoments) {
   EXPECT_EQ(lo.item<double>(), -1.0);
   EXPECT_EQ(hi.item<double>(), 5.0);
   auto [rows_lo, rows_hi] = x.aminmax(1, true);
-  EXPECT_EQ(flat(rows_lo), (std::vector<double>{-1, 0}));
+  EXPECT_EQ(values(rows_lo), (std::vector<double>{-1, 0}));
   EXPECT_EQ(rows_hi.shape(), (Shape{2, 1}));
   const Tensor r = randn({4, 5}, kFloat64);
   auto [v, m] = var_mean(r, {1}, Scalar(0), true);
@@ -70,9 +70,9 @@ TEST(SplitMore, BySizesAndTensorSplit) {
   const Tensor x = arange(0, 10, 1, kFloat64).reshape({2, 5});
   const auto parts = x.split(std::vector<int64_t>{2, 0, 3}, 1);
   ASSERT_EQ(parts.size(), 3u);
-  EXPECT_EQ(flat(parts[0]), (std::vector<double>{0, 1, 5, 6}));
+  EXPECT_EQ(values(parts[0]), (std::vector<double>{0, 1, 5, 6}));
   EXPECT_EQ(parts[1].shape(), (Shape{2, 0}));
-  EXPECT_EQ(flat(parts[2]), (std::vector<double>{2, 3, 4, 7, 8, 9}));
+  EXPECT_EQ(values(parts[2]), (std::vector<double>{2, 3, 4, 7, 8, 9}));
   // 5 in 3 sections: 2, 2, 1.
   const auto even = tensor_split(x, 3, 1);
   ASSERT_EQ(even.size(), 3u);
@@ -84,7 +84,7 @@ TEST(SplitMore, BySizesAndTensorSplit) {
   ASSERT_EQ(at.size(), 4u);
   EXPECT_EQ(at[1].size(1), 3);
   EXPECT_EQ(at[2].size(1), 0);
-  EXPECT_EQ(flat(at[3]), (std::vector<double>{2, 3, 4, 7, 8, 9}));
+  EXPECT_EQ(values(at[3]), (std::vector<double>{2, 3, 4, 7, 8, 9}));
   EXPECT_EQ(tensor_split(x, std::vector<int64_t>{-2}, 1)[1].size(1), 2);
   expect_gradcheck("split by sizes", [](V in) { return split(in[0], std::vector<int64_t>{1, 3}, 0)[1] * 2.0; },
                    {leaf({4, 2})});
@@ -114,16 +114,16 @@ TEST(IndexMore, TakeAlongDimBroadcasts) {
 TEST(IndexMore, IndexFillAndIndexCopy) {
   const Tensor x = arange(0, 12, 1, kFloat64).reshape({3, 4});
   const Tensor cols = Tensor::from_vector<int64_t>({3, -4});  // negative: from the end, as PyTorch
-  EXPECT_EQ(flat(index_fill(x, 1, cols, -1.0)), (std::vector<double>{-1, 1, 2, -1, -1, 5, 6, -1, -1, 9, 10, -1}));
+  EXPECT_EQ(values(index_fill(x, 1, cols, -1.0)), (std::vector<double>{-1, 1, 2, -1, -1, 5, 6, -1, -1, 9, 10, -1}));
   const Tensor rows = Tensor::from_vector<int64_t>({2, 0});
   const Tensor source = Tensor::from_vector<double>({100, 101, 102, 103, 200, 201, 202, 203}, {2, 4});
-  EXPECT_EQ(flat(x.index_copy(0, rows, source)),
+  EXPECT_EQ(values(x.index_copy(0, rows, source)),
             (std::vector<double>{200, 201, 202, 203, 4, 5, 6, 7, 100, 101, 102, 103}));
   Tensor y = x.clone();
   y.index_fill_(0, Tensor::from_vector<int64_t>({1}), 0.0);
-  EXPECT_EQ(flat(y.index({1})), (std::vector<double>{0, 0, 0, 0}));
+  EXPECT_EQ(values(y.index({1})), (std::vector<double>{0, 0, 0, 0}));
   y.index_copy_(1, Tensor::from_vector<int64_t>({0}), full({3, 1}, 9.0, kFloat64));
-  EXPECT_EQ(flat(y.index({indexing::Slice(), 0})), (std::vector<double>{9, 9, 9}));
+  EXPECT_EQ(values(y.index({indexing::Slice(), 0})), (std::vector<double>{9, 9, 9}));
   expect_gradcheck("index_fill with a tensor value",
                    [](V in) { return index_fill(in[0], 1, Tensor::from_vector<int64_t>({0, 2}), in[1]); },
                    {leaf({2, 3}), leaf({})});

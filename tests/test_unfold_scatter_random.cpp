@@ -13,10 +13,10 @@ using namespace minidl;
 using minidl::testing::expect_error;
 using minidl::testing::expect_gradcheck;
 using minidl::testing::leaf;
+using minidl::testing::values;
 
 namespace {
 
-std::vector<double> flat(const Tensor& t) { return t.contiguous().to(kFloat64).to_vector<double>(); }
 using V = const std::vector<Tensor>&;
 
 }  // namespace
@@ -34,7 +34,7 @@ TEST(UnfoldMore, WindowsAreAViewAndOverlapsAddUp) {
   // Elements 2 and 4 are in two windows, 6 in one: their gradients count that.
   Tensor leaf_x = x.clone().requires_grad_();
   leaf_x.unfold(1, 3, 2).sum().backward();
-  EXPECT_EQ(flat(leaf_x.grad().index({0})), (std::vector<double>{1, 1, 2, 1, 2, 1, 1}));
+  EXPECT_EQ(values(leaf_x.grad().index({0})), (std::vector<double>{1, 1, 2, 1, 2, 1, 1}));
   expect_gradcheck("unfold", [](V in) { return unfold(in[0], -1, 4, 3) * 2.0; }, {leaf({3, 10})});
   expect_error([&] { unfold(x, 1, 8, 1); }, {"unfold", "0 <= size <= 7"});
   expect_error([&] { unfold(x, 1, 2, 0); }, {"unfold", "step > 0"});
@@ -44,10 +44,10 @@ TEST(UnfoldMore, MaskedScatterFillsInOrder) {
   const Tensor x = zeros({2, 3}, kFloat64);
   const Tensor mask = Tensor::from_vector<int64_t>({1, 0, 1, 0, 1, 1}, {2, 3}).to(kBool);
   const Tensor source = Tensor::from_vector<double>({10, 20, 30, 40, 50});
-  EXPECT_EQ(flat(masked_scatter(x, mask, source)), (std::vector<double>{10, 0, 20, 0, 30, 40}));
+  EXPECT_EQ(values(masked_scatter(x, mask, source)), (std::vector<double>{10, 0, 20, 0, 30, 40}));
   // A broadcast mask: column 1 of both rows.
   const Tensor column = Tensor::from_vector<int64_t>({0, 1, 0}).to(kBool);
-  EXPECT_EQ(flat(x.masked_scatter(column, source)), (std::vector<double>{0, 10, 0, 0, 20, 0}));
+  EXPECT_EQ(values(x.masked_scatter(column, source)), (std::vector<double>{0, 10, 0, 0, 20, 0}));
   expect_gradcheck("masked_scatter", [mask](V in) { return masked_scatter(in[0], mask, in[1]); },
                    {leaf({2, 3}), leaf({5})});
   expect_error([&] { masked_scatter(x, mask, Tensor::from_vector<double>({1, 2})); },

@@ -24,12 +24,16 @@
 #include "ops/compare.h"
 #include "ops/elementwise.h"
 #include "ops/kernels.h"
+#include "ops/loss_reduce.h"
 #include "ops/reduce.h"
 #include "ops/softmax.h"
 #include "ops/view.h"
 #include "ops/widen_16bit.h"
 
 namespace minidl {
+
+using detail::check_not_batchmean;
+using detail::reduce;
 
 namespace {
 
@@ -43,11 +47,6 @@ void check_inputs(const char* op, const char* input_name, const Tensor& input, c
   MINIDL_CHECK(target.dim() == 1 && target.size(0) == input.size(0), op, ": expected a target of shape [",
                input.size(0), "] for ", input_name, " of shape ", input.shape(), ", got target of shape ",
                target.shape());
-}
-
-void check_not_batchmean(const char* op, Reduction reduction) {
-  MINIDL_CHECK(reduction != Reduction::BatchMean, op,
-               ": Reduction::BatchMean is kl_div's alone; expected Mean, Sum or None");
 }
 
 // [C] with a 0-d target, or [N, C, d1, ...] with [N, d1, ...], as [rows, C] with [rows]: the class
@@ -89,16 +88,6 @@ void check_same_shape(const char* op, const Tensor& input, const Tensor& target)
                target.shape(), " differ (expected the same shape)");
   MINIDL_CHECK(is_floating(input.dtype()) && input.dtype() == target.dtype(), op,
                ": expected floating input and target of one dtype, got ", input.dtype(), " and ", target.dtype());
-}
-
-Tensor reduce(const Tensor& loss, Reduction reduction) {
-  switch (reduction) {
-    case Reduction::Sum: return sum(loss);
-    case Reduction::None: return loss;
-    // kl_div's; the others refuse it before computing.
-    case Reduction::BatchMean: return div(sum(loss), scalar_like(static_cast<double>(loss.dim() ? loss.size(0) : 1), loss));
-    default: return mean(loss);
-  }
 }
 
 // The recorded per-row NLL [N] (its gradient flows to log_probs only); total_weight receives the

@@ -1,21 +1,35 @@
 #pragma once
-// What the composed losses share: folding per-element losses by a Reduction, and the checks that
+// What the losses share: folding per-element losses by a Reduction, and the checks that
 // name the loss. Internal to ops/ (the losses' .cpp files).
 #include "core/tensor.h"
+#include "ops/elementwise.h"
 #include "ops/kernels.h"
 #include "ops/loss.h"
 #include "ops/reduce.h"
 
 namespace minidl::detail {
 
-/// Mean, Sum or None; BatchMean (kl_div's alone) is refused, naming `op`.
-inline Tensor reduce_loss(const char* op, const Tensor& loss, Reduction reduction) {
+/// Refuses BatchMean, kl_div's alone, naming `op`.
+inline void check_not_batchmean(const char* op, Reduction reduction) {
+  MINIDL_CHECK(reduction != Reduction::BatchMean, op,
+               ": Reduction::BatchMean is kl_div's alone; expected Mean, Sum or None");
+}
+
+/// The per-element loss folded: summed, kept, averaged, or (kl_div's BatchMean) summed over the batch.
+inline Tensor reduce(const Tensor& loss, Reduction reduction) {
   switch (reduction) {
     case Reduction::Sum: return sum(loss);
     case Reduction::None: return loss;
-    case Reduction::Mean: return mean(loss);
-    default: MINIDL_FAIL(op, ": Reduction::BatchMean is kl_div's alone; expected Mean, Sum or None");
+    case Reduction::BatchMean:
+      return div(sum(loss), scalar_like(static_cast<double>(loss.dim() ? loss.size(0) : 1), loss));
+    default: return mean(loss);
   }
+}
+
+/// Mean, Sum or None; BatchMean is refused, naming `op`.
+inline Tensor reduce_loss(const char* op, const Tensor& loss, Reduction reduction) {
+  check_not_batchmean(op, reduction);
+  return reduce(loss, reduction);
 }
 
 /// Defined, on one device, of one floating dtype.

@@ -69,9 +69,10 @@ Tensor LinearImpl::forward_relu_linear(const Tensor& input, const LinearImpl& ne
   return linear_relu_linear(input, weight, bias, next.weight, next.bias);
 }
 
-Tensor LinearImpl::forward_gelu_linear(const Tensor& input, const LinearImpl& next, const std::string& approximate) {
+Tensor LinearImpl::forward_gelu_linear(const Tensor& input, const LinearImpl& next, const std::string& approximate,
+                                       bool keep_gelu_output) {
   check_pair(*this, input, next);
-  return linear_gelu_linear(input, weight, bias, next.weight, next.bias, approximate);
+  return linear_gelu_linear(input, weight, bias, next.weight, next.bias, approximate, keep_gelu_output);
 }
 
 }  // namespace minidl::nn

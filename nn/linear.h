@@ -26,9 +26,10 @@ class LinearImpl : public Module {
   /// nn::Sequential runs for a Linear, a ReLU and a Linear that no ReLU follows.
   Tensor forward_relu_linear(const Tensor& input, const LinearImpl& next);
   /// next.forward(gelu(forward(input), approximate)) as one op (ops/matmul.h, linear_gelu_linear),
-  /// whose backward makes the GELU's output again instead of saving it: a transformer's MLP.
-  ///   Tensor y = c_fc->forward_gelu_linear(x, *c_proj);
-  Tensor forward_gelu_linear(const Tensor& input, const LinearImpl& next, const std::string& approximate = "none");
+  /// whose backward makes the GELU's output again instead of saving it (unless keep_gelu_output): a
+  /// transformer's MLP.   Tensor y = c_fc->forward_gelu_linear(x, *c_proj);
+  Tensor forward_gelu_linear(const Tensor& input, const LinearImpl& next, const std::string& approximate = "none",
+                             bool keep_gelu_output = false);
   std::string name() const override { return "Linear"; }
   std::string extra_repr() const override;
   void reset_parameters();

@@ -452,12 +452,13 @@ Tensor linear_relu_linear_op(const Tensor& x, const Tensor& w1, const Tensor& b1
 }
 
 Tensor linear_gelu_linear_op(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2, const Tensor& b2,
-                             const std::string& approximate, const autocast::Masters& masters) {
+                             const std::string& approximate, bool keep_gelu_output, const autocast::Masters& masters) {
   MINIDL_CHECK(approximate == "none" || approximate == "tanh",
                "linear_gelu_linear: expected approximate to be \"none\" or \"tanh\", got \"", approximate, "\"");
   check_two_layers("linear_gelu_linear", x, w1, b1, w2, b2);
   if (linear_widens(x))
-    return linear_gelu_linear_op(widened(x), widened(w1), widened(b1), widened(w2), widened(b2), approximate, masters)
+    return linear_gelu_linear_op(widened(x), widened(w1), widened(b1), widened(w2), widened(b2), approximate,
+                                 keep_gelu_output, masters)
         .to(x.dtype());
   const bool tanh = approximate == "tanh";
   const UnaryOp gelu_op = tanh ? UnaryOp::GeluTanh : UnaryOp::Gelu;
@@ -469,21 +470,19 @@ Tensor linear_gelu_linear_op(const Tensor& x, const Tensor& w1, const Tensor& b1
   const Tensor &bias1 = l.b1, &bias2 = l.b2;
   Kernels& k = kernels_for(x.device());
   // The GELU's input, the one [rows, hidden] tensor the backward keeps; its output lives only until
-  // the second product has read it, and the backward makes it again.
+  // the second product has read it, and the backward makes it again (unless keep_gelu_output).
   Tensor hidden = Tensor::empty({rows, hidden_features}, x.dtype(), x.device());
   if (bias1.defined()) k.gemm_bias(ox.data, ox.trans, ow1.data, !ow1.trans, bias1, false, hidden);
   else k.gemm(ox.data, ox.trans, ow1.data, !ow1.trans, hidden, 1, 0);
   Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
   Tensor out2 = flat_view(out, {rows, out_features});
-  {
-    // The GELU is a pass of its own, not a library product's epilogue: cuBLASLt's GELU epilogues
-    // compute the tanh form only, and cuDNN's fused matmul with the exact form ran slower than the
-    // product and this pass together (measured on an H200: docs/benchmarks.md, eighteenth section).
-    Tensor activated = Tensor::empty({rows, hidden_features}, x.dtype(), x.device());
-    k.unary(gelu_op, hidden, activated);
-    if (bias2.defined()) k.gemm_bias(activated, false, ow2.data, !ow2.trans, bias2, false, out2);
-    else k.gemm(activated, false, ow2.data, !ow2.trans, out2, 1, 0);
-  }
+  // The GELU is a pass of its own, not a library product's epilogue: cuBLASLt's GELU epilogues
+  // compute the tanh form only, and cuDNN's fused matmul with the exact form ran slower than the
+  // product and this pass together (measured on an H200: docs/benchmarks.md, eighteenth section).
+  Tensor activated = Tensor::empty({rows, hidden_features}, x.dtype(), x.device());
+  k.unary(gelu_op, hidden, activated);
+  if (bias2.defined()) k.gemm_bias(activated, false, ow2.data, !ow2.trans, bias2, false, out2);
+  else k.gemm(activated, false, ow2.data, !ow2.trans, out2, 1, 0);
 
   const Recorded r = recorded_two_layers(x, w1, b1, w2, b2, masters);
   if (autograd::needs_recording({r.x, r.w1, r.b1, r.w2, r.b2})) {
@@ -491,12 +490,14 @@ Tensor linear_gelu_linear_op(const Tensor& x, const Tensor& w1, const Tensor& b1
     GemmOperand saved_x = r.w1.requires_grad() ? ox : GemmOperand{};
     GemmOperand saved_w1 = x.requires_grad() ? ow1 : GemmOperand{};
     GemmOperand saved_w2 = first_needed ? ow2 : GemmOperand{};
+    const Tensor saved_activated = keep_gelu_output && r.w2.requires_grad() ? activated : Tensor();
     // Not twice differentiable (a create_graph backward stops with the engine's error naming the
     // op), as gelu's own backward is not: the composition could not be differentiated twice either.
     autograd::record("linear_gelu_linear", out, {r.x, r.w1, r.b1, r.w2, r.b2},
-                     {saved_x.data, saved_w1.data, saved_w2.data, hidden},
-                     [saved_x, saved_w1, saved_w2, hidden, gelu_op, gelu_backward_op, x_shape = x.shape(), rows, in,
-                      hidden_features, out_features, r](const Tensor& g, const std::vector<bool>& needs) {
+                     {saved_x.data, saved_w1.data, saved_w2.data, hidden, saved_activated},
+                     [saved_x, saved_w1, saved_w2, hidden, saved_activated, gelu_op, gelu_backward_op,
+                      x_shape = x.shape(), rows, in, hidden_features, out_features,
+                      r](const Tensor& g, const std::vector<bool>& needs) {
                        Kernels& kg = kernels_for(g.device());
                        Tensor g2 = (g.dim() == 2 ? g : reshape(g, {rows, out_features})).contiguous();
                        Tensor gx, gw1, gb1, gw2, gb2;
@@ -508,21 +509,25 @@ Tensor linear_gelu_linear_op(const Tensor& x, const Tensor& w1, const Tensor& b1
                          pre = Tensor::empty({rows, hidden_features}, g.dtype(), g.device());
                          kg.gemm(g2, false, saved_w2.data, saved_w2.trans, pre, 1, 0);
                        }
+                       const bool made_again = needs[3] && !saved_activated.defined();
                        if (needs[3]) {
                          // The second layer's weight gradient g^T @ gelu(hidden), with its bias gradient;
-                         // the GELU's output made again (in the pass that takes its gradient, where
-                         // that is wanted too), and freed before the first layer's gradients.
+                         // the GELU's output kept, or made again (in the pass that takes its gradient,
+                         // where that is wanted too) and freed before the first layer's gradients.
                          gw2 = Tensor::empty({out_features, hidden_features}, r.w2_grad, g.device());
-                         Tensor activated = Tensor::empty({rows, hidden_features}, g.dtype(), g.device());
-                         const bool tanh = gelu_op == UnaryOp::GeluTanh;
-                         if (first_layer) kg.gelu_backward_with_output(tanh, hidden, pre, activated);
-                         else kg.unary(gelu_op, hidden, activated);
+                         Tensor activated = saved_activated;
+                         if (made_again) {
+                           activated = Tensor::empty({rows, hidden_features}, g.dtype(), g.device());
+                           const bool tanh = gelu_op == UnaryOp::GeluTanh;
+                           if (first_layer) kg.gelu_backward_with_output(tanh, hidden, pre, activated);
+                           else kg.unary(gelu_op, hidden, activated);
+                         }
                          kg.gemm_row_sums({g2, true, activated, false, gw2, needs[4] ? &gb2 : nullptr});
                        } else if (needs[4]) {
                          kg.reduce(ReduceOp::Sum, g2, 1, rows, out_features, gb2, nullptr);
                        }
                        if (first_layer) {
-                         if (!needs[3]) kg.binary(gelu_backward_op, pre, hidden, pre);
+                         if (!made_again) kg.binary(gelu_backward_op, pre, hidden, pre);
                          if (needs[0]) gx = Tensor::empty(x_shape, g.dtype(), g.device());
                          if (needs[1]) gw1 = Tensor::empty({hidden_features, in}, r.w1_grad, g.device());
                          if (needs[2]) gb1 = Tensor::empty({hidden_features}, r.b1_grad, g.device());
@@ -543,9 +548,9 @@ Tensor linear_relu_linear(const Tensor& x, const Tensor& w1, const Tensor& b1, c
 }
 
 Tensor linear_gelu_linear(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2, const Tensor& b2,
-                          const std::string& approximate) {
-  MINIDL_AUTOCAST_MASTERS(linear_gelu_linear, linear_gelu_linear_op, x, w1, b1, w2, b2, approximate);
-  return linear_gelu_linear_op(x, w1, b1, w2, b2, approximate, {});
+                          const std::string& approximate, bool keep_gelu_output) {
+  MINIDL_AUTOCAST_MASTERS(linear_gelu_linear, linear_gelu_linear_op, x, w1, b1, w2, b2, approximate, keep_gelu_output);
+  return linear_gelu_linear_op(x, w1, b1, w2, b2, approximate, keep_gelu_output, {});
 }
 
 // The composed forms, for backends without fused epilogues (and the reference the fused ones are

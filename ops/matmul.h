@@ -31,7 +31,11 @@ Tensor linear_relu_linear(const Tensor& x, const Tensor& w1, const Tensor& b1, c
 /// linear(gelu(linear(x, w1, b1), approximate), w2, b2) as one op: the backward keeps only the
 /// GELU's input (and what the gradients need of x, w1, w2) and makes the GELU's output again, so a
 /// transformer's MLP saves one [..., hidden] tensor instead of two.   linear_gelu_linear(x, w1, b1, w2, b2, "tanh")
+/// keep_gelu_output trades that memory back for time: the output is saved too, and the backward
+/// writes one [..., hidden] tensor less. Worth it where the memory is there anyway (a model's last
+/// layers, whose backward would hold the made-again output at the step's peak).
 Tensor linear_gelu_linear(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2,
-                          const Tensor& b2 = Tensor(), const std::string& approximate = "none");
+                          const Tensor& b2 = Tensor(), const std::string& approximate = "none",
+                          bool keep_gelu_output = false);
 
 }  // namespace minidl

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,9 +28,9 @@ namespace {
 
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 
-Fn fused(const std::string& approximate) {
-  return [approximate](const std::vector<Tensor>& t) {
-    return linear_gelu_linear(t[0], t[1], t[2], t[3], t[4], approximate);
+Fn fused(const std::string& approximate, bool keep_gelu_output = false) {
+  return [approximate, keep_gelu_output](const std::vector<Tensor>& t) {
+    return linear_gelu_linear(t[0], t[1], t[2], t[3], t[4], approximate, keep_gelu_output);
   };
 }
 
@@ -229,6 +230,43 @@ TEST(LinearGeluLinear, KeepsOneHiddenTensorForTheBackward) {
   EXPECT_GE(composed_bytes, 2 * hidden_bytes + out_bytes);
 }
 
+// keep_gelu_output saves the GELU's output too (a second [rows, hidden] tensor while the output
+// lives), and the backward reads it instead of making it again: the same values and gradients, for
+// every subset of inputs wanting a gradient that the backward treats apart; and a gradient check.
+TEST(LinearGeluLinear, KeepingTheGeluOutputChangesNoResult) {
+  manual_seed(50);
+  for (DType dtype : {kFloat64, kFloat32}) {
+    const std::vector<Tensor> in = draw_layers({2, 3, 5}, 7, 4, true, true, dtype);
+    const Tensor seed = randn({2, 3, 4}, dtype);
+    for (const char* approximate : {"none", "tanh"}) {
+      for (int subset = 0; subset < 4; ++subset) {  // all; w2 alone; all but w2; x alone
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + approximate + " subset " + std::to_string(subset));
+        std::vector<bool> wanted = kAll;
+        if (subset == 1) wanted = {false, false, false, true, false};
+        if (subset == 2) wanted = {true, true, true, false, true};
+        if (subset == 3) wanted = {true, false, false, false, false};
+        const Result kept = run(fused(approximate, true), in, wanted, seed);
+        const Result made_again = run(fused(approximate, false), in, wanted, seed);
+        expect_results_close(kept, made_again, 0, 0);
+      }
+    }
+  }
+  std::vector<Tensor> in = draw_layers({2, 3, 5}, 7, 4, true, true);
+  for (Tensor& t : in) t.requires_grad_();
+  GradcheckResult r = gradcheck(fused("none", true), in, {1e-6, 1e-8, 1e-6});
+  EXPECT_TRUE(r) << r.message;
+
+  const int64_t rows = 32, hidden = 512, out = 8;
+  std::vector<Tensor> t = draw_layers({rows, 8}, hidden, out, true, true, kFloat32);
+  for (Tensor& p : t) p.requires_grad_();
+  const size_t before = memory_stats(Device::cpu()).bytes_in_use;
+  const Tensor y = fused("none", true)(t);
+  const size_t held = memory_stats(Device::cpu()).bytes_in_use - before;
+  const size_t hidden_bytes = rows * hidden * sizeof(float), out_bytes = rows * out * sizeof(float);
+  EXPECT_GE(held, 2 * hidden_bytes + out_bytes);
+  EXPECT_LT(held, 2 * hidden_bytes + out_bytes + hidden_bytes / 4);
+}
+
 // gelu's backward is not differentiable twice, nor is the fused op's: a create_graph backward
 // through it stops with an error naming it.
 TEST(LinearGeluLinear, CreateGraphBackwardIsAnError) {
@@ -351,6 +389,33 @@ TEST(CudaLinearGeluLinear, GradcheckInFloat64) {
     for (Tensor& t : in) t.requires_grad_();
     GradcheckResult r = gradcheck(fused(approximate), in, {1e-6, 1e-8, 1e-6});
     EXPECT_TRUE(r) << r.message;
+  }
+}
+
+// keep_gelu_output on CUDA: the backward's GELU gradient from the plain kernel rather than the one
+// that also makes the output again, within the compute type's rounding of the latter, in float32
+// and under bfloat16 autocast.
+TEST(CudaLinearGeluLinear, KeepingTheGeluOutputMatches) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  const std::vector<Tensor> in = on_gpu(scaled_layers({4, 37, 48}, 192, 48, true, true));
+  const Tensor seed = randn({4, 37, 48}).to(kBFloat16).to(kFloat32);
+  for (bool autocast_on : {false, true}) {
+    for (const char* approximate : {"none", "tanh"}) {
+      SCOPED_TRACE(std::string(approximate) + (autocast_on ? " bfloat16 autocast" : " float32"));
+      Result kept, made_again;
+      {
+        std::optional<AutocastGuard> guard;
+        if (autocast_on) guard.emplace(gpu(), kBFloat16);
+        kept = run(fused(approximate, true), in, kAll, seed);
+        made_again = run(fused(approximate, false), in, kAll, seed);
+      }
+      // Two forwards of the same op: cuBLAS may time and pick other configurations for each.
+      const double tol = autocast_on ? 1e-2 : 1e-5;
+      EXPECT_TRUE(close_to_scale(kept.out, made_again.out, tol)) << "output";
+      for (size_t i = 0; i < in.size(); ++i)
+        EXPECT_TRUE(close_to_scale(kept.grads[i], made_again.grads[i], tol)) << "gradient of " << kNames[i];
+    }
   }
 }
 

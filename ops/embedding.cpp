@@ -4,6 +4,7 @@
 // every CUDA run without turning on deterministic mode for the whole program.
 #include "ops/embedding.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "core/autograd.h"
@@ -78,6 +79,60 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
     });
   }
   return out;
+}
+
+Tensor embedding_sum(const Tensor& weight, const Tensor& indices, const Tensor& other_weight,
+                     const Tensor& other_indices) {
+  const char* op = "embedding_sum";
+  check_embedding_args(op, weight, indices);
+  check_embedding_args(op, other_weight, other_indices);
+  check_same_device(op, {weight, indices, other_weight, other_indices});
+  MINIDL_CHECK(weight.dtype() == other_weight.dtype() && weight.size(1) == other_weight.size(1), op,
+               ": expected two weights of one dtype and width, got ", weight.dtype(), " ", weight.shape(), " and ",
+               other_weight.dtype(), " ", other_weight.shape());
+  const Shape ids_shape = broadcast_shapes(indices.shape(), other_indices.shape(), op);
+  // One kernel where the second ids repeat along leading dims of the first (a context's positions
+  // beside a batch of tokens): the flat second ids then tile the flat first ones.
+  Shape trailing = other_indices.shape();
+  while (!trailing.empty() && trailing.front() == 1) trailing.erase(trailing.begin());
+  const bool tiles = ids_shape == indices.shape() && trailing.size() <= ids_shape.size() &&
+                     std::equal(trailing.begin(), trailing.end(), ids_shape.end() - static_cast<std::ptrdiff_t>(trailing.size()));
+  const int64_t width = weight.size(1), n = indices.numel(), m = other_indices.numel();
+  Shape out_shape = ids_shape;
+  out_shape.push_back(width);
+  if (tiles && m > 0) {
+    Tensor ids = flat_ids(indices), other_ids = flat_ids(other_indices);
+    Tensor out = Tensor::empty(out_shape, weight.dtype(), weight.device());
+    Kernels& kernels = kernels_for(weight.device());
+    Tensor out_rows = out.view({n, width});
+    if (kernels.embedding_add(weight.contiguous(), ids, other_weight.contiguous(), other_ids, out_rows)) {
+      if (autograd::needs_recording({weight, other_weight})) {
+        Tensor plan = weight.requires_grad() ? kernels.embedding_backward_plan(ids, weight.size(0)) : Tensor();
+        Tensor other_plan =
+            other_weight.requires_grad() ? kernels.embedding_backward_plan(other_ids, other_weight.size(0)) : Tensor();
+        autograd::record(op, out, {weight, other_weight}, {ids, other_ids},
+                         [ids, other_ids, plan, other_plan, n, m, width, rows = weight.size(0),
+                          other_rows = other_weight.size(0)](const Tensor& g, const std::vector<bool>& needs) {
+                           Kernels& k = kernels_for(g.device());
+                           const Tensor g_rows = g.contiguous().view({n, width});
+                           Tensor grad, other_grad;
+                           if (needs[0]) {
+                             grad = Tensor::empty({rows, width}, g.dtype(), g.device());
+                             k.embedding_backward(g_rows, ids, plan, -1, false, grad);
+                           }
+                           if (needs[1]) {
+                             // The broadcast addition's gradient, then the second lookup's.
+                             const Tensor per_id = sum_to_shape(g_rows.view({n / m, m, width}), {m, width});
+                             other_grad = Tensor::empty({other_rows, width}, g.dtype(), g.device());
+                             k.embedding_backward(per_id.contiguous(), other_ids, other_plan, -1, false, other_grad);
+                           }
+                           return std::vector<Tensor>{grad, other_grad};
+                         });
+      }
+      return out;
+    }
+  }
+  return embedding(weight, indices) + embedding(other_weight, other_indices);
 }
 
 Tensor& embedding_renorm_(Tensor& weight, const Tensor& indices, double max_norm, double norm_type) {

@@ -16,6 +16,14 @@ namespace minidl {
 Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx = std::nullopt,
                  bool scale_grad_by_freq = false, bool sparse = false);
 
+/// embedding(weight, indices) + embedding(other_weight, other_indices), other_indices broadcast
+/// against indices as the addition broadcasts them: a transformer's token and position embeddings.
+/// On CUDA, where the second ids repeat along the leading dims of the first, one kernel looks up
+/// both rows and adds them (the same bits as the composition); elsewhere it is that composition.
+///   Tensor x = embedding_sum(wte, tokens, wpe, arange(T, kInt64, device));   // [B, T] and [T] -> [B, T, D]
+Tensor embedding_sum(const Tensor& weight, const Tensor& indices, const Tensor& other_weight,
+                     const Tensor& other_indices);
+
 /// Rescales in place, without recording, each row of weight [V, D] named in `indices` whose
 /// `norm_type`-norm exceeds max_norm to norm max_norm (by max_norm / (norm + 1e-7)), as
 /// torch.embedding_renorm_; what Embedding's max_norm runs before each lookup.

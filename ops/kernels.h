@@ -174,6 +174,14 @@ class Kernels {
   /// step's last stretch, which nothing else overlapped). Undefined where a device makes none (the
   /// CPU: its counting sort is cheap beside the sums).
   virtual Tensor embedding_backward_plan(const Tensor& /*ids*/, int64_t /*rows*/) { return Tensor(); }
+  /// embedding_sum's forward (ops/embedding.cpp): out [N, D] (contiguous) gets in row r the sum of
+  /// row ids_a[r] of a [Va, D] and row ids_b[r % M] of b [Vb, D] (ids int64 [N] and [M], M dividing N;
+  /// a and b contiguous, of one dtype), computed as the two lookups and their addition would be.
+  /// False where a device has no such kernel (the CPU: the op composes them).
+  virtual bool embedding_add(const Tensor& /*a*/, const Tensor& /*ids_a*/, const Tensor& /*b*/,
+                             const Tensor& /*ids_b*/, Tensor& /*out*/) {
+    return false;
+  }
 
   // ---- gather and scatter along a dim (ops/gather_scatter.cpp, ops/indexing.cpp) ----
   // For every position p of index's shape (index int64, any strides, values already checked by the

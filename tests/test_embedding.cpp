@@ -15,6 +15,7 @@
 
 using namespace minidl;
 using minidl::testing::expect_error;
+using minidl::testing::shape_str;
 
 namespace {
 
@@ -162,6 +163,41 @@ TEST(EmbeddingModule, InitFromPretrainedPrintingAndClone) {
   EXPECT_FALSE(copy->weight.requires_grad());
 }
 
+// embedding_sum: the two lookups added, the second ids broadcast against the first; values and both
+// gradients those of the composition, float64 gradient checks, and the errors.
+TEST(EmbeddingSum, EqualsTheTwoLookupsAdded) {
+  MINIDL_FRESH_SEED();
+  struct Case {
+    Shape ids, other_ids;
+  };
+  for (const Case& c : {Case{{3, 5}, {5}}, Case{{3, 5}, {3, 5}}, Case{{3, 5}, {1, 5}}, Case{{2, 3, 5}, {3, 5}},
+                        Case{{3, 1}, {5}}, Case{{7}, {}}}) {
+    SCOPED_TRACE(shape_str(c.ids) + " and " + shape_str(c.other_ids));
+    const Tensor ids = randint(6, c.ids), other_ids = randint(9, c.other_ids);
+    Tensor w = randn({6, 4}, kFloat64).requires_grad_(), other = randn({9, 4}, kFloat64).requires_grad_();
+    Tensor fused = embedding_sum(w, ids, other, other_ids);
+    Tensor w2 = w.detach().clone().requires_grad_(), other2 = other.detach().clone().requires_grad_();
+    Tensor composed = embedding(w2, ids) + embedding(other2, other_ids);
+    ASSERT_EQ(fused.shape(), composed.shape());
+    EXPECT_TRUE(fused.equal(composed));
+    const Tensor seed = randn(fused.shape(), kFloat64);
+    (fused * seed).sum().backward();
+    (composed * seed).sum().backward();
+    EXPECT_TRUE(w.grad().equal(w2.grad()));
+    EXPECT_TRUE(other.grad().equal(other2.grad()));
+    auto r = gradcheck([&](const std::vector<Tensor>& in) { return embedding_sum(in[0], ids, in[1], other_ids); },
+                       {w.detach().requires_grad_(), other.detach().requires_grad_()}, {1e-6, 1e-8, 1e-6});
+    EXPECT_TRUE(r) << r.message;
+  }
+  const Tensor ids = randint(4, {2, 3});
+  expect_error([&] { embedding_sum(table(), ids, randn({5, 3}, kFloat64), ids); },
+               {"embedding_sum", "one dtype and width", "[4, 2]", "[5, 3]"});
+  expect_error([&] { embedding_sum(table(), ids, table().to(kFloat32), ids); }, {"embedding_sum", "float64 [4, 2] and float32"});
+  expect_error([&] { embedding_sum(table(), ids, table(), randint(4, {4})); }, {"embedding_sum", "broadcast"});
+  expect_error([&] { embedding_sum(table(), ids.to(kFloat32), table(), ids); }, {"embedding_sum", "int64 or int32"});
+  expect_error([&] { embedding_sum(table(), ids_of({0, 7}, {2}), table(), ids_of({1}, {1})); }, {"id 7"});
+}
+
 // ---- CUDA (skips without a GPU) ----
 
 TEST(CudaEmbedding, MatchesCpu) {
@@ -241,6 +277,46 @@ TEST(CudaEmbedding, TheForwardsPlanGivesTheBackwardsBits) {
   graph.capture_end();
   graph.replay();
   EXPECT_TRUE(out.equal(embedding(w, ids)));
+}
+
+// embedding_sum's kernel (the second ids tiling the first) against the CPU's composition: the same
+// bits forward and back, for every dtype, widths with and without 16-byte packs; the cases that
+// compose; an id out of range in either table reported at the next sync.
+TEST(CudaEmbedding, EmbeddingSumMatchesCpu) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  using minidl::testing::all_close;
+  using minidl::testing::gpu;
+  for (DType dtype : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
+    for (int64_t width : {3, 8, 64}) {
+      for (const Shape& other_shape : {Shape{37}, Shape{1, 37}, Shape{6, 37}, Shape{6, 1}}) {
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + " width " + std::to_string(width) + " second ids " +
+                     shape_str(other_shape));
+        const Tensor ids = randint(65, {6, 37}), other_ids = randint(40, other_shape);
+        const Tensor w = randn({65, width}).to(dtype), other = randn({40, width}).to(dtype);
+        const Tensor g = randn({6, 37, width}).to(dtype);
+        Tensor cw = w.clone().requires_grad_(), co = other.clone().requires_grad_();
+        Tensor gw = w.to(gpu()).requires_grad_(), go = other.to(gpu()).requires_grad_();
+        Tensor cpu_out = embedding_sum(cw, ids, co, other_ids);
+        Tensor gpu_out = embedding_sum(gw, ids.to(gpu()), go, other_ids.to(gpu()));
+        EXPECT_TRUE(all_close(gpu_out, cpu_out, 0, 0));
+        cpu_out.backward(g);
+        gpu_out.backward(g.to(gpu()));
+        EXPECT_TRUE(all_close(gw.grad(), cw.grad(), 0, 0)) << "first table";
+        // The broadcast's sum over the batch is a reduction of its own on each device.
+        EXPECT_TRUE(all_close(go.grad(), co.grad(), dtype == kFloat64 ? 1e-12 : 1e-5,
+                              is_reduced_floating(dtype) ? 1e-2 : 1e-5))
+            << "second table";
+      }
+    }
+  }
+  const Tensor w = table().to(gpu());
+  expect_error([&] { embedding_sum(w, ids_of({1, 9}, {2}).to(gpu()), w, ids_of({0, 1}, {2}).to(gpu())).cpu(); },
+               {"index 9", "position 1", "out of range"});
+  expect_error([&] { embedding_sum(w, ids_of({1, 2}, {2}).to(gpu()), w, ids_of({-1}, {1}).to(gpu())).cpu(); },
+               {"index -1", "position 0", "out of range"});
+  EXPECT_EQ(embedding_sum(w, ids_of({2}, {1}).to(gpu()), w, ids_of({1}, {1}).to(gpu())).to_vector<double>(),
+            (std::vector<double>{30, 32}));  // the device goes on
 }
 
 TEST(CudaEmbedding, BadIdIsReportedAtTheNextSync) {

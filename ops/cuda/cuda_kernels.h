@@ -24,6 +24,7 @@ class CudaKernels final : public Kernels {
   void embedding_backward(const Tensor& grad, const Tensor& ids, const Tensor& plan, int64_t padding_idx,
                           bool scale_grad_by_freq, Tensor& grad_weight) override;
   Tensor embedding_backward_plan(const Tensor& ids, int64_t rows) override;
+  bool embedding_add(const Tensor& a, const Tensor& ids_a, const Tensor& b, const Tensor& ids_b, Tensor& out) override;
   void gather(const Tensor& src, int64_t dim, const Tensor& index, Tensor& out) override;
   void scatter(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst, bool accumulate) override;
   Tensor nonzero(const Tensor& x) override;

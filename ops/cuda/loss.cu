@@ -14,7 +14,11 @@ namespace {
 
 using namespace cuda;
 
-constexpr int kMeanBlock = 256;
+// Threads of the one-block passes over every row (the count of targets, the mean): 1024, each with
+// several loads in flight, so that 16,384 rows cost one round trip to memory or two. At 256, a
+// loop's loads one after the other, char_gpt's count and mean took 5.9 and 5.8 us of its step on an
+// H200, on its critical path.
+constexpr int kMeanBlock = 1024;
 
 // Sums `value` over the block into thread 0's result (the temp storage is reused afterwards).
 template <class Acc, class Temp>
@@ -34,6 +38,7 @@ __global__ void mean_over_targets(const R* row_value, const int64_t* target, int
   using Acc = AccT<R>;
   __shared__ typename cub::BlockReduce<Acc, kMeanBlock>::TempStorage temp;
   Acc s = 0, k = 0;
+#pragma unroll 4
   for (int64_t i = threadIdx.x; i < rows; i += kMeanBlock) {
     s += Acc(row_value[i]);
     k += target[i] != ignore_index ? Acc(1) : Acc(0);
@@ -134,6 +139,7 @@ __global__ void count_targets_kernel(const int64_t* target, int64_t rows, int64_
   using Reduce = cub::BlockReduce<int64_t, kMeanBlock>;
   __shared__ typename Reduce::TempStorage temp;
   int64_t k = 0;
+#pragma unroll 4
   for (int64_t i = threadIdx.x; i < rows; i += kMeanBlock) k += target[i] != ignore_index ? 1 : 0;
   k = Reduce(temp).Sum(k);
   if (threadIdx.x == 0) count[0] = static_cast<L>(k);

@@ -59,40 +59,45 @@ __device__ void finish_norm(double* partials, int64_t count, T* total_norm, doub
   }
 }
 
+// Blocks a launch of either pass takes at most, each taking every gridDim.x-th chunk: a few an SM.
+// A block per chunk took the scale pass 6 us on an H200 only to read a coefficient of 1.
+constexpr unsigned kBlocksPerSm = 4;
+
 // Block b of the launch stores its sum at partials[first + b]; the last block of all `count`, in
 // whichever launch, finishes the norm (a kernel of its own took 8 us of a GPT's step on an H200,
-// one block reading 2,600 sums after the pass).
+// one block reading 2,600 sums after the pass). A few blocks an SM, each taking every gridDim.x-th
+// chunk: a block per chunk (2,600 for a GPT's 10.8M gradients, each counting itself in one counter)
+// took 21 us on an H200, at 44% of the memory's speed.
 template <class T>
 __global__ void sum_squares_kernel(GradLists list, double* partials, unsigned first, unsigned count,
                                    unsigned* counters, T* total_norm, double max_norm) {
   wait_for_earlier_kernels();
   let_next_kernel_start();
   constexpr int V = kV<T>;
-  const int t = tensor_of_block(list);
-  const T* __restrict__ g = static_cast<const T*>(list.ptr[0][t]);
-  const int64_t n = list.numel[t];
-  const int64_t begin = chunk_begin<kNormChunk<T>>(list, t);
-  const bool packed = reinterpret_cast<uintptr_t>(g) % 16 == 0;  // the same for the whole block
+  const unsigned chunks = list.block_start[list.count];
   double acc = 0;
+  for (unsigned chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
+    const int t = tensor_of_chunk(list, chunk);
+    const T* __restrict__ g = static_cast<const T*>(list.ptr[0][t]);
+    const int64_t n = list.numel[t];
+    const int64_t begin = chunk_begin<kNormChunk<T>>(list, t, chunk);
+    const bool packed = reinterpret_cast<uintptr_t>(g) % 16 == 0;  // the same for the whole block
 #pragma unroll
-  for (int u = 0; u < kPerThread; ++u) {
-    const int64_t i = begin + (int64_t(u) * blockDim.x + threadIdx.x) * V;
-    if (packed && i + V <= n) {
-      const VecPack<T, V> p = *reinterpret_cast<const VecPack<T, V>*>(g + i);
+    for (int u = 0; u < kPerThread; ++u) {
+      const int64_t i = begin + (int64_t(u) * blockDim.x + threadIdx.x) * V;
+      if (packed && i + V <= n) {
+        const VecPack<T, V> p = *reinterpret_cast<const VecPack<T, V>*>(g + i);
 #pragma unroll
-      for (int k = 0; k < V; ++k) acc += static_cast<double>(p.v[k]) * static_cast<double>(p.v[k]);
-    } else {
-      for (int64_t k = i; k < i + V && k < n; ++k) acc += static_cast<double>(g[k]) * static_cast<double>(g[k]);
+        for (int k = 0; k < V; ++k) acc += static_cast<double>(p.v[k]) * static_cast<double>(p.v[k]);
+      } else {
+        for (int64_t k = i; k < i + V && k < n; ++k) acc += static_cast<double>(g[k]) * static_cast<double>(g[k]);
+      }
     }
   }
   acc = block_sum(acc);
   if (threadIdx.x == 0) partials[first + blockIdx.x] = acc;
   if (last_block_of_group(counters, kGradNormCounter, count)) finish_norm(partials, count, total_norm, max_norm);
 }
-
-// Blocks for the scale pass: a few an SM, each taking every gridDim.x-th chunk. A block per chunk
-// (2,600 for a GPT's 10.8M gradients) took 6 us on an H200 only to read a coefficient of 1.
-constexpr unsigned kScaleBlocksPerSm = 4;
 
 template <class T>
 __global__ void scale_kernel(GradLists list, const double* coef_at) {
@@ -137,6 +142,8 @@ bool CudaKernels::clip_grad_norm_multi(std::vector<Tensor>& grads, double max_no
     using T = decltype(tag);
     // Every list first: the scratch below takes one partial sum per block of them all.
     std::vector<GradLists> lists;
+    std::vector<unsigned> grids;  // the sum's blocks in each launch
+    const unsigned most_blocks = static_cast<unsigned>(multiprocessor_count(device_)) * kBlocksPerSm;
     unsigned total_blocks = 0;
     for_each_list<1, kMaxTensors, kNormChunk<T>>(
         grads.size(),
@@ -147,7 +154,8 @@ bool CudaKernels::clip_grad_norm_multi(std::vector<Tensor>& grads, double max_no
         },
         [&](const GradLists& l, unsigned blocks) {
           lists.push_back(l);
-          total_blocks += blocks;
+          grids.push_back(std::min(blocks, most_blocks));
+          total_blocks += grids.back();
         });
     // One partial sum per block of every list, then the coefficient; from the stream's pool, so
     // inside a capture the buffer is the graph's.
@@ -155,15 +163,13 @@ bool CudaKernels::clip_grad_norm_multi(std::vector<Tensor>& grads, double max_no
     double* partials = ptr<double>(scratch);
     unsigned* counters = block_counters(device_, stream_);
     unsigned offset = 0;
-    for (const GradLists& l : lists) {
-      const unsigned blocks = l.block_start[l.count];
-      launch_early("sum_squares_kernel", sum_squares_kernel<T>, blocks, kThreads, 0, stream_, l, partials, offset,
-                   total_blocks, counters, ptr<T>(total_norm), max_norm);
-      offset += blocks;
+    for (size_t i = 0; i < lists.size(); ++i) {
+      launch_early("sum_squares_kernel", sum_squares_kernel<T>, grids[i], kThreads, 0, stream_, lists[i], partials,
+                   offset, total_blocks, counters, ptr<T>(total_norm), max_norm);
+      offset += grids[i];
     }
-    const unsigned scale_blocks = static_cast<unsigned>(multiprocessor_count(device_)) * kScaleBlocksPerSm;
     for (const GradLists& l : lists) {
-      launch_early("scale_kernel", scale_kernel<T>, std::min(l.block_start[l.count], scale_blocks), kThreads, 0,
+      launch_early("scale_kernel", scale_kernel<T>, std::min(l.block_start[l.count], most_blocks), kThreads, 0,
                    stream_, l, static_cast<const double*>(partials + total_blocks));
     }
   });

@@ -47,6 +47,7 @@ struct Flags {
   int64_t batch_size = 64, block_size = 256, n_layer = 6, n_head = 6, n_embd = 384;
   double dropout = 0.2;
   bool bias = false;
+  int64_t keep_gelu_outputs = GptConfig{}.mlps_keeping_gelu_output;
   double lr = 1e-3, min_lr = 1e-4, weight_decay = 0.1, beta1 = 0.9, beta2 = 0.99, grad_clip = 1.0;
   int64_t warmup_iters = 100;
   uint64_t seed = 1337;
@@ -81,6 +82,10 @@ Flags parse_flags(int argc, char** argv) {
       ->check(at_least(1))->capture_default_str();
   app.add_option("--dropout", f.dropout, "dropout probability")->check(CLI::Range(0.0, 0.99))->capture_default_str();
   app.add_flag("--bias,!--no-bias", f.bias, "biases in the Linear and LayerNorm layers (nanoGPT's default: none)");
+  app.add_option("--keep-gelu-outputs", f.keep_gelu_outputs,
+                 "the last blocks whose MLP saves its GELU's output for the backward instead of making it again "
+                 "(memory for time)")
+      ->check(at_least(0))->capture_default_str();
   app.add_option("--lr", f.lr, "peak learning rate")->check(CLI::Range(0.0, 10.0))->capture_default_str();
   app.add_option("--min-lr", f.min_lr, "learning rate at the end of the cosine decay")
       ->check(CLI::Range(0.0, 10.0))->capture_default_str();
@@ -303,6 +308,7 @@ int train(const Flags& f, Device device, Precision precision) {
     saved.dropout = f.dropout;
     config = saved;
   }
+  config.mlps_keeping_gelu_output = f.keep_gelu_outputs;
   manual_seed(f.seed);
   auto model = std::make_shared<Gpt>(config);
   model->to(device);

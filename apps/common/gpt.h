@@ -27,10 +27,8 @@ struct GptConfig {
   bool bias = false;  // biases in the Linear and LayerNorm layers (nanoGPT's default: none)
   // The last blocks whose MLP saves its GELU's output for the backward rather than making it again
   // (linear_gelu_linear's keep_gelu_output): each a [B*T, 4C] tensor more at the step's peak, and
-  // one pass less over it. Two: the default config in bfloat16 then peaks at 1,711 MB on an H200
-  // (1,610 with none, 1,761 with three, where PyTorch's compiled step peaks at 1,741) and steps 1.0%
-  // faster (docs/benchmarks.md, twenty-first section).
-  int64_t mlps_keeping_gelu_output = 2;
+  // one pass less over it in the backward (char_gpt's --keep-gelu-outputs).
+  int64_t mlps_keeping_gelu_output = 0;
 };
 
 /// Multi-head causal self-attention: one Linear makes q, k and v; the heads attend through the

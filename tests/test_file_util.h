@@ -45,7 +45,10 @@ inline Snapshot snapshot(const std::map<std::string, Tensor>& state) {
 inline Snapshot snapshot(const nn::Module& m) { return snapshot(m.state_dict()); }
 inline Snapshot snapshot(const optim::Optimizer& opt) { return snapshot(opt.state_dict()); }
 
-inline std::vector<float> values(const Tensor& t) { return t.to_vector<float>(); }
+// Not `values`: float64_util.h's minidl::testing::values returns doubles, and two inline functions of
+// one name and parameters are one function to the linker, whichever body it keeps (at -O0, where
+// nothing is inlined, a test then read float32 elements as float64 ones).
+inline std::vector<float> float32_values(const Tensor& t) { return t.to_vector<float>(); }
 
 /// Parameters and buffers (BatchNorm running statistics and an int64 count), and dropout.
 inline nn::Sequential small_model() {

@@ -77,7 +77,7 @@ TEST_F(Safetensors, WrittenBytesFollowTheFormat) {
   safetensors::Contents back = safetensors::load(path("t.safetensors"));
   EXPECT_EQ(back.metadata, (safetensors::Metadata{{"note", "hand-checked"}}));
   ASSERT_EQ(back.tensors.size(), 5u);
-  EXPECT_EQ(values(back.tensors["w"]), values(tensors["w"]));
+  EXPECT_EQ(float32_values(back.tensors["w"]), float32_values(tensors["w"]));
   EXPECT_EQ(back.tensors["ids"].to_vector<int64_t>(), (std::vector<int64_t>{7, -1}));
   EXPECT_EQ(back.tensors["mask"].to_vector<bool>(), (std::vector<bool>{true, false, true}));
   EXPECT_EQ(back.tensors["scale"].shape(), Shape{});
@@ -91,7 +91,7 @@ TEST_F(Safetensors, ReadsAFileLaidOutAsPyTorchWritesIt) {
   write_bytes(path("pt.safetensors"), st_file(header, float_bytes({0.5f, -4.f})));
   safetensors::Contents c = safetensors::load(path("pt.safetensors"));
   EXPECT_EQ(c.metadata.at("format"), "pt");
-  EXPECT_EQ(values(c.tensors.at("fc.bias")), (std::vector<float>{0.5f, -4.f}));
+  EXPECT_EQ(float32_values(c.tensors.at("fc.bias")), (std::vector<float>{0.5f, -4.f}));
 
   // nn::load takes it: no minidl metadata is needed for a plain state dict.
   nn::Linear fc(3, 2);
@@ -99,7 +99,7 @@ TEST_F(Safetensors, ReadsAFileLaidOutAsPyTorchWritesIt) {
   safetensors::save(path("pt2.safetensors"), {{"weight", ones({2, 3})}, {"bias", c.tensors.at("fc.bias")}},
                     {{"format", "pt"}});
   nn::load(*fc, path("pt2.safetensors"));
-  EXPECT_EQ(values(fc->bias), (std::vector<float>{0.5f, -4.f}));
+  EXPECT_EQ(float32_values(fc->bias), (std::vector<float>{0.5f, -4.f}));
 }
 
 TEST_F(Safetensors, WritesNonContiguousViews) {
@@ -107,7 +107,7 @@ TEST_F(Safetensors, WritesNonContiguousViews) {
   safetensors::save(path("v.safetensors"), {{"t", base.t()}});
   Tensor back = safetensors::load(path("v.safetensors")).tensors.at("t");
   EXPECT_EQ(back.shape(), (Shape{3, 2}));
-  EXPECT_EQ(values(back), (std::vector<float>{0, 3, 1, 4, 2, 5}));
+  EXPECT_EQ(float32_values(back), (std::vector<float>{0, 3, 1, 4, 2, 5}));
 }
 
 TEST_F(Safetensors, CudaTensorsAreWrittenFromTheHostAndLoadOntoTheModelsDevice) {

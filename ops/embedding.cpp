@@ -95,8 +95,9 @@ Tensor embedding_sum(const Tensor& weight, const Tensor& indices, const Tensor& 
   // beside a batch of tokens): the flat second ids then tile the flat first ones.
   Shape trailing = other_indices.shape();
   while (!trailing.empty() && trailing.front() == 1) trailing.erase(trailing.begin());
+  const auto suffix = ids_shape.end() - static_cast<std::ptrdiff_t>(std::min(trailing.size(), ids_shape.size()));
   const bool tiles = ids_shape == indices.shape() && trailing.size() <= ids_shape.size() &&
-                     std::equal(trailing.begin(), trailing.end(), ids_shape.end() - static_cast<std::ptrdiff_t>(trailing.size()));
+                     std::equal(trailing.begin(), trailing.end(), suffix);
   const int64_t width = weight.size(1), n = indices.numel(), m = other_indices.numel();
   Shape out_shape = ids_shape;
   out_shape.push_back(width);

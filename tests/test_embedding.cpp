@@ -192,7 +192,8 @@ TEST(EmbeddingSum, EqualsTheTwoLookupsAdded) {
   const Tensor ids = randint(4, {2, 3});
   expect_error([&] { embedding_sum(table(), ids, randn({5, 3}, kFloat64), ids); },
                {"embedding_sum", "one dtype and width", "[4, 2]", "[5, 3]"});
-  expect_error([&] { embedding_sum(table(), ids, table().to(kFloat32), ids); }, {"embedding_sum", "float64 [4, 2] and float32"});
+  expect_error([&] { embedding_sum(table(), ids, table().to(kFloat32), ids); },
+               {"embedding_sum", "float64 [4, 2] and float32"});
   expect_error([&] { embedding_sum(table(), ids, table(), randint(4, {4})); }, {"embedding_sum", "broadcast"});
   expect_error([&] { embedding_sum(table(), ids.to(kFloat32), table(), ids); }, {"embedding_sum", "int64 or int32"});
   expect_error([&] { embedding_sum(table(), ids_of({0, 7}, {2}), table(), ids_of({1}, {1})); }, {"id 7"});

@@ -147,8 +147,8 @@ Tensor sort_into_runs(const Tensor& ids, int64_t rows, cudaStream_t stream, int 
 // broadcast addition). An id out of range gives a zero row and is reported as index_select's.
 template <class T, int V>
 __global__ void embedding_add_kernel(const T* a, const int64_t* ids_a, int64_t rows_a, const T* b,
-                                     const int64_t* ids_b, int64_t rows_b, int64_t period, T* out, int64_t packs_per_row,
-                                     int64_t total_packs, DeviceErrorReport error) {
+                                     const int64_t* ids_b, int64_t rows_b, int64_t period, T* out,
+                                     int64_t packs_per_row, int64_t total_packs, DeviceErrorReport error) {
   wait_for_earlier_kernels();
   let_next_kernel_start();
   using C = compute_t<T>;

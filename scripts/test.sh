@@ -17,7 +17,7 @@ phase "ctest"
 # The build also installs as a CMake package: examples/ is built and run against it.
 "$repo/scripts/check_install.sh" "$PWD"
 phase "the installed package"
-# The same suite under ASan, LSan and UBSan in build-san/ (about 6 minutes on 2 cores);
+# The same suite under ASan, LSan and UBSan in build-san/ (about 10 minutes on 2 cores);
 # MINIDL_SANITIZE_TESTS=0 skips it.
 if [[ "${MINIDL_SANITIZE_TESTS:-1}" != 0 ]]; then
   "$repo/scripts/sanitize.sh" "$@"

@@ -18,8 +18,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <memory>
 #include <limits>
+#include <memory>
 #include <numbers>
 #include <string>
 #include <vector>
@@ -310,7 +310,7 @@ int train(const Flags& f, Device device, Precision precision) {
     config = saved;
   }
   // Two where it pays: in bfloat16 on an H200 the default config's step ran 1.0% faster for 101 MB
-  // more at its peak (1,711 MB, under PyTorch's compiled step's 1,741-1,777), and a third block's 50
+  // more at its peak (1,711 MB, under PyTorch's compiled step's 1,741-1,812), and a third block's 50
   // MB more bought 0.15%; in float32 two bought nothing (0.07%) for 201 MB (docs/benchmarks.md,
   // twenty-first section).
   const bool low = precision == Precision::Bf16 || precision == Precision::Fp16;

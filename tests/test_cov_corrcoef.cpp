@@ -14,11 +14,11 @@ using minidl::testing::expect_error;
 using minidl::testing::expect_gradcheck;
 using minidl::testing::f64;
 using minidl::testing::leaf;
+using minidl::testing::values;
 
 namespace {
 
 using V = const std::vector<Tensor>&;
-std::vector<double> flat(const Tensor& t) { return t.contiguous().to(kFloat64).to_vector<double>(); }
 
 // numpy.cov's formula over the rows of x [vars, obs] with frequency and observation weights.
 std::vector<double> ref_cov(const std::vector<double>& x, int64_t vars, int64_t obs, int64_t correction,
@@ -59,7 +59,7 @@ TEST(Statistics, CovHandWorked) {
   EXPECT_DOUBLE_EQ(cov(x).item<double>(), 5.0 / 3);
   EXPECT_DOUBLE_EQ(cov(x, 0).item<double>(), 5.0 / 4);
   // Rows 1 2 3 and 3 2 1: variances 1, covariance -1.
-  EXPECT_EQ(flat(cov(f64({1, 2, 3, 3, 2, 1}, {2, 3}))), (std::vector<double>{1, -1, -1, 1}));
+  EXPECT_EQ(values(cov(f64({1, 2, 3, 3, 2, 1}, {2, 3}))), (std::vector<double>{1, -1, -1, 1}));
   // fweights 1 2 1 on 0 1 2: the observations 0 1 1 2 (mean 1, squared deviations sum 2).
   EXPECT_DOUBLE_EQ(cov(f64({0, 1, 2}), 1, Tensor::from_vector<int64_t>({1, 2, 1})).item<double>(), 2.0 / 3);
   // Integral input computes in float32.
@@ -73,33 +73,33 @@ TEST(Statistics, CovHandWorked) {
 TEST(Statistics, CovMatchesTheWeightedFormula) {
   const int64_t vars = 3, obs = 7;
   const Tensor x = randn({vars, obs}, kFloat64);
-  const std::vector<double> xs = flat(x);
+  const std::vector<double> xs = values(x);
   const std::vector<double> f = {1, 0, 2, 3, 1, 1, 2}, a = {0.5, 1.5, 0.2, 1, 2, 0.7, 0.1};
   const Tensor ft = Tensor::from_vector<int64_t>({1, 0, 2, 3, 1, 1, 2}), at = f64(a);
   for (int64_t correction : {0, 1, 2}) {
     SCOPED_TRACE(correction);
-    expect_near_all(flat(cov(x, correction)), ref_cov(xs, vars, obs, correction, {}, {}));
-    expect_near_all(flat(cov(x, correction, ft)), ref_cov(xs, vars, obs, correction, f, {}));
-    expect_near_all(flat(cov(x, correction, {}, at)), ref_cov(xs, vars, obs, correction, {}, a));
-    expect_near_all(flat(cov(x, correction, ft, at)), ref_cov(xs, vars, obs, correction, f, a));
+    expect_near_all(values(cov(x, correction)), ref_cov(xs, vars, obs, correction, {}, {}));
+    expect_near_all(values(cov(x, correction, ft)), ref_cov(xs, vars, obs, correction, f, {}));
+    expect_near_all(values(cov(x, correction, {}, at)), ref_cov(xs, vars, obs, correction, {}, a));
+    expect_near_all(values(cov(x, correction, ft, at)), ref_cov(xs, vars, obs, correction, f, a));
   }
   EXPECT_EQ(cov(x).shape(), (Shape{3, 3}));
   EXPECT_EQ(cov(randn({1, 5}, kFloat64)).dim(), 0);  // squeezed, as PyTorch's
 }
 
 TEST(Statistics, CorrcoefMatchesALoop) {
-  EXPECT_EQ(flat(corrcoef(f64({1, 2, 3, 3, 2, 1}, {2, 3}))), (std::vector<double>{1, -1, -1, 1}));
+  EXPECT_EQ(values(corrcoef(f64({1, 2, 3, 3, 2, 1}, {2, 3}))), (std::vector<double>{1, -1, -1, 1}));
   EXPECT_DOUBLE_EQ(corrcoef(f64({1, 5, 2})).item<double>(), 1);
   EXPECT_TRUE(std::isnan(corrcoef(f64({2, 2, 2})).item<double>()));  // zero variance: 0 / 0
   const Tensor x = randn({4, 9}, kFloat64);
-  const std::vector<double> c = ref_cov(flat(x), 4, 9, 1, {}, {});
+  const std::vector<double> c = ref_cov(values(x), 4, 9, 1, {}, {});
   std::vector<double> want;
   for (int64_t i = 0; i < 4; ++i)
     for (int64_t j = 0; j < 4; ++j) want.push_back(c[i * 4 + j] / std::sqrt(c[i * 4 + i] * c[j * 4 + j]));
-  expect_near_all(flat(corrcoef(x)), want);
+  expect_near_all(values(corrcoef(x)), want);
   const Tensor r = corrcoef(x);
-  EXPECT_LE(flat(amax(r))[0], 1.0);
-  EXPECT_GE(flat(amin(r))[0], -1.0);
+  EXPECT_LE(values(amax(r))[0], 1.0);
+  EXPECT_GE(values(amin(r))[0], -1.0);
 }
 
 TEST(Statistics, Gradients) {

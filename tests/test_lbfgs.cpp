@@ -7,6 +7,7 @@
 #include <functional>
 #include <vector>
 
+#include "float64_util.h"
 #include "minidl.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
@@ -14,10 +15,9 @@
 
 using namespace minidl;
 using minidl::testing::expect_error;
+using minidl::testing::values;
 
 namespace {
-
-std::vector<double> flat(const Tensor& t) { return t.detach().contiguous().to(kFloat64).to_vector<double>(); }
 
 // f(x) = 0.5 x'Ax - b'x with A = M'M + I (symmetric positive definite); grad = Ax - b.
 struct Quadratic {
@@ -30,7 +30,7 @@ struct Quadratic {
   Tensor loss(const Tensor& x) const { return 0.5 * dot(x, mv(a, x)) - dot(b, x); }
   std::vector<double> grad(const std::vector<double>& x) const {
     const Tensor g = mv(a, Tensor::from_vector<double>(x)) - b;
-    return flat(g);
+    return values(g);
   }
 };
 
@@ -43,7 +43,7 @@ double dot_d(const std::vector<double>& u, const std::vector<double>& v) {
 // A x = b by Gaussian elimination with partial pivoting, in doubles.
 std::vector<double> solve(const Tensor& a_t, const Tensor& b_t) {
   const size_t n = static_cast<size_t>(b_t.numel());
-  std::vector<double> a = flat(a_t), b = flat(b_t);
+  std::vector<double> a = values(a_t), b = values(b_t);
   for (size_t c = 0; c < n; ++c) {
     size_t pivot = c;
     for (size_t r = c + 1; r < n; ++r)
@@ -82,7 +82,7 @@ optim::LossClosure closure_of(optim::Optimizer& opt, const std::function<Tensor(
 TEST(LBFGS, FirstTwoIterationsFollowTheAlgorithm) {
   manual_seed(11);
   const Quadratic f(4);
-  const std::vector<double> x0 = flat(randn({4}, kFloat64));
+  const std::vector<double> x0 = values(randn({4}, kFloat64));
   const double lr = 0.5;
   Tensor x = Tensor::from_vector<double>(x0).requires_grad_();
   // max_eval's default, max_iter * 5 / 4 = 2, would stop after one iteration (as PyTorch's does).
@@ -107,7 +107,7 @@ TEST(LBFGS, FirstTwoIterationsFollowTheAlgorithm) {
   const double beta = rho * dot_d(y, r);
   for (size_t i = 0; i < 4; ++i) x2[i] = x1[i] + lr * (r[i] + (alpha - beta) * s[i]);
 
-  const std::vector<double> got = flat(x);
+  const std::vector<double> got = values(x);
   for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(got[i], x2[i], 1e-12) << i;
   EXPECT_EQ(opt.n_iter(), 2);
   EXPECT_EQ(opt.func_evals(), 2);  // the first call, and one after the first iteration (not after the last)
@@ -138,8 +138,8 @@ TEST(LBFGS, MinimizesRosenbrockWithTheStrongWolfeSearch) {
   };
   const Tensor first = opt.step(closure_of(opt, rosenbrock));
   EXPECT_NEAR(first.item<double>(), 2.5 * 2.5 + 100 * 0.25 * 0.25, 1e-12);  // the loss at the start
-  EXPECT_NEAR(flat(p)[0], 1.0, 1e-5);
-  EXPECT_NEAR(flat(p)[1], 1.0, 1e-5);
+  EXPECT_NEAR(values(p)[0], 1.0, 1e-5);
+  EXPECT_NEAR(values(p)[1], 1.0, 1e-5);
   EXPECT_LE(opt.func_evals(), 200 * 5 / 4 + 25);  // max_eval, plus at most one line search past it
 }
 
@@ -151,9 +151,9 @@ TEST(LBFGS, FitsALinearModelByLeastSquares) {
   model->to(kFloat64);
   optim::LBFGS opt(model->parameters(), optim::LBFGSOptions(1).line_search_fn("strong_wolfe"));
   for (int i = 0; i < 3; ++i) opt.step(closure_of(opt, [&] { return mse_loss(model(x), y); }));
-  EXPECT_NEAR(flat(model->weight)[0], 1.5, 1e-6);
-  EXPECT_NEAR(flat(model->weight)[1], -2.0, 1e-6);
-  EXPECT_NEAR(flat(model->bias)[0], 0.7, 1e-6);
+  EXPECT_NEAR(values(model->weight)[0], 1.5, 1e-6);
+  EXPECT_NEAR(values(model->weight)[1], -2.0, 1e-6);
+  EXPECT_NEAR(values(model->bias)[0], 0.7, 1e-6);
 }
 
 TEST(LBFGS, BadInputSaysWhatWasExpected) {

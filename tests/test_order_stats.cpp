@@ -18,13 +18,12 @@ using minidl::testing::expect_error;
 using minidl::testing::expect_gradcheck;
 using minidl::testing::f64;
 using minidl::testing::leaf;
+using minidl::testing::values;
 
 namespace {
 
 using V = const std::vector<Tensor>&;
 const double kNaN = std::nan("");
-
-std::vector<double> flat(const Tensor& t) { return t.contiguous().to(kFloat64).to_vector<double>(); }
 
 // Positions 0..n-1 of v in stable ascending order, NaN last.
 std::vector<int64_t> stable_order(const std::vector<double>& v) {
@@ -91,16 +90,16 @@ TEST(OrderStats, MedianAlongADimMatchesALoop) {
   for (int64_t cols : {5, 6}) {  // odd and even
     const int64_t rows = 4;
     const Tensor x = randn({rows, cols}, kFloat64);
-    const std::vector<double> m = flat(x);
+    const std::vector<double> m = values(x);
     for (int64_t dim : {0, 1}) {
-      auto [values, indices] = median(x, dim);
+      auto [vals, indices] = median(x, dim);
       const int64_t count = dim == 1 ? rows : cols;
-      ASSERT_EQ(values.shape(), (Shape{count}));
+      ASSERT_EQ(vals.shape(), (Shape{count}));
       EXPECT_EQ(indices.dtype(), kInt64);
       for (int64_t r = 0; r < count; ++r) {
         const std::vector<double> v = line(m, rows, cols, dim, r);
         const int64_t at = stable_order(v)[(v.size() - 1) / 2];
-        EXPECT_EQ(values[r].item<double>(), v[at]);
+        EXPECT_EQ(vals[r].item<double>(), v[at]);
         EXPECT_EQ(indices[r].item<int64_t>(), at);
       }
     }
@@ -116,7 +115,7 @@ TEST(OrderStats, MedianTiesAndNaN) {
   // Row 2: 5 5 5 7: rank 1: value 5 from position 1.
   const Tensor x = f64({2, 1, 2, 2, 1, kNaN, 0, kNaN, 5, 5, 5, 7}, {3, 4});
   auto [v, i] = median(x, 1);
-  expect_same(flat(v), {2, kNaN, 5});
+  expect_same(values(v), {2, kNaN, 5});
   EXPECT_EQ(i.to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 1}));
   // 0-d input: dim 0 or -1, itself at 0.
   auto [s, si] = median(scalar_tensor(3.0, kFloat64), -1);
@@ -130,7 +129,7 @@ TEST(OrderStats, NanMedianIgnoresNaN) {
   // Row 2: NaN 4 8 6 0: of 4 8 6 0 (sorted 0 4 6 8) the lower median 4 at position 1.
   const Tensor x = f64({1, kNaN, 3, 2, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, 4, 8, 6, 0}, {3, 5});
   auto [v, i] = nanmedian(x, 1);
-  expect_same(flat(v), {2, kNaN, 4});
+  expect_same(values(v), {2, kNaN, 4});
   EXPECT_EQ(i[0].item<int64_t>(), 3);
   EXPECT_EQ(i[2].item<int64_t>(), 1);
   EXPECT_EQ(nanmedian(f64({kNaN, 5, 1, kNaN, 3, 9})).item<double>(), 3);  // of 5 1 3 9: sorted 1 3 5 9
@@ -142,7 +141,7 @@ TEST(OrderStats, NanMedianIgnoresNaN) {
 
 TEST(OrderStats, KthvalueMatchesALoop) {
   const Tensor x = randn({3, 7}, kFloat64);
-  const std::vector<double> m = flat(x);
+  const std::vector<double> m = values(x);
   for (int64_t k : {1, 4, 7}) {
     auto [v, i] = kthvalue(x, k);
     for (int64_t r = 0; r < 3; ++r) {
@@ -172,7 +171,7 @@ TEST(OrderStats, MedianAndKthvalueGradients) {
   // The gradient reaches the picked element only: 1 at position 2 of 3 7 5 1 9 (lower median 5).
   Tensor x = f64({3, 7, 5, 1, 9}).requires_grad_();
   median(x).backward();
-  EXPECT_EQ(flat(x.grad()), (std::vector<double>{0, 0, 1, 0, 0}));
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{0, 0, 1, 0, 0}));
 }
 
 TEST(OrderStats, QuantileHandWorked) {
@@ -201,7 +200,7 @@ TEST(OrderStats, QuantileMatchesALoopForEveryInterpolation) {
   for (int64_t cols : {7, 6}) {
     const int64_t rows = 3;
     const Tensor x = randn({rows, cols}, kFloat64);
-    const std::vector<double> m = flat(x);
+    const std::vector<double> m = values(x);
     for (const std::string mode : {"linear", "lower", "higher", "nearest", "midpoint"}) {
       SCOPED_TRACE(mode + " cols " + std::to_string(cols));
       for (int64_t dim : {0, 1}) {
@@ -211,11 +210,11 @@ TEST(OrderStats, QuantileMatchesALoopForEveryInterpolation) {
         std::vector<double> want;
         for (double q : qs)
           for (int64_t r = 0; r < count; ++r) want.push_back(ref_quantile(line(m, rows, cols, dim, r), q, mode, false));
-        expect_same(flat(out), want);
+        expect_same(values(out), want);
       }
       std::vector<double> want_all;
       for (double q : qs) want_all.push_back(ref_quantile(m, q, mode, false));
-      expect_same(flat(quantile(x, f64(qs), std::nullopt, false, mode)), want_all);
+      expect_same(values(quantile(x, f64(qs), std::nullopt, false, mode)), want_all);
     }
   }
 }
@@ -233,7 +232,7 @@ TEST(OrderStats, QuantileShapesAndDtypes) {
   EXPECT_EQ(quantile(x, scalar_tensor(0.5, kFloat32)).shape(), (Shape{}));
   EXPECT_EQ(quantile(x, q).dtype(), kFloat32);
   // float32 against the double loop on the same values.
-  const std::vector<double> all = flat(x);
+  const std::vector<double> all = values(x);
   EXPECT_NEAR(quantile(x, 0.3).item<float>(), ref_quantile(all, 0.3, "linear", false), 1e-5);
   // Along dim 1 of [2, 3, 4]: element [0][.][2] is x[0][j][2].
   const Tensor mid = quantile(x, 0.5, 1);
@@ -245,19 +244,19 @@ TEST(OrderStats, QuantileNaNAndNanquantile) {
   const Tensor x = f64({1, kNaN, 3, 2, 4, 5, 6, 7, kNaN, kNaN, kNaN, kNaN}, {3, 4});
   for (const std::string mode : {"linear", "lower", "higher", "nearest", "midpoint"}) {
     SCOPED_TRACE(mode);
-    const std::vector<double> m = flat(x);
+    const std::vector<double> m = values(x);
     for (double q : {0.0, 0.3, 0.5, 1.0}) {
       std::vector<double> want, want_nan;
       for (int64_t r = 0; r < 3; ++r) {
         want.push_back(ref_quantile(line(m, 3, 4, 1, r), q, mode, false));
         want_nan.push_back(ref_quantile(line(m, 3, 4, 1, r), q, mode, true));
       }
-      expect_same(flat(quantile(x, q, 1, false, mode)), want);
-      expect_same(flat(nanquantile(x, q, 1, false, mode)), want_nan);
+      expect_same(values(quantile(x, q, 1, false, mode)), want);
+      expect_same(values(nanquantile(x, q, 1, false, mode)), want_nan);
     }
   }
   // Hand-worked: of 1 3 2 (sorted 1 2 3), q 0.75 -> rank 1.5 -> 2.5; row 1 rank 2.25 -> 6.25.
-  expect_same(flat(nanquantile(x, 0.75, 1)), {2.5, 6.25, kNaN});
+  expect_same(values(nanquantile(x, 0.75, 1)), {2.5, 6.25, kNaN});
   EXPECT_TRUE(std::isnan(quantile(x, 0.5).item<double>()));
   EXPECT_DOUBLE_EQ(nanquantile(x, 0.5).item<double>(), 4);  // of 1 3 2 4 5 6 7: the middle of seven
 }
@@ -274,7 +273,7 @@ TEST(OrderStats, QuantileGradients) {
   // linear at rank 1.2 of 1 2 3 4: 0.8 to the second smallest, 0.2 to the third.
   Tensor x = f64({4, 1, 3, 2}).requires_grad_();
   quantile(x, 0.4).backward();
-  expect_same(flat(x.grad()), {0, 0, 0.2, 0.8});
+  expect_same(values(x.grad()), {0, 0, 0.2, 0.8});
 }
 
 TEST(OrderStats, Errors) {

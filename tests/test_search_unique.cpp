@@ -14,27 +14,27 @@
 using namespace minidl;
 using minidl::testing::expect_error;
 using minidl::testing::f64;
+using minidl::testing::values;
 
 namespace {
 
 const double kNaN = std::nan("");
 using I = std::vector<int64_t>;
 I ints(const Tensor& t) { return t.contiguous().to(kInt64).to_vector<int64_t>(); }
-std::vector<double> flat(const Tensor& t) { return t.contiguous().to(kFloat64).to_vector<double>(); }
 Tensor i64(const I& v, Shape shape = {}) { return Tensor::from_vector<int64_t>(v, shape); }
 
 }  // namespace
 
 TEST(Search, SearchsortedHandWorked) {
   const Tensor seq = f64({1, 3, 5, 7, 9});
-  const Tensor values = f64({3, 6, 9, 1, 0, 10}, {2, 3});
-  const Tensor left = searchsorted(seq, values);
+  const Tensor vals = f64({3, 6, 9, 1, 0, 10}, {2, 3});
+  const Tensor left = searchsorted(seq, vals);
   ASSERT_EQ(left.shape(), (Shape{2, 3}));
   EXPECT_EQ(left.dtype(), kInt64);
   EXPECT_EQ(ints(left), (I{1, 3, 4, 0, 0, 5}));
-  EXPECT_EQ(ints(searchsorted(seq, values, false, true)), (I{2, 3, 5, 1, 0, 5}));
-  EXPECT_EQ(ints(searchsorted(seq, values, false, false, "right")), (I{2, 3, 5, 1, 0, 5}));
-  EXPECT_EQ(searchsorted(seq, values, true).dtype(), kInt32);
+  EXPECT_EQ(ints(searchsorted(seq, vals, false, true)), (I{2, 3, 5, 1, 0, 5}));
+  EXPECT_EQ(ints(searchsorted(seq, vals, false, false, "right")), (I{2, 3, 5, 1, 0, 5}));
+  EXPECT_EQ(searchsorted(seq, vals, true).dtype(), kInt32);
   const Tensor one = searchsorted(seq, 6.0);
   EXPECT_EQ(one.dim(), 0);
   EXPECT_EQ(one.item<int64_t>(), 3);
@@ -55,11 +55,11 @@ TEST(Search, SearchsortedHandWorked) {
 TEST(Search, SearchsortedMatchesLowerAndUpperBound) {
   // Integers from a small range: many ties.
   const Tensor seq = std::get<0>(sort(randint(0, 20, {2, 30}, TensorOptions().dtype(kInt64)), 1));
-  const Tensor values = randint(-2, 22, {2, 17}, TensorOptions().dtype(kInt64));
-  const I s = ints(seq), v = ints(values);
+  const Tensor vals = randint(-2, 22, {2, 17}, TensorOptions().dtype(kInt64));
+  const I s = ints(seq), v = ints(vals);
   for (bool right : {false, true}) {
-    const I got = ints(searchsorted(seq, values, false, right));
-    const I got_1d = ints(searchsorted(seq[1], values, false, right));  // row 1 against every value
+    const I got = ints(searchsorted(seq, vals, false, right));
+    const I got_1d = ints(searchsorted(seq[1], vals, false, right));  // row 1 against every value
     for (int64_t b = 0; b < 2; ++b)
       for (int64_t j = 0; j < 17; ++j) {
         auto first = s.begin() + b * 30, last = first + 30;
@@ -92,10 +92,10 @@ TEST(Search, Bincount) {
   const Tensor w = Tensor::from_vector<float>({0.5f, 1, 2, 4, 8});
   const Tensor weighted = bincount(x, w);
   EXPECT_EQ(weighted.dtype(), kFloat32);
-  EXPECT_EQ(flat(weighted), (std::vector<double>{0.5, 11, 0, 4}));
+  EXPECT_EQ(values(weighted), (std::vector<double>{0.5, 11, 0, 4}));
   EXPECT_EQ(bincount(x, f64({1, 1, 1, 1, 1})).dtype(), kFloat64);
   EXPECT_EQ(bincount(x, i64({1, 2, 3, 4, 5})).dtype(), kFloat64);  // as PyTorch: non-float32 weights in float64
-  EXPECT_EQ(flat(bincount(x, i64({1, 2, 3, 4, 5}))), (std::vector<double>{1, 10, 0, 4}));
+  EXPECT_EQ(values(bincount(x, i64({1, 2, 3, 4, 5}))), (std::vector<double>{1, 10, 0, 4}));
   EXPECT_EQ(ints(bincount(Tensor::empty({0}, kInt64), {}, 3)), (I{0, 0, 0}));
   EXPECT_EQ(bincount(Tensor::empty({0}, kInt64)).numel(), 0);
   EXPECT_EQ(ints(bincount(x.to(kInt32))), (I{1, 3, 0, 1}));
@@ -116,24 +116,24 @@ TEST(Search, Histc) {
   const Tensor x = Tensor::from_vector<float>({1, 2, 1, 2.5f, 4, -1, 5});
   const Tensor h = histc(x, 4, 0, 4);
   EXPECT_EQ(h.dtype(), kFloat32);
-  EXPECT_EQ(flat(h), (std::vector<double>{0, 2, 2, 1}));
+  EXPECT_EQ(values(h), (std::vector<double>{0, 2, 2, 1}));
   // min == max: the data's range [1, 3] in 2 bins: 1 -> 0, 2 -> 1, 3 -> 1 (the max in the last bin).
-  EXPECT_EQ(flat(histc(f64({1, 2, 3}), 2)), (std::vector<double>{1, 2}));
+  EXPECT_EQ(values(histc(f64({1, 2, 3}), 2)), (std::vector<double>{1, 2}));
   // All equal: [2 - 1, 2 + 1] in 4 bins of 0.5: 2 -> bin 2.
-  EXPECT_EQ(flat(histc(f64({2, 2}), 4)), (std::vector<double>{0, 0, 2, 0}));
+  EXPECT_EQ(values(histc(f64({2, 2}), 4)), (std::vector<double>{0, 0, 2, 0}));
   // [0, 2] in bins [0, 1) and [1, 2]: 0.5 -> 0, 2 -> 1; NaN ignored.
-  EXPECT_EQ(flat(histc(f64({0.5, kNaN, 2}), 2, 0, 2)), (std::vector<double>{1, 1}));
+  EXPECT_EQ(values(histc(f64({0.5, kNaN, 2}), 2, 0, 2)), (std::vector<double>{1, 1}));
   EXPECT_EQ(histc(f64({}), 3).numel(), 3);
   EXPECT_EQ(histc(f64({1})).numel(), 100);
   // Against a loop in doubles.
   const Tensor r = randn({200}, kFloat64);
   std::vector<double> want(7, 0);
-  for (double v : flat(r)) {
+  for (double v : values(r)) {
     if (v < -1.5 || v > 2) continue;
     const int64_t b = std::min<int64_t>(6, static_cast<int64_t>(std::floor((v + 1.5) * 7 / 3.5)));
     want[b] += 1;
   }
-  EXPECT_EQ(flat(histc(r, 7, -1.5, 2)), want);
+  EXPECT_EQ(values(histc(r, 7, -1.5, 2)), want);
 }
 
 TEST(Search, Errors) {
@@ -164,9 +164,9 @@ TEST(Search, Errors) {
 TEST(Unique, FlattenedValuesInverseCounts) {
   // 3 1 2 / 3 1 1: distinct 1 2 3; 1 three times, 2 once, 3 twice.
   const Tensor x = i64({3, 1, 2, 3, 1, 1}, {2, 3});
-  auto [values, inverse, counts] = unique(x, true, true, true);
-  EXPECT_EQ(ints(values), (I{1, 2, 3}));
-  EXPECT_EQ(values.dtype(), kInt64);
+  auto [vals, inverse, counts] = unique(x, true, true, true);
+  EXPECT_EQ(ints(vals), (I{1, 2, 3}));
+  EXPECT_EQ(vals.dtype(), kInt64);
   ASSERT_EQ(inverse.shape(), (Shape{2, 3}));
   EXPECT_EQ(ints(inverse), (I{2, 0, 1, 2, 0, 0}));
   EXPECT_EQ(ints(counts), (I{3, 1, 2}));
@@ -190,14 +190,14 @@ TEST(Unique, FlattenedValuesInverseCounts) {
   auto [ev, ei, ec] = unique(f64({}), true, true, true);
   EXPECT_EQ(ev.numel() + ei.numel() + ec.numel(), 0);
   auto [sv, si, sc] = unique(scalar_tensor(4.0, kFloat64), true, true, true);
-  EXPECT_EQ(flat(sv), (std::vector<double>{4}));
+  EXPECT_EQ(values(sv), (std::vector<double>{4}));
   EXPECT_EQ(si.dim(), 0);
   EXPECT_EQ(ints(sc), (I{1}));
 }
 
 TEST(Unique, MatchesAMapOnRandomInput) {
   const Tensor x = randint(-5, 6, {4, 9}, TensorOptions().dtype(kInt64));
-  auto [values, inverse, counts] = unique(x, true, true, true);
+  auto [vals, inverse, counts] = unique(x, true, true, true);
   std::map<int64_t, int64_t> seen;
   for (int64_t v : ints(x)) ++seen[v];
   I want_values, want_counts;
@@ -205,7 +205,7 @@ TEST(Unique, MatchesAMapOnRandomInput) {
     want_values.push_back(v);
     want_counts.push_back(c);
   }
-  EXPECT_EQ(ints(values), want_values);
+  EXPECT_EQ(ints(vals), want_values);
   EXPECT_EQ(ints(counts), want_counts);
   const I xs = ints(x), inv = ints(inverse);
   for (size_t i = 0; i < xs.size(); ++i) EXPECT_EQ(want_values[inv[i]], xs[i]);
@@ -214,9 +214,9 @@ TEST(Unique, MatchesAMapOnRandomInput) {
 TEST(Unique, AlongADim) {
   // Rows 1 2 / 0 5 / 1 2 / 0 1: distinct rows in order 0 1 / 0 5 / 1 2.
   const Tensor x = i64({1, 2, 0, 5, 1, 2, 0, 1}, {4, 2});
-  auto [values, inverse, counts] = unique(x, true, true, true, 0);
-  ASSERT_EQ(values.shape(), (Shape{3, 2}));
-  EXPECT_EQ(ints(values), (I{0, 1, 0, 5, 1, 2}));
+  auto [vals, inverse, counts] = unique(x, true, true, true, 0);
+  ASSERT_EQ(vals.shape(), (Shape{3, 2}));
+  EXPECT_EQ(ints(vals), (I{0, 1, 0, 5, 1, 2}));
   EXPECT_EQ(ints(inverse), (I{2, 1, 2, 0}));
   EXPECT_EQ(ints(counts), (I{1, 1, 2}));
   // The same as columns of the transpose.
@@ -239,8 +239,8 @@ TEST(Unique, AlongADim) {
 TEST(Unique, Consecutive) {
   // 1 1 2 2 3 1 1 2: runs 1 2 3 1 2 of lengths 2 2 1 2 1.
   const Tensor x = i64({1, 1, 2, 2, 3, 1, 1, 2});
-  auto [values, inverse, counts] = unique_consecutive(x, true, true);
-  EXPECT_EQ(ints(values), (I{1, 2, 3, 1, 2}));
+  auto [vals, inverse, counts] = unique_consecutive(x, true, true);
+  EXPECT_EQ(ints(vals), (I{1, 2, 3, 1, 2}));
   EXPECT_EQ(ints(inverse), (I{0, 0, 1, 1, 2, 3, 3, 4}));
   EXPECT_EQ(ints(counts), (I{2, 2, 1, 2, 1}));
   auto [v2, i2, c2] = unique_consecutive(x.reshape({2, 4}), true);

@@ -11,6 +11,7 @@
 #include "ops/avg_pool2d.h"
 
 #include "core/autograd.h"
+#include "ops/arithmetic.h"
 #include "ops/elementwise.h"
 #include "ops/kernels.h"
 #include "ops/view.h"
@@ -43,17 +44,18 @@ Tensor global_avg_pool(const Tensor& x) {
   {
     NoGradGuard no_grad;
     Kernels& k = kernels_for(x.device());
-    k.reduce(ReduceOp::Sum, contiguous_input(x), planes, area, 1, out, nullptr);
-    k.binary(BinaryOp::Div, out, expand(scalar_like(static_cast<double>(area), out), out.shape()), out);
+    // A 16-bit x is summed and divided in float32, then rounded once (ops/reduce.h's rule): in
+    // float16 the sum or the area of a 300 x 300 image is infinite.
+    Tensor sums = is_reduced_floating(x.dtype()) ? Tensor::empty(out.shape(), kFloat32, x.device()) : out;
+    k.reduce(ReduceOp::Sum, contiguous_input(x), planes, area, 1, sums, nullptr);
+    k.binary(BinaryOp::Div, sums, expand(scalar_like(static_cast<double>(area), sums), sums.shape()), sums);
+    if (sums.dtype() != out.dtype()) k.copy(sums, out);
   }
   if (autograd::needs_recording({x})) {
     autograd::record("adaptive_avg_pool2d", out, {x}, [x_shape, area](const Tensor& grad, const std::vector<bool>&) {
       NoGradGuard no_grad;
-      Tensor grad_in = Tensor::empty(x_shape, grad.dtype(), grad.device());
-      kernels_for(grad.device())
-          .binary(BinaryOp::Div, expand(grad, x_shape), expand(scalar_like(static_cast<double>(area), grad), x_shape),
-                  grad_in);
-      return std::vector<Tensor>{grad_in};
+      // The area as a number: a 16-bit gradient divides by it in float32 (scalar_operand).
+      return std::vector<Tensor>{div(expand(grad, x_shape), Scalar(static_cast<double>(area)))};
     });
   }
   return out;

@@ -3,7 +3,10 @@
 #include "ops/elementwise.h"
 #include "ops/inplace.h"
 
+#include <cmath>
+
 #include "core/autograd.h"
+#include "core/half.h"
 #include "core/type_promotion.h"
 #include "ops/autocast_policy.h"
 #include "ops/compare.h"
@@ -30,6 +33,20 @@ std::pair<Tensor, Tensor> arithmetic_operands(const char* name, const Tensor& a,
   MINIDL_CHECK(dtype != kBool, name, ": bool tensors take no arithmetic; convert with .to(kFloat32) first, or "
                                     "select with where()");
   return cast_operands(name, a, b, dtype);
+}
+
+// A number that scalar_operand kept in float32 beside a bfloat16 or float16 operand.
+bool holds_float32_number(const Tensor& a, const Tensor& b) {
+  const auto kept = [](const Tensor& t) { return t.defined() && t.is_wrapped_number() && t.dtype() == kFloat32; };
+  return (kept(a) || kept(b)) && is_reduced_floating(result_type({a, b}));
+}
+
+// op(a, b) in float32, rounded once to the 16-bit result type (its casts recorded, so the gradient
+// takes the same way back); undefined where no operand is such a number.
+Tensor in_float32_for_scalar(Tensor (*op)(const Tensor&, const Tensor&), const Tensor& a, const Tensor& b) {
+  if (!holds_float32_number(a, b)) return {};
+  const DType dtype = result_type({a, b});
+  return op(a.to(kFloat32), b.to(kFloat32)).to(dtype);
 }
 
 Tensor binary_forward(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
@@ -64,8 +81,29 @@ Tensor binary_backward_op(BinaryOp op, const Tensor& grad, const Tensor& saved) 
 
 Tensor scalar_like(double value, const Tensor& like) { return full({}, value, like.dtype(), like.device()); }
 
+namespace {
+
+// Whether `value` converts to `dtype` and back unchanged (a bfloat16 or float16 one only: every
+// operand a C++ number meets in another floating dtype is already computed at that precision).
+bool fits_16bit(double value, DType dtype) {
+  const float f = static_cast<float>(value);
+  if (static_cast<double>(f) != value && !std::isnan(value)) return false;
+  const float back = dtype == kBFloat16 ? static_cast<float>(BFloat16(f)) : static_cast<float>(Half(f));
+  return back == f || (std::isnan(back) && std::isnan(f));
+}
+
+}  // namespace
+
+// A number that the 16-bit result type cannot hold is kept in float32 (a wrapped number promotes by
+// its category, so the result type stays the tensor's); the arithmetic ops then compute in float32
+// and round once (in_float32_for_scalar), as PyTorch's kernels read a scalar at their float32
+// compute precision. Rounding it first made a bfloat16 x / 257 divide by 256, and a float16
+// x / 100000 divide by infinity.
 Tensor scalar_operand(const Scalar& value, const Tensor& other) {
-  return scalar_tensor(value, result_type(other, value), other.device());
+  const DType dtype = result_type(other, value);
+  if (is_reduced_floating(dtype) && !fits_16bit(value.to_double(), dtype))
+    return scalar_tensor(value, kFloat32, other.device());
+  return scalar_tensor(value, dtype, other.device());
 }
 
 // a = a op b in place, b broadcast to a's shape. Not recorded, so a must not need a gradient. The
@@ -82,13 +120,22 @@ Tensor& binary_inplace(BinaryOp op, const char* name, Tensor& a, const Tensor& b
   MINIDL_CHECK(broadcast_shapes(a.shape(), b.shape(), name) == a.shape(), name, ": shape ", b.shape(),
                " does not broadcast to the destination's shape ", a.shape());
   NoGradGuard no_grad;
+  Kernels& k = kernels_for(a.device());
+  if (holds_float32_number(a, b)) {  // a number a's 16-bit dtype cannot hold: in float32, rounded once
+    Tensor wide = Tensor::empty(a.shape(), kFloat32, a.device());
+    k.copy(a, wide);
+    k.binary(op, wide, expand(b, a.shape()), wide);
+    k.copy(wide, a);
+    a.bump_version();
+    return a;
+  }
   const Tensor source = expand(b.to(a.dtype()), a.shape());
   if (a.is_contiguous()) {
-    kernels_for(a.device()).binary(op, a, source, a);
+    k.binary(op, a, source, a);
   } else {
     Tensor buffer = Tensor::empty(a.shape(), a.dtype(), a.device());
-    kernels_for(a.device()).binary(op, a, source, buffer);
-    kernels_for(a.device()).copy(buffer, a);
+    k.binary(op, a, source, buffer);
+    k.copy(buffer, a);
   }
   a.bump_version();
   return a;
@@ -159,6 +206,7 @@ Tensor add_widening(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor add(const Tensor& a_in, const Tensor& b_in) {
+  if (Tensor out = in_float32_for_scalar(add, a_in, b_in); out.defined()) return out;
   if (Tensor out = add_widening(a_in, b_in); out.defined()) return out;
   auto [a, b] = arithmetic_operands("add", a_in, b_in);
   Tensor out = binary_forward(BinaryOp::Add, "add", a, b);
@@ -171,6 +219,7 @@ Tensor add(const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor sub(const Tensor& a_in, const Tensor& b_in) {
+  if (Tensor out = in_float32_for_scalar(sub, a_in, b_in); out.defined()) return out;
   auto [a, b] = arithmetic_operands("sub", a_in, b_in);
   Tensor out = binary_forward(BinaryOp::Sub, "sub", a, b);
   if (autograd::needs_recording({a, b})) {
@@ -182,6 +231,7 @@ Tensor sub(const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor mul(const Tensor& a_in, const Tensor& b_in) {
+  if (Tensor out = in_float32_for_scalar(mul, a_in, b_in); out.defined()) return out;
   auto [a, b] = arithmetic_operands("mul", a_in, b_in);
   Tensor out = binary_forward(BinaryOp::Mul, "mul", a, b);
   if (autograd::needs_recording({a, b})) {
@@ -199,6 +249,7 @@ Tensor mul(const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor div(const Tensor& a_in, const Tensor& b_in) {
+  if (Tensor out = in_float32_for_scalar(div, a_in, b_in); out.defined()) return out;
   MINIDL_CHECK(a_in.defined() && b_in.defined(), "div: expected two defined tensors");
   DType dtype = result_type({a_in, b_in});
   if (!is_floating(dtype)) dtype = kDefaultFloat;  // true division, as Python's /
@@ -219,6 +270,7 @@ Tensor div(const Tensor& a_in, const Tensor& b_in) {
 
 Tensor pow(const Tensor& a_in, const Tensor& b_in) {
   MINIDL_AUTOCAST(pow, pow, a_in, b_in);
+  if (Tensor out = in_float32_for_scalar(pow, a_in, b_in); out.defined()) return out;
   auto [a, b] = arithmetic_operands("pow", a_in, b_in);
   Tensor out = binary_forward(BinaryOp::Pow, "pow", a, b);
   if (autograd::needs_recording({a, b})) {

@@ -102,7 +102,10 @@ Tensor nll_rows(const Tensor& log_probs, const Tensor& target, const Tensor& wei
     if (weight.defined()) w = weight.detach().contiguous();
   }
   Tensor rows = Tensor::empty({log_probs.size(0)}, log_probs.dtype(), log_probs.device());
-  total_weight = Tensor::empty({}, log_probs.dtype(), log_probs.device());
+  // The divisor of the mean stays float32 for 16-bit rows (reduce_rows): 70,000 rows' weight is
+  // infinite in float16.
+  const DType total_dtype = is_reduced_floating(log_probs.dtype()) ? kFloat32 : log_probs.dtype();
+  total_weight = Tensor::empty({}, total_dtype, log_probs.device());
   {
     Widened wide(kernels_for(log_probs.device()));  // 16-bit through float32 (ops/widen_16bit.h)
     Tensor rows32 = wide.output(rows), total32 = wide.output(total_weight);
@@ -130,7 +133,10 @@ Tensor reduce_rows(const Tensor& rows, const Tensor& total_weight, Reduction red
   switch (reduction) {
     case Reduction::Sum: return sum(rows);
     case Reduction::None: return rows;
-    default: return div(sum(rows), total_weight);
+    default:
+      // 16-bit rows summed and divided in float32, then rounded once (ops/reduce.h's rule).
+      if (is_reduced_floating(rows.dtype())) return div(sum(rows, kFloat32), total_weight).to(rows.dtype());
+      return div(sum(rows), total_weight);
   }
 }
 

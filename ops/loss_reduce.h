@@ -2,6 +2,7 @@
 // What the losses share: folding per-element losses by a Reduction, and the checks that
 // name the loss. Internal to ops/ (the losses' .cpp files).
 #include "core/tensor.h"
+#include "ops/arithmetic.h"
 #include "ops/elementwise.h"
 #include "ops/kernels.h"
 #include "ops/loss.h"
@@ -21,7 +22,7 @@ inline Tensor reduce(const Tensor& loss, Reduction reduction) {
     case Reduction::Sum: return sum(loss);
     case Reduction::None: return loss;
     case Reduction::BatchMean:
-      return div(sum(loss), scalar_like(static_cast<double>(loss.dim() ? loss.size(0) : 1), loss));
+      return div(sum(loss), Scalar(static_cast<double>(loss.dim() ? loss.size(0) : 1)));
     default: return mean(loss);
   }
 }

@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 #include "core/autograd.h"
+#include "ops/arithmetic.h"
 #include "ops/autocast_policy.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
@@ -39,8 +41,10 @@ Shape reduced_shape(const Shape& shape, const std::vector<int64_t>& dims, bool k
   return out;
 }
 
-// Reduces sorted `dims` of x; returns the result with keepdim shape.
-Tensor reduce_kernel(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, Tensor* argmax) {
+// Reduces sorted `dims` of x; returns the result with keepdim shape, in x's dtype or (a sum of 16-bit
+// values) in `out_dtype`.
+Tensor reduce_kernel(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, Tensor* argmax,
+                     std::optional<DType> out_dtype = std::nullopt) {
   Tensor src = x;
   int64_t first = dims.front(), last = dims.back();
   bool adjacent = last - first + 1 == static_cast<int64_t>(dims.size());
@@ -56,7 +60,7 @@ Tensor reduce_kernel(ReduceOp op, const Tensor& x, const std::vector<int64_t>& d
   src = src.contiguous();
   // The result first: a result too large to count is an error that names its shape. The products
   // below are checked too, because a zero elsewhere (an empty input) may follow huge dimensions.
-  Tensor out = Tensor::empty(reduced_shape(x.shape(), dims, true), x.dtype(), x.device());
+  Tensor out = Tensor::empty(reduced_shape(x.shape(), dims, true), out_dtype.value_or(x.dtype()), x.device());
   auto prod = [&](int64_t from, int64_t to) {
     return shape_numel(Shape(src.shape().begin() + from, src.shape().begin() + to));
   };
@@ -93,6 +97,15 @@ Tensor sum_impl(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
     }, true);
   }
   return out;
+}
+
+// The float32 sum of a 16-bit x over sorted `dims`, outside the tape: a 16-bit mean's, which PyTorch
+// (and this) sums and divides in float32 and rounds once. In x's own dtype a float16 sum past 65,504
+// is infinite, and a bfloat16 or float16 count rounds (257 to 256; 65,520 and up to infinity).
+Tensor float32_sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  if (dims.empty()) return x.to(kFloat32);
+  Tensor out = reduce_kernel(ReduceOp::Sum, x, dims, nullptr, kFloat32);
+  return keepdim ? out : view(out, reduced_shape(x.shape(), dims, false));
 }
 
 std::vector<int64_t> all_dims(int64_t rank) {
@@ -138,12 +151,16 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   Tensor out;
   {
     NoGradGuard no_grad;  // one entry for the mean (MeanBackward), not a sum and a division
-    out = div(sum_impl(x, d, keepdim), scalar_like(static_cast<double>(count), x));
+    if (is_reduced_floating(x.dtype()))
+      out = div(float32_sum(x, d, keepdim), Scalar(static_cast<double>(count))).to(x.dtype());
+    else
+      out = div(sum_impl(x, d, keepdim), scalar_like(static_cast<double>(count), x));
   }
   if (autograd::needs_recording({x})) {
+    // The count as a number, which a 16-bit gradient divides by in float32 (scalar_operand).
     autograd::record("mean", out, {x}, [in_shape = x.shape(), d, keepdim, count](const Tensor& g, const std::vector<bool>&) {
       Tensor gk = keepdim ? g : view(g, reduced_shape(in_shape, d, true));
-      return std::vector<Tensor>{div(expand(gk, in_shape), scalar_like(static_cast<double>(count), g))};
+      return std::vector<Tensor>{div(expand(gk, in_shape), Scalar(static_cast<double>(count)))};
     }, true);
   }
   return out;
@@ -200,6 +217,8 @@ Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, bool keepdim) {
   autocast::ExcludeGuard one_op;  // one op for autocast, as PyTorch's: its sum must not widen it to float32
   MINIDL_CHECK(is_floating(x.dtype()), "var: expected a floating tensor, got ", x.dtype());
+  // A 16-bit x in float32, rounded once (the rule of ops/reduce.h).
+  if (is_reduced_floating(x.dtype())) return var(x.to(kFloat32), dims, unbiased, keepdim).to(x.dtype());
   std::vector<int64_t> d = dims.empty() ? all_dims(x.dim()) : normalize_dims(dims, x.dim(), "var");
   int64_t count = 1;
   for (int64_t i : d) count *= x.shape()[i];

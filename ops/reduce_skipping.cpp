@@ -17,6 +17,7 @@ Tensor nansum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 
 Tensor nanmean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   MINIDL_CHECK(is_floating(x.dtype()), "nanmean: expected a floating tensor, got ", x.dtype());
+  if (is_reduced_floating(x.dtype())) return nanmean(x.to(kFloat32), dims, keepdim).to(x.dtype());
   const Tensor kept = logical_not(isnan(x));
   return nansum(x, dims, keepdim) / sum(kept, dims, keepdim).to(x.dtype());
 }

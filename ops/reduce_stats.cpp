@@ -76,6 +76,7 @@ Tensor var(const Tensor& x) { return var(x, std::vector<int64_t>{}, true, false)
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims, const std::optional<Scalar>& correction, bool keepdim) {
   autocast::ExcludeGuard one_op;  // one op for autocast, as PyTorch's: its sum must not widen it to float32
   MINIDL_CHECK(is_floating(x.dtype()), "var: expected a floating tensor, got ", x.dtype());
+  if (is_reduced_floating(x.dtype())) return var(x.to(kFloat32), dims, correction, keepdim).to(x.dtype());
   const std::vector<int64_t> d = reduction_dims(dims, x.dim(), "var");
   const double c = correction ? correction->to_double() : 1.0;
   // As PyTorch: the divisor is clamped at 0, so too few elements give inf or NaN, not an error.
@@ -84,13 +85,16 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& dims, const std::optiona
   return div(sum(mul(centered, centered), d, keepdim), scalar_like(divisor, x));
 }
 
+// In float32 for a 16-bit x, so that the square root of the variance is rounded once too.
 Tensor std(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, bool keepdim) {
+  if (is_reduced_floating(x.dtype())) return std(x.to(kFloat32), dims, unbiased, keepdim).to(x.dtype());
   return sqrt(var(x, dims, unbiased, keepdim));
 }
 
 Tensor std(const Tensor& x) { return std(x, std::vector<int64_t>{}, true, false); }
 
 Tensor std(const Tensor& x, const std::vector<int64_t>& dims, const std::optional<Scalar>& correction, bool keepdim) {
+  if (is_reduced_floating(x.dtype())) return std(x.to(kFloat32), dims, correction, keepdim).to(x.dtype());
   return sqrt(var(x, dims, correction, keepdim));
 }
 
@@ -126,6 +130,7 @@ Tensor norm(const Tensor& x, const Scalar& p_in, const std::vector<int64_t>& dim
   MINIDL_AUTOCAST(norm, norm, x, p_in, dims_in, keepdim);
   MINIDL_CHECK(is_floating(x.dtype()), "norm: expected a floating tensor, got ", x.dtype(),
                " (convert it first, e.g. x.to(kFloat32))");
+  if (is_reduced_floating(x.dtype())) return norm(x.to(kFloat32), p_in, dims_in, keepdim).to(x.dtype());
   const double p = p_in.to_double();
   MINIDL_CHECK(!std::isnan(p), "norm: the order p is NaN");
   const std::vector<int64_t> dims = reduction_dims(dims_in, x.dim(), "norm");
@@ -162,6 +167,7 @@ Tensor linalg_vector_norm(const Tensor& x, const Scalar& ord, const std::optiona
 
 Tensor logsumexp(const Tensor& x_in, const std::vector<int64_t>& dims_in, bool keepdim) {
   MINIDL_AUTOCAST(logsumexp, logsumexp, x_in, dims_in, keepdim);
+  if (is_reduced_floating(x_in.dtype())) return logsumexp(x_in.to(kFloat32), dims_in, keepdim).to(x_in.dtype());
   Tensor x = is_floating(x_in.dtype()) ? x_in : x_in.to(kFloat32);
   const std::vector<int64_t> dims = reduction_dims(dims_in, x.dim(), "logsumexp");
   if (count_over(x.shape(), dims) == 0) return log(sum(exp(x), dims, keepdim));  // log 0 = -inf

@@ -5,6 +5,7 @@
 #include "ops/statistics.h"
 
 #include "core/autograd.h"
+#include "core/type_promotion.h"
 #include "ops/compare.h"
 #include "ops/creation.h"
 #include "ops/diagonal.h"
@@ -38,6 +39,11 @@ Tensor cov(const Tensor& x, int64_t correction, const std::optional<Tensor>& fwe
   MINIDL_CHECK(x.dim() <= 2, "cov: expected an input with at most 2 dimensions ([variables, observations]), got shape ",
                x.shape());
   MINIDL_CHECK(x.dtype() != kBool, "cov: expected a numeric input, got bool");
+  if (is_reduced_floating(x.dtype())) {  // in float32, rounded once (ops/reduce.h's rule for 16-bit statistics)
+    const bool weighted = aweights.has_value() && aweights->defined();
+    const DType out = weighted ? result_type({x, *aweights}) : x.dtype();
+    return cov(x.to(kFloat32), correction, fweights, aweights).to(out);
+  }
   Tensor in = x.dim() < 2 ? reshape(x, {1, x.numel()}) : x;
   if (!in.is_floating_point()) in = in.to(kFloat32);  // as PyTorch's true division of the mean
   const int64_t observations = in.size(1);
@@ -82,6 +88,7 @@ Tensor cov(const Tensor& x, int64_t correction, const std::optional<Tensor>& fwe
 Tensor corrcoef(const Tensor& x) {
   MINIDL_CHECK(x.dim() <= 2,
                "corrcoef: expected an input with at most 2 dimensions ([variables, observations]), got shape ", x.shape());
+  if (is_reduced_floating(x.dtype())) return corrcoef(x.to(kFloat32)).to(x.dtype());
   Tensor c = cov(x);
   if (c.dim() == 0) return c / c;  // one variable: 1, or NaN where its variance is 0, inf or NaN
   const Tensor stddev = sqrt(diagonal(c));

@@ -16,8 +16,8 @@ constexpr int64_t kColumns = 256;  // inner columns per task: the accumulators s
 // Sums of contiguous rows (inner == 1: a full sum, a row sum): each row in fixed blocks summed with
 // vector accumulators, the blocks added in order. The blocks, not the threads, fix the order of the
 // additions, so the bits do not depend on the thread count.
-template <class T, class Acc>
-void sum_rows(const T* in, int64_t outer, int64_t n, T* o) {
+template <class T, class Acc, class O>
+void sum_rows(const T* in, int64_t outer, int64_t n, O* o) {
   constexpr int64_t kBlock = 1 << 14;
   const int64_t blocks = (n + kBlock - 1) / kBlock;
   if (blocks == 1) {  // short rows: each row's one block is its sum, nothing to keep in between
@@ -26,7 +26,7 @@ void sum_rows(const T* in, int64_t outer, int64_t n, T* o) {
       Acc acc = 0;
 #pragma omp simd reduction(+ : acc)
       for (int64_t i = 0; i < n; ++i) acc += static_cast<Acc>(in[a * n + i]);
-      o[a] = static_cast<T>(acc);
+      o[a] = static_cast<O>(acc);
     }
     return;
   }
@@ -45,12 +45,14 @@ void sum_rows(const T* in, int64_t outer, int64_t n, T* o) {
   for (int64_t a = 0; a < outer; ++a) {
     Acc total = 0;
     for (int64_t b = 0; b < blocks; ++b) total += partial[static_cast<size_t>(a * blocks + b)];
-    o[a] = static_cast<T>(total);
+    o[a] = static_cast<O>(total);
   }
 }
 
-template <class T>
-void sum_kernel(const T* in, int64_t outer, int64_t n, int64_t inner, T* o) {
+// O is T, or float for a float32 sum of 16-bit values (a 16-bit mean's, which must not round its
+// sum to the 16-bit dtype first).
+template <class T, class O = T>
+void sum_kernel(const T* in, int64_t outer, int64_t n, int64_t inner, O* o) {
   // Accumulate float32 sums in double: a sum over 60,000 elements keeps its digits; 16-bit ones in float.
   using Acc = std::conditional_t<std::is_same_v<T, float>, double, compute_t<T>>;
   if (inner == 1 && n >= 64) {
@@ -68,7 +70,7 @@ void sum_kernel(const T* in, int64_t outer, int64_t n, int64_t inner, T* o) {
         const T* row = p + i * inner;
         for (int64_t c = 0; c < len; ++c) acc[c] += row[c];
       }
-      for (int64_t c = 0; c < len; ++c) o[a * inner + c0 + c] = static_cast<T>(acc[c]);
+      for (int64_t c = 0; c < len; ++c) o[a * inner + c0 + c] = static_cast<O>(acc[c]);
     }
   }
 }
@@ -114,8 +116,15 @@ void max_kernel(const T* in, int64_t outer, int64_t n, int64_t inner, T* o, int6
 
 void CpuKernels::reduce(ReduceOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor& out,
                         Tensor* argmax) {
+  const bool widening = out.dtype() != x.dtype();
+  MINIDL_CHECK(!widening || (op == ReduceOp::Sum && is_reduced_floating(x.dtype()) && out.dtype() == kFloat32),
+               "reduce on the CPU: expected the output in the input's dtype (or a float32 sum of 16-bit values), got ",
+               x.dtype(), " into ", out.dtype());
   dispatch_all_and_half(x.dtype(), "reduce", [&](auto tag) {
     using T = decltype(tag);
+    if constexpr (is_16bit_float_v<T>) {
+      if (widening) return sum_kernel<T, float>(x.data<T>(), outer, n, inner, out.data<float>());
+    }
     if (op == ReduceOp::Sum) sum_kernel<T>(x.data<T>(), outer, n, inner, out.data<T>());
     else if (op == ReduceOp::Prod) prod_kernel<T>(x.data<T>(), outer, n, inner, out.data<T>());
     else max_kernel<T>(x.data<T>(), outer, n, inner, out.data<T>(), argmax ? argmax->data<int64_t>() : nullptr);

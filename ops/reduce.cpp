@@ -76,36 +76,31 @@ Tensor reduce_kernel(ReduceOp op, const Tensor& x, const std::vector<int64_t>& d
   return out;
 }
 
-Tensor sum_impl(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
+// With `widen`, a 16-bit x is summed into float32 without a float32 copy of it (a 16-bit mean's sum,
+// and sum(x, kFloat32)); its gradient comes back in x's dtype.
+Tensor sum_impl(const Tensor& x, std::vector<int64_t> dims, bool keepdim, bool widen = false) {
   // bool and the narrow integers sum as int64 (counts, pixel totals), as PyTorch's do.
   if (is_integral(x.dtype(), true) && x.dtype() != kInt64) return sum_impl(x.to(kInt64), std::move(dims), keepdim);
   MINIDL_CHECK(x.dtype() != kInt64 || !x.requires_grad(), "sum: int64 tensors cannot require grad");
+  widen = widen && is_reduced_floating(x.dtype());
   Shape in_shape = x.shape();
   Tensor out;
   if (dims.empty()) {
     NoGradGuard no_grad;  // the copy of a 0-d x; the sum's own entry below is its history
-    out = x.clone();
+    out = widen ? x.to(kFloat32) : x.clone();
   } else {
     NoGradGuard no_grad;
-    out = reduce_kernel(ReduceOp::Sum, x, dims, nullptr);
+    out = reduce_kernel(ReduceOp::Sum, x, dims, nullptr, widen ? std::optional<DType>(kFloat32) : std::nullopt);
     if (!keepdim) out = view(out, reduced_shape(in_shape, dims, false));
   }
   if (autograd::needs_recording({x})) {
-    autograd::record("sum", out, {x}, [in_shape, dims, keepdim](const Tensor& g, const std::vector<bool>&) {
+    autograd::record("sum", out, {x}, [in_shape, dims, keepdim, dtype = x.dtype()](const Tensor& g,
+                                                                                 const std::vector<bool>&) {
       Tensor gk = keepdim ? g : view(g, reduced_shape(in_shape, dims, true));
-      return std::vector<Tensor>{expand(gk, in_shape).contiguous()};
+      return std::vector<Tensor>{expand(gk, in_shape).to(dtype).contiguous()};
     }, true);
   }
   return out;
-}
-
-// The float32 sum of a 16-bit x over sorted `dims`, outside the tape: a 16-bit mean's, which PyTorch
-// (and this) sums and divides in float32 and rounds once. In x's own dtype a float16 sum past 65,504
-// is infinite, and a bfloat16 or float16 count rounds (257 to 256; 65,520 and up to infinity).
-Tensor float32_sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  if (dims.empty()) return x.to(kFloat32);
-  Tensor out = reduce_kernel(ReduceOp::Sum, x, dims, nullptr, kFloat32);
-  return keepdim ? out : view(out, reduced_shape(x.shape(), dims, false));
 }
 
 std::vector<int64_t> all_dims(int64_t rank) {
@@ -134,6 +129,8 @@ Tensor mean(const Tensor& x) { return mean(x, all_dims(x.dim()), false); }
 Tensor sum(const Tensor& x, DType dtype) { return sum(x, all_dims(x.dim()), false, dtype); }
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, DType dtype) {
   autocast::ExcludeGuard as_asked;
+  if (is_reduced_floating(x.dtype()) && dtype == kFloat32)  // no float32 copy of x
+    return sum_impl(x, dims.empty() ? all_dims(x.dim()) : normalize_dims(dims, x.dim(), "sum"), keepdim, true);
   return sum(x.to(dtype), dims, keepdim);
 }
 Tensor mean(const Tensor& x, DType dtype) { return mean(x, all_dims(x.dim()), false, dtype); }
@@ -151,8 +148,10 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   Tensor out;
   {
     NoGradGuard no_grad;  // one entry for the mean (MeanBackward), not a sum and a division
+    // A 16-bit x: summed and divided in float32, rounded once (ops/reduce.h), since in float16 a
+    // sum past 65,504 is infinite and in either 16-bit dtype a count rounds (257 to 256 in bfloat16).
     if (is_reduced_floating(x.dtype()))
-      out = div(float32_sum(x, d, keepdim), Scalar(static_cast<double>(count))).to(x.dtype());
+      out = div(sum_impl(x, d, keepdim, true), Scalar(static_cast<double>(count))).to(x.dtype());
     else
       out = div(sum_impl(x, d, keepdim), scalar_like(static_cast<double>(count), x));
   }

@@ -123,6 +123,14 @@ void check_mean(Device device) {
     const Tensor rows = x.view({7, 10000});
     EXPECT_TRUE(within_ulps(rows.mean({1}), rows.to(kFloat32).mean({1}).to(dtype), 1));
     EXPECT_TRUE(within_ulps(rows.mean({0}, true), rows.to(kFloat32).mean({0}, true).to(dtype), 1));
+    // sum(x, kFloat32) reads the 16-bit values into float32 sums (no copy) and returns float32; its
+    // gradient comes back in x's dtype.
+    Tensor summed = x.clone().requires_grad_();
+    const Tensor total = sum(summed, {0}, false, kFloat32);
+    EXPECT_EQ(total.dtype(), kFloat32);
+    EXPECT_NEAR(total.item<double>(), x.to(kFloat64).sum().item<double>(), 1e-5 * 70000);
+    total.backward();
+    EXPECT_TRUE(same_values(summed.grad(), full({70000}, 1.0, dtype, device)));
     Tensor leaf = x.clone().requires_grad_();
     leaf.mean().backward();
     EXPECT_TRUE(same_values(leaf.grad(), full({70000}, 1.0 / 70000.0, kFloat32, device).to(dtype)));

@@ -1,7 +1,8 @@
 #pragma once
 // libtorch's other forms of the arithmetic ops: a scalar operand, and the alpha of add and sub.
 // Each is the tensor op of ops/elementwise.h on a wrapped scalar (type promotion as x + 2.5).
-// And the fused-looking compositions optimizers use: addcmul, addcdiv, lerp.
+// And the fused-looking compositions optimizers use: addcmul, addcdiv, lerp (a 16-bit result of
+// these and of an alpha computed in float32 and rounded once, as PyTorch's fused kernels give it).
 #include "core/scalar.h"
 #include "core/tensor.h"
 
@@ -23,7 +24,8 @@ Tensor remainder(const Tensor& a, const Scalar& b);
 Tensor addcmul(const Tensor& input, const Tensor& t1, const Tensor& t2, const Scalar& value = 1);
 /// input + value * t1 / t2; integer t1 and t2 are refused (PyTorch no longer divides them).
 Tensor addcdiv(const Tensor& input, const Tensor& t1, const Tensor& t2, const Scalar& value = 1);
-/// input + weight * (end - input): floating input and end of one dtype.   lerp(ema, x, 0.01)
+/// input + weight * (end - input), stepped from the nearer end (weight 1 gives end exactly):
+/// floating input and end of one dtype.   lerp(ema, x, 0.01)
 Tensor lerp(const Tensor& input, const Tensor& end, const Scalar& weight);
 Tensor lerp(const Tensor& input, const Tensor& end, const Tensor& weight);
 

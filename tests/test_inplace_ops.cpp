@@ -93,6 +93,22 @@ TEST(InplaceOps, RefusedWhereAutogradWouldNeedThem) {
   EXPECT_LE(abs(w).max().item<float>(), 0.1f);
 }
 
+// lerp steps from the nearer end, as PyTorch's kernels: weight 1 gives end exactly, where
+// input + 1 * (end - input) loses end's low bits beside a larger input.
+TEST(InplaceOps, LerpFromTheNearerEnd) {
+  manual_seed(11);
+  const Tensor x = randn({500}) * 1000.0, end = randn({500}) * 1e-3;
+  EXPECT_TRUE(equal(lerp(x, end, 1.0), end));
+  EXPECT_TRUE(equal(lerp(x, end, 0.0), x));
+  EXPECT_TRUE(equal(lerp(x, end, ones({500})), end));
+  EXPECT_TRUE(equal(lerp(x, end, 0.75), end - (end - x) * 0.25));
+  EXPECT_TRUE(equal(lerp(x, end, -0.75), end - (end - x) * 1.75));
+  EXPECT_TRUE(equal(lerp(x, end, 0.25), x + (end - x) * 0.25));
+  Tensor y = x.clone();
+  y.lerp_(end, 1.0);
+  EXPECT_TRUE(equal(y, end));
+}
+
 TEST(InplaceOps, AddcmulAddcdivLerp) {
   const Tensor x = Tensor::from_vector<double>({1, 2}, {2}), a = Tensor::from_vector<double>({3, 4}, {2});
   const Tensor b = Tensor::from_vector<double>({2, 8}, {2});

@@ -1,6 +1,7 @@
 // bfloat16 and float16 where an intermediate value leaves the 16-bit dtype: a C++ number the dtype
 // cannot hold (x / 257 in bfloat16, x / 1e5 in float16), and the statistics whose sums or counts
-// outgrow float16's 65,504 (a mean, variance or norm of 70,000 values). Each result must be the
+// outgrow float16's 65,504 (a mean, variance or norm of 70,000 values), and the compositions that
+// PyTorch fuses (add with an alpha, addcmul, addcdiv, lerp). Each result must be the
 // float32 computation rounded once to the 16-bit dtype, as PyTorch gives it: exactly, for a single
 // elementwise op, and within a unit or two in the last place for a reduction (whose float32 sums
 // may add in another order). It runs on the CPU and on CUDA.
@@ -188,6 +189,38 @@ void check_statistics(Device device) {
   }
 }
 
+// add and sub with an alpha, addcmul, addcdiv and lerp: one float32 computation, rounded once, as
+// PyTorch's fused kernels give them (lerp from the nearer end); and lerp's gradients rounded once.
+void check_compositions(Device device) {
+  for (DType dtype : kDtypes) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const auto make = [&](double low, double high) { return uniform({400}, low, high).to(dtype).to(device); };
+    const Tensor a = make(-4.0, 4.0), b = make(-4.0, 4.0), c = make(0.5, 4.0);
+    const Tensor a32 = a.to(kFloat32), b32 = b.to(kFloat32), c32 = c.to(kFloat32);
+    for (double v : {0.1, 1.0 / 3.0, -3.3, 257.0, 0.5, -2.0}) {
+      SCOPED_TRACE("value " + std::to_string(v));
+      EXPECT_TRUE(same_values(add(a, b, v), (a32 + b32 * v).to(dtype)));
+      EXPECT_TRUE(same_values(sub(a, b, v), (a32 - b32 * v).to(dtype)));
+      EXPECT_TRUE(same_values(addcmul(a, b, c, v), (a32 + (b32 * c32) * v).to(dtype)));
+      EXPECT_TRUE(same_values(addcdiv(a, b, c, v), (a32 + (b32 / c32) * v).to(dtype)));
+    }
+    for (double w : {0.0, 0.1, 1.0 / 3.0, 0.5, 0.7, 1.0, -0.6}) {
+      SCOPED_TRACE("weight " + std::to_string(w));
+      const Tensor want = std::fabs(w) < 0.5 ? a32 + (b32 - a32) * w : b32 - (b32 - a32) * (1.0 - w);
+      EXPECT_TRUE(same_values(lerp(a, b, w), want.to(dtype)));
+    }
+    const Tensor weights = Tensor::from_vector<double>({0.0, 0.1, 0.25, 0.5, 0.7, 1.0, 1.0 / 3.0, -0.6}, {8})
+                               .repeat({50}).to(dtype).to(device);
+    const Tensor w32 = weights.to(kFloat32);
+    const Tensor want = where(lt(abs(w32), 0.5), a32 + w32 * (b32 - a32), b32 - (b32 - a32) * (1.0 - w32));
+    EXPECT_TRUE(same_values(lerp(a, b, weights), want.to(dtype)));
+    Tensor start = a.clone().requires_grad_(), end = b.clone().requires_grad_();
+    lerp(start, end, 0.1).sum().backward();
+    EXPECT_TRUE(same_values(start.grad(), full({400}, 1.0 - 0.1, kFloat32, device).to(dtype)));
+    EXPECT_TRUE(same_values(end.grad(), full({400}, 0.1, kFloat32, device).to(dtype)));
+  }
+}
+
 }  // namespace
 
 TEST(ReducedPrecisionRanges, ScalarArithmeticRoundsOnce) { check_scalar_arithmetic(Device::cpu()); }
@@ -195,6 +228,7 @@ TEST(ReducedPrecisionRanges, InPlaceScalarArithmeticRoundsOnce) { check_inplace_
 TEST(ReducedPrecisionRanges, ScalarGradientsRoundOnce) { check_scalar_gradients(Device::cpu()); }
 TEST(ReducedPrecisionRanges, MeanOfMoreThanTheDtypeCounts) { check_mean(Device::cpu()); }
 TEST(ReducedPrecisionRanges, StatisticsPastFloat16sRange) { check_statistics(Device::cpu()); }
+TEST(ReducedPrecisionRanges, FusedCompositionsRoundOnce) { check_compositions(Device::cpu()); }
 
 TEST(CudaReducedPrecisionRanges, ScalarArithmeticRoundsOnce) {
   MINIDL_REQUIRE_CUDA();
@@ -215,4 +249,8 @@ TEST(CudaReducedPrecisionRanges, MeanOfMoreThanTheDtypeCounts) {
 TEST(CudaReducedPrecisionRanges, StatisticsPastFloat16sRange) {
   MINIDL_REQUIRE_CUDA();
   check_statistics(Device::cuda());
+}
+TEST(CudaReducedPrecisionRanges, FusedCompositionsRoundOnce) {
+  MINIDL_REQUIRE_CUDA();
+  check_compositions(Device::cuda());
 }

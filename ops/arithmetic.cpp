@@ -105,7 +105,9 @@ Tensor lerp(const Tensor& input, const Tensor& end, const Scalar& weight) {
 
 Tensor lerp(const Tensor& input, const Tensor& end, const Tensor& weight) {
   check_lerp(input, end);
-  if (const auto dtype = rounds_once_to({input, end, weight}); dtype)
+  MINIDL_CHECK(weight.dtype() == input.dtype(), "lerp: expected a weight of the input's dtype ", input.dtype(),
+               ", got ", weight.dtype());
+  if (const auto dtype = rounds_once_to({input, end}); dtype)
     return lerp(float32(input), float32(end), float32(weight)).to(*dtype);
   const Tensor step = sub(end, input);
   return where(lt(abs(weight), 0.5), add(input, mul(weight, step)), sub(end, mul(step, 1.0 - weight)));

@@ -25,7 +25,7 @@ Tensor addcmul(const Tensor& input, const Tensor& t1, const Tensor& t2, const Sc
 /// input + value * t1 / t2; integer t1 and t2 are refused (PyTorch no longer divides them).
 Tensor addcdiv(const Tensor& input, const Tensor& t1, const Tensor& t2, const Scalar& value = 1);
 /// input + weight * (end - input), stepped from the nearer end (weight 1 gives end exactly):
-/// floating input and end of one dtype.   lerp(ema, x, 0.01)
+/// floating input, end and weight of one dtype.   lerp(ema, x, 0.01)
 Tensor lerp(const Tensor& input, const Tensor& end, const Scalar& weight);
 Tensor lerp(const Tensor& input, const Tensor& end, const Tensor& weight);
 

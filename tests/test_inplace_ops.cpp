@@ -120,6 +120,7 @@ TEST(InplaceOps, AddcmulAddcdivLerp) {
   EXPECT_EQ(addcmul(Tensor::from_vector<int64_t>({1}, {1}), ones({1}), ones({1})).dtype(), kFloat32);
   expect_error([] { addcdiv(zeros({2}), zeros({2}, kInt64), ones({2}, kInt64)); }, {"addcdiv", "integer division"});
   expect_error([] { lerp(zeros({2}), zeros({2}, kFloat64), 0.5); }, {"lerp", "one dtype"});
+  expect_error([] { lerp(zeros({2}), zeros({2}), ones({2}, kFloat64)); }, {"lerp", "weight", "float32", "float64"});
   expect_error([] { addcmul(zeros({2}, kInt64), ones({2}, kInt64), ones({2}, kInt64), 0.5); },
                {"addcmul", "integral", "0.5"});
   manual_seed(4);

@@ -8,6 +8,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -256,11 +257,20 @@ class Tensor {
   Tensor mean(DType dtype) const;
   Tensor mean(IntArrayRef dim, bool keepdim, DType dtype) const;
   Tensor var(IntArrayRef dim, bool unbiased = true, bool keepdim = false) const;
+  /// Over every element, as libtorch's var(bool unbiased): x.var(false) is the biased variance (an
+  /// integer, x.var(1), stays a dim).
+  template <class Bool, std::enable_if_t<std::is_same_v<Bool, bool>, int> = 0>
+  Tensor var(Bool unbiased) const {
+    return var(IntArrayRef{}, unbiased);
+  }
   /// (values, indices) of the maximum along `dim`.   auto [v, i] = x.max(1);
   std::tuple<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;
   std::tuple<Tensor, Tensor> min(int64_t dim, bool keepdim = false) const;
-  Tensor argmax(int64_t dim, bool keepdim = false) const;
-  Tensor argmin(int64_t dim, bool keepdim = false) const;
+  /// Without a dim, the index into the flattened tensor.   x.argmax(), logits.argmax(1)
+  Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor argmin(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor amax(IntArrayRef dim = {}, bool keepdim = false) const;
+  Tensor amin(IntArrayRef dim = {}, bool keepdim = false) const;
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
   Tensor softmax(int64_t dim, DType dtype) const;
@@ -293,6 +303,9 @@ class Tensor {
   Tensor mul(const Scalar& other) const;
   Tensor div(const Tensor& other) const;
   Tensor div(const Scalar& other) const;
+  /// rounding_mode "trunc" or "floor" (none: true division).   x.div(y, "floor")
+  Tensor div(const Tensor& other, std::optional<std::string_view> rounding_mode) const;
+  Tensor div(const Scalar& other, std::optional<std::string_view> rounding_mode) const;
   Tensor floor_divide(const Tensor& other) const;
   Tensor floor_divide(const Scalar& other) const;
   Tensor remainder(const Tensor& other) const;
@@ -401,6 +414,10 @@ class Tensor {
   Tensor var() const;
   Tensor std() const;
   Tensor std(IntArrayRef dim, bool unbiased = true, bool keepdim = false) const;
+  template <class Bool, std::enable_if_t<std::is_same_v<Bool, bool>, int> = 0>
+  Tensor std(Bool unbiased) const {
+    return std(IntArrayRef{}, unbiased);
+  }
   Tensor norm(const Scalar& p = 2) const;
   Tensor norm(const Scalar& p, IntArrayRef dim, bool keepdim = false) const;
   Tensor logsumexp(IntArrayRef dim, bool keepdim = false) const;
@@ -472,6 +489,8 @@ class Tensor {
   Tensor& mul_(const Scalar& other) const;
   Tensor& div_(const Tensor& other) const;
   Tensor& div_(const Scalar& other) const;
+  Tensor& div_(const Tensor& other, std::optional<std::string_view> rounding_mode) const;
+  Tensor& div_(const Scalar& other, std::optional<std::string_view> rounding_mode) const;
   Tensor& fill_(const Scalar& value) const;
   // Written through a second pass after the out-of-place op (ops/inplace.h), not recorded either.
   Tensor& relu_() const;

@@ -7,6 +7,8 @@
 #include "ops/autocast_policy.h"
 #include "ops/compare.h"
 #include "ops/elementwise.h"
+#include "ops/logical.h"
+#include "ops/math.h"
 
 namespace minidl {
 
@@ -61,6 +63,21 @@ Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha) {
 }
 Tensor mul(const Tensor& a, const Scalar& b) { return mul(a, scalar_operand(b, a)); }
 Tensor div(const Tensor& a, const Scalar& b) { return div(a, scalar_operand(b, a)); }
+Tensor div(const Tensor& a, const Tensor& b, std::optional<std::string_view> rounding_mode) {
+  if (!rounding_mode) return div(a, b);
+  const bool floors = *rounding_mode == "floor";
+  MINIDL_CHECK(floors || *rounding_mode == "trunc", "div: expected rounding_mode to be none, \"trunc\" or \"floor\", got \"",
+               std::string(*rounding_mode), "\"");
+  if (const auto dtype = rounds_once_to({a, b}); dtype) return div(float32(a), float32(b), rounding_mode).to(*dtype);
+  if (floors) return floor_divide(a, b);
+  if (is_floating(result_type({a, b}))) return trunc(div(a, b));
+  // Integers toward zero: the floor quotient, one up where the division was inexact and the signs differ.
+  const Tensor quotient = floor_divide(a, b);
+  return where(ne(remainder(a, b), 0) & ne(lt(a, 0), lt(b, 0)), quotient + 1, quotient);
+}
+Tensor div(const Tensor& a, const Scalar& b, std::optional<std::string_view> rounding_mode) {
+  return div(a, scalar_operand(b, a), rounding_mode);
+}
 Tensor floor_divide(const Tensor& a, const Scalar& b) { return floor_divide(a, scalar_operand(b, a)); }
 Tensor remainder(const Tensor& a, const Scalar& b) { return remainder(a, scalar_operand(b, a)); }
 

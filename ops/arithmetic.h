@@ -3,6 +3,9 @@
 // Each is the tensor op of ops/elementwise.h on a wrapped scalar (type promotion as x + 2.5).
 // And the fused-looking compositions optimizers use: addcmul, addcdiv, lerp (a 16-bit result of
 // these and of an alpha computed in float32 and rounded once, as PyTorch's fused kernels give it).
+#include <optional>
+#include <string_view>
+
 #include "core/scalar.h"
 #include "core/tensor.h"
 
@@ -17,6 +20,11 @@ Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha);
 Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha = 1);
 Tensor mul(const Tensor& a, const Scalar& b);
 Tensor div(const Tensor& a, const Scalar& b);
+/// a / b rounded as `rounding_mode` says, as torch.div: "trunc" toward zero, "floor" down (as
+/// floor_divide), none for true division. Under a mode integers stay integers (a zero divisor is
+/// refused), and a 16-bit result is the float32 one rounded once.   div(x, y, "floor")
+Tensor div(const Tensor& a, const Tensor& b, std::optional<std::string_view> rounding_mode);
+Tensor div(const Tensor& a, const Scalar& b, std::optional<std::string_view> rounding_mode);
 Tensor floor_divide(const Tensor& a, const Scalar& b);
 Tensor remainder(const Tensor& a, const Scalar& b);
 

@@ -67,6 +67,12 @@ Tensor& addcmul_(Tensor& x, const Tensor& t1, const Tensor& t2, const Scalar& va
 Tensor& addcdiv_(Tensor& x, const Tensor& t1, const Tensor& t2, const Scalar& value) {
   return write("addcdiv_", x, [&](const Tensor& t) { return addcdiv(t, t1, t2, value); });
 }
+Tensor& div_(Tensor& x, const Tensor& b, std::optional<std::string_view> rounding_mode) {
+  return write("div_", x, [&](const Tensor& t) { return div(t, b, rounding_mode); });
+}
+Tensor& div_(Tensor& x, const Scalar& b, std::optional<std::string_view> rounding_mode) {
+  return write("div_", x, [&](const Tensor& t) { return div(t, b, rounding_mode); });
+}
 Tensor& lerp_(Tensor& x, const Tensor& end, const Scalar& weight) {
   return write("lerp_", x, [&](const Tensor& t) { return lerp(t, end, weight); });
 }

@@ -5,6 +5,7 @@
 // The result must cast to x's dtype (int64's sqrt_ is refused, as PyTorch refuses it).
 // (add_, sub_, mul_, div_ and zero_ write in one kernel pass: ops/elementwise.h.)
 #include <optional>
+#include <string_view>
 
 #include "core/scalar.h"
 #include "core/tensor.h"
@@ -34,6 +35,9 @@ Tensor& masked_fill_(Tensor& x, const Tensor& mask, const Scalar& value);
 Tensor& addcmul_(Tensor& x, const Tensor& t1, const Tensor& t2, const Scalar& value = 1);
 /// x += value * t1 / t2.
 Tensor& addcdiv_(Tensor& x, const Tensor& t1, const Tensor& t2, const Scalar& value = 1);
+/// x = div(x, b, rounding_mode) (ops/arithmetic.h).   div_(counts, 2, "floor")
+Tensor& div_(Tensor& x, const Tensor& b, std::optional<std::string_view> rounding_mode);
+Tensor& div_(Tensor& x, const Scalar& b, std::optional<std::string_view> rounding_mode);
 /// x += weight * (end - x).   lerp_(m, g, 1 - beta1)
 Tensor& lerp_(Tensor& x, const Tensor& end, const Scalar& weight);
 /// index_fill and index_copy in place.   index_fill_(mask, 1, padded_columns, 0)

@@ -196,9 +196,17 @@ MaxResult max(const Tensor& x, int64_t dim, bool keepdim) {
   return {values, indices};
 }
 
-Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
+namespace {
+// An index of the flattened x, with keepdim shaped as x with every dim 1.
+Tensor flat_index(const Tensor& index, const Tensor& x, bool keepdim) {
+  return keepdim ? index.reshape(Shape(x.dim(), 1)) : index;
+}
+}  // namespace
+
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
   NoGradGuard no_grad;
-  return max(x, dim, keepdim).indices;
+  if (!dim) return flat_index(max(x.reshape({-1}), 0).indices, x, keepdim);
+  return max(x, *dim, keepdim).indices;
 }
 
 // min and var are compositions: the Max kernel on -x, and mean / sub / mul / sum, whose backwards
@@ -208,9 +216,10 @@ MaxResult min(const Tensor& x, int64_t dim, bool keepdim) {
   return {neg(m.values), m.indices};
 }
 
-Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
   NoGradGuard no_grad;
-  return min(x, dim, keepdim).indices;
+  if (!dim) return flat_index(min(x.reshape({-1}), 0).indices, x, keepdim);
+  return min(x, *dim, keepdim).indices;
 }
 
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, bool keepdim) {

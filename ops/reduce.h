@@ -39,10 +39,12 @@ struct MaxResult {
 };
 /// Maximum over `dim` and where it is (the first on ties). Gradient flows to that element.
 MaxResult max(const Tensor& x, int64_t dim, bool keepdim = false);
-Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+/// Without a dim, the index into the flattened tensor (0-d; every dim 1 with keepdim), as
+/// torch.argmax.   argmax(logits, 1), argmax(x)
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
 /// Minimum over `dim` and where it is (the first on ties), as max of -x.
 MaxResult min(const Tensor& x, int64_t dim, bool keepdim = false);
-Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
 /// Variance over `dims`: unbiased (divided by n - 1, PyTorch's default) or not (by n).
 ///   var(x, {0}), var(x, {2, 3}, /*unbiased=*/false, /*keepdim=*/true)
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased = true, bool keepdim = false);
@@ -118,6 +120,15 @@ std::tuple<Tensor, Tensor> std_mean(const Tensor& x, const std::vector<int64_t>&
                                     bool keepdim = false);
 std::tuple<Tensor, Tensor> std_mean(const Tensor& x, const std::vector<int64_t>& dims,
                                     const std::optional<Scalar>& correction, bool keepdim = false);
+/// Over every element, as libtorch's var_mean(x, bool unbiased).   auto [v, m] = var_mean(x, false);
+template <class Bool, std::enable_if_t<std::is_same_v<Bool, bool>, int> = 0>
+std::tuple<Tensor, Tensor> var_mean(const Tensor& x, Bool unbiased) {
+  return var_mean(x, std::vector<int64_t>{}, unbiased, false);
+}
+template <class Bool, std::enable_if_t<std::is_same_v<Bool, bool>, int> = 0>
+std::tuple<Tensor, Tensor> std_mean(const Tensor& x, Bool unbiased) {
+  return std_mean(x, std::vector<int64_t>{}, unbiased, false);
+}
 /// The smallest and largest value over `dim` (every element when absent), as torch.aminmax.
 ///   auto [lo, hi] = aminmax(x);
 std::tuple<Tensor, Tensor> aminmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);

@@ -142,8 +142,10 @@ std::tuple<Tensor, Tensor> Tensor::max(int64_t dim, bool keepdim) const {
 std::tuple<Tensor, Tensor> Tensor::min(int64_t dim, bool keepdim) const {
   return as_tuple(minidl::min(*this, dim, keepdim));
 }
-Tensor Tensor::argmax(int64_t dim, bool keepdim) const { return minidl::argmax(*this, dim, keepdim); }
-Tensor Tensor::argmin(int64_t dim, bool keepdim) const { return minidl::argmin(*this, dim, keepdim); }
+Tensor Tensor::argmax(std::optional<int64_t> dim, bool keepdim) const { return minidl::argmax(*this, dim, keepdim); }
+Tensor Tensor::argmin(std::optional<int64_t> dim, bool keepdim) const { return minidl::argmin(*this, dim, keepdim); }
+Tensor Tensor::amax(IntArrayRef dim, bool keepdim) const { return minidl::amax(*this, dim, keepdim); }
+Tensor Tensor::amin(IntArrayRef dim, bool keepdim) const { return minidl::amin(*this, dim, keepdim); }
 Tensor Tensor::softmax(int64_t dim) const { return minidl::softmax(*this, dim); }
 Tensor Tensor::log_softmax(int64_t dim) const { return minidl::log_softmax(*this, dim); }
 Tensor Tensor::softmax(int64_t dim, DType dtype) const { return minidl::softmax(*this, dim, dtype); }
@@ -195,6 +197,12 @@ Tensor Tensor::mul(const Tensor& other) const { return minidl::mul(*this, other)
 Tensor Tensor::mul(const Scalar& other) const { return minidl::mul(*this, other); }
 Tensor Tensor::div(const Tensor& other) const { return minidl::div(*this, other); }
 Tensor Tensor::div(const Scalar& other) const { return minidl::div(*this, other); }
+Tensor Tensor::div(const Tensor& other, std::optional<std::string_view> rounding_mode) const {
+  return minidl::div(*this, other, rounding_mode);
+}
+Tensor Tensor::div(const Scalar& other, std::optional<std::string_view> rounding_mode) const {
+  return minidl::div(*this, other, rounding_mode);
+}
 Tensor Tensor::floor_divide(const Tensor& other) const { return minidl::floor_divide(*this, other); }
 Tensor Tensor::floor_divide(const Scalar& other) const { return minidl::floor_divide(*this, other); }
 Tensor Tensor::remainder(const Tensor& other) const { return minidl::remainder(*this, other); }
@@ -253,6 +261,12 @@ Tensor& Tensor::mul_(const Tensor& other) const { return minidl::mul_(self(*this
 Tensor& Tensor::mul_(const Scalar& other) const { return minidl::mul_(self(*this), other); }
 Tensor& Tensor::div_(const Tensor& other) const { return minidl::div_(self(*this), other); }
 Tensor& Tensor::div_(const Scalar& other) const { return minidl::div_(self(*this), other); }
+Tensor& Tensor::div_(const Tensor& other, std::optional<std::string_view> rounding_mode) const {
+  return minidl::div_(self(*this), other, rounding_mode);
+}
+Tensor& Tensor::div_(const Scalar& other, std::optional<std::string_view> rounding_mode) const {
+  return minidl::div_(self(*this), other, rounding_mode);
+}
 Tensor& Tensor::fill_(const Scalar& value) const { return minidl::fill_(self(*this), value); }
 Tensor& Tensor::zero_() const { return minidl::zero_(self(*this)); }
 Tensor& Tensor::relu_() const { return minidl::relu_(self(*this)); }

@@ -116,6 +116,65 @@ TEST(TensorApi, Reductions) {
   EXPECT_NEAR(s.log_softmax(-1).to_vector<double>()[0], std::log(0.25), 1e-12);
 }
 
+// libtorch's var(bool unbiased) and std(bool unbiased) are over every element; an int stays a dim.
+// x.var(false) once took the false for dim 0 and gave the unbiased variance over it.
+TEST(TensorApi, UnbiasedAsTheOnlyArgument) {
+  Tensor x = m23();  // var over all six: 17.5 / 5 unbiased, 17.5 / 6 biased
+  EXPECT_NEAR(x.var(false).item<float>(), 17.5 / 6, 1e-6);
+  EXPECT_NEAR(x.var(true).item<float>(), 17.5 / 5, 1e-6);
+  EXPECT_EQ(x.var(false).dim(), 0);
+  EXPECT_NEAR(x.std(false).item<float>(), std::sqrt(17.5 / 6), 1e-6);
+  EXPECT_NEAR(x.std(true).item<float>(), std::sqrt(17.5 / 5), 1e-6);
+  EXPECT_EQ(x.var(0).to_vector<float>(), (F{4.5, 4.5, 4.5}));  // an int: dim 0, unbiased
+  auto [v, m] = var_mean(x, false);
+  EXPECT_NEAR(v.item<float>(), 17.5 / 6, 1e-6);
+  EXPECT_EQ(m.item<float>(), 2.5f);
+  EXPECT_NEAR(std::get<0>(std_mean(x, true)).item<float>(), std::sqrt(17.5 / 5), 1e-6);
+}
+
+// torch.argmax(x) without a dim indexes the flattened tensor; amax and amin as methods.
+TEST(TensorApi, ArgmaxWithoutADimAndAmax) {
+  Tensor y = tensor({{1., 5., 2.}, {7., 0., 7.}});
+  EXPECT_EQ(y.argmax().item<int64_t>(), 3);  // the first of the two 7s
+  EXPECT_EQ(y.argmax().dim(), 0);
+  EXPECT_EQ(y.argmin().item<int64_t>(), 4);
+  EXPECT_EQ(argmax(y, std::nullopt, /*keepdim=*/true).sizes(), (Shape{1, 1}));
+  EXPECT_EQ(y.argmin(std::nullopt, true).item<int64_t>(), 4);
+  EXPECT_EQ(tensor({{3., 9.}}).t().argmax().item<int64_t>(), 1);  // a transposed view, flattened in its order
+  EXPECT_EQ(full({}, 2.0).argmax().item<int64_t>(), 0);
+  EXPECT_EQ(y.amax().item<float>(), 7);
+  EXPECT_EQ(y.amax(1).to_vector<float>(), (F{5, 7}));
+  EXPECT_EQ(y.amin({0, 1}).item<float>(), 0);
+  EXPECT_EQ(y.amin(0, true).sizes(), (Shape{1, 3}));
+}
+
+// torch.div with rounding_mode: "trunc" toward zero, "floor" down; integers stay integers.
+TEST(TensorApi, DivRoundingModes) {
+  const Tensor a = tensor({-7, 7, -8, 8, -6}, kInt64), b = tensor({2, 2, 3, -3, 3}, kInt64);
+  // torch.div(a, b, rounding_mode='trunc') -> [-3, 3, -2, -2, -2]; 'floor' -> [-4, 3, -3, -3, -2]
+  Tensor trunc_q = div(a, b, "trunc");
+  EXPECT_EQ(trunc_q.dtype(), kInt64);
+  EXPECT_EQ(trunc_q.to_vector<int64_t>(), (L{-3, 3, -2, -2, -2}));
+  EXPECT_EQ(a.div(b, "floor").to_vector<int64_t>(), (L{-4, 3, -3, -3, -2}));
+  EXPECT_EQ(div(a.to(kInt32), 2, "trunc").to(kInt64).to_vector<int64_t>(), (L{-3, 3, -4, 4, -3}));
+  EXPECT_EQ(div(a.to(kInt32), 2, "trunc").dtype(), kInt32);
+  EXPECT_EQ(a.div(b, std::nullopt).to_vector<float>(), (F{-3.5, 3.5, -8.f / 3, -8.f / 3, -2}));
+  const Tensor x = tensor({-7.5, 7.5, 7.0});
+  EXPECT_EQ(x.div(2.0, "trunc").to_vector<float>(), (F{-3, 3, 3}));
+  EXPECT_EQ(x.div(2.0, "floor").to_vector<float>(), (F{-4, 3, 3}));
+  EXPECT_EQ(div(tensor({-7.0, 7.0}), 2.5, "trunc").to_vector<float>(), (F{-2, 2}));
+  Tensor counts = tensor({5, -5}, kInt64);
+  counts.div_(2, "floor");
+  EXPECT_EQ(counts.to_vector<int64_t>(), (L{2, -3}));
+  expect_error([&] { div(a, b, "round"); }, {"div", "rounding_mode", "trunc", "floor", "round"});
+  expect_error([&] { div(a, tensor({0, 1, 1, 1, 1}, kInt64), "trunc"); }, {"zero"});
+  // bfloat16: the float32 quotient truncated, then rounded once (not the rounded quotient truncated).
+  manual_seed(5);
+  const Tensor p = uniform({2000}, -100.0, 100.0).to(kBFloat16), q = uniform({2000}, 0.5, 2.0).to(kBFloat16);
+  EXPECT_TRUE(equal(div(p, q, "trunc"), trunc(p.to(kFloat32) / q.to(kFloat32)).to(kBFloat16)));
+  EXPECT_TRUE(equal(div(p, q, "floor"), floor_divide(p.to(kFloat32), q.to(kFloat32)).to(kBFloat16)));
+}
+
 TEST(TensorApi, Products) {
   Tensor a = m23(), b = tensor({{1.}, {1.}, {2.}});  // [2, 3] @ [3, 1]
   EXPECT_EQ(a.matmul(b).to_vector<float>(), (F{5, 17}));

@@ -117,7 +117,7 @@ Tensor sum(const Tensor& x) {
 }
 
 // An empty dim list reduces every dim, as torch.sum(x, dim=[]) does: never a silent no-op.
-Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+Tensor sum(const Tensor& x, IntArrayRef dims, bool keepdim) {
   MINIDL_AUTOCAST(sum, sum, x, dims, keepdim);
   return sum_impl(x, dims.empty() ? all_dims(x.dim()) : normalize_dims(dims, x.dim(), "sum"), keepdim);
 }
@@ -127,19 +127,19 @@ Tensor mean(const Tensor& x) { return mean(x, all_dims(x.dim()), false); }
 // The reduction runs in the dtype asked for, also under autocast (PyTorch leaves an explicit dtype
 // alone there).
 Tensor sum(const Tensor& x, DType dtype) { return sum(x, all_dims(x.dim()), false, dtype); }
-Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, DType dtype) {
+Tensor sum(const Tensor& x, IntArrayRef dims, bool keepdim, DType dtype) {
   autocast::ExcludeGuard as_asked;
   if (is_reduced_floating(x.dtype()) && dtype == kFloat32)  // no float32 copy of x
     return sum_impl(x, dims.empty() ? all_dims(x.dim()) : normalize_dims(dims, x.dim(), "sum"), keepdim, true);
   return sum(x.to(dtype), dims, keepdim);
 }
 Tensor mean(const Tensor& x, DType dtype) { return mean(x, all_dims(x.dim()), false, dtype); }
-Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, DType dtype) {
+Tensor mean(const Tensor& x, IntArrayRef dims, bool keepdim, DType dtype) {
   autocast::ExcludeGuard as_asked;
   return mean(x.to(dtype), dims, keepdim);
 }
 
-Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+Tensor mean(const Tensor& x, IntArrayRef dims, bool keepdim) {
   MINIDL_CHECK(is_floating(x.dtype()), "mean(): could not infer output dtype. Input dtype must be either a floating "
                "point or complex dtype. Got: ", x.dtype(), " (convert with .to(kFloat32) first)");
   std::vector<int64_t> d = dims.empty() ? all_dims(x.dim()) : normalize_dims(dims, x.dim(), "mean");
@@ -222,7 +222,7 @@ Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
   return min(x, *dim, keepdim).indices;
 }
 
-Tensor var(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, bool keepdim) {
+Tensor var(const Tensor& x, IntArrayRef dims, bool unbiased, bool keepdim) {
   autocast::ExcludeGuard one_op;  // one op for autocast, as PyTorch's: its sum must not widen it to float32
   MINIDL_CHECK(is_floating(x.dtype()), "var: expected a floating tensor, got ", x.dtype());
   // A 16-bit x in float32, rounded once (the rule of ops/reduce.h).
@@ -357,10 +357,10 @@ Tensor extremum(const Tensor& x, const std::vector<int64_t>& dims_in, bool keepd
 
 Tensor max(const Tensor& x) { return extremum(x, {}, false, true, true, "max", "MaxBackward1"); }
 Tensor min(const Tensor& x) { return extremum(x, {}, false, false, true, "min", "MinBackward1"); }
-Tensor amax(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+Tensor amax(const Tensor& x, IntArrayRef dims, bool keepdim) {
   return extremum(x, dims, keepdim, true, false, "amax", "AmaxBackward0");
 }
-Tensor amin(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+Tensor amin(const Tensor& x, IntArrayRef dims, bool keepdim) {
   return extremum(x, dims, keepdim, false, false, "amin", "AminBackward0");
 }
 

@@ -22,16 +22,16 @@ namespace minidl {
 Tensor sum(const Tensor& x);
 /// sum(x, {0}) over rows; keepdim keeps the reduced dims with size 1. An empty list reduces every
 /// dim, as PyTorch's sum(x, dim=[]).
-Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor sum(const Tensor& x, IntArrayRef dims, bool keepdim = false);
 Tensor mean(const Tensor& x);
-Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor mean(const Tensor& x, IntArrayRef dims, bool keepdim = false);
 /// sum and mean in `dtype`, libtorch's dtype argument: x converted first, then reduced there (a
 /// float16 tensor summed in float32; under autocast the dtype asked for is kept).
 ///   sum(x, kFloat64), mean(h, {1}, false, kFloat32)
 Tensor sum(const Tensor& x, DType dtype);
-Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, DType dtype);
+Tensor sum(const Tensor& x, IntArrayRef dims, bool keepdim, DType dtype);
 Tensor mean(const Tensor& x, DType dtype);
-Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, DType dtype);
+Tensor mean(const Tensor& x, IntArrayRef dims, bool keepdim, DType dtype);
 
 struct MaxResult {
   Tensor values;
@@ -47,7 +47,7 @@ MaxResult min(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
 /// Variance over `dims`: unbiased (divided by n - 1, PyTorch's default) or not (by n).
 ///   var(x, {0}), var(x, {2, 3}, /*unbiased=*/false, /*keepdim=*/true)
-Tensor var(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased = true, bool keepdim = false);
+Tensor var(const Tensor& x, IntArrayRef dims, bool unbiased = true, bool keepdim = false);
 
 /// var over every element; `unbiased` must be a bool (a braced dims list picks the overload above).
 ///   var(x), var(x, /*unbiased=*/false)
@@ -58,17 +58,17 @@ Tensor var(const Tensor& x, Bool unbiased) {
 }
 /// var with libtorch's `correction`: divided by max(0, n - correction) (1: unbiased, 0: biased).
 ///   var(x, {1}, Scalar(0), /*keepdim=*/true)
-Tensor var(const Tensor& x, const std::vector<int64_t>& dims, const std::optional<Scalar>& correction,
+Tensor var(const Tensor& x, IntArrayRef dims, const std::optional<Scalar>& correction,
            bool keepdim = false);
 /// Standard deviation, the square root of var (its gradient is NaN where the deviation is 0, as
 /// PyTorch's).   std(x), std(x, {0}), std(x, {2, 3}, /*unbiased=*/false, /*keepdim=*/true)
-Tensor std(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased = true, bool keepdim = false);
+Tensor std(const Tensor& x, IntArrayRef dims, bool unbiased = true, bool keepdim = false);
 Tensor std(const Tensor& x);
 template <class Bool, std::enable_if_t<std::is_same_v<Bool, bool>, int> = 0>
 Tensor std(const Tensor& x, Bool unbiased) {
   return std(x, std::vector<int64_t>{}, unbiased, false);
 }
-Tensor std(const Tensor& x, const std::vector<int64_t>& dims, const std::optional<Scalar>& correction,
+Tensor std(const Tensor& x, IntArrayRef dims, const std::optional<Scalar>& correction,
            bool keepdim = false);
 
 /// Product of all elements (0-d); bool and integral inputs give int64, as PyTorch's. The gradient
@@ -90,8 +90,8 @@ Tensor max(const Tensor& x);
 Tensor min(const Tensor& x);
 /// The largest value over `dims` (all when empty), the gradient split evenly among ties.
 ///   amax(x, {1}), amin(x, {0, 2}, /*keepdim=*/true)
-Tensor amax(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
-Tensor amin(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor amax(const Tensor& x, IntArrayRef dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, IntArrayRef dims = {}, bool keepdim = false);
 
 /// The p-norm over every element, or over `dims` (all when empty): p = 2 (Frobenius for a matrix),
 /// 1, 0 (the count of nonzeros), +-infinity (largest / smallest |x|), or any other real p, as
@@ -99,7 +99,7 @@ Tensor amin(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim
 /// as PyTorch's); for infinities it is split evenly among the elements reaching the norm.
 ///   norm(x), norm(x, 1), norm(x, INFINITY, {1}, /*keepdim=*/true)
 Tensor norm(const Tensor& x, const Scalar& p = 2);
-Tensor norm(const Tensor& x, const Scalar& p, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor norm(const Tensor& x, const Scalar& p, IntArrayRef dims, bool keepdim = false);
 /// torch.linalg.vector_norm: norm over `dim` (every element when absent).
 ///   linalg_vector_norm(x, 2, std::vector<int64_t>{1})
 Tensor linalg_vector_norm(const Tensor& x, const Scalar& ord = 2,
@@ -108,17 +108,17 @@ Tensor linalg_vector_norm(const Tensor& x, const Scalar& ord = 2,
 /// log(sum(exp(x))) over `dims`, computed stably (the maximum subtracted first; infinities kept);
 /// integral inputs compute in the default float dtype. Gradient: softmax over `dims`.
 ///   logsumexp(logits, {1})
-Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor logsumexp(const Tensor& x, IntArrayRef dims, bool keepdim = false);
 
 /// var and mean over the same dims in one call, as torch.var_mean; std_mean likewise.
 ///   auto [v, m] = var_mean(x, {1}, Scalar(0), /*keepdim=*/true);
-std::tuple<Tensor, Tensor> var_mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool unbiased = true,
+std::tuple<Tensor, Tensor> var_mean(const Tensor& x, IntArrayRef dims = {}, bool unbiased = true,
                                     bool keepdim = false);
-std::tuple<Tensor, Tensor> var_mean(const Tensor& x, const std::vector<int64_t>& dims,
+std::tuple<Tensor, Tensor> var_mean(const Tensor& x, IntArrayRef dims,
                                     const std::optional<Scalar>& correction, bool keepdim = false);
-std::tuple<Tensor, Tensor> std_mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool unbiased = true,
+std::tuple<Tensor, Tensor> std_mean(const Tensor& x, IntArrayRef dims = {}, bool unbiased = true,
                                     bool keepdim = false);
-std::tuple<Tensor, Tensor> std_mean(const Tensor& x, const std::vector<int64_t>& dims,
+std::tuple<Tensor, Tensor> std_mean(const Tensor& x, IntArrayRef dims,
                                     const std::optional<Scalar>& correction, bool keepdim = false);
 /// Over every element, as libtorch's var_mean(x, bool unbiased).   auto [v, m] = var_mean(x, false);
 template <class Bool, std::enable_if_t<std::is_same_v<Bool, bool>, int> = 0>
@@ -136,11 +136,11 @@ std::tuple<Tensor, Tensor> aminmax(const Tensor& x, std::optional<int64_t> dim =
 // Reductions that skip elements (ops/reduce_skipping.cpp).
 
 /// sum treating NaN as 0; integral x as sum.   nansum(losses), nansum(x, {1})
-Tensor nansum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor nansum(const Tensor& x, IntArrayRef dims = {}, bool keepdim = false);
 /// The mean of the elements that are not NaN (NaN where all are).   nanmean(x, {0})
-Tensor nanmean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor nanmean(const Tensor& x, IntArrayRef dims = {}, bool keepdim = false);
 /// The int64 count of nonzero elements over `dims` (all when empty).   count_nonzero(mask, {1})
-Tensor count_nonzero(const Tensor& x, const std::vector<int64_t>& dims = {});
+Tensor count_nonzero(const Tensor& x, IntArrayRef dims = {});
 
 /// Sums `x` down to `shape` (the inverse of broadcasting): the backward of broadcasting ops.
 Tensor sum_to_shape(const Tensor& x, const Shape& shape);

@@ -73,7 +73,7 @@ Tensor norm_backward(const Tensor& g, const Tensor& x, const Tensor& n, double p
 
 Tensor var(const Tensor& x) { return var(x, std::vector<int64_t>{}, true, false); }
 
-Tensor var(const Tensor& x, const std::vector<int64_t>& dims, const std::optional<Scalar>& correction, bool keepdim) {
+Tensor var(const Tensor& x, IntArrayRef dims, const std::optional<Scalar>& correction, bool keepdim) {
   autocast::ExcludeGuard one_op;  // one op for autocast, as PyTorch's: its sum must not widen it to float32
   MINIDL_CHECK(is_floating(x.dtype()), "var: expected a floating tensor, got ", x.dtype());
   if (is_reduced_floating(x.dtype())) return var(x.to(kFloat32), dims, correction, keepdim).to(x.dtype());
@@ -86,32 +86,32 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& dims, const std::optiona
 }
 
 // In float32 for a 16-bit x, so that the square root of the variance is rounded once too.
-Tensor std(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, bool keepdim) {
+Tensor std(const Tensor& x, IntArrayRef dims, bool unbiased, bool keepdim) {
   if (is_reduced_floating(x.dtype())) return std(x.to(kFloat32), dims, unbiased, keepdim).to(x.dtype());
   return sqrt(var(x, dims, unbiased, keepdim));
 }
 
 Tensor std(const Tensor& x) { return std(x, std::vector<int64_t>{}, true, false); }
 
-Tensor std(const Tensor& x, const std::vector<int64_t>& dims, const std::optional<Scalar>& correction, bool keepdim) {
+Tensor std(const Tensor& x, IntArrayRef dims, const std::optional<Scalar>& correction, bool keepdim) {
   if (is_reduced_floating(x.dtype())) return std(x.to(kFloat32), dims, correction, keepdim).to(x.dtype());
   return sqrt(var(x, dims, correction, keepdim));
 }
 
-std::tuple<Tensor, Tensor> var_mean(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, bool keepdim) {
+std::tuple<Tensor, Tensor> var_mean(const Tensor& x, IntArrayRef dims, bool unbiased, bool keepdim) {
   return {var(x, dims, unbiased, keepdim), mean(x, dims, keepdim)};
 }
 
-std::tuple<Tensor, Tensor> var_mean(const Tensor& x, const std::vector<int64_t>& dims,
+std::tuple<Tensor, Tensor> var_mean(const Tensor& x, IntArrayRef dims,
                                     const std::optional<Scalar>& correction, bool keepdim) {
   return {var(x, dims, correction, keepdim), mean(x, dims, keepdim)};
 }
 
-std::tuple<Tensor, Tensor> std_mean(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, bool keepdim) {
+std::tuple<Tensor, Tensor> std_mean(const Tensor& x, IntArrayRef dims, bool unbiased, bool keepdim) {
   return {std(x, dims, unbiased, keepdim), mean(x, dims, keepdim)};
 }
 
-std::tuple<Tensor, Tensor> std_mean(const Tensor& x, const std::vector<int64_t>& dims,
+std::tuple<Tensor, Tensor> std_mean(const Tensor& x, IntArrayRef dims,
                                     const std::optional<Scalar>& correction, bool keepdim) {
   return {std(x, dims, correction, keepdim), mean(x, dims, keepdim)};
 }
@@ -126,7 +126,7 @@ std::tuple<Tensor, Tensor> aminmax(const Tensor& x, std::optional<int64_t> dim, 
 
 Tensor norm(const Tensor& x, const Scalar& p) { return norm(x, p, {}, false); }
 
-Tensor norm(const Tensor& x, const Scalar& p_in, const std::vector<int64_t>& dims_in, bool keepdim) {
+Tensor norm(const Tensor& x, const Scalar& p_in, IntArrayRef dims_in, bool keepdim) {
   MINIDL_AUTOCAST(norm, norm, x, p_in, dims_in, keepdim);
   MINIDL_CHECK(is_floating(x.dtype()), "norm: expected a floating tensor, got ", x.dtype(),
                " (convert it first, e.g. x.to(kFloat32))");
@@ -165,7 +165,7 @@ Tensor linalg_vector_norm(const Tensor& x, const Scalar& ord, const std::optiona
   return norm(x, ord, dim ? *dim : std::vector<int64_t>{}, keepdim);
 }
 
-Tensor logsumexp(const Tensor& x_in, const std::vector<int64_t>& dims_in, bool keepdim) {
+Tensor logsumexp(const Tensor& x_in, IntArrayRef dims_in, bool keepdim) {
   MINIDL_AUTOCAST(logsumexp, logsumexp, x_in, dims_in, keepdim);
   if (is_reduced_floating(x_in.dtype())) return logsumexp(x_in.to(kFloat32), dims_in, keepdim).to(x_in.dtype());
   Tensor x = is_floating(x_in.dtype()) ? x_in : x_in.to(kFloat32);

@@ -132,6 +132,25 @@ TEST(TensorApi, UnbiasedAsTheOnlyArgument) {
   EXPECT_NEAR(std::get<0>(std_mean(x, true)).item<float>(), std::sqrt(17.5 / 5), 1e-6);
 }
 
+// The free reductions take a dim list as libtorch's IntArrayRef does: one integer, a braced list or
+// a Shape, as torch::sum(x, 1) and torch::logsumexp(x, 1) are written.
+TEST(TensorApi, FreeReductionsTakeOneDim) {
+  Tensor x = m23();
+  EXPECT_EQ(sum(x, 1).to_vector<float>(), (F{3, 12}));
+  EXPECT_EQ(mean(x, 0).to_vector<float>(), (F{1.5, 2.5, 3.5}));
+  EXPECT_EQ(amax(x, 1).to_vector<float>(), (F{2, 5}));
+  EXPECT_EQ(amin(x, -1, true).sizes(), (Shape{2, 1}));
+  EXPECT_EQ(var(x, 1).to_vector<float>(), (F{1, 1}));
+  EXPECT_EQ(minidl::std(x, 0, false).to_vector<float>(), (F{1.5, 1.5, 1.5}));
+  EXPECT_NEAR(logsumexp(tensor({0.0, std::log(3.0)}, kFloat64), 0).item<double>(), std::log(4.0), 1e-12);
+  EXPECT_NEAR(norm(x, 2, 1).to_vector<float>()[0], std::sqrt(5.0f), 1e-6);
+  EXPECT_EQ(count_nonzero(x, 1).to_vector<int64_t>(), (L{2, 3}));
+  EXPECT_EQ(nansum(x, 0).to_vector<float>(), (F{3, 5, 7}));
+  EXPECT_EQ(std::get<1>(var_mean(x, 1)).to_vector<float>(), (F{1, 4}));
+  const Shape dims = {0, 1};
+  EXPECT_EQ(sum(x, dims).item<float>(), 15);
+}
+
 // torch.argmax(x) without a dim indexes the flattened tensor; amax and amin as methods.
 TEST(TensorApi, ArgmaxWithoutADimAndAmax) {
   Tensor y = tensor({{1., 5., 2.}, {7., 0., 7.}});

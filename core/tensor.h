@@ -283,6 +283,7 @@ class Tensor {
   Tensor mv(const Tensor& vec) const;
   Tensor dot(const Tensor& other) const;
   Tensor outer(const Tensor& vec2) const;
+  Tensor cross(const Tensor& other, std::optional<int64_t> dim = std::nullopt) const;
   /// beta * self + alpha * (mat1 @ mat2), and the others of ops/mm.h.   bias.addmm(x, w.t())
   Tensor addmm(const Tensor& mat1, const Tensor& mat2, const Scalar& beta = 1, const Scalar& alpha = 1) const;
   Tensor baddbmm(const Tensor& batch1, const Tensor& batch2, const Scalar& beta = 1, const Scalar& alpha = 1) const;
@@ -342,6 +343,7 @@ class Tensor {
   Tensor clamp(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt) const;
   Tensor clamp_min(const Scalar& min) const;
   Tensor clamp_max(const Scalar& max) const;
+  Tensor clip(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt) const;
   Tensor index_select(int64_t dim, const Tensor& index) const;
   /// x[...] with torch::indexing's types (core/tensor_index.h; semantics in ops/indexing.h).
   ///   x.index({Slice(), 0});  x.index({mask});  x.index_put_({Slice(), idx}, 0.0);
@@ -356,6 +358,13 @@ class Tensor {
   Tensor sin() const;
   Tensor cos() const;
   Tensor tan() const;
+  Tensor asin() const;
+  Tensor acos() const;
+  Tensor atan() const;
+  Tensor sinh() const;
+  Tensor cosh() const;
+  Tensor square() const;
+  Tensor exp2() const;
   Tensor floor() const;
   Tensor ceil() const;
   Tensor round() const;
@@ -371,6 +380,8 @@ class Tensor {
   Tensor erf() const;
   Tensor maximum(const Tensor& other) const;
   Tensor minimum(const Tensor& other) const;
+  Tensor fmax(const Tensor& other) const;
+  Tensor fmin(const Tensor& other) const;
   Tensor fmod(const Tensor& other) const;
   Tensor fmod(const Scalar& other) const;
   Tensor atan2(const Tensor& other) const;
@@ -450,11 +461,13 @@ class Tensor {
   /// Same shape and the same values (a host bool).
   bool equal(const Tensor& other) const;
   Tensor cumsum(int64_t dim) const;
+  Tensor diff(int64_t n = 1, int64_t dim = -1, const Tensor& prepend = {}, const Tensor& append = {}) const;
   Tensor cumprod(int64_t dim) const;
   /// torch.multinomial (ops/sampling.h).   Tensor next = probs.multinomial(1);
   Tensor multinomial(int64_t num_samples, bool replacement = false) const;
   std::tuple<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false) const;
   Tensor argsort(int64_t dim = -1, bool descending = false) const;
+  Tensor msort() const;
   std::tuple<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) const;
 
   // Gathers and scatters (ops/gather_scatter.h, ops/indexing.h) and rearrangements (ops/rearrange.h).
@@ -464,6 +477,7 @@ class Tensor {
   Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;
   Tensor index_add(int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha = 1) const;
   Tensor take_along_dim(const Tensor& indices, std::optional<int64_t> dim = std::nullopt) const;
+  Tensor take(const Tensor& index) const;
   Tensor index_fill(int64_t dim, const Tensor& index, const Scalar& value) const;
   Tensor index_fill(int64_t dim, const Tensor& index, const Tensor& value) const;
   Tensor index_copy(int64_t dim, const Tensor& index, const Tensor& source) const;

@@ -45,6 +45,10 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value);
 /// element becomes max; NaN stays NaN. The result has result_type(x, min, max): an int64 tensor
 /// clamped to 2.5 becomes float32.   clamp(x, 0.0, 6.0), clamp(x, std::nullopt, 1.0)
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt);
+/// clamp, by its NumPy name.   clip(x, -1, 1)
+inline Tensor clip(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt) {
+  return clamp(x, min, max);
+}
 
 /// Where |a - b| <= atol + |rtol * b| elementwise (a bool tensor, broadcast), as torch.isclose:
 /// equal values (infinities too) are close, a NaN is close to a NaN only with equal_nan. a and b

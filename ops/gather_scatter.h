@@ -43,6 +43,9 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
 /// gather after broadcasting x and indices against each other in every dim but `dim`, as
 /// torch.take_along_dim; without dim, over both flattened.   take_along_dim(x, argsort(x, 1), 1)
 Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int64_t> dim = std::nullopt);
+/// x read as 1-D at `index` (any shape, negative values counting from the end), shaped as index,
+/// as torch.take.   take(x, tensor({0, -1}, kInt64))
+Tensor take(const Tensor& x, const Tensor& index);
 /// x with the slices at `index` (1-D) along dim set to `value`.   index_fill(x, 1, cols, 0.0)
 Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& value);
 /// The same with a 0-d tensor's value, whose gradient is the sum over the filled elements.

@@ -1,4 +1,4 @@
-// take_along_dim, index_fill, index_copy and masked_scatter (declared in ops/gather_scatter.h):
+// take, take_along_dim, index_fill, index_copy and masked_scatter (declared in ops/gather_scatter.h):
 // gather, scatter and index_select with the index laid out along the other dims, so their gradients
 // are those ops'.
 #include "core/shape.h"
@@ -26,6 +26,11 @@ Tensor index_along(const Tensor& x, int64_t dim, const Tensor& index, Shape shap
 }
 
 }  // namespace
+
+Tensor take(const Tensor& x, const Tensor& index) {
+  const Tensor flat = detail::checked_index(index.reshape({index.numel()}), x.numel(), x.device(), "take", 0, true);
+  return index_select(x.reshape({x.numel()}), 0, flat).reshape(index.shape());
+}
 
 Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int64_t> dim) {
   if (!dim) return gather(x.reshape({x.numel()}), 0, indices.reshape({indices.numel()}));

@@ -95,6 +95,15 @@ Tensor float_power(const Tensor& a, const Tensor& b);
 Tensor float_power(const Tensor& a, const Scalar& exponent);
 /// div, by its other name.
 Tensor true_divide(const Tensor& a, const Tensor& b);
+/// x * x, as torch.square (a bool tensor gives int64).
+Tensor square(const Tensor& x);
+/// 2^x; integral x becomes floating.
+Tensor exp2(const Tensor& x);
+/// The larger of a and b where NaN counts as missing: the other one, NaN only where both are, as
+/// torch.fmax; the gradient goes to a where a >= b or b is NaN, else to b.   fmax(x, y)
+Tensor fmax(const Tensor& a, const Tensor& b);
+/// The smaller of a and b, NaN as missing, as fmax.
+Tensor fmin(const Tensor& a, const Tensor& b);
 /// Bool tensors: where x is +infinity; -infinity.
 Tensor isposinf(const Tensor& x);
 Tensor isneginf(const Tensor& x);

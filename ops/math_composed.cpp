@@ -86,6 +86,17 @@ Tensor float_power(const Tensor& a, const Scalar& exponent) { return pow(a.to(kF
 
 Tensor true_divide(const Tensor& a, const Tensor& b) { return div(a, b); }
 
+Tensor square(const Tensor& x) {
+  const Tensor v = x.dtype() == kBool ? x.to(kInt64) : x;
+  return v * v;
+}
+
+Tensor exp2(const Tensor& x) { return pow(scalar_operand(2.0, x), x); }
+
+Tensor fmax(const Tensor& a, const Tensor& b) { return where(logical_or(ge(a, b), isnan(b)), a, b); }
+
+Tensor fmin(const Tensor& a, const Tensor& b) { return where(logical_or(le(a, b), isnan(b)), a, b); }
+
 Tensor isposinf(const Tensor& x) { return logical_and(isinf(x), gt(x, 0.0)); }
 
 Tensor isneginf(const Tensor& x) { return logical_and(isinf(x), lt(x, 0.0)); }

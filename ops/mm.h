@@ -3,6 +3,7 @@
 // the ones that add a product to a tensor, beta * input + alpha * product (addmm, addbmm, baddbmm,
 // addmv, addr). As in PyTorch, input broadcasts to the product's shape, and beta == 0 ignores it
 // (NaN and infinity in it too); the operands of one call share a dtype.
+#include <optional>
 #include <vector>
 
 #include "core/scalar.h"
@@ -48,6 +49,11 @@ Tensor addr(const Tensor& input, const Tensor& vec1, const Tensor& vec2, const S
 ///   tensordot(a, b, {1, 2}, {0, 1})
 Tensor tensordot(const Tensor& a, const Tensor& b, const std::vector<int64_t>& dims_a,
                  const std::vector<int64_t>& dims_b);
+/// The cross product of 3-vectors along `dim` (of size 3), a and b broadcast, as
+/// torch.linalg.cross.   linalg_cross(u, v)
+Tensor linalg_cross(const Tensor& a, const Tensor& b, int64_t dim = -1);
+/// torch.cross: without a dim, along the first dim of size 3.
+Tensor cross(const Tensor& a, const Tensor& b, std::optional<int64_t> dim = std::nullopt);
 /// The last `dims` dims of a with the first `dims` of b.   tensordot(a, b, 2)
 Tensor tensordot(const Tensor& a, const Tensor& b, int64_t dims);
 /// The product of a chain of matrices in the order of fewest multiplications (the first may be 1-D,

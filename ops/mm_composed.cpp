@@ -1,12 +1,15 @@
 // tensordot, multi_dot, chain_matmul and matrix_power (declared in ops/mm.h): permutes, reshapes and
-// matmuls, so their gradients are matmul's.
+// matmuls, so their gradients are matmul's. And the cross product, from index_select and products.
 #include <algorithm>
 #include <functional>
 #include <limits>
 
+#include "ops/copy.h"
 #include "ops/creation.h"
+#include "ops/elementwise.h"
 #include "ops/matmul.h"
 #include "ops/mm.h"
+#include "ops/tensor_data.h"
 #include "ops/view.h"
 
 namespace minidl {
@@ -120,6 +123,25 @@ Tensor matrix_power(const Tensor& x, int64_t n) {
     if (e > 1) square = matmul(square, square);
   }
   return result;
+}
+
+Tensor linalg_cross(const Tensor& a, const Tensor& b, int64_t dim) {
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), "linalg_cross");
+  const int64_t d = wrap_dim(dim, static_cast<int64_t>(shape.size()), "linalg_cross");
+  MINIDL_CHECK(shape[static_cast<size_t>(d)] == 3, "linalg_cross: expected dim ", dim, " of length 3, got shape ",
+               a.shape(), " and ", b.shape());
+  const Tensor x = a.expand(shape), y = b.expand(shape);
+  // Component i is x[i + 1] y[i + 2] - x[i + 2] y[i + 1], indices mod 3.
+  const Tensor next = tensor({1, 2, 0}, kInt64).to(a.device()), after = tensor({2, 0, 1}, kInt64).to(a.device());
+  return index_select(x, d, next) * index_select(y, d, after) - index_select(x, d, after) * index_select(y, d, next);
+}
+
+Tensor cross(const Tensor& a, const Tensor& b, std::optional<int64_t> dim) {
+  if (dim) return linalg_cross(a, b, *dim);
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), "cross");
+  const auto three = std::find(shape.begin(), shape.end(), 3);
+  MINIDL_CHECK(three != shape.end(), "cross: expected a dim of length 3, got shape ", a.shape(), " and ", b.shape());
+  return linalg_cross(a, b, three - shape.begin());
 }
 
 }  // namespace minidl

@@ -3,7 +3,10 @@
 #include "ops/scan.h"
 
 #include "core/autograd.h"
+#include "ops/compare.h"
+#include "ops/elementwise.h"
 #include "ops/kernels.h"
+#include "ops/slice.h"
 #include "ops/widen_16bit.h"
 
 namespace minidl {
@@ -88,6 +91,25 @@ Tensor cumprod_backward(const Tensor& grad, const Tensor& x, int64_t dim) {
   wide.kernels().cumprod_backward(wide.input(xs), wide.input(gs), g.outer, g.n, g.inner, gx32);
   wide.finish();
   return gx;
+}
+
+Tensor diff(const Tensor& x, int64_t n, int64_t dim, const Tensor& prepend, const Tensor& append) {
+  MINIDL_CHECK(x.dim() > 0, "diff: expected a tensor of at least one dim, got a 0-d one");
+  MINIDL_CHECK(n >= 0, "diff: expected a non-negative order n, got ", n);
+  const int64_t d = wrap_dim(dim, x.dim(), "diff");
+  std::vector<Tensor> parts;
+  for (const Tensor& t : {prepend, x, append}) {
+    if (!t.defined()) continue;
+    MINIDL_CHECK(t.dim() == x.dim(), "diff: expected prepend and append of x's rank ", x.dim(), ", got shape ", t.shape());
+    parts.push_back(t);
+  }
+  Tensor out = parts.size() == 1 ? x : cat(parts, d);
+  for (int64_t i = 0; i < n && out.size(d) > 0; ++i) {
+    const int64_t len = out.size(d) - 1;
+    const Tensor later = narrow(out, d, 1, len), earlier = narrow(out, d, 0, len);
+    out = out.dtype() == kBool ? ne(later, earlier) : sub(later, earlier);
+  }
+  return out;
 }
 
 }  // namespace minidl

@@ -19,4 +19,9 @@ Tensor cumprod(const Tensor& x, int64_t dim);
 ///   Tensor gx = cumprod_backward(g, x, 0);
 Tensor cumprod_backward(const Tensor& grad, const Tensor& x, int64_t dim);
 
+/// The n-th forward difference along dim, x[i + 1] - x[i] applied n times, after `prepend` and
+/// `append` are concatenated along it, as torch.diff (a bool tensor: x[i + 1] != x[i]). Each
+/// application shortens dim by one; n = 0 gives x.   diff(prices), diff(x, 2, 0)
+Tensor diff(const Tensor& x, int64_t n = 1, int64_t dim = -1, const Tensor& prepend = {}, const Tensor& append = {});
+
 }  // namespace minidl

@@ -63,6 +63,8 @@ std::tuple<Tensor, Tensor> sort(const Tensor& x, std::optional<bool> /*stable*/,
   return sort(x, dim, descending);
 }
 
+Tensor msort(const Tensor& x) { return std::get<0>(sort(x, 0)); }
+
 Tensor argsort(const Tensor& x, int64_t dim, bool descending) {
   NoGradGuard no_grad;
   return std::get<1>(sort(x, dim, descending));

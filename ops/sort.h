@@ -18,6 +18,8 @@ std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descendi
 ///   auto [v, i] = sort(x, /*stable=*/true, 0);
 std::tuple<Tensor, Tensor> sort(const Tensor& x, std::optional<bool> stable, int64_t dim = -1,
                                 bool descending = false);
+/// x sorted along its first dim, as torch.msort.
+Tensor msort(const Tensor& x);
 /// The indices of sort(x, dim, descending).   argsort(scores, 1, /*descending=*/true)
 Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false);
 /// libtorch's form with `stable` first (a bool: argsort(x, 1) is the dim form).

@@ -164,6 +164,7 @@ Tensor Tensor::bmm(const Tensor& mat2) const { return minidl::bmm(*this, mat2); 
 Tensor Tensor::mv(const Tensor& vec) const { return minidl::mv(*this, vec); }
 Tensor Tensor::dot(const Tensor& other) const { return minidl::dot(*this, other); }
 Tensor Tensor::outer(const Tensor& vec2) const { return minidl::outer(*this, vec2); }
+Tensor Tensor::cross(const Tensor& other, std::optional<int64_t> dim) const { return minidl::cross(*this, other, dim); }
 Tensor Tensor::addmm(const Tensor& mat1, const Tensor& mat2, const Scalar& beta, const Scalar& alpha) const {
   return minidl::addmm(*this, mat1, mat2, beta, alpha);
 }
@@ -246,6 +247,9 @@ Tensor Tensor::masked_fill(const Tensor& mask, const Tensor& value) const {
 Tensor Tensor::clamp(std::optional<Scalar> min, std::optional<Scalar> max) const {
   return minidl::clamp(*this, min, max);
 }
+Tensor Tensor::clip(std::optional<Scalar> min, std::optional<Scalar> max) const {
+  return minidl::clip(*this, min, max);
+}
 Tensor Tensor::clamp_min(const Scalar& min) const { return minidl::clamp(*this, min, std::nullopt); }
 Tensor Tensor::clamp_max(const Scalar& max) const { return minidl::clamp(*this, std::nullopt, max); }
 Tensor Tensor::index_select(int64_t dim, const Tensor& index) const {
@@ -317,6 +321,13 @@ Tensor& Tensor::random_() const { return minidl::random_(self(*this)); }
 Tensor Tensor::sin() const { return minidl::sin(*this); }
 Tensor Tensor::cos() const { return minidl::cos(*this); }
 Tensor Tensor::tan() const { return minidl::tan(*this); }
+Tensor Tensor::asin() const { return minidl::asin(*this); }
+Tensor Tensor::acos() const { return minidl::acos(*this); }
+Tensor Tensor::atan() const { return minidl::atan(*this); }
+Tensor Tensor::sinh() const { return minidl::sinh(*this); }
+Tensor Tensor::cosh() const { return minidl::cosh(*this); }
+Tensor Tensor::square() const { return minidl::square(*this); }
+Tensor Tensor::exp2() const { return minidl::exp2(*this); }
 Tensor Tensor::floor() const { return minidl::floor(*this); }
 Tensor Tensor::ceil() const { return minidl::ceil(*this); }
 Tensor Tensor::round() const { return minidl::round(*this); }
@@ -331,6 +342,8 @@ Tensor Tensor::log2() const { return minidl::log2(*this); }
 Tensor Tensor::log10() const { return minidl::log10(*this); }
 Tensor Tensor::erf() const { return minidl::erf(*this); }
 Tensor Tensor::maximum(const Tensor& other) const { return minidl::maximum(*this, other); }
+Tensor Tensor::fmax(const Tensor& other) const { return minidl::fmax(*this, other); }
+Tensor Tensor::fmin(const Tensor& other) const { return minidl::fmin(*this, other); }
 Tensor Tensor::minimum(const Tensor& other) const { return minidl::minimum(*this, other); }
 Tensor Tensor::fmod(const Tensor& other) const { return minidl::fmod(*this, other); }
 Tensor Tensor::fmod(const Scalar& other) const { return minidl::fmod(*this, other); }
@@ -434,6 +447,9 @@ Tensor Tensor::isclose(const Tensor& other, double rtol, double atol, bool equal
 }
 bool Tensor::equal(const Tensor& other) const { return minidl::equal(*this, other); }
 Tensor Tensor::cumsum(int64_t dim) const { return minidl::cumsum(*this, dim); }
+Tensor Tensor::diff(int64_t n, int64_t dim, const Tensor& prepend, const Tensor& append) const {
+  return minidl::diff(*this, n, dim, prepend, append);
+}
 Tensor Tensor::cumprod(int64_t dim) const { return minidl::cumprod(*this, dim); }
 Tensor Tensor::multinomial(int64_t num_samples, bool replacement) const {
   return minidl::multinomial(*this, num_samples, replacement);
@@ -442,6 +458,7 @@ std::tuple<Tensor, Tensor> Tensor::sort(int64_t dim, bool descending) const {
   return minidl::sort(*this, dim, descending);
 }
 Tensor Tensor::argsort(int64_t dim, bool descending) const { return minidl::argsort(*this, dim, descending); }
+Tensor Tensor::msort() const { return minidl::msort(*this); }
 std::tuple<Tensor, Tensor> Tensor::topk(int64_t k, int64_t dim, bool largest, bool sorted) const {
   return minidl::topk(*this, k, dim, largest, sorted);
 }
@@ -460,6 +477,7 @@ Tensor Tensor::scatter_add(int64_t dim, const Tensor& index, const Tensor& src) 
 Tensor Tensor::index_add(int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha) const {
   return minidl::index_add(*this, dim, index, source, alpha);
 }
+Tensor Tensor::take(const Tensor& index) const { return minidl::take(*this, index); }
 Tensor Tensor::take_along_dim(const Tensor& indices, std::optional<int64_t> dim) const {
   return minidl::take_along_dim(*this, indices, dim);
 }

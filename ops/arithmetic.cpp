@@ -66,8 +66,8 @@ Tensor div(const Tensor& a, const Scalar& b) { return div(a, scalar_operand(b, a
 Tensor div(const Tensor& a, const Tensor& b, std::optional<std::string_view> rounding_mode) {
   if (!rounding_mode) return div(a, b);
   const bool floors = *rounding_mode == "floor";
-  MINIDL_CHECK(floors || *rounding_mode == "trunc", "div: expected rounding_mode to be none, \"trunc\" or \"floor\", got \"",
-               std::string(*rounding_mode), "\"");
+  MINIDL_CHECK(floors || *rounding_mode == "trunc",
+               "div: expected rounding_mode to be none, \"trunc\" or \"floor\", got \"", std::string(*rounding_mode), "\"");
   if (const auto dtype = rounds_once_to({a, b}); dtype) return div(float32(a), float32(b), rounding_mode).to(*dtype);
   if (floors) return floor_divide(a, b);
   if (is_floating(result_type({a, b}))) return trunc(div(a, b));

@@ -100,7 +100,8 @@ Tensor diff(const Tensor& x, int64_t n, int64_t dim, const Tensor& prepend, cons
   std::vector<Tensor> parts;
   for (const Tensor& t : {prepend, x, append}) {
     if (!t.defined()) continue;
-    MINIDL_CHECK(t.dim() == x.dim(), "diff: expected prepend and append of x's rank ", x.dim(), ", got shape ", t.shape());
+    MINIDL_CHECK(t.dim() == x.dim(), "diff: expected prepend and append of x's rank ", x.dim(), ", got shape ",
+                 t.shape());
     parts.push_back(t);
   }
   Tensor out = parts.size() == 1 ? x : cat(parts, d);

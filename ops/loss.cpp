@@ -134,9 +134,8 @@ Tensor reduce_rows(const Tensor& rows, const Tensor& total_weight, Reduction red
     case Reduction::Sum: return sum(rows);
     case Reduction::None: return rows;
     default:
-      // 16-bit rows summed and divided in float32, then rounded once (ops/reduce.h's rule).
-      if (is_reduced_floating(rows.dtype())) return div(sum(rows, kFloat32), total_weight).to(rows.dtype());
-      return div(sum(rows), total_weight);
+      // In total_weight's dtype: float32 for 16-bit rows, rounded once at the end (ops/reduce.h's rule).
+      return div(sum(rows, total_weight.dtype()), total_weight).to(rows.dtype());
   }
 }
 

@@ -148,12 +148,10 @@ Tensor mean(const Tensor& x, IntArrayRef dims, bool keepdim) {
   Tensor out;
   {
     NoGradGuard no_grad;  // one entry for the mean (MeanBackward), not a sum and a division
-    // A 16-bit x: summed and divided in float32, rounded once (ops/reduce.h), since in float16 a
-    // sum past 65,504 is infinite and in either 16-bit dtype a count rounds (257 to 256 in bfloat16).
-    if (is_reduced_floating(x.dtype()))
-      out = div(sum_impl(x, d, keepdim, true), Scalar(static_cast<double>(count))).to(x.dtype());
-    else
-      out = div(sum_impl(x, d, keepdim), scalar_like(static_cast<double>(count), x));
+    // A 16-bit x is summed and divided in float32, rounded once (ops/reduce.h), since in float16 a
+    // sum past 65,504 is infinite and in either 16-bit dtype a count rounds (257 to 256 in bfloat16);
+    // other dtypes are summed and divided in their own.
+    out = div(sum_impl(x, d, keepdim, /*widen=*/true), Scalar(static_cast<double>(count))).to(x.dtype());
   }
   if (autograd::needs_recording({x})) {
     // The count as a number, which a 16-bit gradient divides by in float32 (scalar_operand).

@@ -243,6 +243,12 @@ class Tensor {
   Tensor movedim(IntArrayRef source, IntArrayRef destination) const;
   Tensor unflatten(int64_t dim, IntArrayRef sizes) const;
   Tensor t() const { return transpose(0, 1); }
+  /// In place: this tensor itself takes the view's layout (ops/view.h).   x.unsqueeze_(0)
+  Tensor& t_() const;
+  Tensor& transpose_(int64_t dim0, int64_t dim1) const;
+  Tensor& squeeze_() const;
+  Tensor& squeeze_(int64_t dim) const;
+  Tensor& unsqueeze_(int64_t dim) const;
   Tensor expand(IntArrayRef size) const;
   Tensor expand_as(const Tensor& other) const;
 
@@ -353,6 +359,10 @@ class Tensor {
   Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& value) const;
   Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, const Scalar& value) const;
   Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Scalar& value) const;
+  /// torch.index_put: a copy with `values` put at one optional index tensor per leading dim.
+  ///   x.index_put({rows}, values)
+  Tensor index_put(const std::vector<std::optional<Tensor>>& indices, const Tensor& values,
+                   bool accumulate = false) const;
 
   // Math (ops/math.h, ops/logical.h).
   Tensor sin() const;
@@ -378,6 +388,22 @@ class Tensor {
   Tensor log2() const;
   Tensor log10() const;
   Tensor erf() const;
+  Tensor asinh() const;
+  Tensor acosh() const;
+  Tensor atanh() const;
+  Tensor arcsinh() const;
+  Tensor arccosh() const;
+  Tensor arctanh() const;
+  Tensor erfc() const;
+  Tensor erfinv() const;
+  Tensor lgamma() const;
+  Tensor digamma() const;
+  Tensor polygamma(int64_t n) const;
+  Tensor mvlgamma(int64_t p) const;
+  Tensor hypot(const Tensor& other) const;
+  Tensor copysign(const Tensor& other) const;
+  Tensor copysign(const Scalar& other) const;
+  Tensor signbit() const;
   Tensor maximum(const Tensor& other) const;
   Tensor minimum(const Tensor& other) const;
   Tensor fmax(const Tensor& other) const;
@@ -442,6 +468,7 @@ class Tensor {
   Tensor nanmedian() const;
   std::tuple<Tensor, Tensor> nanmedian(int64_t dim, bool keepdim = false) const;
   std::tuple<Tensor, Tensor> kthvalue(int64_t k, int64_t dim = -1, bool keepdim = false) const;
+  std::tuple<Tensor, Tensor> mode(int64_t dim = -1, bool keepdim = false) const;
   Tensor quantile(double q, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
                   const std::string& interpolation = "linear") const;
   Tensor quantile(const Tensor& q, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
@@ -463,6 +490,9 @@ class Tensor {
   Tensor cumsum(int64_t dim) const;
   Tensor diff(int64_t n = 1, int64_t dim = -1, const Tensor& prepend = {}, const Tensor& append = {}) const;
   Tensor cumprod(int64_t dim) const;
+  Tensor logcumsumexp(int64_t dim) const;
+  std::tuple<Tensor, Tensor> cummax(int64_t dim) const;
+  std::tuple<Tensor, Tensor> cummin(int64_t dim) const;
   /// torch.multinomial (ops/sampling.h).   Tensor next = probs.multinomial(1);
   Tensor multinomial(int64_t num_samples, bool replacement = false) const;
   std::tuple<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false) const;
@@ -475,6 +505,9 @@ class Tensor {
   Tensor scatter(int64_t dim, const Tensor& index, const Tensor& src) const;
   Tensor scatter(int64_t dim, const Tensor& index, const Scalar& value) const;
   Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;
+  Tensor& scatter_(int64_t dim, const Tensor& index, const Tensor& src) const;
+  Tensor& scatter_(int64_t dim, const Tensor& index, const Scalar& value) const;
+  Tensor& scatter_add_(int64_t dim, const Tensor& index, const Tensor& src) const;
   Tensor index_add(int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha = 1) const;
   Tensor take_along_dim(const Tensor& indices, std::optional<int64_t> dim = std::nullopt) const;
   Tensor take(const Tensor& index) const;
@@ -539,6 +572,10 @@ class Tensor {
   Tensor& random_(int64_t from, std::optional<int64_t> to) const;
   Tensor& random_(int64_t to) const;
   Tensor& random_() const;
+  Tensor& exponential_(double lambd = 1) const;
+  Tensor& geometric_(double p) const;
+  Tensor& log_normal_(double mean = 1, double std = 2) const;
+  Tensor& cauchy_(double median = 0, double sigma = 1) const;
 
   TensorImpl& impl() const;
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }

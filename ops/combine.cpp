@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/type_promotion.h"
+#include "ops/copy.h"
 #include "ops/elementwise.h"
 #include "ops/pad.h"
 #include "ops/slice.h"
@@ -48,6 +49,30 @@ Tensor cartesian_prod(const std::vector<Tensor>& tensors) {
   std::vector<Tensor> columns;
   for (const Tensor& g : meshgrid(tensors, "ij")) columns.push_back(g.reshape({g.numel()}));
   return stack(columns, 1);
+}
+
+Tensor combinations(const Tensor& x, int64_t r, bool with_replacement) {
+  MINIDL_CHECK(x.dim() == 1, "combinations: expected a 1-D tensor, got shape ", x.shape());
+  MINIDL_CHECK(r >= 0, "combinations: expected r >= 0, got ", r);
+  if (r == 0) return Tensor::empty({0}, x.dtype(), x.device());
+  const int64_t n = x.size(0);
+  // The index tuples in itertools' order, built on the host: c[i] < c[i + 1] (<= with replacement).
+  std::vector<int64_t> picks;
+  std::vector<int64_t> c(static_cast<size_t>(r));
+  for (int64_t i = 0; i < r; ++i) c[static_cast<size_t>(i)] = with_replacement ? 0 : i;
+  const bool any = n > 0 && (with_replacement || r <= n);
+  while (any) {
+    picks.insert(picks.end(), c.begin(), c.end());
+    int64_t i = r - 1;  // the rightmost position that can still grow
+    while (i >= 0 && c[static_cast<size_t>(i)] == (with_replacement ? n - 1 : n - r + i)) --i;
+    if (i < 0) break;
+    ++c[static_cast<size_t>(i)];
+    for (int64_t j = i + 1; j < r; ++j)
+      c[static_cast<size_t>(j)] = with_replacement ? c[static_cast<size_t>(i)] : c[static_cast<size_t>(j - 1)] + 1;
+  }
+  const int64_t count = static_cast<int64_t>(picks.size()) / r;
+  const Tensor index = Tensor::from_vector(picks, {count * r}).to(x.device());
+  return index_select(x, 0, index).reshape({count, r});
 }
 
 Tensor block_diag(const std::vector<Tensor>& tensors) {

@@ -16,6 +16,10 @@ std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors, const std::stri
 /// [n0 * n1 * ..., k]: every combination of the k 1-D inputs' elements, the last varying fastest.
 ///   cartesian_prod({a, b})
 Tensor cartesian_prod(const std::vector<Tensor>& tensors);
+/// [count, r]: every r-element combination of the 1-D x's elements, by position, in itertools'
+/// order (with_replacement: positions may repeat); r = 0 gives an empty 1-D tensor, as
+/// torch.combinations.   combinations(players, 2)  // every pairing
+Tensor combinations(const Tensor& x, int64_t r = 2, bool with_replacement = false);
 /// The block-diagonal matrix of 0-d, 1-D (one row) and 2-D tensors, dtypes promoted.
 ///   block_diag({a, b})  // [[a, 0], [0, b]]
 Tensor block_diag(const std::vector<Tensor>& tensors);

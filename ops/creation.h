@@ -85,6 +85,14 @@ Tensor& bernoulli_(Tensor& t, const Tensor& p);
 Tensor& random_(Tensor& t, int64_t from, std::optional<int64_t> to);
 Tensor& random_(Tensor& t, int64_t to);
 Tensor& random_(Tensor& t);
+/// In place, as PyTorch's (floating t; geometric_ any arithmetic dtype), each from a uniform draw in
+/// float64 by its inverse CDF: exponential with rate lambd; geometric, the trial of the first
+/// success (1, 2, ...) at probability p; exp of a normal(mean, std); Cauchy around median with
+/// scale sigma.   noise.exponential_(2.0)
+Tensor& exponential_(Tensor& t, double lambd = 1);
+Tensor& geometric_(Tensor& t, double p);
+Tensor& log_normal_(Tensor& t, double mean = 1, double std = 2);
+Tensor& cauchy_(Tensor& t, double median = 0, double sigma = 1);
 
 /// Like t: its shape, and its dtype and device unless the options set them.   zeros_like(x, kInt64)
 Tensor zeros_like(const Tensor& t, TensorOptions options = {});
@@ -94,5 +102,9 @@ Tensor empty_like(const Tensor& t, TensorOptions options = {});
 Tensor full_like(const Tensor& t, const Scalar& value, TensorOptions options = {});
 Tensor rand_like(const Tensor& t, TensorOptions options = {});
 Tensor randn_like(const Tensor& t, TensorOptions options = {});
+/// Uniform integers in [low, high) (low defaults to 0) in t's shape, and its dtype and device unless
+/// the options set them.   randint_like(labels, 10)
+Tensor randint_like(const Tensor& t, int64_t high, TensorOptions options = {});
+Tensor randint_like(const Tensor& t, int64_t low, int64_t high, TensorOptions options = {});
 
 }  // namespace minidl

@@ -2,6 +2,7 @@
 // generator (core/random.h) through the uniform and normal kernels (cuRAND Philox on CUDA), so
 // manual_seed repeats them; the integer and Bernoulli draws are built from those two.
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "core/autograd.h"
@@ -10,6 +11,7 @@
 #include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/kernels.h"
+#include "ops/math.h"
 
 namespace minidl {
 
@@ -151,6 +153,52 @@ Tensor& bernoulli_(Tensor& t, const Tensor& p) {
 
 namespace {
 
+// Fills floating t from draws of u, uniform on [0, 1) in float64, through `transform` (inverse CDF
+// sampling), rounding once into t's dtype.
+template <class Transform>
+Tensor& fill_from_uniform_(Tensor& t, const char* name, bool floating_only, Transform transform) {
+  MINIDL_CHECK(!floating_only || is_floating(t.dtype()), name, ": expected a floating tensor, got ", t.dtype());
+  return fill_random_(t, name, [&](Tensor& dst) {
+    NoGradGuard no_grad;
+    const Tensor draw = transform(uniform(dst.shape(), 0, 1, kFloat64, dst.device()));
+    kernels_for(dst.device()).copy(draw.to(dst.dtype()), dst);
+  });
+}
+
+}  // namespace
+
+Tensor& exponential_(Tensor& t, double lambd) {
+  MINIDL_CHECK(lambd > 0, "exponential_: expected lambd > 0, got ", lambd);
+  return fill_from_uniform_(t, "exponential_", true, [&](const Tensor& u) { return log1p(-u) * (-1 / lambd); });
+}
+
+Tensor& geometric_(Tensor& t, double p) {
+  MINIDL_CHECK(p > 0 && p < 1, "geometric_: expected 0 < p < 1, got ", p);
+  MINIDL_CHECK(t.dtype() != kBool, "geometric_: expected a floating or integral tensor, got bool");
+  // The number of trials to the first success: ceil(log(1 - u) / log(1 - p)), at least 1.
+  return fill_from_uniform_(t, "geometric_", false, [&](const Tensor& u) {
+    return clamp(ceil(log1p(-u) / std::log1p(-p)), Scalar(1.0));
+  });
+}
+
+Tensor& log_normal_(Tensor& t, double mean, double std) {
+  MINIDL_CHECK(std > 0, "log_normal_: expected std > 0, got ", std);
+  MINIDL_CHECK(is_floating(t.dtype()), "log_normal_: expected a floating tensor, got ", t.dtype());
+  return fill_random_(t, "log_normal_", [&](Tensor& dst) {
+    NoGradGuard no_grad;
+    Tensor draw = Tensor::empty(dst.shape(), kFloat64, dst.device());
+    kernels_for(dst.device()).normal(draw, mean, std);
+    kernels_for(dst.device()).copy(exp(draw).to(dst.dtype()), dst);
+  });
+}
+
+Tensor& cauchy_(Tensor& t, double median, double sigma) {
+  MINIDL_CHECK(sigma > 0, "cauchy_: expected sigma > 0, got ", sigma);
+  return fill_from_uniform_(t, "cauchy_", true, [&](const Tensor& u) { return tan((u - 0.5) * M_PI) * sigma + median; });
+}
+
+namespace {
+
 // The largest value random_() draws by default: 2^digits for floating dtypes (every integer up to it
 // is exact), the dtype's largest for integers, int64's capped at 2^52 (the uniform's exact range).
 int64_t default_random_bound(DType dtype) {
@@ -188,6 +236,11 @@ Tensor& random_(Tensor& t) { return random_(t, 0, std::nullopt); }
 Tensor rand_like(const Tensor& t, TensorOptions options) {
   return rand(t.shape(), options.dtype(options.dtype_or(t.dtype()))
                              .device(options.has_device() ? options.device() : t.device()));
+}
+Tensor randint_like(const Tensor& t, int64_t high, TensorOptions options) { return randint_like(t, 0, high, options); }
+Tensor randint_like(const Tensor& t, int64_t low, int64_t high, TensorOptions options) {
+  return randint(low, high, t.shape(), options.dtype(options.dtype_or(t.dtype()))
+                                           .device(options.has_device() ? options.device() : t.device()));
 }
 Tensor randn_like(const Tensor& t, TensorOptions options) {
   return randn(t.shape(), options.dtype(options.dtype_or(t.dtype()))

@@ -17,6 +17,7 @@
 #include "ops/gather_scatter.h"
 #include "ops/kernels.h"
 #include "ops/reduce.h"
+#include "ops/select.h"
 #include "ops/slice.h"
 #include "ops/view.h"
 
@@ -336,6 +337,11 @@ Tensor nonzero(const Tensor& x) {
 
 Tensor argwhere(const Tensor& x) { return nonzero(x); }
 
+std::vector<Tensor> where(const Tensor& condition) {
+  MINIDL_CHECK(condition.defined(), "where: expected a defined condition");
+  return unbind(nonzero(condition.dim() == 0 ? condition.reshape({1}) : condition), 1);
+}
+
 Tensor Tensor::index(std::initializer_list<TensorIndex> indices) const { return minidl::index(*this, indices); }
 Tensor Tensor::index(const std::vector<TensorIndex>& indices) const { return minidl::index(*this, indices); }
 Tensor& Tensor::index_put_(std::initializer_list<TensorIndex> indices, const Tensor& value) const {
@@ -349,6 +355,9 @@ Tensor& Tensor::index_put_(std::initializer_list<TensorIndex> indices, const Sca
 }
 Tensor& Tensor::index_put_(const std::vector<TensorIndex>& indices, const Scalar& value) const {
   return minidl::index_put_(const_cast<Tensor&>(*this), indices, value);
+}
+Tensor Tensor::index_put(const std::vector<std::optional<Tensor>>& indices, const Tensor& values, bool accumulate) const {
+  return minidl::index_put(*this, indices, values, accumulate);
 }
 
 }  // namespace minidl

@@ -57,5 +57,8 @@ Tensor masked_select(const Tensor& x, const Tensor& mask);
 Tensor nonzero(const Tensor& x);
 /// nonzero under NumPy's name.
 Tensor argwhere(const Tensor& x);
+/// The positions where condition is nonzero, one int64 1-D tensor per dim (a 0-d condition counts
+/// as 1-D), as torch.where(condition) and nonzero(as_tuple=True).   auto rows_cols = where(mask);
+std::vector<Tensor> where(const Tensor& condition);
 
 }  // namespace minidl

@@ -24,6 +24,10 @@ enum class UnaryOp {
   Round,      // half to even; scalar = decimals: nearbyint(x * 10^d) / 10^d (d < 0: by 10^-d), as torch.round
   Sign,       // -1, 0 or 1 (0 for 0, -0 and NaN)
   Rsqrt, Reciprocal, Log1p, Expm1, Log2, Log10, Erf,
+  Asinh, Acosh, Atanh,
+  // Special functions (ops/math.cpp; the scalar formulas in ops/special_functions.h), floating x.
+  Erfc, Erfinv, Lgamma, Digamma,
+  Polygamma,  // the scalar-th derivative of digamma (scalar = n >= 0, a whole number)
   BitwiseNot,  // ~x, integral x only
   // Activations (ops/activation.cpp), floating x.
   Softplus,     // x > scalar ? x : log1p(exp(x))   (scalar = threshold; the op applies beta around it)
@@ -50,6 +54,8 @@ enum class BinaryOp {
   Atan2,
   Maximum, Minimum,  // NaN wins, as PyTorch's
   Fmod,              // C's fmod: the result takes a's sign; integral b != 0 (checked by the op)
+  Hypot,             // sqrt(a^2 + b^2) without overflow or underflow, floating only
+  Copysign,          // |a| with b's sign bit (-0 and NaN's sign bit count), floating only
   BitwiseAnd, BitwiseOr, BitwiseXor,  // integral only
   // Activation gradients (ops/activation.cpp), a = grad.
   SoftplusBackward,     // b = the scaled input y: y > scalar ? a : a * sigmoid(y)   (scalar = threshold)
@@ -62,8 +68,9 @@ enum class BinaryOp {
 
 enum class ReduceOp { Sum, Max, Prod };
 
-/// Cumulative ops of Kernels::scan (ops/scan.cpp).
-enum class ScanOp { Sum, Prod };
+/// Cumulative ops of Kernels::scan (ops/scan.cpp). Max and Min propagate NaN; LogAddExp (floating
+/// only) is log(exp(a) + exp(b)) without overflow, logcumsumexp's step.
+enum class ScanOp { Sum, Prod, Max, Min, LogAddExp };
 
 /// Elementwise comparisons (ops/compare.cpp); each writes a bool.
 enum class CompareOp { Eq, Ne, Lt, Le, Gt, Ge };
@@ -238,8 +245,8 @@ class Kernels {
                       Tensor* argmax) = 0;
 
   // ---- scans and sorting (ops/scan.cpp, ops/sort.cpp) ----
-  /// out [outer, n, inner] = the inclusive cumulative sum or product of x [outer, n, inner] over n,
-  /// from the first element, or from the last when `reverse`. float32 accumulates in double.
+  /// out [outer, n, inner] = the inclusive scan `op` (sum, product, max, ...) of x [outer, n, inner]
+  /// over n, from the first element, or from the last when `reverse`. float32 accumulates in double.
   virtual void scan(ScanOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool reverse,
                     Tensor& out) = 0;
   /// The gradient of cumprod over n, exact where x has zeros (no division): grad_in[i] = the sum over

@@ -13,6 +13,7 @@
 #include "ops/logical.h"
 #include "ops/pointwise.h"
 #include "ops/reduce.h"
+#include "ops/view.h"
 
 namespace minidl {
 
@@ -108,6 +109,62 @@ Tensor erf(const Tensor& x) {  // d erf = 2/sqrt(pi) exp(-x^2)
                         [](const Tensor& g, const Tensor& xs) { return g * exp(-(xs * xs)) * M_2_SQRTPI; });
 }
 
+Tensor asinh(const Tensor& x) {
+  return transcendental(UnaryOp::Asinh, "asinh", x, Saves::Input,
+                        [](const Tensor& g, const Tensor& xs) { return g * rsqrt(xs * xs + 1); });
+}
+Tensor acosh(const Tensor& x) {
+  return transcendental(UnaryOp::Acosh, "acosh", x, Saves::Input,
+                        [](const Tensor& g, const Tensor& xs) { return g * rsqrt(xs * xs - 1); });
+}
+Tensor atanh(const Tensor& x) {
+  return transcendental(UnaryOp::Atanh, "atanh", x, Saves::Input, [](const Tensor& g, const Tensor& xs) { return g / (1 - xs * xs); });
+}
+
+Tensor erfc(const Tensor& x) {  // d erfc = -2/sqrt(pi) exp(-x^2)
+  return transcendental(UnaryOp::Erfc, "erfc", x, Saves::Input,
+                        [](const Tensor& g, const Tensor& xs) { return g * exp(-(xs * xs)) * -M_2_SQRTPI; });
+}
+Tensor erfinv(const Tensor& x) {  // d erfinv = sqrt(pi)/2 exp(y^2)
+  return transcendental(UnaryOp::Erfinv, "erfinv", x, Saves::Output,
+                        [](const Tensor& g, const Tensor& y) { return g * exp(y * y) * (0.5 * std::sqrt(M_PI)); });
+}
+Tensor lgamma(const Tensor& x) {
+  return transcendental(UnaryOp::Lgamma, "lgamma", x, Saves::Input, [](const Tensor& g, const Tensor& xs) { return g * digamma(xs); });
+}
+Tensor digamma(const Tensor& x) {
+  return transcendental(UnaryOp::Digamma, "digamma", x, Saves::Input,
+                        [](const Tensor& g, const Tensor& xs) { return g * polygamma(1, xs); });
+}
+
+Tensor polygamma(int64_t n, const Tensor& x_in) {
+  MINIDL_CHECK(x_in.defined(), "polygamma: expected a defined tensor");
+  MINIDL_CHECK(n >= 0, "polygamma: expected an order n >= 0, got ", n);
+  if (n == 0) return digamma(x_in);
+  Tensor x = pointwise::floating(x_in);
+  Tensor out = pointwise::unary(UnaryOp::Polygamma, x, static_cast<double>(n));
+  if (autograd::needs_recording({x})) {
+    autograd::record("polygamma", out, {x}, {x}, [x, n](const Tensor& g, const std::vector<bool>&) {
+      return std::vector<Tensor>{g * polygamma(n + 1, x)};
+    }, true);
+  }
+  return out;
+}
+
+Tensor mvlgamma(const Tensor& x_in, int64_t p) {
+  MINIDL_CHECK(x_in.defined(), "mvlgamma: expected a defined tensor");
+  MINIDL_CHECK(p >= 1, "mvlgamma: expected p >= 1, got ", p);
+  Tensor x = pointwise::floating(x_in);
+  const double bound = 0.5 * static_cast<double>(p - 1);
+  if (x.numel() > 0) {
+    const double smallest = amin(x.detach()).item<double>();  // a sync on CUDA, as PyTorch's check
+    MINIDL_CHECK(smallest > bound, "mvlgamma: expected every element > (p - 1) / 2 = ", bound, ", got ", smallest);
+  }
+  // sum over i < p of lgamma(x - i / 2), plus p (p - 1) / 4 log(pi)
+  const Tensor halves = arange(-bound, 0.25, 0.5, TensorOptions().dtype(x.dtype()).device(x.device()));
+  return sum(lgamma(unsqueeze(x, -1) + halves), {-1}) + static_cast<double>(p * (p - 1)) / 4 * std::log(M_PI);
+}
+
 Tensor floor(const Tensor& x) { return rounding(UnaryOp::Floor, "floor", x); }
 Tensor ceil(const Tensor& x) { return rounding(UnaryOp::Ceil, "ceil", x); }
 Tensor trunc(const Tensor& x) { return rounding(UnaryOp::Trunc, "trunc", x); }
@@ -176,6 +233,46 @@ Tensor fmod(const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor fmod(const Tensor& a, const Scalar& b) { return fmod(a, scalar_operand(b, a)); }
+
+Tensor hypot(const Tensor& a_in, const Tensor& b_in) {
+  auto [a, b] = pointwise::promoted("hypot", a_in, b_in, /*to_float=*/true);
+  Tensor out = pointwise::binary(BinaryOp::Hypot, "hypot", a, b);
+  if (autograd::needs_recording({a, b})) {
+    const Tensor so = out.detach();
+    autograd::record("hypot", out, {a, b}, {a, b, so}, [sa = a, sb = b, so](const Tensor& g, const std::vector<bool>& needs) {
+      const Tensor scaled = g / autograd::saved_output(so);  // d hypot(a, b) = (a da + b db) / hypot(a, b)
+      return std::vector<Tensor>{needs[0] ? sum_to_shape(scaled * sa, sa.shape()) : Tensor(),
+                                 needs[1] ? sum_to_shape(scaled * sb, sb.shape()) : Tensor()};
+    }, true);
+  }
+  return out;
+}
+
+Tensor copysign(const Tensor& a_in, const Tensor& b_in) {
+  auto [a, b] = pointwise::promoted("copysign", a_in, b_in, /*to_float=*/true);
+  Tensor out = pointwise::binary(BinaryOp::Copysign, "copysign", a, b);
+  if (autograd::needs_recording({a, b})) {
+    // d/da = out / a (the sign it was given), 0 where a is 0, as PyTorch's; b only lends its sign.
+    const Tensor so = out.detach();
+    autograd::record("copysign", out, {a, b}, {a, so}, [sa = a, sb = b, so](const Tensor& g, const std::vector<bool>& needs) {
+      Tensor ga, gb;
+      if (needs[0]) ga = sum_to_shape(g * where(eq(sa, 0), 0.0, autograd::saved_output(so) / sa), sa.shape());
+      if (needs[1]) gb = zeros_like(sb);
+      return std::vector<Tensor>{ga, gb};
+    }, true);
+  }
+  return out;
+}
+
+Tensor copysign(const Tensor& a, const Scalar& b) { return copysign(a, scalar_operand(b, a)); }
+
+Tensor signbit(const Tensor& x) {
+  MINIDL_CHECK(x.defined(), "signbit: expected a defined tensor");
+  NoGradGuard no_grad;
+  if (x.dtype() == kBool) return zeros(x.shape(), kBool, x.device());
+  if (!is_floating(x.dtype())) return lt(x, 0);
+  return lt(copysign(ones_like(x), x), 0);  // -0 and a NaN with its sign bit set count
+}
 
 Tensor isnan(const Tensor& x) {
   MINIDL_CHECK(x.defined(), "isnan: expected a defined tensor");

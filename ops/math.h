@@ -35,6 +35,31 @@ Tensor log2(const Tensor& x);
 Tensor log10(const Tensor& x);
 /// The error function, 2/sqrt(pi) * integral of exp(-t^2) from 0 to x.
 Tensor erf(const Tensor& x);
+/// The inverse hyperbolic functions; acosh is NaN below 1, atanh outside [-1, 1] (+-inf at +-1).
+Tensor asinh(const Tensor& x);
+Tensor acosh(const Tensor& x);
+Tensor atanh(const Tensor& x);
+/// NumPy's names for them (torch.arcsinh, ...).
+inline Tensor arcsinh(const Tensor& x) { return asinh(x); }
+inline Tensor arccosh(const Tensor& x) { return acosh(x); }
+inline Tensor arctanh(const Tensor& x) { return atanh(x); }
+
+// Special functions (scalar formulas in ops/special_functions.h, on Eigen's).
+/// 1 - erf(x), without the cancellation for large x.
+Tensor erfc(const Tensor& x);
+/// The inverse of erf on [-1, 1]: +-inf at +-1, NaN outside.   sqrt(2) * erfinv(2 * p - 1) is the
+/// standard normal's quantile.
+Tensor erfinv(const Tensor& x);
+/// log|gamma(x)|: +inf at 0 and the negative integers.
+Tensor lgamma(const Tensor& x);
+/// d/dx lgamma(x): -inf at +0 and +inf at -0, NaN at the negative integers, as PyTorch's.
+Tensor digamma(const Tensor& x);
+/// The n-th derivative of digamma (n >= 0; polygamma(0, x) is digamma).   polygamma(1, x) (trigamma)
+Tensor polygamma(int64_t n, const Tensor& x);
+/// The log of the multivariate gamma function of dimension p: the sum over i < p of
+/// lgamma(x - i / 2) plus p (p - 1) / 4 log(pi). Every element must exceed (p - 1) / 2 (checked on
+/// the host: a sync on CUDA).   mvlgamma(x, 2)
+Tensor mvlgamma(const Tensor& x, int64_t p);
 
 // Rounding: an integral tensor comes back unchanged (a copy) and a bool tensor is refused; the
 // gradient is zero everywhere, as PyTorch's.
@@ -62,6 +87,15 @@ Tensor minimum(const Tensor& a, const Tensor& b);
 /// 1 for a and -trunc(a / b) for b.
 Tensor fmod(const Tensor& a, const Tensor& b);
 Tensor fmod(const Tensor& a, const Scalar& b);
+/// sqrt(a^2 + b^2) without overflow or underflow; operands broadcast and promote to floating. The
+/// gradient is (a, b) / hypot(a, b).
+Tensor hypot(const Tensor& a, const Tensor& b);
+/// |a| with the sign bit of b (b = -0.0 or a NaN with its sign bit set counts as negative); integral
+/// operands give floating. The gradient reaches a only (0 where a == 0), as PyTorch's.
+Tensor copysign(const Tensor& a, const Tensor& b);
+Tensor copysign(const Tensor& a, const Scalar& b);
+/// Bool: where x's sign bit is set, so -0.0 and negative NaN too. Integral x: x < 0.
+Tensor signbit(const Tensor& x);
 
 /// Bool tensors: where x is NaN; +-infinity; neither. Integral and bool x: all false (isfinite: true).
 Tensor isnan(const Tensor& x);

@@ -1,4 +1,4 @@
-// median, nanmedian, kthvalue: a stable ascending sort along `dim`, then one gather of values and
+// median, nanmedian, kthvalue, mode: a stable ascending sort along `dim`, then one gather of values and
 // indices at a position computed per row (NaN sorts last, so counting NaN per row finds both the
 // lower median of what is left and the first NaN). quantile follows PyTorch's composite: ranks
 // q * (n - 1) per row, rounded by the interpolation mode, then two gathers and a lerp. Shapes:
@@ -18,6 +18,7 @@
 #include "ops/logical.h"
 #include "ops/math.h"
 #include "ops/reduce.h"
+#include "ops/scan.h"
 #include "ops/slice.h"
 #include "ops/sort.h"
 #include "ops/view.h"
@@ -79,6 +80,22 @@ Tensor pick_all(const Tensor& x, Pick pick, const char* op) {
     return full({}, std::numeric_limits<double>::quiet_NaN(), x.dtype(), x.device());
   }
   return std::get<0>(pick_sorted(reshape(x, {x.numel()}), 0, false, pick, 0, op));
+}
+
+// mode's index along the last dim of `rows`, keepdim: in the stable sort, equal values form runs
+// (NaN != NaN, so each NaN is a run of one); the first of the longest runs holds the smallest
+// most frequent value, and its last element the value's last position in the row.
+Tensor mode_index(const Tensor& rows) {
+  const int64_t n = rows.size(-1);
+  auto [sorted, order] = sort(rows.dtype() == kBool ? rows.to(kUInt8) : rows, -1);
+  Shape one = rows.shape();
+  one.back() = 1;
+  const Tensor starts = cat({ones(one, kBool, rows.device()),
+                             ne(narrow(sorted, -1, 1, n - 1), narrow(sorted, -1, 0, n - 1))}, -1);
+  const Tensor run = cumsum(starts, -1) - 1;  // int64: each position's run
+  const Tensor run_length = gather(scatter_add(zeros_like(run), -1, run, ones_like(run)), -1, run);
+  const Tensor first = argmax(run_length, -1, /*keepdim=*/true);
+  return gather(order, -1, first + gather(run_length, -1, first) - 1);
 }
 
 void check_interpolation(const std::string& interpolation, const char* op) {
@@ -180,6 +197,25 @@ Tensor quantile_double(const Tensor& x, double q, std::optional<int64_t> dim, bo
 }
 
 }  // namespace
+
+std::tuple<Tensor, Tensor> mode(const Tensor& x, int64_t dim, bool keepdim) {
+  MINIDL_CHECK(x.defined(), "mode: expected a defined tensor");
+  if (x.dim() == 0) {
+    wrap_dim(dim, 1, "mode");
+    return {x.clone(), zeros({}, kInt64, x.device())};
+  }
+  dim = wrap_dim(dim, x.dim(), "mode");
+  MINIDL_CHECK(x.size(dim) > 0, "mode: expected a non-empty dimension to reduce, got dimension ", dim,
+               " of size 0 (shape ", x.shape(), ")");
+  Tensor index;
+  {
+    NoGradGuard no_grad;
+    index = movedim(mode_index(movedim(x, dim, -1)), -1, dim);
+  }
+  Tensor values = gather(x, dim, index);  // so that the gradient reaches the element picked
+  if (!keepdim) return {squeeze(values, dim), squeeze(index, dim)};
+  return {values, index};
+}
 
 Tensor median(const Tensor& x) { return pick_all(x, Pick::kMedian, "median"); }
 

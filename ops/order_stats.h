@@ -1,5 +1,5 @@
 #pragma once
-// Order statistics: median, nanmedian, kthvalue, quantile and nanquantile, as PyTorch's. Each is a
+// Order statistics: median, nanmedian, kthvalue, mode, quantile and nanquantile, as PyTorch's. Each is a
 // stable sort (ops/sort.h) followed by gathers at computed positions, so the gradient goes back
 // through the gathered sorted values to the elements picked (and, for quantile, split between the
 // two interpolated neighbours); they run on every device the sort runs on. Which index is returned
@@ -28,6 +28,11 @@ std::tuple<Tensor, Tensor> nanmedian(const Tensor& x, int64_t dim, bool keepdim 
 /// The k-th smallest element along `dim` (k counts from 1) and its int64 position; NaN sorts as the
 /// largest value. An error unless 1 <= k <= x.size(dim).   auto [v, i] = kthvalue(x, 2, 0);
 std::tuple<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim = -1, bool keepdim = false);
+
+/// The most frequent value along `dim` (the smallest of those tied) and the int64 position of its
+/// last occurrence, as torch.mode. Each NaN counts apart, as NaN != NaN (PyTorch does not say how
+/// it counts them).   auto [label, at] = mode(votes, 1);
+std::tuple<Tensor, Tensor> mode(const Tensor& x, int64_t dim = -1, bool keepdim = false);
 
 /// The q-th quantiles of x (float32 or float64) along `dim`, or of all its elements when dim is
 /// absent (keepdim then keeps every dim with size 1). q: a double or a 0-d / 1-D tensor of x's dtype

@@ -1,12 +1,21 @@
-// cumsum and cumprod. Shapes: the output has x's shape. The kernels scan the middle axis of an
-// [outer, n, inner] view of a contiguous tensor, `dim` being the middle, so no dim is moved.
+// cumsum, cumprod, logcumsumexp, cummax and cummin. Shapes: the output has x's shape. The kernels scan
+// the middle axis of an [outer, n, inner] view of a contiguous tensor, `dim` being the middle, so no
+// dim is moved.
 #include "ops/scan.h"
+
+#include <limits>
 
 #include "core/autograd.h"
 #include "ops/compare.h"
+#include "ops/creation.h"
 #include "ops/elementwise.h"
+#include "ops/gather_scatter.h"
 #include "ops/kernels.h"
+#include "ops/logical.h"
+#include "ops/math.h"
+#include "ops/pointwise.h"
 #include "ops/slice.h"
+#include "ops/view.h"
 #include "ops/widen_16bit.h"
 
 namespace minidl {
@@ -53,7 +62,64 @@ Tensor cumsum_impl(const Tensor& x, int64_t dim, bool reverse) {
   return out;
 }
 
+// logcumsumexp from the front, or from the back when `reverse` (its own gradient's direction).
+Tensor logcumsumexp_impl(const Tensor& x, int64_t dim, bool reverse) {
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = scan_forward(ScanOp::LogAddExp, x, dim, reverse);
+  }
+  if (autograd::needs_recording({x})) {
+    // grad_x[j] = sum over i >= j of g[i] exp(x[j] - out[i]), taken in log space with g's positive
+    // and negative parts apart so that neither exp overflows: exp(x + reversed logcumsumexp(log|g| - out)).
+    autograd::record("LogcumsumexpBackward0", out, {x}, {x, out},
+                     [sx = x, so = out.detach(), dim, reverse](const Tensor& g, const std::vector<bool>&) {
+      const Tensor out_i = autograd::saved_output(so);
+      const Tensor neg_inf = full_like(g, -std::numeric_limits<double>::infinity());
+      const Tensor log_pos = where(gt(g, 0), log(g), neg_inf) - out_i;
+      const Tensor log_neg = where(lt(g, 0), log(-g), neg_inf) - out_i;
+      return std::vector<Tensor>{exp(sx + logcumsumexp_impl(log_pos, dim, !reverse)) -
+                                 exp(sx + logcumsumexp_impl(log_neg, dim, !reverse))};
+    }, true);
+  }
+  return out;
+}
+
+// cummax (Max) or cummin (Min): the running extreme and the last index that reached it (a later
+// equal element, or a later NaN, takes over, as in PyTorch). The values are gathered from x at those
+// indices, so the gradient goes back to the elements they came from.
+std::tuple<Tensor, Tensor> running_extreme(const Tensor& x, int64_t dim, ScanOp op, const char* name) {
+  MINIDL_CHECK(x.defined(), name, ": expected a defined tensor");
+  if (x.dim() == 0) {
+    wrap_dim(dim, 1, name);
+    return {x.clone(), zeros({}, TensorOptions().dtype(kInt64).device(x.device()))};
+  }
+  dim = wrap_dim(dim, x.dim(), name);
+  Tensor index;
+  {
+    NoGradGuard no_grad;
+    const Tensor src = x.dtype() == kBool ? x.to(kInt64) : x;
+    const Tensor extreme = scan_forward(op, src, dim, false);
+    Tensor reached = eq(src, extreme);
+    if (is_floating(x.dtype())) reached = logical_or(reached, isnan(src));
+    Shape along(static_cast<size_t>(x.dim()), 1);
+    along[static_cast<size_t>(dim)] = x.size(dim);
+    const Tensor position = reshape(arange(x.size(dim), TensorOptions().dtype(kInt64).device(x.device())), along);
+    index = scan_forward(ScanOp::Max, where(reached, position, -1), dim, false);
+  }
+  return {gather(x, dim, index), index};
+}
+
 }  // namespace
+
+Tensor logcumsumexp(const Tensor& x_in, int64_t dim) {
+  MINIDL_CHECK(x_in.defined(), "logcumsumexp: expected a defined tensor");
+  const Tensor x = pointwise::floating(x_in);
+  return logcumsumexp_impl(x, wrap_dim(dim, x.dim(), "logcumsumexp"), false);
+}
+
+std::tuple<Tensor, Tensor> cummax(const Tensor& x, int64_t dim) { return running_extreme(x, dim, ScanOp::Max, "cummax"); }
+std::tuple<Tensor, Tensor> cummin(const Tensor& x, int64_t dim) { return running_extreme(x, dim, ScanOp::Min, "cummin"); }
 
 Tensor cumsum(const Tensor& x_in, int64_t dim) {
   Tensor x = scan_input(x_in);

@@ -1,6 +1,7 @@
 #pragma once
 // Cumulative sums and products along one dim.
 #include <cstdint>
+#include <tuple>
 
 #include "core/tensor.h"
 
@@ -14,6 +15,17 @@ Tensor cumsum(const Tensor& x, int64_t dim);
 /// where x has zeros (computed without dividing by x), but is not itself differentiable.
 ///   cumprod(x, -1)
 Tensor cumprod(const Tensor& x, int64_t dim);
+/// log(exp(x[0]) + ... + exp(x[i])) along `dim`, without overflow (-inf elements add nothing);
+/// integral inputs in the default float dtype. Its gradient is differentiable again.
+///   logcumsumexp(log_probs, 1)
+Tensor logcumsumexp(const Tensor& x, int64_t dim);
+/// The running maximum along `dim` and the index (int64) where it was last reached: a later equal
+/// element takes the index over, and from the first NaN on the values are NaN (each later NaN taking
+/// the index), as torch.cummax. The gradient goes to the elements the values came from.
+///   auto [best_so_far, at] = cummax(rewards, 0);
+std::tuple<Tensor, Tensor> cummax(const Tensor& x, int64_t dim);
+/// The running minimum and where it was last reached, as cummax.
+std::tuple<Tensor, Tensor> cummin(const Tensor& x, int64_t dim);
 /// The gradient of cumprod(x, dim) for the output gradient `grad` (x's shape and dtype): entry i is
 /// the sum over j >= i of grad[j] times the product of x[0..j] without x[i]. prod's backward.
 ///   Tensor gx = cumprod_backward(g, x, 0);

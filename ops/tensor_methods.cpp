@@ -86,6 +86,11 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const { return minidl
 Tensor Tensor::squeeze(int64_t dim) const { return minidl::squeeze(*this, dim); }
 Tensor Tensor::squeeze() const { return minidl::squeeze(*this); }
 Tensor Tensor::unsqueeze(int64_t dim) const { return minidl::unsqueeze(*this, dim); }
+Tensor& Tensor::t_() const { return minidl::t_(self(*this)); }
+Tensor& Tensor::transpose_(int64_t dim0, int64_t dim1) const { return minidl::transpose_(self(*this), dim0, dim1); }
+Tensor& Tensor::squeeze_() const { return minidl::squeeze_(self(*this)); }
+Tensor& Tensor::squeeze_(int64_t dim) const { return minidl::squeeze_(self(*this), dim); }
+Tensor& Tensor::unsqueeze_(int64_t dim) const { return minidl::unsqueeze_(self(*this), dim); }
 Tensor Tensor::slice(int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step) const {
   return minidl::slice(*this, dim, start, end, step);
 }
@@ -316,6 +321,10 @@ Tensor& Tensor::bernoulli_(const Tensor& p) const { return minidl::bernoulli_(se
 Tensor& Tensor::random_(int64_t from, std::optional<int64_t> to) const { return minidl::random_(self(*this), from, to); }
 Tensor& Tensor::random_(int64_t to) const { return minidl::random_(self(*this), to); }
 Tensor& Tensor::random_() const { return minidl::random_(self(*this)); }
+Tensor& Tensor::exponential_(double lambd) const { return minidl::exponential_(self(*this), lambd); }
+Tensor& Tensor::geometric_(double p) const { return minidl::geometric_(self(*this), p); }
+Tensor& Tensor::log_normal_(double mean, double std) const { return minidl::log_normal_(self(*this), mean, std); }
+Tensor& Tensor::cauchy_(double median, double sigma) const { return minidl::cauchy_(self(*this), median, sigma); }
 
 // ---- math ----
 Tensor Tensor::sin() const { return minidl::sin(*this); }
@@ -341,6 +350,22 @@ Tensor Tensor::expm1() const { return minidl::expm1(*this); }
 Tensor Tensor::log2() const { return minidl::log2(*this); }
 Tensor Tensor::log10() const { return minidl::log10(*this); }
 Tensor Tensor::erf() const { return minidl::erf(*this); }
+Tensor Tensor::asinh() const { return minidl::asinh(*this); }
+Tensor Tensor::acosh() const { return minidl::acosh(*this); }
+Tensor Tensor::atanh() const { return minidl::atanh(*this); }
+Tensor Tensor::arcsinh() const { return minidl::arcsinh(*this); }
+Tensor Tensor::arccosh() const { return minidl::arccosh(*this); }
+Tensor Tensor::arctanh() const { return minidl::arctanh(*this); }
+Tensor Tensor::erfc() const { return minidl::erfc(*this); }
+Tensor Tensor::erfinv() const { return minidl::erfinv(*this); }
+Tensor Tensor::lgamma() const { return minidl::lgamma(*this); }
+Tensor Tensor::digamma() const { return minidl::digamma(*this); }
+Tensor Tensor::polygamma(int64_t n) const { return minidl::polygamma(n, *this); }
+Tensor Tensor::mvlgamma(int64_t p) const { return minidl::mvlgamma(*this, p); }
+Tensor Tensor::hypot(const Tensor& other) const { return minidl::hypot(*this, other); }
+Tensor Tensor::copysign(const Tensor& other) const { return minidl::copysign(*this, other); }
+Tensor Tensor::copysign(const Scalar& other) const { return minidl::copysign(*this, other); }
+Tensor Tensor::signbit() const { return minidl::signbit(*this); }
 Tensor Tensor::maximum(const Tensor& other) const { return minidl::maximum(*this, other); }
 Tensor Tensor::fmax(const Tensor& other) const { return minidl::fmax(*this, other); }
 Tensor Tensor::fmin(const Tensor& other) const { return minidl::fmin(*this, other); }
@@ -416,6 +441,7 @@ std::tuple<Tensor, Tensor> Tensor::nanmedian(int64_t dim, bool keepdim) const {
 std::tuple<Tensor, Tensor> Tensor::kthvalue(int64_t k, int64_t dim, bool keepdim) const {
   return minidl::kthvalue(*this, k, dim, keepdim);
 }
+std::tuple<Tensor, Tensor> Tensor::mode(int64_t dim, bool keepdim) const { return minidl::mode(*this, dim, keepdim); }
 Tensor Tensor::quantile(double q, std::optional<int64_t> dim, bool keepdim, const std::string& interpolation) const {
   return minidl::quantile(*this, q, dim, keepdim, interpolation);
 }
@@ -451,6 +477,9 @@ Tensor Tensor::diff(int64_t n, int64_t dim, const Tensor& prepend, const Tensor&
   return minidl::diff(*this, n, dim, prepend, append);
 }
 Tensor Tensor::cumprod(int64_t dim) const { return minidl::cumprod(*this, dim); }
+Tensor Tensor::logcumsumexp(int64_t dim) const { return minidl::logcumsumexp(*this, dim); }
+std::tuple<Tensor, Tensor> Tensor::cummax(int64_t dim) const { return minidl::cummax(*this, dim); }
+std::tuple<Tensor, Tensor> Tensor::cummin(int64_t dim) const { return minidl::cummin(*this, dim); }
 Tensor Tensor::multinomial(int64_t num_samples, bool replacement) const {
   return minidl::multinomial(*this, num_samples, replacement);
 }
@@ -473,6 +502,15 @@ Tensor Tensor::scatter(int64_t dim, const Tensor& index, const Scalar& value) co
 }
 Tensor Tensor::scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const {
   return minidl::scatter_add(*this, dim, index, src);
+}
+Tensor& Tensor::scatter_(int64_t dim, const Tensor& index, const Tensor& src) const {
+  return minidl::scatter_(self(*this), dim, index, src);
+}
+Tensor& Tensor::scatter_(int64_t dim, const Tensor& index, const Scalar& value) const {
+  return minidl::scatter_(self(*this), dim, index, value);
+}
+Tensor& Tensor::scatter_add_(int64_t dim, const Tensor& index, const Tensor& src) const {
+  return minidl::scatter_add_(self(*this), dim, index, src);
 }
 Tensor Tensor::index_add(int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha) const {
   return minidl::index_add(*this, dim, index, source, alpha);

@@ -34,4 +34,14 @@ Tensor expand(const Tensor& x, const Shape& shape);
 /// back, overlaps included.   unfold(signal, -1, 16, 8)  // [..., L] -> [..., (L - 16) / 8 + 1, 16]
 Tensor unfold(const Tensor& x, int64_t dim, int64_t size, int64_t step);
 
+// In place (ops/view_inplace.cpp): x itself, every handle to it, takes the view's shape and strides;
+// nothing is copied. Recorded for autograd like other in-place ops (a leaf that requires grad is
+// refused).   x.unsqueeze_(0);  w.t_();
+Tensor& transpose_(Tensor& x, int64_t dim0, int64_t dim1);
+/// transpose_(x, 0, 1) for 2 dims; a tensor of fewer dims is left as it is.
+Tensor& t_(Tensor& x);
+Tensor& squeeze_(Tensor& x, int64_t dim);
+Tensor& squeeze_(Tensor& x);
+Tensor& unsqueeze_(Tensor& x, int64_t dim);
+
 }  // namespace minidl

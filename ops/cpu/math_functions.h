@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "ops/kernels.h"
+#include "ops/special_functions.h"
 
 namespace minidl::cpu {
 
@@ -64,6 +65,14 @@ T math_unary(UnaryOp op, T x, T scalar) {
       case UnaryOp::Log2: return std::log2(x);
       case UnaryOp::Log10: return std::log10(x);
       case UnaryOp::Erf: return std::erf(x);
+      case UnaryOp::Asinh: return std::asinh(x);
+      case UnaryOp::Acosh: return std::acosh(x);
+      case UnaryOp::Atanh: return std::atanh(x);
+      case UnaryOp::Erfc: return special::erfc(x);
+      case UnaryOp::Erfinv: return static_cast<T>(special::erfinv_host(static_cast<double>(x)));
+      case UnaryOp::Lgamma: return special::lgamma(x);
+      case UnaryOp::Digamma: return special::digamma(x);
+      case UnaryOp::Polygamma: return special::polygamma(scalar, x);
       case UnaryOp::Softplus: return x > scalar ? x : std::log1p(std::exp(x));
       case UnaryOp::Elu: return x > T(0) ? x : scalar * std::expm1(x);
       case UnaryOp::Selu: return T(kSeluScale) * (x > T(0) ? x : T(kSeluAlpha) * std::expm1(x));
@@ -102,6 +111,8 @@ T math_binary(BinaryOp op, T a, T b, T scalar) {
     switch (op) {
       case BinaryOp::Atan2: return std::atan2(a, b);
       case BinaryOp::Fmod: return std::fmod(a, b);
+      case BinaryOp::Hypot: return std::hypot(a, b);
+      case BinaryOp::Copysign: return std::copysign(a, b);
       case BinaryOp::SoftplusBackward: return b > scalar ? a : a * sigmoid_of(b);
       case BinaryOp::EluBackward: return b > T(0) ? a : a * scalar * std::exp(b);
       case BinaryOp::SeluBackward: return T(kSeluScale) * (b > T(0) ? a : a * T(kSeluAlpha) * std::exp(b));

@@ -1,10 +1,11 @@
-// Cumulative sums and products over the middle axis of an [outer, n, inner] view, and cumprod's
-// exact gradient. Each (outer, column) pair is an independent sequential scan; with inner > 1 a
+// Cumulative scans (sum, product, max, min, logaddexp: ops/scan_step.h) over the middle axis of an
+// [outer, n, inner] view, and cumprod's exact gradient. Each (outer, column) pair is an independent sequential scan; with inner > 1 a
 // block of columns advances together so that each row of the block is read contiguously.
 #include <algorithm>
 #include <type_traits>
 
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/scan_step.h"
 
 namespace minidl {
 
@@ -15,9 +16,10 @@ constexpr int64_t kColumns = 256;
 template <class T>
 using ScanAcc = std::conditional_t<std::is_same_v<T, float>, double, compute_t<T>>;
 
-template <class T, bool kProd>
+template <class T, ScanOp kOp>
 void scan_kernel(const T* in, int64_t outer, int64_t n, int64_t inner, bool reverse, T* out) {
   using Acc = ScanAcc<T>;
+  const ScanStep<Acc, kOp> step_fn;
   const int64_t chunks = (inner + kColumns - 1) / kColumns;
 #pragma omp parallel for collapse(2) if (outer * n * inner > 32768)
   for (int64_t a = 0; a < outer; ++a) {
@@ -25,14 +27,13 @@ void scan_kernel(const T* in, int64_t outer, int64_t n, int64_t inner, bool reve
       const int64_t c0 = ch * kColumns, len = std::min(kColumns, inner - c0);
       const int64_t base = a * n * inner + c0;
       Acc acc[kColumns];
-      std::fill(acc, acc + len, kProd ? Acc(1) : Acc(0));
+      std::fill(acc, acc + len, step_fn.identity());
       for (int64_t step = 0; step < n; ++step) {
         const int64_t i = reverse ? n - 1 - step : step;
         const T* row = in + base + i * inner;
         T* o = out + base + i * inner;
         for (int64_t c = 0; c < len; ++c) {
-          if constexpr (kProd) acc[c] *= static_cast<Acc>(row[c]);
-          else acc[c] += static_cast<Acc>(row[c]);
+          acc[c] = step_fn(acc[c], static_cast<Acc>(row[c]));
           o[c] = static_cast<T>(acc[c]);
         }
       }
@@ -69,10 +70,21 @@ void cumprod_backward_kernel(const T* x, const T* g, int64_t outer, int64_t n, i
 }  // namespace
 
 void CpuKernels::scan(ScanOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool reverse, Tensor& out) {
+  MINIDL_CHECK(op != ScanOp::LogAddExp || is_floating(x.dtype()), "scan: logaddexp needs a floating tensor, got ",
+               x.dtype());
   dispatch_all_and_half(x.dtype(), "scan", [&](auto tag) {
     using T = decltype(tag);
-    if (op == ScanOp::Sum) scan_kernel<T, false>(x.data<T>(), outer, n, inner, reverse, out.data<T>());
-    else scan_kernel<T, true>(x.data<T>(), outer, n, inner, reverse, out.data<T>());
+    const T* in = x.data<T>();
+    T* o = out.data<T>();
+    switch (op) {
+      case ScanOp::Sum: return scan_kernel<T, ScanOp::Sum>(in, outer, n, inner, reverse, o);
+      case ScanOp::Prod: return scan_kernel<T, ScanOp::Prod>(in, outer, n, inner, reverse, o);
+      case ScanOp::Max: return scan_kernel<T, ScanOp::Max>(in, outer, n, inner, reverse, o);
+      case ScanOp::Min: return scan_kernel<T, ScanOp::Min>(in, outer, n, inner, reverse, o);
+      case ScanOp::LogAddExp:
+        if constexpr (!std::is_integral_v<T>) return scan_kernel<T, ScanOp::LogAddExp>(in, outer, n, inner, reverse, o);
+        return;
+    }
   });
 }
 

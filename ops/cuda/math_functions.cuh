@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "ops/kernels.h"
+#include "ops/special_functions.h"
 
 namespace minidl::cuda_math {
 
@@ -35,12 +36,20 @@ MINIDL_MATH_FN(expm1)
 MINIDL_MATH_FN(log2)
 MINIDL_MATH_FN(log10)
 MINIDL_MATH_FN(erf)
+MINIDL_MATH_FN(erfinv)
+MINIDL_MATH_FN(asinh)
+MINIDL_MATH_FN(acosh)
+MINIDL_MATH_FN(atanh)
 MINIDL_MATH_FN(exp)
 #undef MINIDL_MATH_FN
 __device__ __forceinline__ float m_atan2(float a, float b) { return ::atan2f(a, b); }
 __device__ __forceinline__ double m_atan2(double a, double b) { return ::atan2(a, b); }
 __device__ __forceinline__ float m_fmod(float a, float b) { return ::fmodf(a, b); }
 __device__ __forceinline__ double m_fmod(double a, double b) { return ::fmod(a, b); }
+__device__ __forceinline__ float m_hypot(float a, float b) { return ::hypotf(a, b); }
+__device__ __forceinline__ double m_hypot(double a, double b) { return ::hypot(a, b); }
+__device__ __forceinline__ float m_copysign(float a, float b) { return ::copysignf(a, b); }
+__device__ __forceinline__ double m_copysign(double a, double b) { return ::copysign(a, b); }
 __device__ __forceinline__ float m_pow(float a, float b) { return ::powf(a, b); }
 __device__ __forceinline__ double m_pow(double a, double b) { return ::pow(a, b); }
 
@@ -102,6 +111,14 @@ __device__ __forceinline__ T math_unary(UnaryOp op, T x, T scalar) {
       case UnaryOp::Log2: return m_log2(x);
       case UnaryOp::Log10: return m_log10(x);
       case UnaryOp::Erf: return m_erf(x);
+      case UnaryOp::Asinh: return m_asinh(x);
+      case UnaryOp::Acosh: return m_acosh(x);
+      case UnaryOp::Atanh: return m_atanh(x);
+      case UnaryOp::Erfc: return special::erfc(x);
+      case UnaryOp::Erfinv: return m_erfinv(x);
+      case UnaryOp::Lgamma: return special::lgamma(x);
+      case UnaryOp::Digamma: return special::digamma(x);
+      case UnaryOp::Polygamma: return special::polygamma(scalar, x);
       case UnaryOp::Softplus: return x > scalar ? x : m_log1p(m_exp(x));
       case UnaryOp::Elu: return x > T(0) ? x : scalar * m_expm1(x);
       case UnaryOp::Selu: return T(kSeluScale) * (x > T(0) ? x : T(kSeluAlpha) * m_expm1(x));
@@ -141,6 +158,8 @@ __device__ __forceinline__ T math_binary(BinaryOp op, T a, T b, T scalar) {
   } else {
     switch (op) {
       case BinaryOp::Atan2: return m_atan2(a, b);
+      case BinaryOp::Hypot: return m_hypot(a, b);
+      case BinaryOp::Copysign: return m_copysign(a, b);
       case BinaryOp::Fmod: return m_fmod(a, b);
       case BinaryOp::SoftplusBackward: return b > scalar ? a : a * m_sigmoid(b);
       case BinaryOp::EluBackward: return b > T(0) ? a : a * scalar * m_exp(b);

@@ -1,4 +1,5 @@
-// Cumulative sums and products over n of an [outer, n, inner] view, and cumprod's exact gradient.
+// Cumulative scans (sum, product, max, min, logaddexp: ops/scan_step.h) over n of an [outer, n, inner]
+// view, and cumprod's exact gradient.
 //  - inner == 1 (contiguous rows): one block per row, cub::BlockScan over tiles of the row with a
 //    running prefix carried from tile to tile.
 //  - inner > 1 (a scan over a dim that is not innermost): one thread per (outer, column), walking n
@@ -8,6 +9,7 @@
 #include <cub/block/block_scan.cuh>
 
 #include "ops/cuda/common.cuh"
+#include "ops/scan_step.h"
 #include "ops/widen_16bit.h"
 
 namespace minidl {
@@ -18,24 +20,18 @@ using namespace cuda;
 
 constexpr int kScanThreads = 256;
 
-template <class Acc, bool kProd>
-struct ScanFn {
-  __device__ static Acc identity() { return kProd ? Acc(1) : Acc(0); }
-  __device__ Acc operator()(const Acc& a, const Acc& b) const { return kProd ? a * b : a + b; }
-};
-
 // Called by the first warp with each tile's total: hands out the prefix of the tiles before it.
-template <class Acc, bool kProd>
+template <class Acc, ScanOp kOp>
 struct RunningPrefix {
   Acc running;
   __device__ Acc operator()(Acc tile_total) {
     const Acc before = running;
-    running = ScanFn<Acc, kProd>()(running, tile_total);
+    running = ScanStep<Acc, kOp>()(running, tile_total);
     return before;
   }
 };
 
-template <class T, bool kProd>
+template <class T, ScanOp kOp>
 __global__ void scan_rows(const T* x, int64_t rows, int64_t n, bool reverse, T* out) {
   using Acc = AccT<T>;
   using BlockScan = cub::BlockScan<Acc, kScanThreads>;
@@ -43,29 +39,29 @@ __global__ void scan_rows(const T* x, int64_t rows, int64_t n, bool reverse, T* 
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* p = x + row * n;
     T* o = out + row * n;
-    RunningPrefix<Acc, kProd> prefix{ScanFn<Acc, kProd>::identity()};
+    RunningPrefix<Acc, kOp> prefix{ScanStep<Acc, kOp>::identity()};
     for (int64_t base = 0; base < n; base += kScanThreads) {
       const int64_t step = base + threadIdx.x;
       const int64_t i = reverse ? n - 1 - step : step;
-      Acc v = step < n ? Acc(p[i]) : ScanFn<Acc, kProd>::identity();
-      BlockScan(temp).InclusiveScan(v, v, ScanFn<Acc, kProd>(), prefix);
+      Acc v = step < n ? Acc(p[i]) : ScanStep<Acc, kOp>::identity();
+      BlockScan(temp).InclusiveScan(v, v, ScanStep<Acc, kOp>(), prefix);
       __syncthreads();  // temp is reused by the next tile
       if (step < n) o[i] = static_cast<T>(v);
     }
   }
 }
 
-template <class T, bool kProd>
+template <class T, ScanOp kOp>
 __global__ void scan_columns(const T* x, int64_t outer, int64_t n, int64_t inner, bool reverse, T* out) {
   using Acc = AccT<T>;
   const int64_t columns = outer * inner;
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < columns; t += int64_t(gridDim.x) * blockDim.x) {
     const int64_t a = t / inner, c = t - a * inner;
     const int64_t base = a * n * inner + c;
-    Acc acc = ScanFn<Acc, kProd>::identity();
+    Acc acc = ScanStep<Acc, kOp>::identity();
     for (int64_t step = 0; step < n; ++step) {
       const int64_t at = base + (reverse ? n - 1 - step : step) * inner;
-      acc = ScanFn<Acc, kProd>()(acc, Acc(x[at]));
+      acc = ScanStep<Acc, kOp>()(acc, Acc(x[at]));
       out[at] = static_cast<T>(acc);
     }
   }
@@ -94,14 +90,14 @@ __global__ void cumprod_backward_columns(const T* x, const T* g, int64_t outer, 
   }
 }
 
-template <class T, bool kProd>
+template <class T, ScanOp kOp>
 void launch_scan(const T* x, int64_t outer, int64_t n, int64_t inner, bool reverse, T* out, cudaStream_t stream) {
   if (inner == 1) {
-    scan_rows<T, kProd><<<static_cast<unsigned>(std::min<int64_t>(outer, kMaxBlocks)), kScanThreads, 0, stream>>>(
+    scan_rows<T, kOp><<<static_cast<unsigned>(std::min<int64_t>(outer, kMaxBlocks)), kScanThreads, 0, stream>>>(
         x, outer, n, reverse, out);
     CUDA_LAUNCH_CHECK(scan_rows);
   } else {
-    scan_columns<T, kProd><<<blocks_for(outer * inner), kThreads, 0, stream>>>(x, outer, n, inner, reverse, out);
+    scan_columns<T, kOp><<<blocks_for(outer * inner), kThreads, 0, stream>>>(x, outer, n, inner, reverse, out);
     CUDA_LAUNCH_CHECK(scan_columns);
   }
 }
@@ -116,12 +112,23 @@ void CudaKernels::scan(ScanOp op, const Tensor& x, int64_t outer, int64_t n, int
     scan(op, w.input(x), outer, n, inner, reverse, out32);
     return w.finish();
   }
+  MINIDL_CHECK(op != ScanOp::LogAddExp || is_floating(x.dtype()), "scan: logaddexp needs a floating tensor, got ",
+               x.dtype());
   if (outer * n * inner == 0) return;
   cuda::DeviceGuard guard(device_);
   dispatch_all(x.dtype(), "scan", [&](auto tag) {
     using T = decltype(tag);
-    if (op == ScanOp::Sum) launch_scan<T, false>(ptr<const T>(x), outer, n, inner, reverse, ptr<T>(out), stream_);
-    else launch_scan<T, true>(ptr<const T>(x), outer, n, inner, reverse, ptr<T>(out), stream_);
+    const T* in = ptr<const T>(x);
+    T* o = ptr<T>(out);
+    switch (op) {
+      case ScanOp::Sum: return launch_scan<T, ScanOp::Sum>(in, outer, n, inner, reverse, o, stream_);
+      case ScanOp::Prod: return launch_scan<T, ScanOp::Prod>(in, outer, n, inner, reverse, o, stream_);
+      case ScanOp::Max: return launch_scan<T, ScanOp::Max>(in, outer, n, inner, reverse, o, stream_);
+      case ScanOp::Min: return launch_scan<T, ScanOp::Min>(in, outer, n, inner, reverse, o, stream_);
+      case ScanOp::LogAddExp:
+        if constexpr (!std::is_integral_v<T>) return launch_scan<T, ScanOp::LogAddExp>(in, outer, n, inner, reverse, o, stream_);
+        return;
+    }
   });
 }
 

@@ -1,0 +1,131 @@
+// logcumsumexp, cummax / cummin and mode as PyTorch gives them: hand-worked values (ties, NaN, -inf),
+// gradients checked in float64, and CUDA against the CPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "minidl.h"
+#include "test_cuda_util.h"
+#include "test_util.h"
+
+namespace minidl {
+namespace {
+
+using testing::expect_error;
+using D = std::vector<double>;
+using L = std::vector<int64_t>;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+Tensor f64(const D& v, Shape shape = {}) { return Tensor::from_vector<double>(v, shape); }
+D values(const Tensor& t) { return t.to(kFloat64).contiguous().to_vector<double>(); }
+L longs(const Tensor& t) { return t.contiguous().to_vector<int64_t>(); }
+
+TEST(ScansAndMode, LogcumsumexpIsStable) {
+  const D got = values(logcumsumexp(f64({0, std::log(3.0), std::log(4.0)}), 0));
+  EXPECT_NEAR(got[0], 0, 1e-15);
+  EXPECT_NEAR(got[1], std::log(4.0), 1e-15);
+  EXPECT_NEAR(got[2], std::log(8.0), 1e-15);
+  // exp(1000) overflows; the scan does not. -inf adds nothing, and a row of -inf stays -inf.
+  const D big = values(f64({1000, 1000, -kInf}).logcumsumexp(0));
+  EXPECT_EQ(big[0], 1000);
+  EXPECT_NEAR(big[1], 1000 + M_LN2, 1e-12);
+  EXPECT_NEAR(big[2], 1000 + M_LN2, 1e-12);
+  EXPECT_EQ(values(logcumsumexp(f64({-kInf, -kInf, 0}), 0)), (D{-kInf, -kInf, 0}));
+  EXPECT_EQ(values(logcumsumexp(f64({kInf, kInf}), 0)), (D{kInf, kInf}));
+  // Along dim 0 of a matrix; integers compute in float32.
+  const Tensor m = f64({0, 1, 2, 3}, {2, 2});
+  EXPECT_TRUE(allclose(logcumsumexp(m, 0), log(cumsum(exp(m), 0))));
+  EXPECT_EQ(logcumsumexp(tensor({1, 2}, kInt64), 0).dtype(), kFloat32);
+  expect_error([&] { logcumsumexp(m, 2); }, {"logcumsumexp", "dimension out of range"});
+  manual_seed(1);
+  GradcheckResult r = gradcheck([](auto& in) { return logcumsumexp(in[0], 1); }, {randn({3, 5}, kFloat64).requires_grad_()});
+  EXPECT_TRUE(r) << r.message;
+  r = gradcheck([](auto& in) { return logcumsumexp(in[0], 0); }, {(randn({4, 2}, kFloat64) * 20).requires_grad_()});
+  EXPECT_TRUE(r) << r.message;
+}
+
+TEST(ScansAndMode, CummaxAndCumminKeepTheLastIndexReached) {
+  // A later equal element takes the index; from a NaN on the values are NaN and each new NaN takes
+  // the index (torch.cummax).
+  auto [best, at] = cummax(f64({1, 3, 2, 3, NAN, 5, NAN}), 0);
+  const D v = values(best);
+  EXPECT_EQ((D{v[0], v[1], v[2], v[3]}), (D{1, 3, 3, 3}));
+  EXPECT_TRUE(std::isnan(v[4]) && std::isnan(v[5]) && std::isnan(v[6]));
+  EXPECT_EQ(longs(at), (L{0, 1, 1, 3, 4, 4, 6}));
+  auto [low, low_at] = f64({3, 1, 2, 1}).cummin(0);
+  EXPECT_EQ(values(low), (D{3, 1, 1, 1}));
+  EXPECT_EQ(longs(low_at), (L{0, 1, 1, 3}));
+  // Along dim 0 of a matrix, integers and bool too.
+  auto [col_best, col_at] = cummax(tensor({{1, 5}, {4, 2}, {4, 7}}, kInt64), 0);
+  EXPECT_EQ(longs(col_best), (L{1, 5, 4, 5, 4, 7}));
+  EXPECT_EQ(longs(col_at), (L{0, 0, 1, 0, 2, 2}));
+  auto [flags, flags_at] = cummax(tensor({0, 1, 0}, kInt64).to(kBool), 0);
+  EXPECT_EQ(flags.dtype(), kBool);
+  EXPECT_EQ(longs(flags_at), (L{0, 1, 1}));
+  auto [scalar, scalar_at] = cummin(full({}, 2.0), 0);
+  EXPECT_EQ(scalar.dim(), 0);
+  EXPECT_EQ(scalar_at.item<int64_t>(), 0);
+  // The gradient goes to the elements the values came from.
+  Tensor x = f64({2, 1, 3, 3}).requires_grad_();
+  std::get<0>(cummax(x, 0)).sum().backward();
+  EXPECT_EQ(values(x.grad()), (D{2, 0, 1, 1}));
+  manual_seed(2);
+  GradcheckResult r = gradcheck([](auto& in) { return std::get<0>(cummin(in[0], 1)); },
+                                {randn({3, 6}, kFloat64).requires_grad_()});
+  EXPECT_TRUE(r) << r.message;
+}
+
+TEST(ScansAndMode, ModeTakesTheSmallestMostFrequentAndItsLastPosition) {
+  const Tensor x = tensor({{2, 1, 2, 1, 3}, {5, 5, 4, 4, 4}}, kInt64);
+  auto [value, at] = mode(x, 1);
+  EXPECT_EQ(longs(value), (L{1, 4}));
+  EXPECT_EQ(longs(at), (L{3, 4}));
+  auto [kept, kept_at] = x.mode(0, /*keepdim=*/true);
+  EXPECT_EQ(kept.sizes(), (Shape{1, 5}));
+  EXPECT_EQ(longs(kept), (L{2, 1, 2, 1, 3}));  // each column has two different values: the smaller
+  EXPECT_EQ(longs(kept_at), (L{0, 0, 0, 0, 0}));
+  // Each NaN counts apart: one repeated value beats any number of NaN.
+  auto [with_nan, with_nan_at] = mode(f64({NAN, 7, NAN, 7, NAN}), 0);
+  EXPECT_EQ(with_nan.item<double>(), 7);
+  EXPECT_EQ(with_nan_at.item<int64_t>(), 3);
+  auto [single, single_at] = mode(full({}, 4.0));
+  EXPECT_EQ(single.item<float>(), 4);
+  EXPECT_EQ(single_at.item<int64_t>(), 0);
+  expect_error([] { mode(zeros({2, 0}), 1); }, {"mode", "non-empty", "size 0"});
+  // The gradient reaches the element picked.
+  Tensor y = f64({1, 2, 2, 3}).requires_grad_();
+  std::get<0>(mode(y, 0)).backward();
+  EXPECT_EQ(values(y.grad()), (D{0, 0, 1, 0}));
+}
+
+TEST(CudaScansAndMode, MatchTheCpu) {
+  MINIDL_REQUIRE_CUDA();
+  manual_seed(3);
+  for (int64_t cols : {1, 7, 300}) {  // rows of one element, short rows, rows over a block's tile
+    const Tensor x = randn({5, cols}, kFloat64), xc = x.cuda();
+    for (int64_t dim : {0, 1}) {
+      EXPECT_TRUE(allclose(logcumsumexp(xc, dim).cpu(), logcumsumexp(x, dim), 1e-12, 1e-12));
+      auto [v, i] = cummax(xc, dim);
+      auto [v_cpu, i_cpu] = cummax(x, dim);
+      EXPECT_TRUE(equal(v.cpu(), v_cpu));
+      EXPECT_TRUE(equal(i.cpu(), i_cpu));
+      auto [w, j] = cummin(xc.to(kBFloat16), dim);
+      auto [w_cpu, j_cpu] = cummin(x.to(kBFloat16), dim);
+      EXPECT_TRUE(equal(w.cpu(), w_cpu));
+      EXPECT_TRUE(equal(j.cpu(), j_cpu));
+    }
+  }
+  const Tensor votes = randint(0, 4, {6, 9}), votes_c = votes.cuda();
+  auto [m, at] = mode(votes_c, 1);
+  auto [m_cpu, at_cpu] = mode(votes, 1);
+  EXPECT_TRUE(equal(m.cpu(), m_cpu));
+  EXPECT_TRUE(equal(at.cpu(), at_cpu));
+  auto [n, n_at] = cummax(tensor({1.0, NAN, 2.0, NAN}).cuda(), 0);
+  EXPECT_EQ(longs(n_at.cpu()), (L{0, 1, 1, 3}));
+}
+
+}  // namespace
+}  // namespace minidl

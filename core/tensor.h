@@ -508,6 +508,10 @@ class Tensor {
   Tensor& scatter_(int64_t dim, const Tensor& index, const Tensor& src) const;
   Tensor& scatter_(int64_t dim, const Tensor& index, const Scalar& value) const;
   Tensor& scatter_add_(int64_t dim, const Tensor& index, const Tensor& src) const;
+  Tensor scatter_reduce(int64_t dim, const Tensor& index, const Tensor& src, std::string_view reduce,
+                        bool include_self = true) const;
+  Tensor& scatter_reduce_(int64_t dim, const Tensor& index, const Tensor& src, std::string_view reduce,
+                          bool include_self = true) const;
   Tensor index_add(int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha = 1) const;
   Tensor take_along_dim(const Tensor& indices, std::optional<int64_t> dim = std::nullopt) const;
   Tensor take(const Tensor& index) const;

@@ -78,14 +78,7 @@ void record_inplace(const char* op, Tensor& x, const std::vector<Tensor>& others
   }
 }
 
-}  // namespace detail
-
-namespace {
-
-Tensor as_1d(const Tensor& t) { return t.dim() == 0 ? t.reshape({1}) : t; }
-
-// Checks index's rank and sizes against x (and src), and its values; returns the int64 index.
-Tensor checked_geometry(const char* op, const Tensor& x, int64_t& dim, const Tensor& index, const Tensor* src) {
+Tensor checked_scatter_geometry(const char* op, const Tensor& x, int64_t& dim, const Tensor& index, const Tensor* src) {
   MINIDL_CHECK(index.dtype() == kInt64, op, ": expected an int64 index, got ", index.dtype());
   MINIDL_CHECK(index.dim() == x.dim(), op, ": index must have as many dims as the input: index has shape ",
                index.shape(), ", input ", x.shape());
@@ -99,8 +92,15 @@ Tensor checked_geometry(const char* op, const Tensor& x, int64_t& dim, const Ten
     if (src) MINIDL_CHECK(index.size(d) <= src->size(d), op, ": index of shape ", index.shape(),
                           " is larger than src of shape ", src->shape(), " in dimension ", d);
   }
-  return detail::checked_index(index, x.size(dim), x.device(), op, dim, false);
+  return checked_index(index, x.size(dim), x.device(), op, dim, false);
 }
+
+}  // namespace detail
+
+namespace {
+
+Tensor as_1d(const Tensor& t) { return t.dim() == 0 ? t.reshape({1}) : t; }
+
 
 // The gradients of out = scatter(x, dim, index, src) (scatter_add when `add`) for x and src.
 autograd::BackwardFn scatter_backward(int64_t dim, Tensor index, Shape src_shape, bool add) {
@@ -137,7 +137,7 @@ Tensor scatter_out_of_place(const char* op, const char* node, const Tensor& x_in
                src_in.dtype());
   const Tensor x = as_1d(x_in), index0 = as_1d(index_in);
   const Tensor src = src_is_value ? expand(src_in, index0.shape()) : as_1d(src_in);
-  const Tensor index = checked_geometry(op, x, dim, index0, &src);
+  const Tensor index = detail::checked_scatter_geometry(op, x, dim, index0, &src);
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   Kernels& k = kernels_for(x.device());
   k.copy(x, out);
@@ -160,7 +160,7 @@ Tensor& scatter_in_place(const char* op, Tensor& x_in, int64_t dim, const Tensor
   Tensor x = x_in.dim() == 0 ? Tensor::make_view(x_in, {1}, {1}, x_in.offset()) : x_in;
   const Tensor index0 = as_1d(index_in);
   const Tensor src = src_is_value ? expand(src_in, index0.shape()) : as_1d(src_in);
-  const Tensor index = checked_geometry(op, x, dim, index0, &src);
+  const Tensor index = detail::checked_scatter_geometry(op, x, dim, index0, &src);
   kernels_for(x.device()).scatter(src, dim, index, x, add);
   x_in.bump_version();
   const bool src_grad = !src_is_value && autograd::needs_recording({src});
@@ -187,7 +187,7 @@ Tensor value_tensor(const Scalar& value, const Tensor& x) { return scalar_tensor
 Tensor gather(const Tensor& x_in, int64_t dim, const Tensor& index_in, bool /*sparse_grad*/) {
   check_same_device("gather", {x_in, index_in});
   const Tensor x = as_1d(x_in), index0 = as_1d(index_in);
-  const Tensor index = checked_geometry("gather", x, dim, index0, nullptr);
+  const Tensor index = detail::checked_scatter_geometry("gather", x, dim, index0, nullptr);
   Tensor out = Tensor::empty(index.shape(), x.dtype(), x.device());
   kernels_for(x.device()).gather(x, dim, index, out);
   if (autograd::needs_recording({x})) {

@@ -5,6 +5,7 @@
 // device sync on CUDA), and an index out of range is an error naming the value, the dim and the size.
 #include <cstdint>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "core/autograd.h"
@@ -33,6 +34,17 @@ Tensor& scatter_(Tensor& x, int64_t dim, const Tensor& index, const Scalar& valu
 ///   Tensor counts = scatter_add(zeros({10}, kInt64), 0, labels, ones_like(labels));
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor& scatter_add_(Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+/// x with every src[i][j][k] combined into x[index[i][j][k]][j][k] (dim 0) by `reduce`: "sum",
+/// "prod", "mean" (integers: floor of the mean), "amax" or "amin" (a NaN wins), with x's own value
+/// taking part where include_self, else only src's at the targeted positions (the others keep x), as
+/// torch.scatter_reduce (ops/scatter_reduce.cpp). Every run gives the same bits but for sum and mean
+/// on CUDA outside deterministic mode (atomics, as scatter_add). Differentiable in x and src.
+///   Tensor best = scatter_reduce(full({3}, -1e9), 0, segment, scores, "amax", false);
+Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, std::string_view reduce,
+                      bool include_self = true);
+/// In place: x.copy_ of the result (recorded as a copy).
+Tensor& scatter_reduce_(Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, std::string_view reduce,
+                        bool include_self = true);
 /// x with alpha * source's slice k added at slice index[k] along dim: index is 1-D, source has x's
 /// shape with index.numel() at dim; repeats add up. Floating dtypes.
 ///   Tensor sums = index_add(zeros({3, 4}), 0, rows, values);
@@ -68,6 +80,9 @@ Tensor checked_index(const Tensor& index, int64_t size, Device device, const cha
 /// Records an in-place change of `x` already made: the new entry takes x's previous history and
 /// `others` as inputs (the backward returns their gradients in that order), and x takes the entry.
 /// A leaf that requires grad is refused; call before writing.
+/// Checks a gather / scatter index against x (and src): int64, x's rank, no dim larger than x's but
+/// `dim` (wrapped in place) nor than src's, values in range. Returns the index on x's device.
+Tensor checked_scatter_geometry(const char* op, const Tensor& x, int64_t& dim, const Tensor& index, const Tensor* src);
 void check_inplace_recordable(const char* op, const Tensor& x);
 void record_inplace(const char* op, Tensor& x, const std::vector<Tensor>& others, const std::vector<Tensor>& saved,
                     autograd::BackwardFn backward);

@@ -200,6 +200,10 @@ class Kernels {
   /// index order (the last one wins, sums in order); CUDA adds with atomics, unless
   /// set_deterministic(true): then one thread per line along `dim` writes it in index order, as the CPU.
   virtual void scatter(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst, bool accumulate) = 0;
+  /// dst[q] = op(dst[q], src[p]) for op Prod, Max or Min (ops/scan_step.h's steps: a NaN wins the
+  /// maximum and minimum; 16-bit values combine in float32), in index order on both devices (CUDA runs
+  /// one thread per line along `dim`), so every run gives the same bits. scatter_reduce's kernel.
+  virtual void scatter_reduce(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst, ScanOp op) = 0;
   /// The positions of x's nonzero elements (x contiguous, any dtype) in row-major order, as a new int64
   /// [n, x.dim()] tensor: n is known only after counting, so CUDA waits for the device here.
   virtual Tensor nonzero(const Tensor& x) = 0;

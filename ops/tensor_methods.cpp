@@ -512,6 +512,14 @@ Tensor& Tensor::scatter_(int64_t dim, const Tensor& index, const Scalar& value) 
 Tensor& Tensor::scatter_add_(int64_t dim, const Tensor& index, const Tensor& src) const {
   return minidl::scatter_add_(self(*this), dim, index, src);
 }
+Tensor Tensor::scatter_reduce(int64_t dim, const Tensor& index, const Tensor& src, std::string_view reduce,
+                              bool include_self) const {
+  return minidl::scatter_reduce(*this, dim, index, src, reduce, include_self);
+}
+Tensor& Tensor::scatter_reduce_(int64_t dim, const Tensor& index, const Tensor& src, std::string_view reduce,
+                                bool include_self) const {
+  return minidl::scatter_reduce_(self(*this), dim, index, src, reduce, include_self);
+}
 Tensor Tensor::index_add(int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha) const {
   return minidl::index_add(*this, dim, index, source, alpha);
 }

@@ -16,6 +16,7 @@ class CpuKernels final : public Kernels {
                           bool scale_grad_by_freq, Tensor& grad_weight) override;
   void gather(const Tensor& src, int64_t dim, const Tensor& index, Tensor& out) override;
   void scatter(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst, bool accumulate) override;
+  void scatter_reduce(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst, ScanOp op) override;
   Tensor nonzero(const Tensor& x) override;
   void compare(CompareOp op, const Tensor& a, const Tensor& b, Tensor& out) override;
   void where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out) override;

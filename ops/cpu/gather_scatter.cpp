@@ -1,10 +1,12 @@
 // Gather and scatter along a dim over an index of any strides, and nonzero. Gather is parallel
-// over rows; scatter runs in index order on one thread, so repeated destinations end as they would
-// in a loop (the last write wins, sums add in order) and every run gives the same bits.
+// over rows; scatter (and scatter_reduce's product, maximum and minimum) runs in index order on one
+// thread, so repeated destinations end as they would in a loop (the last write wins, sums add in
+// order) and every run gives the same bits.
 #include <vector>
 
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/strided.h"
+#include "ops/scan_step.h"
 
 namespace minidl {
 
@@ -44,45 +46,76 @@ void CpuKernels::gather(const Tensor& src, int64_t dim, const Tensor& index, Ten
   });
 }
 
-void CpuKernels::scatter(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst, bool accumulate) {
-  const int64_t n = index.numel();
-  if (n == 0) return;
+namespace {
+
+// Calls combine(dst[q], src[p]) for every index position p in index order (q: p with index[p] at
+// `dim`), on this thread.
+template <class T, class Combine>
+void scatter_in_order(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst, const char* what,
+                      Combine combine) {
   const Shape& shape = index.shape();
-  const int64_t rank = static_cast<int64_t>(shape.size());
+  const int64_t n = index.numel(), rank = static_cast<int64_t>(shape.size());
   const Strides dst_rest = without_dim(dst.strides(), dim);
   const int64_t step = dst.strides()[static_cast<size_t>(dim)], rows = dst.size(dim);
   const int64_t* idx = index.data<int64_t>();
-  auto run = [&](auto tag) {
-    using T = decltype(tag);
-    const T* s = src.data<T>();
-    T* d = dst.data<T>();
-    // An odometer over index's shape, keeping the three offsets as it goes.
-    std::vector<int64_t> at(static_cast<size_t>(rank), 0);
-    int64_t oi = 0, os = 0, od = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t q = idx[oi];
-      check_index(q, rows, accumulate ? "scatter_add" : "scatter");
-      T& to = d[od + q * step];
-      if constexpr (std::is_same_v<T, bool>) {
-        to = s[os];
-      } else {
-        to = accumulate ? static_cast<T>(to + s[os]) : s[os];
-      }
-      for (int64_t k = rank - 1; k >= 0; --k) {
-        const auto ks = static_cast<size_t>(k);
-        oi += index.strides()[ks];
-        os += src.strides()[ks];
-        od += dst_rest[ks];
-        if (++at[ks] < shape[ks]) break;
-        oi -= shape[ks] * index.strides()[ks];
-        os -= shape[ks] * src.strides()[ks];
-        od -= shape[ks] * dst_rest[ks];
-        at[ks] = 0;
-      }
+  const T* s = src.data<T>();
+  T* d = dst.data<T>();
+  // An odometer over index's shape, keeping the three offsets as it goes.
+  std::vector<int64_t> at(static_cast<size_t>(rank), 0);
+  int64_t oi = 0, os = 0, od = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t q = idx[oi];
+    check_index(q, rows, what);
+    combine(d[od + q * step], s[os]);
+    for (int64_t k = rank - 1; k >= 0; --k) {
+      const auto ks = static_cast<size_t>(k);
+      oi += index.strides()[ks];
+      os += src.strides()[ks];
+      od += dst_rest[ks];
+      if (++at[ks] < shape[ks]) break;
+      oi -= shape[ks] * index.strides()[ks];
+      os -= shape[ks] * src.strides()[ks];
+      od -= shape[ks] * dst_rest[ks];
+      at[ks] = 0;
     }
-  };
-  if (accumulate) dispatch_all_and_half(dst.dtype(), "scatter_add", run);
-  else dispatch_with_bool(dst.dtype(), "scatter", run);
+  }
+}
+
+template <class T, ScanOp kOp>
+void scatter_step(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst) {
+  using Acc = compute_t<T>;
+  scatter_in_order<T>(src, dim, index, dst, "scatter_reduce", [](T& to, const T& from) {
+    to = static_cast<T>(ScanStep<Acc, kOp>()(static_cast<Acc>(to), static_cast<Acc>(from)));
+  });
+}
+
+}  // namespace
+
+void CpuKernels::scatter(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst, bool accumulate) {
+  if (index.numel() == 0) return;
+  if (accumulate) {
+    dispatch_all_and_half(dst.dtype(), "scatter_add", [&](auto tag) {
+      using T = decltype(tag);
+      scatter_in_order<T>(src, dim, index, dst, "scatter_add", [](T& to, const T& from) { to = static_cast<T>(to + from); });
+    });
+  } else {
+    dispatch_with_bool(dst.dtype(), "scatter", [&](auto tag) {
+      using T = decltype(tag);
+      scatter_in_order<T>(src, dim, index, dst, "scatter", [](T& to, const T& from) { to = from; });
+    });
+  }
+}
+
+void CpuKernels::scatter_reduce(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst, ScanOp op) {
+  MINIDL_CHECK(op == ScanOp::Prod || op == ScanOp::Max || op == ScanOp::Min,
+               "scatter_reduce: expected the product, maximum or minimum step");
+  if (index.numel() == 0) return;
+  dispatch_all_and_half(dst.dtype(), "scatter_reduce", [&](auto tag) {
+    using T = decltype(tag);
+    if (op == ScanOp::Prod) scatter_step<T, ScanOp::Prod>(src, dim, index, dst);
+    else if (op == ScanOp::Max) scatter_step<T, ScanOp::Max>(src, dim, index, dst);
+    else scatter_step<T, ScanOp::Min>(src, dim, index, dst);
+  });
 }
 
 Tensor CpuKernels::nonzero(const Tensor& x) {

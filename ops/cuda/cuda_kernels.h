@@ -27,6 +27,7 @@ class CudaKernels final : public Kernels {
   bool embedding_add(const Tensor& a, const Tensor& ids_a, const Tensor& b, const Tensor& ids_b, Tensor& out) override;
   void gather(const Tensor& src, int64_t dim, const Tensor& index, Tensor& out) override;
   void scatter(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst, bool accumulate) override;
+  void scatter_reduce(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst, ScanOp op) override;
   Tensor nonzero(const Tensor& x) override;
   void compare(CompareOp op, const Tensor& a, const Tensor& b, Tensor& out) override;
   void where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out) override;

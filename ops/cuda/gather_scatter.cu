@@ -3,7 +3,8 @@
 //  - scatter_add: one thread per position, atomics where the type has them (so float sums may
 //    differ in the last bits run to run). In deterministic mode, and for the byte types, one thread
 //    per line along `dim` instead: two positions meet at one destination only within a line, so
-//    each thread writes its line alone, in index order, as the CPU does.
+//    each thread writes its line alone, in index order, as the CPU does. scatter_reduce's product,
+//    maximum and minimum always run that way.
 //  - nonzero: cub::DeviceSelect picks the flat positions, then a kernel spreads them into
 //    coordinates. The count decides the output's size, so the host waits for it.
 // Indices were checked by the op; a kernel skips any out of range rather than touch other memory.
@@ -15,6 +16,7 @@
 
 #include "core/deterministic.h"
 #include "ops/cuda/common.cuh"
+#include "ops/scan_step.h"
 
 namespace minidl {
 
@@ -114,9 +116,26 @@ __global__ void scatter_kernel(const T* src, const int64_t* index, T* dst, Scatt
   }
 }
 
+// How the line kernel writes a destination: a store, an add, or scatter_reduce's steps.
+template <class T>
+struct Store {
+  __device__ void operator()(T& to, const T& from) const { to = from; }
+};
+template <class T>
+struct Add {
+  __device__ void operator()(T& to, const T& from) const { to = static_cast<T>(to + from); }
+};
+template <class T, ScanOp kOp>
+struct Reduce {
+  __device__ void operator()(T& to, const T& from) const {
+    using Acc = compute_t<T>;
+    to = static_cast<T>(ScanStep<Acc, kOp>()(static_cast<Acc>(to), static_cast<Acc>(from)));
+  }
+};
+
 // One thread per line along dim (`g` has size 1 there; `len`, `index_step`, `src_step` describe the
 // line), writing its destinations in index order.
-template <class T, bool kAdd>
+template <class T, class Step>
 __global__ void scatter_lines_kernel(const T* src, const int64_t* index, T* dst, ScatterGeo g, int64_t lines, int64_t len,
                                      int64_t index_step, int64_t src_step) {
   for (int64_t l = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; l < lines; l += int64_t(gridDim.x) * blockDim.x) {
@@ -125,9 +144,7 @@ __global__ void scatter_lines_kernel(const T* src, const int64_t* index, T* dst,
     for (int64_t j = 0; j < len; ++j) {
       const int64_t q = index[oi + j * index_step];
       if (q < 0 || q >= g.rows) continue;
-      T& to = dst[oa + q * g.step];
-      if constexpr (kAdd) to = static_cast<T>(to + src[ob + j * src_step]);
-      else to = src[ob + j * src_step];
+      Step()(dst[oa + q * g.step], src[ob + j * src_step]);
     }
   }
 }
@@ -147,6 +164,18 @@ __global__ void unravel_kernel(const int64_t* flat, int64_t count, ScatterGeo g,
     for (int e = g.rank - 1; e > d; --e) rem /= g.size[e];
     out[i] = rem % g.size[d];
   }
+}
+
+template <class T, class Step>
+void launch_scatter_lines(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst, ScatterGeo g,
+                          cudaStream_t stream) {
+  ScatterGeo lines = g;
+  const int64_t len = g.size[dim];
+  lines.size[dim] = 1;
+  const int64_t count = index.numel() / len;
+  scatter_lines_kernel<T, Step><<<blocks_for(count), kThreads, 0, stream>>>(
+      ptr<const T>(src), ptr<const int64_t>(index), ptr<T>(dst), lines, count, len, g.index_stride[dim], g.b_stride[dim]);
+  CUDA_LAUNCH_CHECK(scatter_lines_kernel);
 }
 
 }  // namespace
@@ -180,20 +209,28 @@ void CudaKernels::scatter(const Tensor& src, int64_t dim, const Tensor& index, T
         return;
       }
     }
-    ScatterGeo lines = g;
-    const int64_t len = g.size[dim];
-    lines.size[dim] = 1;
-    const int64_t count = n / len;
-    scatter_lines_kernel<T, kAdd><<<blocks_for(count), kThreads, 0, stream_>>>(
-        ptr<const T>(src), ptr<const int64_t>(index), ptr<T>(dst), lines, count, len, g.index_stride[dim],
-        g.b_stride[dim]);
-    CUDA_LAUNCH_CHECK(scatter_lines_kernel);
+    using Step = std::conditional_t<kAdd, Add<T>, Store<T>>;
+    launch_scatter_lines<T, Step>(src, dim, index, dst, g, stream_);
   };
   if (accumulate) {
     dispatch_all_and_half(dst.dtype(), "scatter_add", [&](auto tag) { launch(tag, std::true_type{}); });
   } else {
     dispatch_with_bool(dst.dtype(), "scatter", [&](auto tag) { launch(tag, std::false_type{}); });
   }
+}
+
+void CudaKernels::scatter_reduce(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst, ScanOp op) {
+  MINIDL_CHECK(op == ScanOp::Prod || op == ScanOp::Max || op == ScanOp::Min,
+               "scatter_reduce: expected the product, maximum or minimum step");
+  if (index.numel() == 0) return;
+  cuda::DeviceGuard guard(device_);
+  const ScatterGeo g = make_scatter_geo(index, dst, src.strides(), dim, "scatter_reduce");
+  dispatch_all_and_half(dst.dtype(), "scatter_reduce", [&](auto tag) {
+    using T = decltype(tag);
+    if (op == ScanOp::Prod) launch_scatter_lines<T, Reduce<T, ScanOp::Prod>>(src, dim, index, dst, g, stream_);
+    else if (op == ScanOp::Max) launch_scatter_lines<T, Reduce<T, ScanOp::Max>>(src, dim, index, dst, g, stream_);
+    else launch_scatter_lines<T, Reduce<T, ScanOp::Min>>(src, dim, index, dst, g, stream_);
+  });
 }
 
 Tensor CudaKernels::nonzero(const Tensor& x) {

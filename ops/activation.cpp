@@ -128,6 +128,9 @@ Tensor prelu(const Tensor& x, const Tensor& weight) {
                weight.dtype());
   const int64_t n = weight.numel();
   MINIDL_CHECK(weight.dim() <= 1, "prelu: expected a weight of 1 dimension ([1] or [C]), got shape ", weight.shape());
+  // 16-bit x is computed in float32 and rounded once, as PyTorch's kernel does: the composition's
+  // weight gradient would round every product before summing them.
+  if (is_reduced_floating(x.dtype())) return prelu(x.to(kFloat32), weight.to(kFloat32)).to(x.dtype());
   Tensor w = weight.reshape({n});
   if (n != 1) {
     MINIDL_CHECK(x.dim() >= 2 && x.size(1) == n, "prelu: a weight of ", n, " values needs an input with ", n,

@@ -1,7 +1,7 @@
 // bfloat16 and float16 where an intermediate value leaves the 16-bit dtype: a C++ number the dtype
 // cannot hold (x / 257 in bfloat16, x / 1e5 in float16), and the statistics whose sums or counts
 // outgrow float16's 65,504 (a mean, variance or norm of 70,000 values), and the compositions that
-// PyTorch fuses (add with an alpha, addcmul, addcdiv, lerp). Each result must be the
+// PyTorch fuses (add with an alpha, addcmul, addcdiv, lerp, prelu). Each result must be the
 // float32 computation rounded once to the 16-bit dtype, as PyTorch gives it: exactly, for a single
 // elementwise op, and within a unit or two in the last place for a reduction (whose float32 sums
 // may add in another order). It runs on the CPU and on CUDA.
@@ -220,6 +220,14 @@ void check_compositions(Device device) {
     lerp(start, end, 0.1).sum().backward();
     EXPECT_TRUE(same_values(start.grad(), full({400}, 1.0 - 0.1, kFloat32, device).to(dtype)));
     EXPECT_TRUE(same_values(end.grad(), full({400}, 0.1, kFloat32, device).to(dtype)));
+    // prelu's slope gradient sums its products in float32 and rounds once, as PyTorch's kernel; the
+    // composition rounded each product first (1 in 100 random draws fell outside the sweep's tolerance).
+    const Tensor x = a.reshape({8, 5, 10}), upstream = b.reshape({8, 5, 10});
+    Tensor slope = uniform({5}, 0.1, 0.3).to(dtype).to(device).requires_grad_();
+    Tensor slope32 = slope.detach().to(kFloat32).requires_grad_();
+    prelu(x, slope).backward(upstream);
+    prelu(x.to(kFloat32), slope32).backward(upstream.to(kFloat32));
+    EXPECT_TRUE(same_values(slope.grad(), slope32.grad().to(dtype)));
   }
 }
 

@@ -404,6 +404,12 @@ class Tensor {
   Tensor copysign(const Tensor& other) const;
   Tensor copysign(const Scalar& other) const;
   Tensor signbit() const;
+  Tensor i0() const;
+  Tensor nextafter(const Tensor& other) const;
+  Tensor gcd(const Tensor& other) const;
+  Tensor lcm(const Tensor& other) const;
+  Tensor ldexp(const Tensor& exponent) const;
+  std::tuple<Tensor, Tensor> frexp() const;
   Tensor maximum(const Tensor& other) const;
   Tensor minimum(const Tensor& other) const;
   Tensor fmax(const Tensor& other) const;
@@ -521,6 +527,7 @@ class Tensor {
   Tensor masked_select(const Tensor& mask) const;
   Tensor nonzero() const;
   Tensor repeat(IntArrayRef repeats) const;
+  Tensor repeat_interleave(int64_t repeats, std::optional<int64_t> dim = std::nullopt) const;
   Tensor flip(IntArrayRef dims) const;
   Tensor roll(IntArrayRef shifts, IntArrayRef dims = {}) const;
   Tensor tril(int64_t diagonal = 0) const;

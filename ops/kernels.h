@@ -28,6 +28,8 @@ enum class UnaryOp {
   // Special functions (ops/math.cpp; the scalar formulas in ops/special_functions.h), floating x.
   Erfc, Erfinv, Lgamma, Digamma,
   Polygamma,  // the scalar-th derivative of digamma (scalar = n >= 0, a whole number)
+  Ndtri,      // the standard normal's quantile function
+  I0, I0e, I1, I1e,  // modified Bessel functions of the first kind (e: times exp(-|x|))
   BitwiseNot,  // ~x, integral x only
   // Activations (ops/activation.cpp), floating x.
   Softplus,     // x > scalar ? x : log1p(exp(x))   (scalar = threshold; the op applies beta around it)
@@ -56,6 +58,8 @@ enum class BinaryOp {
   Fmod,              // C's fmod: the result takes a's sign; integral b != 0 (checked by the op)
   Hypot,             // sqrt(a^2 + b^2) without overflow or underflow, floating only
   Copysign,          // |a| with b's sign bit (-0 and NaN's sign bit count), floating only
+  Nextafter,         // the next representable value after a toward b, floating only
+  Gcd,               // the greatest common divisor, >= 0 (gcd(0, 0) = 0), integral only
   BitwiseAnd, BitwiseOr, BitwiseXor,  // integral only
   // Activation gradients (ops/activation.cpp), a = grad.
   SoftplusBackward,     // b = the scaled input y: y > scalar ? a : a * sigmoid(y)   (scalar = threshold)

@@ -165,6 +165,37 @@ Tensor mvlgamma(const Tensor& x_in, int64_t p) {
   return sum(lgamma(unsqueeze(x, -1) + halves), {-1}) + static_cast<double>(p * (p - 1)) / 4 * std::log(M_PI);
 }
 
+Tensor ndtri(const Tensor& x) {  // d ndtri = sqrt(2 pi) exp(y^2 / 2)
+  return transcendental(UnaryOp::Ndtri, "ndtri", x, Saves::Output,
+                        [](const Tensor& g, const Tensor& y) { return g * exp(y * y * 0.5) * std::sqrt(2 * M_PI); });
+}
+
+// The modified Bessel functions of the first kind: i0' = i1, i1' = i0 - i1 / x (1/2 at 0), and the
+// scaled ones (times exp(-|x|)) lose sign(x) times themselves.
+Tensor i0(const Tensor& x) {
+  return transcendental(UnaryOp::I0, "i0", x, Saves::Input, [](const Tensor& g, const Tensor& xs) { return g * special::i1(xs); });
+}
+
+namespace special {
+
+Tensor i0e(const Tensor& x) {
+  return transcendental(UnaryOp::I0e, "i0e", x, Saves::Input, [](const Tensor& g, const Tensor& xs) {
+    return g * (i1e(xs) - sign(xs) * i0e(xs));
+  });
+}
+Tensor i1(const Tensor& x) {
+  return transcendental(UnaryOp::I1, "i1", x, Saves::Input, [](const Tensor& g, const Tensor& xs) {
+    return g * where(eq(xs, 0), 0.5, i0(xs) - i1(xs) / xs);
+  });
+}
+Tensor i1e(const Tensor& x) {
+  return transcendental(UnaryOp::I1e, "i1e", x, Saves::Input, [](const Tensor& g, const Tensor& xs) {
+    return g * where(eq(xs, 0), 0.5, i0e(xs) - i1e(xs) * (sign(xs) + reciprocal(xs)));
+  });
+}
+
+}  // namespace special
+
 Tensor floor(const Tensor& x) { return rounding(UnaryOp::Floor, "floor", x); }
 Tensor ceil(const Tensor& x) { return rounding(UnaryOp::Ceil, "ceil", x); }
 Tensor trunc(const Tensor& x) { return rounding(UnaryOp::Trunc, "trunc", x); }
@@ -265,6 +296,51 @@ Tensor copysign(const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor copysign(const Tensor& a, const Scalar& b) { return copysign(a, scalar_operand(b, a)); }
+
+Tensor nextafter(const Tensor& a_in, const Tensor& b_in) {
+  auto [a, b] = pointwise::promoted("nextafter", a_in, b_in);
+  MINIDL_CHECK(is_floating(a.dtype()), "nextafter: expected floating tensors, got ", a.dtype());
+  NoGradGuard no_grad;  // a step of one ulp: not differentiable, as PyTorch's
+  return pointwise::binary(BinaryOp::Nextafter, "nextafter", a, b);
+}
+
+Tensor gcd(const Tensor& a_in, const Tensor& b_in) {
+  auto [a, b] = pointwise::promoted("gcd", a_in, b_in);
+  MINIDL_CHECK(!is_floating(a.dtype()) && a.dtype() != kBool, "gcd: expected integral tensors, got ", a.dtype());
+  return pointwise::binary(BinaryOp::Gcd, "gcd", a, b);
+}
+
+Tensor lcm(const Tensor& a, const Tensor& b) {
+  const Tensor divisor = gcd(a, b);
+  // |a / gcd * b|, 0 where the gcd is (a == b == 0); dividing first keeps the product in range.
+  return abs(floor_divide(a, where(eq(divisor, 0), 1, divisor)) * b);
+}
+
+Tensor ldexp(const Tensor& x, const Tensor& exponent) {
+  const DType dtype = result_type({x, exponent});
+  const DType out = is_floating(dtype) ? dtype : kFloat32;  // 2^e in the result's dtype: float64 reaches 2^1023
+  return x.to(out) * exp2(exponent.to(out));
+}
+
+std::tuple<Tensor, Tensor> frexp(const Tensor& x) {
+  MINIDL_CHECK(x.defined() && is_floating(x.dtype()), "frexp: expected a floating tensor, got ",
+               x.defined() ? dtype_name(x.dtype()) : "an undefined tensor");
+  NoGradGuard no_grad;
+  // In float64 the exponent of every float32 and 16-bit value is floor(log2|x|) + 1 exactly; a float64
+  // x near a power of two may land one off, which the two corrections below take back. The scaling is
+  // by powers of two in two halves, so it is exact and never overflows.
+  const Tensor wide = x.to(kFloat64);
+  const Tensor finite = logical_and(isfinite(wide), ne(wide, 0));
+  Tensor e = where(finite, floor(log2(abs(wide))) + 1, 0.0);
+  auto scaled = [&](const Tensor& by) {
+    const Tensor half = trunc(by / 2);
+    return wide * exp2(-half) * exp2(half - by);
+  };
+  Tensor m = scaled(e);
+  e = where(logical_and(ge(abs(m), 1), finite), e + 1, where(logical_and(lt(abs(m), 0.5), finite), e - 1, e));
+  m = where(finite, scaled(e), wide);
+  return {m.to(x.dtype()), e.to(kInt32)};
+}
 
 Tensor signbit(const Tensor& x) {
   MINIDL_CHECK(x.defined(), "signbit: expected a defined tensor");

@@ -5,6 +5,7 @@
 // can be differentiated again.
 #include <cstdint>
 #include <optional>
+#include <tuple>
 
 #include "core/scalar.h"
 #include "core/tensor.h"
@@ -60,6 +61,16 @@ Tensor polygamma(int64_t n, const Tensor& x);
 /// lgamma(x - i / 2) plus p (p - 1) / 4 log(pi). Every element must exceed (p - 1) / 2 (checked on
 /// the host: a sync on CUDA).   mvlgamma(x, 2)
 Tensor mvlgamma(const Tensor& x, int64_t p);
+/// The standard normal's quantile, the inverse of its CDF on [0, 1] (+-inf at the ends).
+Tensor ndtri(const Tensor& x);
+/// The modified Bessel function of the first kind of order 0 (torch.i0); the other orders and the
+/// scaled forms are in namespace special (ops/special.h).
+Tensor i0(const Tensor& x);
+namespace special {
+Tensor i0e(const Tensor& x);
+Tensor i1(const Tensor& x);
+Tensor i1e(const Tensor& x);
+}  // namespace special
 
 // Rounding: an integral tensor comes back unchanged (a copy) and a bool tensor is refused; the
 // gradient is zero everywhere, as PyTorch's.
@@ -96,6 +107,18 @@ Tensor copysign(const Tensor& a, const Tensor& b);
 Tensor copysign(const Tensor& a, const Scalar& b);
 /// Bool: where x's sign bit is set, so -0.0 and negative NaN too. Integral x: x < 0.
 Tensor signbit(const Tensor& x);
+/// The next representable value after a in the direction of b (b itself when equal); floating
+/// operands, not differentiable.
+Tensor nextafter(const Tensor& a, const Tensor& b);
+/// The greatest common divisor and the least common multiple, >= 0, of integral operands
+/// (gcd(0, 0) == 0, lcm(x, 0) == 0).
+Tensor gcd(const Tensor& a, const Tensor& b);
+Tensor lcm(const Tensor& a, const Tensor& b);
+/// x * 2^exponent.
+Tensor ldexp(const Tensor& x, const Tensor& exponent);
+/// (mantissa, exponent): x == mantissa * 2^exponent with 0.5 <= |mantissa| < 1 and an int32 exponent,
+/// as C's frexp (0, infinities and NaN come back with exponent 0). Floating x; not differentiable.
+std::tuple<Tensor, Tensor> frexp(const Tensor& x);
 
 /// Bool tensors: where x is NaN; +-infinity; neither. Integral and bool x: all false (isfinite: true).
 Tensor isnan(const Tensor& x);
@@ -115,6 +138,10 @@ Tensor logaddexp(const Tensor& a, const Tensor& b);
 Tensor logaddexp2(const Tensor& a, const Tensor& b);
 /// x * log(y), 0 where x == 0 (unless y is NaN): entropy terms without 0 * log 0.   xlogy(p, p)
 Tensor xlogy(const Tensor& x, const Tensor& y);
+/// x * log1p(y), 0 where x == 0 (unless y is NaN), as torch.special.xlog1py.
+Tensor xlog1py(const Tensor& x, const Tensor& y);
+/// The entropy term -x log(x): 0 at 0, -inf for x < 0, as torch.special.entr.
+Tensor entr(const Tensor& x);
 /// sin(pi x) / (pi x), 1 at 0.
 Tensor sinc(const Tensor& x);
 /// The step function: 0 for x < 0, 1 for x > 0, `values` where x == 0. Not differentiable.

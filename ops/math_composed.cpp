@@ -1,6 +1,7 @@
 // The math functions made of other ops (declared in ops/math.h): their gradients come from the
 // parts. Where a part would divide by zero in a branch that `where` discards, that branch gets a
 // harmless stand-in input, so the discarded branch's gradient is 0 rather than NaN.
+#include <limits>
 #include <numbers>
 
 #include "core/type_promotion.h"
@@ -46,6 +47,22 @@ Tensor xlogy(const Tensor& x, const Tensor& y) {
   const Tensor safe_y = where(zero_x, ones_like(b), b);
   // A NaN y stays NaN even where x is 0, as in PyTorch.
   return where(isnan(b), b, a * log(safe_y));
+}
+
+Tensor xlog1py(const Tensor& x, const Tensor& y) {
+  const DType dtype = result_type({x, y});
+  const DType out = is_floating(dtype) ? dtype : kFloat32;
+  const Tensor a = x.to(out), b = y.to(out);
+  const Tensor safe_y = where(eq(a, 0.0), zeros_like(b), b);
+  return where(isnan(b), b, a * log1p(safe_y));
+}
+
+Tensor entr(const Tensor& x_in) {
+  const Tensor x = x_in.is_floating_point() ? x_in : x_in.to(kFloat32);
+  const Tensor positive = gt(x, 0.0);
+  const Tensor safe = where(positive, x, ones_like(x));  // log is taken only where x > 0
+  const Tensor negative_part = where(lt(x, 0.0), Scalar(-std::numeric_limits<double>::infinity()), zeros_like(x));
+  return where(positive, -(safe * log(safe)), where(isnan(x), x, negative_part));
 }
 
 Tensor sinc(const Tensor& x) {

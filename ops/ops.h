@@ -49,6 +49,7 @@
 #include "ops/slice.h"
 #include "ops/softmax.h"
 #include "ops/sort.h"
+#include "ops/special.h"
 #include "ops/statistics.h"
 #include "ops/threshold.h"
 #include "ops/unique.h"

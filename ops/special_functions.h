@@ -1,8 +1,9 @@
 #pragma once
-// The scalar special functions of UnaryOp (ops/kernels.h), shared by the CPU and CUDA elementwise
-// kernels: Eigen's implementations (unsupported/Eigen/SpecialFunctions, written for host and device
-// alike), with PyTorch's values where the two differ. Eigen's polygamma is also the more accurate:
-// PyTorch's trigamma is off by about 1e-9 relative in float64 (5e-10 at x = 1).
+// The scalar special functions of UnaryOp (ops/kernels.h), shared by the CPU elementwise kernels and
+// the CUDA special-function kernel (ops/cuda/special_math.cu): Eigen's implementations
+// (unsupported/Eigen/SpecialFunctions, written for host and device alike), with PyTorch's values
+// where the two differ. Eigen's polygamma is also the more accurate: PyTorch's trigamma is off by
+// about 1e-9 relative in float64 (5e-10 at x = 1).
 #include <cmath>
 
 #if defined(__CUDACC__)
@@ -16,7 +17,7 @@
 
 #include "core/half.h"
 
-namespace minidl::special {
+namespace minidl::special_fn {
 
 /// digamma, with PyTorch's poles: -inf at +0 and +inf at -0 (Eigen gives NaN there), NaN at the
 /// negative integers.
@@ -43,6 +44,28 @@ MINIDL_HOST_DEVICE T erfc(T x) {
   return Eigen::numext::erfc(x);
 }
 
+template <class T>
+MINIDL_HOST_DEVICE T ndtri(T p) {
+  return Eigen::numext::ndtri(p);
+}
+
+template <class T>
+MINIDL_HOST_DEVICE T i0(T x) {
+  return Eigen::numext::bessel_i0(x);
+}
+template <class T>
+MINIDL_HOST_DEVICE T i0e(T x) {
+  return Eigen::numext::bessel_i0e(x);
+}
+template <class T>
+MINIDL_HOST_DEVICE T i1(T x) {
+  return Eigen::numext::bessel_i1(x);
+}
+template <class T>
+MINIDL_HOST_DEVICE T i1e(T x) {
+  return Eigen::numext::bessel_i1e(x);
+}
+
 /// erfinv on the host, in double (CUDA has its own erfinv). Eigen's inverse normal CDF at
 /// (1 - |y|) / 2 gives erfinv(-|y|); 1 - |y| is exact for |y| >= 1/2, and below that, where the
 /// rounding of 1 - |y| would cost small arguments their relative precision, two Newton steps on
@@ -57,4 +80,4 @@ inline double erfinv_host(double y) {
   return y < 0 ? x : -x;
 }
 
-}  // namespace minidl::special
+}  // namespace minidl::special_fn

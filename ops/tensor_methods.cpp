@@ -366,6 +366,12 @@ Tensor Tensor::hypot(const Tensor& other) const { return minidl::hypot(*this, ot
 Tensor Tensor::copysign(const Tensor& other) const { return minidl::copysign(*this, other); }
 Tensor Tensor::copysign(const Scalar& other) const { return minidl::copysign(*this, other); }
 Tensor Tensor::signbit() const { return minidl::signbit(*this); }
+Tensor Tensor::i0() const { return minidl::i0(*this); }
+Tensor Tensor::nextafter(const Tensor& other) const { return minidl::nextafter(*this, other); }
+Tensor Tensor::gcd(const Tensor& other) const { return minidl::gcd(*this, other); }
+Tensor Tensor::lcm(const Tensor& other) const { return minidl::lcm(*this, other); }
+Tensor Tensor::ldexp(const Tensor& exponent) const { return minidl::ldexp(*this, exponent); }
+std::tuple<Tensor, Tensor> Tensor::frexp() const { return minidl::frexp(*this); }
 Tensor Tensor::maximum(const Tensor& other) const { return minidl::maximum(*this, other); }
 Tensor Tensor::fmax(const Tensor& other) const { return minidl::fmax(*this, other); }
 Tensor Tensor::fmin(const Tensor& other) const { return minidl::fmin(*this, other); }
@@ -539,6 +545,9 @@ Tensor Tensor::index_copy(int64_t dim, const Tensor& index, const Tensor& source
 Tensor Tensor::masked_select(const Tensor& mask) const { return minidl::masked_select(*this, mask); }
 Tensor Tensor::nonzero() const { return minidl::nonzero(*this); }
 Tensor Tensor::repeat(IntArrayRef repeats) const { return minidl::repeat(*this, repeats.vec()); }
+Tensor Tensor::repeat_interleave(int64_t repeats, std::optional<int64_t> dim) const {
+  return minidl::repeat_interleave(*this, repeats, dim);
+}
 Tensor Tensor::flip(IntArrayRef dims) const { return minidl::flip(*this, dims.vec()); }
 Tensor Tensor::roll(IntArrayRef shifts, IntArrayRef dims) const { return minidl::roll(*this, shifts.vec(), dims.vec()); }
 Tensor Tensor::tril(int64_t diagonal) const { return minidl::tril(*this, diagonal); }

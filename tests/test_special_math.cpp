@@ -1,6 +1,7 @@
-// The inverse hyperbolic and special functions (erfc, erfinv, lgamma, digamma, polygamma, mvlgamma),
-// hypot, copysign and signbit: values against known constants, PyTorch's conventions at the poles and
-// signed zeros, gradients checked in float64, and CUDA against the CPU.
+// The inverse hyperbolic and special functions (erfc, erfinv, lgamma, digamma, polygamma, mvlgamma,
+// the Bessel functions, ndtri, the special namespace), hypot, copysign, signbit, gcd / lcm,
+// nextafter, ldexp and frexp: values against known constants (and libtorch's), PyTorch's conventions
+// at the poles and signed zeros, gradients checked in float64, and CUDA against the CPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -128,6 +129,64 @@ TEST(SpecialMath, HypotCopysignSignbit) {
   EXPECT_TRUE(r) << r.message;
 }
 
+TEST(SpecialMath, BesselNdtriAndTheSpecialNamespace) {
+  const Tensor x = f64({0, 1, -2, 100, -1});
+  expect_near_all(i0(x), {1, 1.2660658777520082, 2.2795853023360668, 1.0737517071310738e+42, 1.2660658777520082}, 1e-14);
+  expect_near_all(special::i0e(x), {1, 0.46575960759364043, 0.308508322553671, 0.03994437929909668, 0.46575960759364043},
+                  1e-14);
+  expect_near_all(special::i1(x), {0, 0.56515910399248515, -1.5906368546373295, 1.0683693903381625e+42,
+                                   -0.56515910399248515}, 1e-14);
+  expect_near_all(special::i1e(x), {0, 0.2079104153497085, -0.21526928924893771, 0.039744153025130249,
+                                    -0.2079104153497085}, 1e-14);
+  expect_near_all(ndtri(f64({0.5, 0.975, 0, 1, 1e-20})), {0, 1.959963984540054, -kInf, kInf, -9.2623400897984087}, 1e-14);
+  // torch::special's names: the lower tail of ndtr keeps its precision (7.6e-24 at -10).
+  expect_near_all(special::ndtr(f64({0, 3})), {0.5, 0.9986501019683699}, 1e-15);
+  EXPECT_NEAR(values(special::ndtr(f64({-10})))[0], 7.6198530241605269e-24, 1e-36);
+  expect_near_all(special::entr(f64({0, 1, 0.5, -1})), {0, 0, 0.34657359027997264, -kInf}, 1e-15);
+  expect_near_all(special::xlog1py(f64({0, 2, 0}), f64({-1, M_E - 1, NAN})), {0, 2, NAN}, 1e-15);
+  EXPECT_EQ(values(special::gammaln(f64({4}))), values(lgamma(f64({4}))));
+  EXPECT_EQ(values(special::expit(f64({0.5}))), values(sigmoid(f64({0.5}))));
+  EXPECT_EQ(values(special::multigammaln(f64({3}), 2)), values(mvlgamma(f64({3}), 2)));
+  manual_seed(6);
+  const Tensor r = randn({6}, kFloat64);
+  for (auto fn : {+[](const Tensor& t) { return i0(t); }, +[](const Tensor& t) { return special::i0e(t); },
+                  +[](const Tensor& t) { return special::i1(t); }, +[](const Tensor& t) { return special::i1e(t); }}) {
+    GradcheckResult g = gradcheck([fn](auto& in) { return fn(in[0]); }, {r.clone().requires_grad_()});
+    EXPECT_TRUE(g) << g.message;
+  }
+  GradcheckResult g = gradcheck([](auto& in) { return ndtri(in[0]); }, {(sigmoid(r) * 0.9 + 0.05).requires_grad_()});
+  EXPECT_TRUE(g) << g.message;
+  g = gradcheck([](auto& in) { return special::xlog1py(in[0], in[1]); }, {r.clone().requires_grad_(),
+                                                                        (r.abs() + 0.1).requires_grad_()});
+  EXPECT_TRUE(g) << g.message;
+  g = gradcheck([](auto& in) { return special::entr(in[0]); }, {(r.abs() + 0.1).requires_grad_()});
+  EXPECT_TRUE(g) << g.message;
+}
+
+TEST(SpecialMath, IntegersAndFloatingPointBits) {
+  EXPECT_EQ(values(gcd(tensor({12, -18, 0, 7}, kInt64), tensor({18, 12, 0, 0}, kInt64))), (D{6, 6, 0, 7}));
+  EXPECT_EQ(values(tensor({4, -6, 0}, kInt64).lcm(tensor({6, 4, 5}, kInt64))), (D{12, 12, 0}));
+  EXPECT_EQ(gcd(tensor({4}, kInt32), tensor({6}, kInt32)).dtype(), kInt32);
+  expect_error([] { gcd(f64({4}), f64({6})); }, {"gcd", "integral", "float64"});
+  // One ulp up or down, and the smallest subnormal after 0.
+  EXPECT_EQ(values(nextafter(f64({1, 1, 0}), f64({2, 0, 1}))),
+            (D{1 + std::ldexp(1.0, -52), 1 - std::ldexp(1.0, -53), std::numeric_limits<double>::denorm_min()}));
+  EXPECT_EQ(tensor({1.0}).nextafter(tensor({0.0})).item<float>(), 1.0f - std::ldexp(1.0f, -24));
+  EXPECT_EQ(values(ldexp(f64({1, 3, 1}), tensor({2, -1, 1000}, kInt64))), (D{4, 1.5, std::ldexp(1.0, 1000)}));
+  // frexp: C's, exactly, around powers of two and at both ends of float64's range.
+  const double below_one = 1 - std::ldexp(1.0, -53), tiny = std::numeric_limits<double>::denorm_min();
+  auto [m, e] = frexp(f64({8, 0.3, -5, 0, kInf, below_one, tiny, 1.5 * std::ldexp(1.0, 1023)}));
+  EXPECT_EQ(values(m), (D{0.5, 0.3 * 2, -0.625, 0, kInf, below_one, 0.5, 0.75}));
+  EXPECT_EQ(e.dtype(), kInt32);
+  EXPECT_EQ(values(e), (D{4, -1, 3, 0, 0, 0, -1073, 1024}));
+  auto [m32, e32] = tensor({3.0, -0.046875}).frexp();
+  EXPECT_EQ(m32.dtype(), kFloat32);
+  EXPECT_EQ(values(m32), (D{0.75, -0.75}));
+  EXPECT_EQ(values(e32), (D{2, -4}));
+  expect_error([] { frexp(tensor({1, 2}, kInt64)); }, {"frexp", "floating", "int64"});
+  EXPECT_EQ(values(tensor({1, 2}, kInt64).repeat_interleave(2)), (D{1, 1, 2, 2}));
+}
+
 TEST(CudaSpecialMath, MatchTheCpu) {
   MINIDL_REQUIRE_CUDA();
   manual_seed(5);
@@ -147,7 +206,17 @@ TEST(CudaSpecialMath, MatchTheCpu) {
     EXPECT_TRUE(allclose(hypot(xc, yc).cpu(), hypot(x, y), rtol, 0));
     EXPECT_TRUE(equal(copysign(xc, yc).cpu(), copysign(x, y)));
     EXPECT_TRUE(equal(signbit(yc).cpu(), signbit(y)));
+    EXPECT_TRUE(allclose(i0(xc).cpu(), i0(x), rtol, 0));
+    EXPECT_TRUE(allclose(special::i1e(xc).cpu(), special::i1e(x), rtol, 1e-30));
+    EXPECT_TRUE(allclose(ndtri(uc.abs()).cpu(), ndtri(unit.abs()), rtol, rtol));
+    EXPECT_TRUE(equal(nextafter(xc, yc).cpu(), nextafter(x, y)));
+    auto [m, e] = frexp(xc);
+    auto [m_cpu, e_cpu] = frexp(x);
+    EXPECT_TRUE(equal(m.cpu(), m_cpu));
+    EXPECT_TRUE(equal(e.cpu(), e_cpu));
   }
+  const Tensor a = randint(-50, 50, {100}), b = randint(-50, 50, {100});
+  EXPECT_TRUE(equal(gcd(a.cuda(), b.cuda()).cpu(), gcd(a, b)));
   EXPECT_TRUE(equal(digamma(tensor({0.0, -0.0, -3.0}).cuda()).isnan().cpu(), tensor({0, 0, 1}, kInt64).to(kBool)));
   EXPECT_EQ(values(digamma(tensor({0.0, -0.0}).cuda()).cpu()), (D{-kInf, kInf}));
 }

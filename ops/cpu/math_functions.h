@@ -4,6 +4,7 @@
 // Neg, Sign and the bitwise ops; the op checks the rest before a kernel runs.
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <type_traits>
 
 #include "ops/kernels.h"
@@ -68,11 +69,16 @@ T math_unary(UnaryOp op, T x, T scalar) {
       case UnaryOp::Asinh: return std::asinh(x);
       case UnaryOp::Acosh: return std::acosh(x);
       case UnaryOp::Atanh: return std::atanh(x);
-      case UnaryOp::Erfc: return special::erfc(x);
-      case UnaryOp::Erfinv: return static_cast<T>(special::erfinv_host(static_cast<double>(x)));
-      case UnaryOp::Lgamma: return special::lgamma(x);
-      case UnaryOp::Digamma: return special::digamma(x);
-      case UnaryOp::Polygamma: return special::polygamma(scalar, x);
+      case UnaryOp::Erfc: return special_fn::erfc(x);
+      case UnaryOp::Erfinv: return static_cast<T>(special_fn::erfinv_host(static_cast<double>(x)));
+      case UnaryOp::Lgamma: return special_fn::lgamma(x);
+      case UnaryOp::Digamma: return special_fn::digamma(x);
+      case UnaryOp::Polygamma: return special_fn::polygamma(scalar, x);
+      case UnaryOp::Ndtri: return special_fn::ndtri(x);
+      case UnaryOp::I0: return special_fn::i0(x);
+      case UnaryOp::I0e: return special_fn::i0e(x);
+      case UnaryOp::I1: return special_fn::i1(x);
+      case UnaryOp::I1e: return special_fn::i1e(x);
       case UnaryOp::Softplus: return x > scalar ? x : std::log1p(std::exp(x));
       case UnaryOp::Elu: return x > T(0) ? x : scalar * std::expm1(x);
       case UnaryOp::Selu: return T(kSeluScale) * (x > T(0) ? x : T(kSeluAlpha) * std::expm1(x));
@@ -105,6 +111,7 @@ T math_binary(BinaryOp op, T a, T b, T scalar) {
       case BinaryOp::BitwiseAnd: return static_cast<T>(a & b);
       case BinaryOp::BitwiseOr: return static_cast<T>(a | b);
       case BinaryOp::BitwiseXor: return static_cast<T>(a ^ b);
+      case BinaryOp::Gcd: return static_cast<T>(std::gcd(a, b));
       default: return a;  // refused by the op
     }
   } else {
@@ -113,6 +120,7 @@ T math_binary(BinaryOp op, T a, T b, T scalar) {
       case BinaryOp::Fmod: return std::fmod(a, b);
       case BinaryOp::Hypot: return std::hypot(a, b);
       case BinaryOp::Copysign: return std::copysign(a, b);
+      case BinaryOp::Nextafter: return std::nextafter(a, b);
       case BinaryOp::SoftplusBackward: return b > scalar ? a : a * sigmoid_of(b);
       case BinaryOp::EluBackward: return b > T(0) ? a : a * scalar * std::exp(b);
       case BinaryOp::SeluBackward: return T(kSeluScale) * (b > T(0) ? a : a * T(kSeluAlpha) * std::exp(b));

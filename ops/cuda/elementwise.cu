@@ -3,6 +3,7 @@
 // The op is a runtime switch, uniform across the grid, so one kernel per dtype serves every op.
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/math_functions.cuh"
+#include "ops/cuda/special_math.h"
 
 namespace minidl {
 
@@ -523,6 +524,14 @@ void CudaKernels::unary(UnaryOp op, const Tensor& x, Tensor& out, double scalar_
   const int64_t n = out.numel();
   if (n == 0) return;
   cuda::DeviceGuard guard(device_);
+  if (cuda::is_special_unary(op)) {
+    Tensor src = x;
+    if (!x.is_contiguous()) {
+      src = Tensor::empty(x.shape(), x.dtype(), x.device());
+      copy(x, src);
+    }
+    return cuda::special_unary(op, src, out, scalar_arg, stream_);
+  }
   dispatch_all_and_half(x.dtype(), "unary", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_integral_v<T>) {

@@ -1,13 +1,13 @@
 #pragma once
 // The device formulas of the math and activation members of UnaryOp / BinaryOp (ops/kernels.h) for
 // the CUDA elementwise kernels (ops/cuda/elementwise.cu): the CPU's (ops/cpu/math_functions.h),
-// with the single-precision function for float.
+// with the single-precision function for float. The special functions run in a kernel of their own
+// (ops/cuda/special_math.cu).
 #include <cuda_runtime.h>
 
 #include <type_traits>
 
 #include "ops/kernels.h"
-#include "ops/special_functions.h"
 
 namespace minidl::cuda_math {
 
@@ -36,7 +36,6 @@ MINIDL_MATH_FN(expm1)
 MINIDL_MATH_FN(log2)
 MINIDL_MATH_FN(log10)
 MINIDL_MATH_FN(erf)
-MINIDL_MATH_FN(erfinv)
 MINIDL_MATH_FN(asinh)
 MINIDL_MATH_FN(acosh)
 MINIDL_MATH_FN(atanh)
@@ -50,6 +49,8 @@ __device__ __forceinline__ float m_hypot(float a, float b) { return ::hypotf(a, 
 __device__ __forceinline__ double m_hypot(double a, double b) { return ::hypot(a, b); }
 __device__ __forceinline__ float m_copysign(float a, float b) { return ::copysignf(a, b); }
 __device__ __forceinline__ double m_copysign(double a, double b) { return ::copysign(a, b); }
+__device__ __forceinline__ float m_nextafter(float a, float b) { return ::nextafterf(a, b); }
+__device__ __forceinline__ double m_nextafter(double a, double b) { return ::nextafter(a, b); }
 __device__ __forceinline__ float m_pow(float a, float b) { return ::powf(a, b); }
 __device__ __forceinline__ double m_pow(double a, double b) { return ::pow(a, b); }
 
@@ -60,6 +61,20 @@ __device__ __forceinline__ T m_sign(T x) {
   } else {
     return static_cast<T>(T(0) < x) - static_cast<T>(x < T(0));  // 0 for NaN and both zeros
   }
+}
+
+template <class T>
+__device__ __forceinline__ T m_gcd(T a, T b) {  // Euclid's, >= 0: std::gcd has no device form
+  if constexpr (std::is_signed_v<T>) {
+    a = a < 0 ? static_cast<T>(-a) : a;
+    b = b < 0 ? static_cast<T>(-b) : b;
+  }
+  while (b != 0) {
+    const T r = static_cast<T>(a % b);
+    a = b;
+    b = r;
+  }
+  return a;
 }
 
 template <class T>
@@ -114,11 +129,6 @@ __device__ __forceinline__ T math_unary(UnaryOp op, T x, T scalar) {
       case UnaryOp::Asinh: return m_asinh(x);
       case UnaryOp::Acosh: return m_acosh(x);
       case UnaryOp::Atanh: return m_atanh(x);
-      case UnaryOp::Erfc: return special::erfc(x);
-      case UnaryOp::Erfinv: return m_erfinv(x);
-      case UnaryOp::Lgamma: return special::lgamma(x);
-      case UnaryOp::Digamma: return special::digamma(x);
-      case UnaryOp::Polygamma: return special::polygamma(scalar, x);
       case UnaryOp::Softplus: return x > scalar ? x : m_log1p(m_exp(x));
       case UnaryOp::Elu: return x > T(0) ? x : scalar * m_expm1(x);
       case UnaryOp::Selu: return T(kSeluScale) * (x > T(0) ? x : T(kSeluAlpha) * m_expm1(x));
@@ -153,6 +163,7 @@ __device__ __forceinline__ T math_binary(BinaryOp op, T a, T b, T scalar) {
       case BinaryOp::BitwiseAnd: return static_cast<T>(a & b);
       case BinaryOp::BitwiseOr: return static_cast<T>(a | b);
       case BinaryOp::BitwiseXor: return static_cast<T>(a ^ b);
+      case BinaryOp::Gcd: return m_gcd(a, b);
       default: return a;  // refused by the op
     }
   } else {
@@ -160,6 +171,7 @@ __device__ __forceinline__ T math_binary(BinaryOp op, T a, T b, T scalar) {
       case BinaryOp::Atan2: return m_atan2(a, b);
       case BinaryOp::Hypot: return m_hypot(a, b);
       case BinaryOp::Copysign: return m_copysign(a, b);
+      case BinaryOp::Nextafter: return m_nextafter(a, b);
       case BinaryOp::Fmod: return m_fmod(a, b);
       case BinaryOp::SoftplusBackward: return b > scalar ? a : a * m_sigmoid(b);
       case BinaryOp::EluBackward: return b > T(0) ? a : a * scalar * m_exp(b);

@@ -173,7 +173,8 @@ Tensor ndtri(const Tensor& x) {  // d ndtri = sqrt(2 pi) exp(y^2 / 2)
 // The modified Bessel functions of the first kind: i0' = i1, i1' = i0 - i1 / x (1/2 at 0), and the
 // scaled ones (times exp(-|x|)) lose sign(x) times themselves.
 Tensor i0(const Tensor& x) {
-  return transcendental(UnaryOp::I0, "i0", x, Saves::Input, [](const Tensor& g, const Tensor& xs) { return g * special::i1(xs); });
+  return transcendental(UnaryOp::I0, "i0", x, Saves::Input,
+                        [](const Tensor& g, const Tensor& xs) { return g * special::i1(xs); });
 }
 
 namespace special {
@@ -270,7 +271,8 @@ Tensor hypot(const Tensor& a_in, const Tensor& b_in) {
   Tensor out = pointwise::binary(BinaryOp::Hypot, "hypot", a, b);
   if (autograd::needs_recording({a, b})) {
     const Tensor so = out.detach();
-    autograd::record("hypot", out, {a, b}, {a, b, so}, [sa = a, sb = b, so](const Tensor& g, const std::vector<bool>& needs) {
+    autograd::record("hypot", out, {a, b}, {a, b, so}, [sa = a, sb = b, so](const Tensor& g,
+                                                                         const std::vector<bool>& needs) {
       const Tensor scaled = g / autograd::saved_output(so);  // d hypot(a, b) = (a da + b db) / hypot(a, b)
       return std::vector<Tensor>{needs[0] ? sum_to_shape(scaled * sa, sa.shape()) : Tensor(),
                                  needs[1] ? sum_to_shape(scaled * sb, sb.shape()) : Tensor()};
@@ -285,7 +287,8 @@ Tensor copysign(const Tensor& a_in, const Tensor& b_in) {
   if (autograd::needs_recording({a, b})) {
     // d/da = out / a (the sign it was given), 0 where a is 0, as PyTorch's; b only lends its sign.
     const Tensor so = out.detach();
-    autograd::record("copysign", out, {a, b}, {a, so}, [sa = a, sb = b, so](const Tensor& g, const std::vector<bool>& needs) {
+    autograd::record("copysign", out, {a, b}, {a, so}, [sa = a, sb = b, so](const Tensor& g,
+                                                                          const std::vector<bool>& needs) {
       Tensor ga, gb;
       if (needs[0]) ga = sum_to_shape(g * where(eq(sa, 0), 0.0, autograd::saved_output(so) / sa), sa.shape());
       if (needs[1]) gb = zeros_like(sb);

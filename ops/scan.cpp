@@ -118,8 +118,12 @@ Tensor logcumsumexp(const Tensor& x_in, int64_t dim) {
   return logcumsumexp_impl(x, wrap_dim(dim, x.dim(), "logcumsumexp"), false);
 }
 
-std::tuple<Tensor, Tensor> cummax(const Tensor& x, int64_t dim) { return running_extreme(x, dim, ScanOp::Max, "cummax"); }
-std::tuple<Tensor, Tensor> cummin(const Tensor& x, int64_t dim) { return running_extreme(x, dim, ScanOp::Min, "cummin"); }
+std::tuple<Tensor, Tensor> cummax(const Tensor& x, int64_t dim) {
+  return running_extreme(x, dim, ScanOp::Max, "cummax");
+}
+std::tuple<Tensor, Tensor> cummin(const Tensor& x, int64_t dim) {
+  return running_extreme(x, dim, ScanOp::Min, "cummin");
+}
 
 Tensor cumsum(const Tensor& x_in, int64_t dim) {
   Tensor x = scan_input(x_in);

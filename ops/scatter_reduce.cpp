@@ -120,8 +120,8 @@ Tensor scatter_reduce(const Tensor& x_in, int64_t dim, const Tensor& index_in, c
             nonzero_product = combined(base, dim, index, where(eq(ss, 0), 1.0, ss), ScanOp::Prod);
           }
           gx = include_self ? g * product_factor(xs, os, zeros_at, nonzero_product) : masked_fill(g, hit, 0.0);
-          gs = gather(g, dim, index) *
-               product_factor(ss, gather(os, dim, index), gather(zeros_at, dim, index), gather(nonzero_product, dim, index));
+          gs = gather(g, dim, index) * product_factor(ss, gather(os, dim, index), gather(zeros_at, dim, index),
+                                                      gather(nonzero_product, dim, index));
           break;
         }
       }

@@ -96,7 +96,8 @@ void CpuKernels::scatter(const Tensor& src, int64_t dim, const Tensor& index, Te
   if (accumulate) {
     dispatch_all_and_half(dst.dtype(), "scatter_add", [&](auto tag) {
       using T = decltype(tag);
-      scatter_in_order<T>(src, dim, index, dst, "scatter_add", [](T& to, const T& from) { to = static_cast<T>(to + from); });
+      scatter_in_order<T>(src, dim, index, dst, "scatter_add",
+                          [](T& to, const T& from) { to = static_cast<T>(to + from); });
     });
   } else {
     dispatch_with_bool(dst.dtype(), "scatter", [&](auto tag) {

@@ -45,6 +45,7 @@ T math_unary(UnaryOp op, T x, T scalar) {
       default: return x;  // refused by the op
     }
   } else {
+    if (is_special_function(op)) return special_fn::apply(op, x, scalar);
     switch (op) {
       case UnaryOp::Sin: return std::sin(x);
       case UnaryOp::Cos: return std::cos(x);
@@ -69,16 +70,6 @@ T math_unary(UnaryOp op, T x, T scalar) {
       case UnaryOp::Asinh: return std::asinh(x);
       case UnaryOp::Acosh: return std::acosh(x);
       case UnaryOp::Atanh: return std::atanh(x);
-      case UnaryOp::Erfc: return special_fn::erfc(x);
-      case UnaryOp::Erfinv: return static_cast<T>(special_fn::erfinv_host(static_cast<double>(x)));
-      case UnaryOp::Lgamma: return special_fn::lgamma(x);
-      case UnaryOp::Digamma: return special_fn::digamma(x);
-      case UnaryOp::Polygamma: return special_fn::polygamma(scalar, x);
-      case UnaryOp::Ndtri: return special_fn::ndtri(x);
-      case UnaryOp::I0: return special_fn::i0(x);
-      case UnaryOp::I0e: return special_fn::i0e(x);
-      case UnaryOp::I1: return special_fn::i1(x);
-      case UnaryOp::I1e: return special_fn::i1e(x);
       case UnaryOp::Softplus: return x > scalar ? x : std::log1p(std::exp(x));
       case UnaryOp::Elu: return x > T(0) ? x : scalar * std::expm1(x);
       case UnaryOp::Selu: return T(kSeluScale) * (x > T(0) ? x : T(kSeluAlpha) * std::expm1(x));

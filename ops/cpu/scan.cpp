@@ -1,6 +1,7 @@
 // Cumulative scans (sum, product, max, min, logaddexp: ops/scan_step.h) over the middle axis of an
-// [outer, n, inner] view, and cumprod's exact gradient. Each (outer, column) pair is an independent sequential scan; with inner > 1 a
-// block of columns advances together so that each row of the block is read contiguously.
+// [outer, n, inner] view, and cumprod's exact gradient. Each (outer, column) pair is an independent
+// sequential scan; with inner > 1 a block of columns advances together so that each row of the block
+// is read contiguously.
 #include <algorithm>
 #include <type_traits>
 

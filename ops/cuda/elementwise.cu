@@ -524,7 +524,7 @@ void CudaKernels::unary(UnaryOp op, const Tensor& x, Tensor& out, double scalar_
   const int64_t n = out.numel();
   if (n == 0) return;
   cuda::DeviceGuard guard(device_);
-  if (cuda::is_special_unary(op)) {
+  if (is_special_function(op)) {
     Tensor src = x;
     if (!x.is_contiguous()) {
       src = Tensor::empty(x.shape(), x.dtype(), x.device());

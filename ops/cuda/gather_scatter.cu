@@ -173,8 +173,9 @@ void launch_scatter_lines(const Tensor& src, int64_t dim, const Tensor& index, T
   const int64_t len = g.size[dim];
   lines.size[dim] = 1;
   const int64_t count = index.numel() / len;
-  scatter_lines_kernel<T, Step><<<blocks_for(count), kThreads, 0, stream>>>(
-      ptr<const T>(src), ptr<const int64_t>(index), ptr<T>(dst), lines, count, len, g.index_stride[dim], g.b_stride[dim]);
+  scatter_lines_kernel<T, Step><<<blocks_for(count), kThreads, 0, stream>>>(ptr<const T>(src), ptr<const int64_t>(index),
+                                                                             ptr<T>(dst), lines, count, len,
+                                                                             g.index_stride[dim], g.b_stride[dim]);
   CUDA_LAUNCH_CHECK(scatter_lines_kernel);
 }
 

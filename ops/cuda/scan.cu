@@ -126,7 +126,8 @@ void CudaKernels::scan(ScanOp op, const Tensor& x, int64_t outer, int64_t n, int
       case ScanOp::Max: return launch_scan<T, ScanOp::Max>(in, outer, n, inner, reverse, o, stream_);
       case ScanOp::Min: return launch_scan<T, ScanOp::Min>(in, outer, n, inner, reverse, o, stream_);
       case ScanOp::LogAddExp:
-        if constexpr (!std::is_integral_v<T>) return launch_scan<T, ScanOp::LogAddExp>(in, outer, n, inner, reverse, o, stream_);
+        if constexpr (!std::is_integral_v<T>)
+          return launch_scan<T, ScanOp::LogAddExp>(in, outer, n, inner, reverse, o, stream_);
         return;
     }
   });

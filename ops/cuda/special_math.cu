@@ -11,29 +11,10 @@ namespace minidl::cuda {
 
 namespace {
 
-template <class C>
-__device__ C special_of(UnaryOp op, C x, C scalar) {
-  switch (op) {
-    case UnaryOp::Erfc: return special_fn::erfc(x);
-    case UnaryOp::Erfinv:
-      if constexpr (std::is_same_v<C, float>) return ::erfinvf(x);
-      else return ::erfinv(x);
-    case UnaryOp::Lgamma: return special_fn::lgamma(x);
-    case UnaryOp::Digamma: return special_fn::digamma(x);
-    case UnaryOp::Polygamma: return special_fn::polygamma(scalar, x);
-    case UnaryOp::Ndtri: return special_fn::ndtri(x);
-    case UnaryOp::I0: return special_fn::i0(x);
-    case UnaryOp::I0e: return special_fn::i0e(x);
-    case UnaryOp::I1: return special_fn::i1(x);
-    case UnaryOp::I1e: return special_fn::i1e(x);
-    default: return x;  // is_special_unary keeps the others away
-  }
-}
-
 template <class T, class C>
 __global__ void special_unary_kernel(UnaryOp op, const T* x, T* out, int64_t n, C scalar) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = static_cast<T>(special_of<C>(op, static_cast<C>(x[i]), scalar));
+    out[i] = static_cast<T>(special_fn::apply<C>(op, static_cast<C>(x[i]), scalar));
 }
 
 }  // namespace

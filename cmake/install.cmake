@@ -15,8 +15,11 @@ install(TARGETS minidl EXPORT minidlTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(FILES minidl.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/minidl)
+# The kernels' headers stay out: ops/cpu, ops/cuda, and ops/special_functions.h (Eigen's special
+# functions for both devices' kernels; Eigen is a build dependency only).
 install(DIRECTORY core ops nn optim data distributed DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/minidl
-        FILES_MATCHING PATTERN "*.h" PATTERN "cpu" EXCLUDE PATTERN "cuda" EXCLUDE)
+        FILES_MATCHING PATTERN "*.h" PATTERN "cpu" EXCLUDE PATTERN "cuda" EXCLUDE
+        PATTERN "special_functions.h" EXCLUDE)
 # core/dlpack.h includes <dlpack/dlpack.h>: the vendored header goes under include/minidl/ too, with
 # its license (Apache-2.0 asks for it beside the copy).
 install(FILES third_party/dlpack/include/dlpack/dlpack.h third_party/dlpack/LICENSE

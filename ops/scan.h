@@ -16,7 +16,8 @@ Tensor cumsum(const Tensor& x, int64_t dim);
 ///   cumprod(x, -1)
 Tensor cumprod(const Tensor& x, int64_t dim);
 /// log(exp(x[0]) + ... + exp(x[i])) along `dim`, without overflow (-inf elements add nothing);
-/// integral inputs in the default float dtype. Its gradient is differentiable again.
+/// integral inputs in the default float dtype. Its gradient is not itself differentiable (a
+/// create_graph backward through it stops with an error naming the op).
 ///   logcumsumexp(log_probs, 1)
 Tensor logcumsumexp(const Tensor& x, int64_t dim);
 /// The running maximum along `dim` and the index (int64) where it was last reached: a later equal

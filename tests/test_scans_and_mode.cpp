@@ -45,6 +45,11 @@ TEST(ScansAndMode, LogcumsumexpIsStable) {
   EXPECT_TRUE(r) << r.message;
   r = gradcheck([](auto& in) { return logcumsumexp(in[0], 0); }, {(randn({4, 2}, kFloat64) * 20).requires_grad_()});
   EXPECT_TRUE(r) << r.message;
+  // A create_graph backward (for a second derivative) is refused by name rather than given wrong.
+  const Tensor x = randn({4}, kFloat64).requires_grad_();
+  const Tensor y = (logcumsumexp(x, 0) * x).sum();
+  expect_error([&] { autograd::grad({y}, {x}, {}, true, /*create_graph=*/true); },
+               {"LogcumsumexpBackward0", "not differentiable twice"});
 }
 
 TEST(ScansAndMode, CummaxAndCumminKeepTheLastIndexReached) {

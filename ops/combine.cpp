@@ -56,6 +56,13 @@ Tensor combinations(const Tensor& x, int64_t r, bool with_replacement) {
   MINIDL_CHECK(r >= 0, "combinations: expected r >= 0, got ", r);
   if (r == 0) return Tensor::empty({0}, x.dtype(), x.device());
   const int64_t n = x.size(0);
+  // How many tuples: C(n, r), or C(n + r - 1, r) with replacement, refused past 2^31 elements.
+  double count_estimate = 1;
+  const int64_t top = with_replacement ? n + r - 1 : n;
+  for (int64_t k = 0; k < r && count_estimate > 0; ++k)
+    count_estimate = count_estimate * double(top - k) / double(k + 1);
+  MINIDL_CHECK(count_estimate * double(r) < 2147483648.0, "combinations: ", r, "-element combinations of ", n,
+               " elements number about ", count_estimate, ", too many to list");
   // The index tuples in itertools' order, built on the host: c[i] < c[i + 1] (<= with replacement).
   std::vector<int64_t> picks;
   std::vector<int64_t> c(static_cast<size_t>(r));

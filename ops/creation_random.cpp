@@ -153,8 +153,8 @@ Tensor& bernoulli_(Tensor& t, const Tensor& p) {
 
 namespace {
 
-// Fills floating t from draws of u, uniform on [0, 1) in float64, through `transform` (inverse CDF
-// sampling), rounding once into t's dtype.
+// Fills t from draws of u, uniform on [0, 1) in float64, through `transform` (inverse CDF sampling),
+// rounding once into t's dtype.
 template <class Transform>
 Tensor& fill_from_uniform_(Tensor& t, const char* name, bool floating_only, Transform transform) {
   MINIDL_CHECK(!floating_only || is_floating(t.dtype()), name, ": expected a floating tensor, got ", t.dtype());

@@ -115,6 +115,7 @@ TEST(LibtorchOpsMisc, Combinations) {
   EXPECT_EQ(combinations(three, 1).sizes(), (Shape{3, 1}));
   EXPECT_EQ(combinations(three, 0).sizes(), (Shape{0}));
   expect_error([] { combinations(zeros({2, 2})); }, {"combinations", "1-D", "[2, 2]"});
+  expect_error([] { combinations(arange(2000), 5); }, {"combinations", "too many"});
   // Each element of 4 sits in 3 of the 6 pairs.
   Tensor w = tensor({1.0, 2.0, 3.0, 4.0}, kFloat64).requires_grad_();
   combinations(w).sum().backward();

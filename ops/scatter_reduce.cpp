@@ -61,7 +61,8 @@ Tensor scatter_reduce(const Tensor& x_in, int64_t dim, const Tensor& index_in, c
   {
     NoGradGuard no_grad;
     const Tensor xd = x.detach(), sd = src.detach();
-    hit = scatter(zeros(x.shape(), kBool, x.device()), dim, index, true);  // the targeted positions
+    // The targeted positions, which matter only where x does not take part there.
+    if (!include_self) hit = scatter(zeros(x.shape(), kBool, x.device()), dim, index, true);
     // Where x does not take part, a targeted position starts from the identity of the sum or the
     // product, or from one of its own src elements for the maximum and minimum (taking part twice
     // changes neither; integers have no infinity to start from).

@@ -135,6 +135,7 @@ using minidl::group_norm;
 using minidl::layer_norm;
 using minidl::rms_norm;
 using minidl::dropout_add_layer_norm;
+using minidl::embedding_dropout_layer_norm;
 using minidl::flatten;
 using minidl::gelu;
 using minidl::glu;

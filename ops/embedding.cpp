@@ -81,9 +81,10 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
   return out;
 }
 
-Tensor embedding_sum(const Tensor& weight, const Tensor& indices, const Tensor& other_weight,
-                     const Tensor& other_indices) {
-  const char* op = "embedding_sum";
+namespace detail {
+
+std::optional<EmbeddingSumRows> embedding_sum_rows(const char* op, const Tensor& weight, const Tensor& indices,
+                                                   const Tensor& other_weight, const Tensor& other_indices) {
   check_embedding_args(op, weight, indices);
   check_embedding_args(op, other_weight, other_indices);
   check_same_device(op, {weight, indices, other_weight, other_indices});
@@ -98,36 +99,53 @@ Tensor embedding_sum(const Tensor& weight, const Tensor& indices, const Tensor& 
   const auto suffix = ids_shape.end() - static_cast<std::ptrdiff_t>(std::min(trailing.size(), ids_shape.size()));
   const bool tiles = ids_shape == indices.shape() && trailing.size() <= ids_shape.size() &&
                      std::equal(trailing.begin(), trailing.end(), suffix);
-  const int64_t width = weight.size(1), n = indices.numel(), m = other_indices.numel();
-  Shape out_shape = ids_shape;
-  out_shape.push_back(width);
-  if (tiles && m > 0) {
-    Tensor ids = flat_ids(indices), other_ids = flat_ids(other_indices);
-    Tensor out = Tensor::empty(out_shape, weight.dtype(), weight.device());
+  if (!tiles || other_indices.numel() == 0) return std::nullopt;
+  EmbeddingSumRows r;
+  r.ids = flat_ids(indices), r.other_ids = flat_ids(other_indices);
+  r.n = indices.numel(), r.m = other_indices.numel(), r.width = weight.size(1);
+  r.rows = weight.size(0), r.other_rows = other_weight.size(0);
+  r.out_shape = ids_shape;
+  r.out_shape.push_back(r.width);
+  return r;
+}
+
+void EmbeddingSumRows::make_plans(Kernels& kernels, bool weight, bool other_weight) {
+  if (weight) plan = kernels.embedding_backward_plan(ids, rows);
+  if (other_weight) other_plan = kernels.embedding_backward_plan(other_ids, other_rows);
+}
+
+std::vector<Tensor> EmbeddingSumRows::backward(const Tensor& g_rows, const std::vector<bool>& needs) const {
+  Kernels& k = kernels_for(g_rows.device());
+  Tensor grad, other_grad;
+  if (needs[0]) {
+    grad = Tensor::empty({rows, width}, g_rows.dtype(), g_rows.device());
+    k.embedding_backward(g_rows, ids, plan, -1, false, grad);
+  }
+  if (needs[1]) {
+    // The broadcast addition's gradient, then the second lookup's.
+    const Tensor per_id = sum_to_shape(g_rows.view({n / m, m, width}), {m, width});
+    other_grad = Tensor::empty({other_rows, width}, g_rows.dtype(), g_rows.device());
+    k.embedding_backward(per_id.contiguous(), other_ids, other_plan, -1, false, other_grad);
+  }
+  return {grad, other_grad};
+}
+
+}  // namespace detail
+
+Tensor embedding_sum(const Tensor& weight, const Tensor& indices, const Tensor& other_weight,
+                     const Tensor& other_indices) {
+  const char* op = "embedding_sum";
+  if (std::optional<detail::EmbeddingSumRows> rows =
+          detail::embedding_sum_rows(op, weight, indices, other_weight, other_indices)) {
+    Tensor out = Tensor::empty(rows->out_shape, weight.dtype(), weight.device());
     Kernels& kernels = kernels_for(weight.device());
-    Tensor out_rows = out.view({n, width});
-    if (kernels.embedding_add(weight.contiguous(), ids, other_weight.contiguous(), other_ids, out_rows)) {
+    Tensor out_rows = out.view({rows->n, rows->width});
+    if (kernels.embedding_add(weight.contiguous(), rows->ids, other_weight.contiguous(), rows->other_ids, out_rows)) {
       if (autograd::needs_recording({weight, other_weight})) {
-        Tensor plan = weight.requires_grad() ? kernels.embedding_backward_plan(ids, weight.size(0)) : Tensor();
-        Tensor other_plan =
-            other_weight.requires_grad() ? kernels.embedding_backward_plan(other_ids, other_weight.size(0)) : Tensor();
-        autograd::record(op, out, {weight, other_weight}, {ids, other_ids},
-                         [ids, other_ids, plan, other_plan, n, m, width, rows = weight.size(0),
-                          other_rows = other_weight.size(0)](const Tensor& g, const std::vector<bool>& needs) {
-                           Kernels& k = kernels_for(g.device());
-                           const Tensor g_rows = g.contiguous().view({n, width});
-                           Tensor grad, other_grad;
-                           if (needs[0]) {
-                             grad = Tensor::empty({rows, width}, g.dtype(), g.device());
-                             k.embedding_backward(g_rows, ids, plan, -1, false, grad);
-                           }
-                           if (needs[1]) {
-                             // The broadcast addition's gradient, then the second lookup's.
-                             const Tensor per_id = sum_to_shape(g_rows.view({n / m, m, width}), {m, width});
-                             other_grad = Tensor::empty({other_rows, width}, g.dtype(), g.device());
-                             k.embedding_backward(per_id.contiguous(), other_ids, other_plan, -1, false, other_grad);
-                           }
-                           return std::vector<Tensor>{grad, other_grad};
+        rows->make_plans(kernels, weight.requires_grad(), other_weight.requires_grad());
+        autograd::record(op, out, {weight, other_weight}, {rows->ids, rows->other_ids},
+                         [r = *rows](const Tensor& g, const std::vector<bool>& needs) {
+                           return r.backward(g.contiguous().view({r.n, r.width}), needs);
                          });
       }
       return out;

@@ -534,6 +534,18 @@ class Kernels {
     (void)save_mean, (void)save_invstd;
     return false;
   }
+  /// dropout_add_layer_norm of x = embedding_add's rows (table [Va, d] at ids [N], other_table [Vb, d]
+  /// at other_ids [M], M dividing N) with no residual: a transformer's first seam, the embeddings'
+  /// sum never written. Same outputs, mask and backward as dropout_add_layer_norm's; false where the
+  /// device has no kernel (the op then runs embedding_sum and dropout_add_layer_norm).
+  virtual bool embedding_dropout_layer_norm(const Tensor& table, const Tensor& ids, const Tensor& other_table,
+                                            const Tensor& other_ids, const Tensor* weight, const Tensor* bias,
+                                            double keep_prob, double eps, Tensor& out, Tensor& sum, Tensor& mask,
+                                            Tensor& save_mean, Tensor& save_invstd) {
+    (void)table, (void)ids, (void)other_table, (void)other_ids, (void)weight, (void)bias, (void)keep_prob, (void)eps;
+    (void)out, (void)sum, (void)mask, (void)save_mean, (void)save_invstd;
+    return false;
+  }
   /// Its backward, after a forward that returned true: grad_residual = grad_sum + the layer norm's
   /// input gradient from grad_out (out's dtype), and grad_x = grad_residual through the dropout, in
   /// x's dtype.

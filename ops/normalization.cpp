@@ -27,6 +27,7 @@
 #include "ops/creation.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
+#include "ops/embedding.h"
 #include "ops/kernels.h"
 #include "ops/math.h"
 #include "ops/reduce.h"
@@ -251,6 +252,56 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
   return y.dtype() == x.dtype() ? y : y.to(x.dtype());
 }
 
+namespace {
+
+// What a seam's kernel saved for its backward.
+struct SeamSaved {
+  Tensor sum, w, mean, invstd, mask;
+  double keep;
+  DType x_dtype, out_type;
+};
+
+// The gradients {x, residual, weight, bias} of a seam whose kernel ran, from those of {out, sum}.
+std::vector<Tensor> seam_backward(const SeamSaved& saved, const std::vector<Tensor>& grads, bool need_x,
+                                  bool need_residual, bool need_weight, bool need_bias) {
+  const Tensor& s = saved.sum;
+  const Tensor g_sum = plain(grads[1]);
+  const bool norm_reached = grads[0].defined();
+  if (!norm_reached && (!g_sum.defined() || !need_x))  // nothing reaches x through the mask
+    return {Tensor(), need_residual ? g_sum : Tensor(), Tensor(), Tensor()};
+  // Where only the sum's gradient came, the norm's is zero: the kernel passes the sum's through the
+  // mask, which only it reads, and the residual's is the sum's.
+  const Tensor g_out = norm_reached ? grads[0] : zeros(s.shape(), saved.out_type, s.device());
+  Tensor gx, gr, gw, gb;
+  if (need_x) gx = Tensor::empty(s.shape(), saved.x_dtype, s.device());
+  if (need_residual) gr = norm_reached ? Tensor::empty(s.shape(), s.dtype(), s.device()) : g_sum;
+  if (need_weight && norm_reached) gw = Tensor::empty(saved.w.shape(), saved.w.dtype(), s.device());
+  if (need_bias && norm_reached) gb = Tensor::empty({s.size(-1)}, s.dtype(), s.device());
+  kernels_for(s.device())
+      .dropout_add_layer_norm_backward(plain(g_out.to(saved.out_type)), or_null(g_sum), s, saved.mean, saved.invstd,
+                                       or_null(saved.w), saved.mask, saved.keep, gx.defined() ? &gx : nullptr,
+                                       norm_reached && gr.defined() ? &gr : nullptr, gw.defined() ? &gw : nullptr,
+                                       gb.defined() ? &gb : nullptr);
+  return {gx, gr, gw, gb};
+}
+
+// The checks of a seam's weight, bias, p and out_dtype beside the stream `stream` (its sum's dtype)
+// and x's dtype; returns the out dtype.
+DType check_seam(const char* op, const Tensor& stream, DType x_dtype, const Tensor& weight, const Tensor& bias,
+                 double p, std::optional<DType> out_dtype) {
+  const DType out_type = out_dtype.value_or(x_dtype);
+  MINIDL_CHECK(out_type == x_dtype || (x_dtype == kFloat32 && is_reduced_floating(out_type)), op,
+               ": expected out_dtype to be x's dtype ", x_dtype, x_dtype == kFloat32 ? " or a 16-bit one" : "",
+               ", got ", out_type);
+  MINIDL_CHECK(p >= 0 && p <= 1, op, ": expected a probability p in [0, 1], got ", p);
+  const int64_t d = stream.size(-1);
+  check_param(op, "weight", weight, stream, {d}, "the last dim");
+  check_param(op, "bias", bias, stream, {d}, "the last dim");
+  return out_type;
+}
+
+}  // namespace
+
 std::tuple<Tensor, Tensor> dropout_add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,
                                                   const Tensor& bias, double p, bool training, double eps,
                                                   std::optional<DType> out_dtype) {
@@ -267,16 +318,10 @@ std::tuple<Tensor, Tensor> dropout_add_layer_norm(const Tensor& x, const Tensor&
                  op, ": expected x in residual's dtype ", residual.dtype(),
                  residual.dtype() == kFloat32 ? " or a 16-bit one" : "", ", got ", x.dtype());
   }
-  const DType out_type = out_dtype.value_or(x.dtype());
-  MINIDL_CHECK(out_type == x.dtype() || (x.dtype() == kFloat32 && is_reduced_floating(out_type)), op,
-               ": expected out_dtype to be x's dtype ", x.dtype(), x.dtype() == kFloat32 ? " or a 16-bit one" : "",
-               ", got ", out_type);
-  MINIDL_CHECK(p >= 0 && p <= 1, op, ": expected a probability p in [0, 1], got ", p);
-  const int64_t d = x.size(-1);
   const Tensor& stream = residual.defined() ? residual : x;  // weight and bias take the sum's dtype
-  check_param(op, "weight", weight, stream, {d}, "the last dim");
-  check_param(op, "bias", bias, stream, {d}, "the last dim");
+  const DType out_type = check_seam(op, stream, x.dtype(), weight, bias, p, out_dtype);
   check_same_device(op, {x, residual, weight, bias});
+  const int64_t d = x.size(-1);
   const double keep = training ? 1 - p : 1;
   if (keep > 0 && x.numel() > 0) {  // p = 1 keeps nothing to scale: the composition's dropout zeroes
     const Tensor xc = plain(x), rc = residual.defined() ? plain(residual) : Tensor(), w = plain(weight),
@@ -289,29 +334,11 @@ std::tuple<Tensor, Tensor> dropout_add_layer_norm(const Tensor& x, const Tensor&
     Kernels& kernels = kernels_for(x.device());
     if (kernels.dropout_add_layer_norm(xc, rc, or_null(w), or_null(b), keep, eps, out, sum, mask, mean, invstd)) {
       if (autograd::needs_recording({x, residual, weight, bias})) {
-        autograd::record_multi(
-            op, {&out, &sum}, {x, residual, weight, bias}, {sum, w},
-            [s = sum.detach(), w, mean, invstd, mask, keep, x_dtype = x.dtype(), out_type](
-                const std::vector<Tensor>& grads, const std::vector<bool>& needs) {
-              const Tensor g_sum = plain(grads[1]);
-              const bool norm_reached = grads[0].defined();
-              if (!norm_reached && (!g_sum.defined() || !needs[0]))  // nothing reaches x through the mask
-                return std::vector<Tensor>{Tensor(), needs[1] ? g_sum : Tensor(), Tensor(), Tensor()};
-              // Where only the sum's gradient came, the norm's is zero: the kernel passes the sum's
-              // through the mask, which only it reads, and the residual's is the sum's.
-              const Tensor g_out = norm_reached ? grads[0] : zeros(s.shape(), out_type, s.device());
-              Tensor gx, gr, gw, gb;
-              if (needs[0]) gx = Tensor::empty(s.shape(), x_dtype, s.device());
-              if (needs[1]) gr = norm_reached ? Tensor::empty(s.shape(), s.dtype(), s.device()) : g_sum;
-              if (needs[2] && norm_reached) gw = Tensor::empty(w.shape(), w.dtype(), s.device());
-              if (needs[3] && norm_reached) gb = Tensor::empty({s.size(-1)}, s.dtype(), s.device());
-              kernels_for(s.device())
-                  .dropout_add_layer_norm_backward(plain(g_out.to(out_type)), or_null(g_sum), s, mean, invstd,
-                                                   or_null(w), mask, keep, gx.defined() ? &gx : nullptr,
-                                                   norm_reached && gr.defined() ? &gr : nullptr,
-                                                   gw.defined() ? &gw : nullptr, gb.defined() ? &gb : nullptr);
-              return std::vector<Tensor>{gx, gr, gw, gb};
-            });
+        autograd::record_multi(op, {&out, &sum}, {x, residual, weight, bias}, {sum, w},
+                               [saved = SeamSaved{sum.detach(), w, mean, invstd, mask, keep, x.dtype(), out_type}](
+                                   const std::vector<Tensor>& grads, const std::vector<bool>& needs) {
+                                 return seam_backward(saved, grads, needs[0], needs[1], needs[2], needs[3]);
+                               });
       }
       return {out, sum};
     }
@@ -319,6 +346,47 @@ std::tuple<Tensor, Tensor> dropout_add_layer_norm(const Tensor& x, const Tensor&
   Tensor dropped = dropout(x, p, training);
   Tensor sum = residual.defined() ? residual + dropped : dropped;
   return {layer_norm(sum, {d}, weight, bias, eps).to(out_type), sum};
+}
+
+std::tuple<Tensor, Tensor> embedding_dropout_layer_norm(const Tensor& table, const Tensor& indices,
+                                                        const Tensor& other_table, const Tensor& other_indices,
+                                                        const Tensor& weight, const Tensor& bias, double p,
+                                                        bool training, double eps, std::optional<DType> out_dtype) {
+  const char* op = "embedding_dropout_layer_norm";
+  std::optional<detail::EmbeddingSumRows> rows =
+      detail::embedding_sum_rows(op, table, indices, other_table, other_indices);
+  const double keep = training ? 1 - p : 1;
+  if (rows && keep > 0 && rows->n > 0) {
+    MINIDL_CHECK(is_floating(table.dtype()), op, ": expected floating tables, got ", table.dtype());
+    const DType out_type = check_seam(op, table, table.dtype(), weight, bias, p, out_dtype);
+    check_same_device(op, {table, weight, bias});
+    const Tensor tc = table.contiguous(), oc = other_table.contiguous(), w = plain(weight), b = plain(bias);
+    Tensor out = Tensor::empty(rows->out_shape, out_type, table.device());
+    Tensor sum = Tensor::empty(rows->out_shape, table.dtype(), table.device());
+    Tensor mask;
+    Tensor mean = Tensor::empty({rows->n}, table.dtype(), table.device());
+    Tensor invstd = Tensor::empty({rows->n}, table.dtype(), table.device());
+    Kernels& kernels = kernels_for(table.device());
+    if (kernels.embedding_dropout_layer_norm(tc, rows->ids, oc, rows->other_ids, or_null(w), or_null(b), keep, eps,
+                                             out, sum, mask, mean, invstd)) {
+      if (autograd::needs_recording({table, other_table, weight, bias})) {
+        rows->make_plans(kernels, table.requires_grad(), other_table.requires_grad());
+        autograd::record_multi(
+            op, {&out, &sum}, {table, other_table, weight, bias}, {sum, w, rows->ids, rows->other_ids},
+            [saved = SeamSaved{sum.detach(), w, mean, invstd, mask, keep, table.dtype(), out_type}, r = *rows](
+                const std::vector<Tensor>& grads, const std::vector<bool>& needs) {
+              // The seam's gradient of the embeddings' sum, then the two lookups'.
+              std::vector<Tensor> g = seam_backward(saved, grads, needs[0] || needs[1], false, needs[2], needs[3]);
+              std::vector<Tensor> tables{Tensor(), Tensor()};
+              if (g[0].defined()) tables = r.backward(g[0].view({r.n, r.width}), {needs[0], needs[1]});
+              return std::vector<Tensor>{tables[0], tables[1], g[2], g[3]};
+            });
+      }
+      return {out, sum};
+    }
+  }
+  return dropout_add_layer_norm(embedding_sum(table, indices, other_table, other_indices), Tensor(), weight, bias, p,
+                                training, eps, out_dtype);
 }
 
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {

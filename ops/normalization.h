@@ -44,6 +44,19 @@ std::tuple<Tensor, Tensor> dropout_add_layer_norm(const Tensor& x, const Tensor&
                                                   const Tensor& bias = {}, double p = 0.5, bool training = true,
                                                   double eps = 1e-5, std::optional<DType> out_dtype = std::nullopt);
 
+/// dropout_add_layer_norm(embedding_sum(table, indices, other_table, other_indices), {}, weight, bias,
+/// p, training, eps, out_dtype) as one op: a transformer's first seam, from its token and position
+/// embeddings to the stream and the first block's norm. On CUDA, where the second ids tile the first
+/// (embedding_sum's one-kernel case), the seam's kernel looks up and adds the rows itself and the
+/// embeddings' sum is never written; the same bits and mask as the composition, which runs elsewhere.
+///   std::tie(y, x) = embedding_dropout_layer_norm(wte, tokens, wpe, arange(T, kInt64, dev), ln->weight, ln->bias,
+///                                                 0.2, is_training(), 1e-5, kBFloat16);
+std::tuple<Tensor, Tensor> embedding_dropout_layer_norm(const Tensor& table, const Tensor& indices,
+                                                        const Tensor& other_table, const Tensor& other_indices,
+                                                        const Tensor& weight = {}, const Tensor& bias = {},
+                                                        double p = 0.5, bool training = true, double eps = 1e-5,
+                                                        std::optional<DType> out_dtype = std::nullopt);
+
 /// Splits the channels of x [N, C, *] into num_groups groups and normalizes each sample's group with
 /// its own mean and biased variance; weight and bias [C] (per channel) are optional.
 ///   Tensor y = group_norm(x, 8, gamma, beta);

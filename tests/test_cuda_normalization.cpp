@@ -452,6 +452,67 @@ TEST(CudaDropoutAddLayerNorm, DeclinesToTheComposition) {
   }
 }
 
+// A transformer's first seam from its embeddings (embedding_dropout_layer_norm): the seam's kernel
+// looks the rows up itself, and gives the bits of embedding_sum then dropout_add_layer_norm from one
+// generator state, forward and backward.
+TEST(CudaDropoutAddLayerNorm, TheEmbeddingsSeamMatchesTheComposition) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  const uint64_t seed = fresh_seed();
+  for (int64_t d : {384, 36}) {
+    for (DType out_dtype : {kFloat32, kBFloat16}) {
+      SCOPED_TRACE(std::string(dtype_name(out_dtype)) + " width " + std::to_string(d));
+      const Tensor wte0 = randn({65, d}).to(gpu()), wpe0 = randn({37, d}).to(gpu());
+      const Tensor w0 = randn({d}).to(gpu()), b0 = randn({d}).to(gpu());
+      const Tensor ids = randint(65, {6, 37}).to(gpu()), pos = arange(37, kInt64, gpu());
+      const Tensor seed_out = randn({6, 37, d}).to(out_dtype).to(gpu()), seed_sum = randn({6, 37, d}).to(gpu());
+      auto run = [&](bool fused) {
+        std::vector<Tensor> in = {wte0.detach().requires_grad_(), wpe0.detach().requires_grad_(),
+                                  w0.detach().requires_grad_(), b0.detach().requires_grad_()};
+        manual_seed(seed);
+        Tensor out, sum;
+        if (fused) {
+          std::tie(out, sum) =
+              embedding_dropout_layer_norm(in[0], ids, in[1], pos, in[2], in[3], 0.2, true, 1e-5, out_dtype);
+          EXPECT_EQ(sum.grad_fn()->name(), "EmbeddingDropoutLayerNormBackward0");
+        } else {
+          std::tie(out, sum) = dropout_add_layer_norm(embedding_sum(in[0], ids, in[1], pos), Tensor(), in[2], in[3],
+                                                      0.2, true, 1e-5, out_dtype);
+        }
+        autograd::backward({out, sum}, {seed_out, seed_sum});
+        return std::vector<Tensor>{out, sum, in[0].grad(), in[1].grad(), in[2].grad(), in[3].grad()};
+      };
+      const std::vector<Tensor> fused = run(true), composed = run(false);
+      const char* names[] = {"out", "sum", "grad wte", "grad wpe", "grad weight", "grad bias"};
+      for (size_t i = 0; i < fused.size(); ++i) EXPECT_TRUE(all_equal(fused[i], composed[i])) << names[i];
+    }
+  }
+  auto f = [](const std::vector<Tensor>& in) {
+    manual_seed(11);
+    const Tensor tokens = Tensor::from_vector<int64_t>({3, 0, 3, 1, 2, 3, 0, 0}, {2, 4}).to(gpu());
+    auto [o, s] = embedding_dropout_layer_norm(in[0], tokens, in[1], arange(4, kInt64, gpu()), in[2], in[3], 0.4, true);
+    return o * 1.5 + s * s;
+  };
+  Tensor table = leaf({4, 6});
+  EXPECT_EQ(std::get<1>(embedding_dropout_layer_norm(table, randint(4, {2, 4}).to(gpu()), leaf({4, 6}),
+                                                     arange(4, kInt64, gpu())))
+                .grad_fn()
+                ->name(),
+            "EmbeddingDropoutLayerNormBackward0");
+  expect_gradcheck("the embeddings' seam", f, {table, leaf({4, 6}), positive_leaf({6}), leaf({6})});
+  const Tensor wte = randn({5, 8}).to(gpu()), wpe = randn({2, 8}).to(gpu());
+  try {
+    std::get<0>(embedding_dropout_layer_norm(wte, Tensor::from_vector<int64_t>({1, 9}, {1, 2}).to(gpu()), wpe,
+                                             arange(2, kInt64, gpu())))
+        .cpu();
+    ADD_FAILURE() << "expected an error for id 9 of a table of 5 rows";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("out of range"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("index 9"), std::string::npos) << msg;
+  }
+}
+
 TEST(CudaNormalization, RmsNormMatchesCpu) {
   MINIDL_REQUIRE_CUDA();
   MINIDL_FRESH_SEED();

@@ -444,6 +444,33 @@ TEST(DropoutAddLayerNorm, Errors) {
                "dropout_add_layer_norm: expected weight of shape [3]");
 }
 
+// The embeddings' seam: embedding_sum then dropout_add_layer_norm, as one op.
+TEST(EmbeddingDropoutLayerNorm, IsTheEmbeddingsSumThroughTheSeam) {
+  const Tensor wte = randn({11, 8}), wpe = randn({5, 8}), w = randn({8}), b = randn({8});
+  const Tensor ids = randint(11, {3, 5}), pos = arange(5, kInt64);
+  manual_seed(4);
+  auto [out, sum] = embedding_dropout_layer_norm(wte, ids, wpe, pos, w, b, 0.3, true, 1e-5, kBFloat16);
+  manual_seed(4);
+  auto [ref_out, ref_sum] = dropout_add_layer_norm(embedding_sum(wte, ids, wpe, pos), Tensor(), w, b, 0.3, true, 1e-5,
+                                                   kBFloat16);
+  EXPECT_EQ(out.shape(), (Shape{3, 5, 8}));
+  EXPECT_EQ(out.dtype(), kBFloat16);
+  EXPECT_TRUE(allclose(sum, ref_sum, 0, 0));
+  EXPECT_TRUE(allclose(out.to(kFloat32), ref_out.to(kFloat32), 0, 0));
+  auto f = [](const std::vector<Tensor>& in) {
+    manual_seed(9);
+    const Tensor tokens = Tensor::from_vector<int64_t>({3, 0, 3, 1, 2, 3}, {2, 3});
+    auto [o, s] = embedding_dropout_layer_norm(in[0], tokens, in[1], arange(3, kInt64), in[2], in[3], 0.4, true);
+    return o * 1.5 + s * s;
+  };
+  auto r = gradcheck(f, {leaf({4, 6}), leaf({3, 6}), positive_leaf({6}), leaf({6})});
+  EXPECT_TRUE(r) << r.message;
+  EXPECT_ERROR(embedding_dropout_layer_norm(wte, ids, wpe.to(kFloat64), pos),
+               "embedding_dropout_layer_norm: expected two weights of one dtype and width");
+  EXPECT_ERROR(embedding_dropout_layer_norm(wte, Tensor::from_vector<int64_t>({11}, {1}), wpe, arange(1, kInt64)),
+               "out of range");
+}
+
 // ---------------------------------------------------------------------------------------------
 // group_norm
 

@@ -177,18 +177,16 @@ struct Gpt : nn::Module {
     MINIDL_CHECK(T <= config.block_size, "GPT: cannot forward a sequence of length ", T, ", block_size is only ",
                  config.block_size);
     Tensor pos = arange(T, kInt64, idx.device());
-    // x = drop(wte(idx) + wpe(pos)), the two lookups and their sum as one op (embedding_sum), and
-    // the first block's ln_1(x) as one op, the norm in the dtype its product takes (autocast's,
-    // where on); then block by block as block->forward(x), each block's seams fused with the next
-    // one's first norm.
+    // x = drop(wte(idx) + wpe(pos)) and the first block's ln_1(x) as one op, the norm in the dtype
+    // its product takes (autocast's, where on); then block by block as block->forward(x), each
+    // block's seams fused with the next one's first norm.
     const nn::LayerNorm& ln_1 = blocks.front()->ln_1;
     const std::optional<DType> product_dtype =
         autocast::is_enabled(idx.device()) ? std::optional(autocast::dtype(idx.device())) : std::nullopt;
     Tensor normed, x;
-    const Tensor embedded = embedding_sum(wte->weight, idx, wpe->weight, pos);
-    std::tie(normed, x) = nn::functional::dropout_add_layer_norm(embedded, Tensor(), ln_1->weight, ln_1->bias,
-                                                                 drop->options.p(), is_training(),
-                                                                 ln_1->options.eps(), product_dtype);
+    std::tie(normed, x) = nn::functional::embedding_dropout_layer_norm(
+        wte->weight, idx, wpe->weight, pos, ln_1->weight, ln_1->bias, drop->options.p(), is_training(),
+        ln_1->options.eps(), product_dtype);
     for (size_t i = 0; i < blocks.size(); ++i)
       std::tie(x, normed) = blocks[i]->forward_fused(x, normed, i + 1 < blocks.size() ? blocks[i + 1]->ln_1 : ln_f);
     return lm_head(normed);

@@ -146,6 +146,10 @@ class CudaKernels final : public Kernels {
   bool dropout_add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor* weight, const Tensor* bias,
                               double keep_prob, double eps, Tensor& out, Tensor& sum, Tensor& mask, Tensor& save_mean,
                               Tensor& save_invstd) override;
+  bool embedding_dropout_layer_norm(const Tensor& table, const Tensor& ids, const Tensor& other_table,
+                                    const Tensor& other_ids, const Tensor* weight, const Tensor* bias, double keep_prob,
+                                    double eps, Tensor& out, Tensor& sum, Tensor& mask, Tensor& save_mean,
+                                    Tensor& save_invstd) override;
   void dropout_add_layer_norm_backward(const Tensor& grad_out, const Tensor* grad_sum, const Tensor& sum,
                                        const Tensor& save_mean, const Tensor& save_invstd, const Tensor* weight,
                                        const Tensor& mask, double keep_prob, Tensor* grad_x, Tensor* grad_residual,

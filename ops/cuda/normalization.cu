@@ -693,9 +693,48 @@ constexpr int kGroupOf = kRandomPer<compute_t<N>>;
 template <class N, int kGroups>
 constexpr int kAddNormBlocks = is_16bit_float_v<N> && kGroups <= 3 ? 5 : 1;
 
-template <class T, class N, class O, int kGroups>
+// Where a seam's x comes from: a tensor's rows (group `at` of the whole tensor), or, at a transformer's
+// first seam, the sum of two embeddings' rows read from their tables (embedding_add's sum, whose
+// [rows, d] tensor is then never written nor read again).
+template <class N, int G>
+struct TensorRows {
+  const N* __restrict__ x;
+  __device__ __forceinline__ VecPack<N, G> load(int64_t /*row*/, int /*g*/, int64_t at) const {
+    return load_pack<G>(x, at);
+  }
+};
+
+template <class N, int G>
+struct EmbeddingRows {
+  const N* __restrict__ a;  // [rows_a, d], taken at ids_a[row]
+  const int64_t* __restrict__ ids_a;
+  int64_t rows_a;
+  const N* __restrict__ b;  // [rows_b, d], taken at ids_b[row % period]
+  const int64_t* __restrict__ ids_b;
+  int64_t rows_b, period;
+  int groups;  // of a row
+  DeviceErrorReport error;
+  __device__ __forceinline__ VecPack<N, G> load(int64_t row, int g, int64_t /*at*/) const {
+    using C = compute_t<N>;
+    const int64_t ia = ids_a[row], ib = ids_b[row % period];
+    VecPack<N, G> sum = filled<G>(N(0));
+    if (ia < 0 || ia >= rows_a || ib < 0 || ib >= rows_b) {  // zeros, and the error at the next sync
+      if (g == 0) {
+        if (ia < 0 || ia >= rows_a) report_device_error(error, kIndexSelectIndex, row, ia, rows_a);
+        else report_device_error(error, kIndexSelectIndex, row % period, ib, rows_b);
+      }
+      return sum;
+    }
+    const VecPack<N, G> pa = load_pack<G>(a, ia * groups + g), pb = load_pack<G>(b, ib * groups + g);
+#pragma unroll
+    for (int e = 0; e < G; ++e) sum.v[e] = static_cast<N>(static_cast<C>(pa.v[e]) + static_cast<C>(pb.v[e]));
+    return sum;
+  }
+};
+
+template <class T, class N, class O, int kGroups, class Src = TensorRows<N, kGroupOf<N>>>
 __global__ void __launch_bounds__(kRowsPerBlock * 32, (kAddNormBlocks<N, kGroups>)) dropout_add_layer_norm_rows(
-    const N* __restrict__ x, const T* __restrict__ residual, const T* __restrict__ w, const T* __restrict__ b,
+    const Src x, const T* __restrict__ residual, const T* __restrict__ w, const T* __restrict__ b,
     PhiloxDraw draw, compute_t<N> keep_prob, compute_t<N> scale, O* __restrict__ out, T* __restrict__ sum,
     uint32_t* __restrict__ mask, T* __restrict__ mean, T* __restrict__ invstd, int64_t rows, int d, double eps) {
   // Started early (launch_early): nothing is read or written before the kernel before is done.
@@ -716,7 +755,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32, (kAddNormBlocks<N, kGroups
       bool kept[G] = {};
       if (g < groups) {
         const int64_t at = row * groups + g;  // the group's index in the whole tensor
-        const VecPack<N, G> xk = load_pack<G>(x, at);
+        const VecPack<N, G> xk = x.load(row, g, at);
         const VecPack<T, G> rk = residual ? load_pack<G>(residual, at) : filled<G>(T(0));
         C u[G];
         if (mask) philox_values_at<C>(draw, static_cast<uint64_t>(at), u);
@@ -881,6 +920,50 @@ bool dispatch_groups_per_lane(int64_t groups, Fn&& fn) {
   return true;
 }
 
+// The seam's forward over rows of d, its x of x_dtype read through make_x(N{}, G) (a TensorRows or
+// EmbeddingRows of groups of G), each of x_pointers aligned for a group's loads. False where no kernel
+// takes these dtypes, this width or these pointers (the op then composes).
+template <class MakeX>
+bool launch_dropout_add_layer_norm(cudaStream_t stream, DType x_dtype, std::initializer_list<const void*> x_pointers,
+                                   int64_t rows, int64_t d, const Tensor& residual, const Tensor* weight,
+                                   const Tensor* bias, double keep_prob, double eps, Tensor& out, Tensor& sum,
+                                   Tensor& mask, Tensor& save_mean, Tensor& save_invstd, MakeX make_x) {
+  bool ran = false;
+  dispatch_add_norm_types(sum.dtype(), x_dtype, out.dtype(), [&](auto t_tag, auto n_tag, auto o_tag) {
+    using T = decltype(t_tag);
+    using N = decltype(n_tag);
+    using O = decltype(o_tag);
+    using C = compute_t<N>;
+    constexpr int G = kGroupOf<N>;
+    // Rows of whole groups, up to 16 elements a lane (the backward's weight and bias sums ride in
+    // registers, as layer norm's), on pointers aligned for a group's loads.
+    if (d == 0 || d % G != 0 || d > 32 * kMaxPerLaneWithSums || rows == 0) return;
+    if ((weight && weight->dtype() != sum.dtype()) || (bias && bias->dtype() != sum.dtype())) return;
+    if (residual.defined() && residual.dtype() != sum.dtype()) return;
+    const T *w = cptr_or_null<T>(weight), *b = cptr_or_null<T>(bias);
+    const T* r = residual.defined() ? ptr<const T>(residual) : nullptr;
+    if (!aligned_to(sizeof(T) * G, {r, sum.raw_data(), w, b}) || !aligned_to(sizeof(N) * G, x_pointers) ||
+        !aligned_to(sizeof(O) * G, {out.raw_data()}))
+      return;
+    const bool dropping = keep_prob < 1;
+    dispatch_groups_per_lane(d / G, [&](auto groups) {
+      if constexpr (groups() * G <= kMaxPerLaneWithSums) {
+        // The mask's words (the comment above the kernel), for the backward alone.
+        mask = dropping ? Tensor::empty({rows, groups() * G}, kInt32, sum.device()) : Tensor();
+        const PhiloxDraw draw = dropping ? reserve_philox<C>(rows * d) : PhiloxDraw{};
+        const auto x = make_x(N{}, std::integral_constant<int, G>{});
+        launch_early("dropout_add_layer_norm_rows", dropout_add_layer_norm_rows<T, N, O, groups(), decltype(x)>,
+                     dim3(blocks_for(rows, kRowsPerBlock)), dim3(kRowsPerBlock * 32), 0, stream, x, r, w, b, draw,
+                     static_cast<C>(keep_prob), static_cast<C>(1.0 / keep_prob), ptr<O>(out), ptr<T>(sum),
+                     dropping ? ptr<uint32_t>(mask) : nullptr, ptr<T>(save_mean), ptr<T>(save_invstd), rows,
+                     static_cast<int>(d), eps);
+        ran = true;
+      }
+    });
+  });
+  return ran;
+}
+
 }  // namespace
 
 void CudaKernels::batch_norm(const Tensor& x, const Tensor* weight, const Tensor* bias, Tensor* running_mean,
@@ -1024,40 +1107,30 @@ bool CudaKernels::dropout_add_layer_norm(const Tensor& x, const Tensor& residual
                                          const Tensor* bias, double keep_prob, double eps, Tensor& out, Tensor& sum,
                                          Tensor& mask, Tensor& save_mean, Tensor& save_invstd) {
   const int64_t d = x.size(-1), rows = d > 0 ? x.numel() / d : 0;
-  bool ran = false;
-  dispatch_add_norm_types(sum.dtype(), x.dtype(), out.dtype(), [&](auto t_tag, auto n_tag, auto o_tag) {
-    using T = decltype(t_tag);
-    using N = decltype(n_tag);
-    using O = decltype(o_tag);
-    using C = compute_t<N>;
-    constexpr int G = kGroupOf<N>;
-    // Rows of whole groups, up to 16 elements a lane (the backward's weight and bias sums ride in
-    // registers, as layer norm's), on pointers aligned for a group's loads.
-    if (d == 0 || d % G != 0 || d > 32 * kMaxPerLaneWithSums || rows == 0) return;
-    if ((weight && weight->dtype() != sum.dtype()) || (bias && bias->dtype() != sum.dtype())) return;
-    if (residual.defined() && residual.dtype() != sum.dtype()) return;
-    const T *w = cptr_or_null<T>(weight), *b = cptr_or_null<T>(bias);
-    const T* r = residual.defined() ? ptr<const T>(residual) : nullptr;
-    if (!aligned_to(sizeof(T) * G, {r, sum.raw_data(), w, b}) || !aligned_to(sizeof(N) * G, {x.raw_data()}) ||
-        !aligned_to(sizeof(O) * G, {out.raw_data()}))
-      return;
-    cuda::DeviceGuard guard(device_);
-    const bool dropping = keep_prob < 1;
-    dispatch_groups_per_lane(d / G, [&](auto groups) {
-      if constexpr (groups() * G <= kMaxPerLaneWithSums) {
-        // The mask's words (the comment above the kernel), for the backward alone.
-        mask = dropping ? Tensor::empty({rows, groups() * G}, kInt32, x.device()) : Tensor();
-        const PhiloxDraw draw = dropping ? reserve_philox<C>(x.numel()) : PhiloxDraw{};
-        launch_early("dropout_add_layer_norm_rows", dropout_add_layer_norm_rows<T, N, O, groups()>,
-                     dim3(blocks_for(rows, kRowsPerBlock)), dim3(kRowsPerBlock * 32), 0, stream_, ptr<const N>(x), r, w,
-                     b, draw, static_cast<C>(keep_prob), static_cast<C>(1.0 / keep_prob), ptr<O>(out), ptr<T>(sum),
-                     dropping ? ptr<uint32_t>(mask) : nullptr, ptr<T>(save_mean), ptr<T>(save_invstd), rows,
-                     static_cast<int>(d), eps);
-        ran = true;
-      }
-    });
-  });
-  return ran;
+  cuda::DeviceGuard guard(device_);
+  return launch_dropout_add_layer_norm(
+      stream_, x.dtype(), {x.raw_data()}, rows, d, residual, weight, bias, keep_prob, eps, out, sum, mask, save_mean,
+      save_invstd, [&](auto n_tag, auto g) { return TensorRows<decltype(n_tag), g()>{ptr<const decltype(n_tag)>(x)}; });
+}
+
+bool CudaKernels::embedding_dropout_layer_norm(const Tensor& table, const Tensor& ids, const Tensor& other_table,
+                                               const Tensor& other_ids, const Tensor* weight, const Tensor* bias,
+                                               double keep_prob, double eps, Tensor& out, Tensor& sum, Tensor& mask,
+                                               Tensor& save_mean, Tensor& save_invstd) {
+  const int64_t d = table.size(1), rows = ids.numel();
+  if (other_table.dtype() != table.dtype() || other_table.size(1) != d || other_ids.numel() == 0 ||
+      rows % other_ids.numel() != 0)
+    return false;
+  cuda::DeviceGuard guard(device_);
+  const DeviceErrorReport error = device_error_report(device_);
+  return launch_dropout_add_layer_norm(
+      stream_, table.dtype(), {table.raw_data(), other_table.raw_data()}, rows, d, Tensor(), weight, bias, keep_prob,
+      eps, out, sum, mask, save_mean, save_invstd, [&](auto n_tag, auto g) {
+        using N = decltype(n_tag);
+        return EmbeddingRows<N, g()>{ptr<const N>(table), ptr<const int64_t>(ids), table.size(0),
+                                     ptr<const N>(other_table), ptr<const int64_t>(other_ids), other_table.size(0),
+                                     other_ids.numel(), static_cast<int>(d / g()), error};
+      });
 }
 
 void CudaKernels::dropout_add_layer_norm_backward(const Tensor& grad_out, const Tensor* grad_sum, const Tensor& sum,

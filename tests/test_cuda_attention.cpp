@@ -419,7 +419,11 @@ void check_dropout_case(DType dtype, int64_t B, int64_t L, int64_t S, int64_t E,
   ASSERT_GT(kept, 0.4) << "the mask drops far more than p = " << kDropoutP;
   ASSERT_LT(kept, 0.95) << "the mask drops far less than p = " << kDropoutP;
   const Result want = attention_reference(q, k, v, grad_out, scale, causal, keep, kDropoutP);
-  const double tol = attention_tolerance(dtype);
+  // The backward's rowsum(dO O) reads the 16-bit output, as FlashAttention's does, and the kept
+  // weights' 1 / (1 - p) enlarges that rounding: in bfloat16 with few rows (L = 7) a key's gradient
+  // was 2.2% of the largest off the float64 reference in 2 of 61 runs on an H100 (the rest under
+  // 2%), so the dropout cases allow 3.5% there. A wrong mask or a missing scale is off by far more.
+  const double tol = attention_tolerance(dtype) * (dtype == kBFloat16 ? 1.75 : 1.0);
   EXPECT_TRUE(close_at_scale("out", got.out, want.out, tol));
   EXPECT_TRUE(all_close(got.lse, want.lse.to(kFloat32), 2e-4, 1e-5)) << "logsumexp (undropped)";
   EXPECT_TRUE(close_at_scale("grad_q", got.grad_q, want.grad_q, tol));

@@ -55,9 +55,10 @@ Tensor cumsum_impl(const Tensor& x, int64_t dim, bool reverse) {
     out = scan_forward(ScanOp::Sum, x, dim, reverse);
   }
   if (autograd::needs_recording({x})) {
+    // A cumsum the other way: a recorded op, so a create_graph backward goes through it.
     autograd::record("CumsumBackward0", out, {x}, [dim, reverse](const Tensor& g, const std::vector<bool>&) {
       return std::vector<Tensor>{cumsum_impl(g, dim, !reverse)};
-    });
+    }, true);
   }
   return out;
 }
@@ -80,7 +81,8 @@ Tensor logcumsumexp_impl(const Tensor& x, int64_t dim, bool reverse) {
       const Tensor log_neg = where(lt(g, 0), log(-g), neg_inf) - out_i;
       return std::vector<Tensor>{exp(sx + logcumsumexp_impl(log_pos, dim, !reverse)) -
                                  exp(sx + logcumsumexp_impl(log_neg, dim, !reverse))};
-    });  // not twice differentiable: a second derivative through these logs came out wrong
+    });  // not twice differentiable: a second derivative through these logs came out wrong where the
+         // tensor has several rows along other dims (one row alone matches log(cumsum(exp(x))))
   }
   return out;
 }

@@ -8,6 +8,7 @@
 
 #include "minidl.h"
 #include "test_cuda_util.h"
+#include "higher_order_util.h"
 #include "test_util.h"
 
 namespace minidl {
@@ -50,6 +51,13 @@ TEST(ScansAndMode, LogcumsumexpIsStable) {
   const Tensor y = (logcumsumexp(x, 0) * x).sum();
   expect_error([&] { autograd::grad({y}, {x}, {}, true, /*create_graph=*/true); },
                {"LogcumsumexpBackward0", "not differentiable twice"});
+}
+
+TEST(ScansAndMode, CumsumIsDifferentiableTwice) {
+  manual_seed(3);
+  GradcheckResult r = minidl::testing::gradgradcheck([](auto& in) { return cumsum(in[0] * in[0], 1) * in[0]; },
+                                    {randn({3, 5}, kFloat64).requires_grad_()});
+  EXPECT_TRUE(r) << r.message;
 }
 
 TEST(ScansAndMode, CummaxAndCumminKeepTheLastIndexReached) {

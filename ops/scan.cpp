@@ -73,16 +73,21 @@ Tensor logcumsumexp_impl(const Tensor& x, int64_t dim, bool reverse) {
   if (autograd::needs_recording({x})) {
     // grad_x[j] = sum over i >= j of g[i] exp(x[j] - out[i]), taken in log space with g's positive
     // and negative parts apart so that neither exp overflows: exp(x + reversed logcumsumexp(log|g| - out)).
+    // -inf is log(0), as a log-space dynamic program uses it: an x[j] of -inf gets 0, and an out[i] of
+    // -inf (a prefix of -infs) adds no term, where the bare formula would make -inf - -inf = NaN. The
+    // same care makes the formula differentiable again: log|g| is taken only where it is used.
     autograd::record("LogcumsumexpBackward0", out, {x}, {x, out},
                      [sx = x, so = out.detach(), dim, reverse](const Tensor& g, const std::vector<bool>&) {
       const Tensor out_i = autograd::saved_output(so);
       const Tensor neg_inf = full_like(g, -std::numeric_limits<double>::infinity());
-      const Tensor log_pos = where(gt(g, 0), log(g), neg_inf) - out_i;
-      const Tensor log_neg = where(lt(g, 0), log(-g), neg_inf) - out_i;
+      const Tensor reached = gt(out_i, neg_inf);
+      const Tensor pos = logical_and(gt(g, 0), reached), neg = logical_and(lt(g, 0), reached);
+      const Tensor used = logical_or(pos, neg);
+      const Tensor log_g = log(abs(where(used, g, ones_like(g)))) - where(used, out_i, zeros_like(out_i));
+      const Tensor log_pos = where(pos, log_g, neg_inf), log_neg = where(neg, log_g, neg_inf);
       return std::vector<Tensor>{exp(sx + logcumsumexp_impl(log_pos, dim, !reverse)) -
                                  exp(sx + logcumsumexp_impl(log_neg, dim, !reverse))};
-    });  // not twice differentiable: a second derivative through these logs came out wrong where the
-         // tensor has several rows along other dims (one row alone matches log(cumsum(exp(x))))
+    }, true);
   }
   return out;
 }

@@ -46,11 +46,28 @@ TEST(ScansAndMode, LogcumsumexpIsStable) {
   EXPECT_TRUE(r) << r.message;
   r = gradcheck([](auto& in) { return logcumsumexp(in[0], 0); }, {(randn({4, 2}, kFloat64) * 20).requires_grad_()});
   EXPECT_TRUE(r) << r.message;
-  // A create_graph backward (for a second derivative) is refused by name rather than given wrong.
-  const Tensor x = randn({4}, kFloat64).requires_grad_();
-  const Tensor y = (logcumsumexp(x, 0) * x).sum();
-  expect_error([&] { autograd::grad({y}, {x}, {}, true, /*create_graph=*/true); },
-               {"LogcumsumexpBackward0", "not differentiable twice"});
+  // Second derivatives, over several rows and gradients of both signs.
+  r = minidl::testing::gradgradcheck([](auto& in) { return logcumsumexp(in[0], 1); },
+                                     {randn({3, 5}, kFloat64).requires_grad_()});
+  EXPECT_TRUE(r) << "second derivative: " << r.message;
+  r = minidl::testing::gradgradcheck([](auto& in) { return logcumsumexp(in[0] * 4, 0) * in[0]; },
+                                     {randn({6, 2}, kFloat64).requires_grad_()});
+  EXPECT_TRUE(r) << "second derivative of a product: " << r.message;
+}
+
+// -inf is log(0) in a log-space dynamic program: an element of -inf adds nothing, so its gradient is
+// 0, as is every gradient through a prefix of -infs (no NaN from -inf - -inf).
+TEST(ScansAndMode, LogcumsumexpGradientAtMinusInfinityIsZero) {
+  const Tensor x = f64({-kInf, 0.5, -kInf, 0.2}).requires_grad_();
+  const Tensor g = f64({0.3, 0.6, -0.2, 0.9});
+  const Tensor grad = autograd::grad({logcumsumexp(x, 0)}, {x}, {g})[0];
+  // By hand: grad[j] = sum over i >= j of g[i] exp(x[j] - out[i]), out = [-inf, 0.5, 0.5, log(e^0.5 + e^0.2)].
+  const double out3 = std::log(std::exp(0.5) + std::exp(0.2));
+  const D want = {0, 0.6 + -0.2 + 0.9 * std::exp(0.5 - out3), 0, 0.9 * std::exp(0.2 - out3)};
+  const D got = values(grad);
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12) << "element " << i;
+  const Tensor all = f64({-kInf, -kInf, 0.5}).requires_grad_();
+  EXPECT_EQ(values(autograd::grad({logcumsumexp(all, 0)}, {all}, {ones_like(all)})[0]), (D{0, 0, 1}));
 }
 
 TEST(ScansAndMode, CumsumIsDifferentiableTwice) {

@@ -155,6 +155,18 @@ TEST(CudaScansAndMode, MatchTheCpu) {
   EXPECT_TRUE(equal(at.cpu(), at_cpu));
   auto [n, n_at] = cummax(tensor({1.0, NAN, 2.0, NAN}).cuda(), 0);
   EXPECT_EQ(longs(n_at.cpu()), (L{0, 1, 1, 3}));
+  // logcumsumexp's gradient, -infs included (0 there), and its second derivative, as on the CPU.
+  const Tensor x = randn({4, 6}, kFloat64).masked_fill(randn({4, 6}) > 0.8, -kInf), g = randn({4, 6}, kFloat64);
+  auto grads = [&](const Tensor& in, const Tensor& seed) {
+    const Tensor leaf = in.detach().requires_grad_();
+    const Tensor first = autograd::grad({logcumsumexp(leaf, 1)}, {leaf}, {seed}, true, true)[0];
+    const Tensor second = autograd::grad({first}, {leaf}, {seed}, true, false, true)[0];
+    return std::vector<Tensor>{first.detach(), second};
+  };
+  const std::vector<Tensor> on_gpu = grads(x.cuda(), g.cuda()), on_cpu = grads(x, g);
+  EXPECT_TRUE(allclose(on_gpu[0].cpu(), on_cpu[0], 1e-12, 1e-12)) << "first derivative";
+  EXPECT_TRUE(allclose(on_gpu[1].cpu(), on_cpu[1], 1e-12, 1e-12)) << "second derivative";
+  EXPECT_FALSE(isnan(on_cpu[0]).any().item<bool>());
 }
 
 }  // namespace

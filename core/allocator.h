@@ -13,6 +13,8 @@ struct MemoryStats {
   size_t bytes_held = 0;       // taken from the system now (in use + cached)
   size_t peak_bytes = 0;       // largest bytes_in_use seen since the last reset_peak_memory_stats()
   size_t system_allocs = 0;    // calls to the system allocator (malloc, cudaMalloc) so far
+  size_t bytes_inactive_split = 0;  // cached, but inside a CUDA segment that also holds live blocks:
+                                    // what empty_cache cannot return (PyTorch's inactive_split_bytes)
 };
 
 class Allocator {

@@ -340,9 +340,13 @@ int train(const Flags& f, Device device, Precision precision) {
 
   optim::GradScaler scaler(mnist_app::grad_scaler_options(precision));
   if (!f.resume.empty()) mnist_app::restore_scaler(scaler, f.resume);
-  auto loss_fn = [&model, precision, device](const std::vector<Tensor>& in) {
+  // The step's input is the batch's window starts: it gathers the windows itself, inside the CUDA
+  // graph on cuda, so that only the draw of the starts runs eagerly between steps.
+  const int64_t block_size = config.block_size;
+  auto loss_fn = [&model, &corpus, precision, device, block_size](const std::vector<Tensor>& in) {
+    auto [x, y] = corpus.windows(data::Split::Train, in.at(0), block_size);
     ForwardPrecision autocast(precision, device);
-    return loss_of(*model, in.at(0), in.at(1));
+    return loss_of(*model, x, y);
   };
   // nanoGPT clips between backward and the step (after unscaling, with a scaler): the step does it,
   // inside the graph on cuda.
@@ -351,10 +355,15 @@ int train(const Flags& f, Device device, Precision precision) {
   cuda::GraphedStep train_step(loss_fn, *optimizer, step_options);
   if (f.profile) {
     MINIDL_CHECK(device.is_cuda(), "--profile reports the kernels of a step on cuda; the device is ", device.str());
-    auto [x, y] = corpus.get_batch(data::Split::Train, f.batch_size, config.block_size, device);
+    // Each profiled iteration is the training loop's: the learning rate, a fresh batch, the step.
+    auto iteration = [&](int64_t it) {
+      for (optim::ParamGroup& g : optimizer->param_groups()) g.lr = lr_at(it, f);
+      train_step({corpus.random_starts(data::Split::Train, f.batch_size, block_size, device)});
+    };
     // The first steps run eagerly, the next captures the graph: the profiled steps replay it.
-    for (int s = 0; s < 3 || (s < 8 && f.cuda_graph && !train_step.graphed()); ++s) train_step(x, y);
-    mnist_app::report_gpu_time([&](int) { train_step(x, y); },
+    int64_t it = 0;
+    while (it < 3 || (it < 8 && f.cuda_graph && !train_step.graphed())) iteration(it++);
+    mnist_app::report_gpu_time([&](int) { iteration(it++); },
                                train_step.graphed() ? "one CUDA graph per step" : "eager (no CUDA graph)", true);
     return 0;
   }
@@ -419,8 +428,7 @@ int train(const Flags& f, Device device, Precision precision) {
       segment_first = it;
     }
     for (optim::ParamGroup& g : optimizer->param_groups()) g.lr = lr_at(it, f);
-    auto [x, y] = corpus.get_batch(data::Split::Train, f.batch_size, config.block_size, device);
-    Tensor loss = train_step(x, y);
+    Tensor loss = train_step({corpus.random_starts(data::Split::Train, f.batch_size, block_size, device)});
     if ((it + 1) % f.log_interval == 0) {
       const float value = loss.item<float>();
       std::printf("iter %lld: loss %.4f\n", static_cast<long long>(it + 1), value);

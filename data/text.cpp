@@ -194,20 +194,38 @@ const Tensor& CharCorpus::ids(Split split, Device device) const {
   return split == Split::Train ? it->second.first : it->second.second;
 }
 
-std::pair<Tensor, Tensor> CharCorpus::get_batch(Split split, int64_t batch, int64_t block_size, Device device) const {
-  MINIDL_CHECK(batch >= 1 && block_size >= 1, "get_batch: expected a batch and a block size of at least 1, got ",
-               batch, " and ", block_size);
+void CharCorpus::check_window(Split split, int64_t block_size, const char* who) const {
+  MINIDL_CHECK(block_size >= 1, who, ": expected a block size of at least 1, got ", block_size);
   const int64_t n = split_size(split);
-  MINIDL_CHECK(n > block_size, "get_batch: the ", split_name(split), " split of ", source_, " has ", n,
+  MINIDL_CHECK(n > block_size, who, ": the ", split_name(split), " split of ", source_, " has ", n,
                " characters; a window of block_size ", block_size, " needs at least ", block_size + 1);
-  const Tensor& data = ids(split, device);
+}
+
+std::pair<Tensor, Tensor> CharCorpus::get_batch(Split split, int64_t batch, int64_t block_size, Device device) const {
+  return windows(split, random_starts(split, batch, block_size, device), block_size);
+}
+
+Tensor CharCorpus::random_starts(Split split, int64_t batch, int64_t block_size, Device device) const {
+  MINIDL_CHECK(batch >= 1, "random_starts: expected a batch of at least 1, got ", batch);
+  check_window(split, block_size, "random_starts");
   NoGradGuard no_grad;
-  // torch.randint(len(data) - block_size, (batch,)): the window starts, then every position of
-  // every window as one index tensor, so each of x and y is a single gather on the device.
-  Tensor starts = randint(n - block_size, {batch}, TensorOptions().device(device));
-  Tensor positions = add(starts.unsqueeze(1), arange(block_size, kInt64, device).unsqueeze(0));  // [B, T]
-  Tensor x = index_select(data, 0, positions.flatten()).view({batch, block_size});
-  Tensor y = index_select(data, 0, add(positions, 1).flatten()).view({batch, block_size});
+  return randint(split_size(split) - block_size, {batch}, TensorOptions().device(device));
+}
+
+std::pair<Tensor, Tensor> CharCorpus::windows(Split split, const Tensor& starts, int64_t block_size) const {
+  check_window(split, block_size, "windows");
+  MINIDL_CHECK(starts.dtype() == kInt64 && starts.dim() == 1 && starts.numel() >= 1,
+               "windows: expected the starts as a non-empty 1-D int64 tensor, got ", starts.dtype(), " of shape ",
+               starts.shape());
+  const Tensor& data = ids(split, starts.device());
+  const int64_t batch = starts.numel(), last = split_size(split) - block_size;
+  NoGradGuard no_grad;
+  // Every position of every window as one index tensor, so that each of x and y is one gather on
+  // the device: x reads ids[0 : n - 1] and y ids[1 : n] at the same positions. A start outside
+  // 0 .. n - block_size - 1 puts a position outside both, which the gather reports.
+  Tensor positions = add(starts.unsqueeze(1), arange(block_size, kInt64, starts.device()).unsqueeze(0)).flatten();
+  Tensor x = index_select(data.narrow(0, 0, last + block_size - 1), 0, positions).view({batch, block_size});
+  Tensor y = index_select(data.narrow(0, 1, last + block_size - 1), 0, positions).view({batch, block_size});
   return {x, y};
 }
 

@@ -81,7 +81,16 @@ class CharCorpus {
   std::pair<Tensor, Tensor> get_batch(Split split, int64_t batch, int64_t block_size,
                                       Device device = Device::cpu()) const;
 
+  /// get_batch in two halves, for a step that gathers its own windows (in its CUDA graph, say):
+  /// the starts, int64 [batch] on `device` (torch.randint(split_size - block_size, (batch,))), and
+  /// the windows at given starts. get_batch(s, b, t, d) is windows(s, random_starts(s, b, t, d), t).
+  Tensor random_starts(Split split, int64_t batch, int64_t block_size, Device device = Device::cpu()) const;
+  /// Starts out of range (negative, or past split_size - block_size - 1) are an error.
+  std::pair<Tensor, Tensor> windows(Split split, const Tensor& starts, int64_t block_size) const;
+
  private:
+  void check_window(Split split, int64_t block_size, const char* who) const;
+
   CharVocabulary vocab_;
   int64_t train_size_ = 0, val_size_ = 0;
   std::string source_;

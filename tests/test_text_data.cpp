@@ -141,6 +141,45 @@ TEST(TextData, GetBatchStartsCoverTheSplitUniformly) {
   for (int s = 80; s < 84; ++s) EXPECT_EQ(count[s], 0) << "start " << s;
 }
 
+// get_batch's two halves: the starts drawn as get_batch draws them, and the windows at given starts,
+// the last possible start included; a start past it, or before 0, is an error, not a window that
+// reads beyond the split.
+TEST(TextData, WindowsAtGivenStartsAreGetBatchsHalves) {
+  std::string text;
+  for (char c = '!'; c <= '~'; ++c) text.push_back(c);  // ids 0..93: 84 train, 10 val
+  const CharCorpus corpus = CharCorpus::from_text(text);
+  auto [x, y] = corpus.windows(Split::Train, Tensor::from_vector(std::vector<int64_t>{0, 75, 40}), 8);
+  ASSERT_EQ(x.shape(), (Shape{3, 8}));
+  const auto xs = x.to_vector<int64_t>(), ys = y.to_vector<int64_t>();
+  for (int64_t b = 0; b < 3; ++b)
+    for (int64_t t = 0; t < 8; ++t) {
+      const int64_t start = std::vector<int64_t>{0, 75, 40}[static_cast<size_t>(b)];
+      EXPECT_EQ(xs[b * 8 + t], start + t);
+      EXPECT_EQ(ys[b * 8 + t], start + t + 1);
+    }
+  EXPECT_EQ(ys[15], 83) << "the last start's target is the split's last id";
+  auto [vx, vy] = corpus.windows(Split::Val, Tensor::from_vector(std::vector<int64_t>{1}), 4);
+  EXPECT_EQ(vx.to_vector<int64_t>(), (std::vector<int64_t>{85, 86, 87, 88}));
+  EXPECT_EQ(vy.to_vector<int64_t>(), (std::vector<int64_t>{86, 87, 88, 89}));
+
+  manual_seed(5);
+  const auto [bx, by] = corpus.get_batch(Split::Train, 6, 8);
+  manual_seed(5);
+  const Tensor starts = corpus.random_starts(Split::Train, 6, 8);
+  EXPECT_EQ(starts.shape(), (Shape{6}));
+  EXPECT_EQ(corpus.windows(Split::Train, starts, 8).first.to_vector<int64_t>(), bx.to_vector<int64_t>());
+  EXPECT_EQ(corpus.windows(Split::Train, starts, 8).second.to_vector<int64_t>(), by.to_vector<int64_t>());
+
+  for (int64_t bad : {int64_t{76}, int64_t{-1}}) {
+    const std::string message =
+        error_of([&] { corpus.windows(Split::Train, Tensor::from_vector(std::vector<int64_t>{3, bad}), 8); });
+    EXPECT_NE(message.find("index_select"), std::string::npos) << "start " << bad << ": " << message;
+  }
+  EXPECT_NE(error_of([&] { corpus.windows(Split::Train, Tensor::from_vector(std::vector<float>{3}), 8); })
+                .find("expected the starts as a non-empty 1-D int64 tensor, got float32"),
+            std::string::npos);
+}
+
 TEST(TextData, BadCorporaAndBatchesGiveClearErrors) {
   EXPECT_NE(error_of([] { CharCorpus::from_file("/nonexistent/corpus.txt"); }).find("/nonexistent/corpus.txt does not "
                                                                                    "exist"),
@@ -187,4 +226,9 @@ TEST(TextData, CudaBatchesAreGatheredOnTheDevice) {
       EXPECT_EQ(ys[b * 32 + t], start + t + 1);
     }
   }
+  // The windows at given starts, the last possible one included, are the CPU's.
+  const Tensor starts = Tensor::from_vector(std::vector<int64_t>{51, 0, 17});
+  auto [cx, cy] = corpus.windows(Split::Train, starts.to(Device::cuda()), 32);
+  EXPECT_EQ(cx.to(Device::cpu()).to_vector<int64_t>(), corpus.windows(Split::Train, starts, 32).first.to_vector<int64_t>());
+  EXPECT_EQ(cy.to(Device::cpu()).to_vector<int64_t>(), corpus.windows(Split::Train, starts, 32).second.to_vector<int64_t>());
 }

@@ -85,7 +85,7 @@ Flags parse_flags(int argc, char** argv) {
   app.add_flag("--bias,!--no-bias", f.bias, "biases in the Linear and LayerNorm layers (nanoGPT's default: none)");
   app.add_option("--keep-gelu-outputs", f.keep_gelu_outputs,
                  "the last blocks whose MLP saves its GELU's output for the backward instead of making it again "
-                 "(memory for time; default: 2 under --precision bf16 or fp16, else 0)")
+                 "(memory for time; default: 4 under --precision bf16 or fp16, else 0)")
       ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
   app.add_option("--lr", f.lr, "peak learning rate")->check(CLI::Range(0.0, 10.0))->capture_default_str();
   app.add_option("--min-lr", f.min_lr, "learning rate at the end of the cosine decay")
@@ -309,12 +309,12 @@ int train(const Flags& f, Device device, Precision precision) {
     saved.dropout = f.dropout;
     config = saved;
   }
-  // Two where it pays: in bfloat16 on an H200 the default config's step ran 1.0% faster for 101 MB
-  // more at its peak (1,711 MB, under PyTorch's compiled step's 1,741-1,812), and a third block's 50
-  // MB more bought 0.15%; in float32 two bought nothing (0.07%) for 201 MB (docs/benchmarks.md,
-  // twenty-first section).
+  // Four where it pays: in bfloat16 on an H100 the default config's step ran 0.6% faster than with
+  // two, at a peak of 1,709 MB, under PyTorch's compiled step's 1,740 (six: 1.4% faster, at 1,797 MB,
+  // over it); in float32 two bought nothing (0.07%) for 201 MB (docs/benchmarks.md, twenty-sixth
+  // and twenty-first sections).
   const bool low = precision == Precision::Bf16 || precision == Precision::Fp16;
-  config.mlps_keeping_gelu_output = f.keep_gelu_outputs >= 0 ? f.keep_gelu_outputs : low ? 2 : 0;
+  config.mlps_keeping_gelu_output = f.keep_gelu_outputs >= 0 ? f.keep_gelu_outputs : low ? 4 : 0;
   manual_seed(f.seed);
   auto model = std::make_shared<Gpt>(config);
   model->to(device);

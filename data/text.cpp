@@ -218,14 +218,14 @@ std::pair<Tensor, Tensor> CharCorpus::windows(Split split, const Tensor& starts,
                "windows: expected the starts as a non-empty 1-D int64 tensor, got ", starts.dtype(), " of shape ",
                starts.shape());
   const Tensor& data = ids(split, starts.device());
-  const int64_t batch = starts.numel(), last = split_size(split) - block_size;
+  const int64_t batch = starts.numel(), n = split_size(split);
   NoGradGuard no_grad;
   // Every position of every window as one index tensor, so that each of x and y is one gather on
   // the device: x reads ids[0 : n - 1] and y ids[1 : n] at the same positions. A start outside
   // 0 .. n - block_size - 1 puts a position outside both, which the gather reports.
   Tensor positions = add(starts.unsqueeze(1), arange(block_size, kInt64, starts.device()).unsqueeze(0)).flatten();
-  Tensor x = index_select(data.narrow(0, 0, last + block_size - 1), 0, positions).view({batch, block_size});
-  Tensor y = index_select(data.narrow(0, 1, last + block_size - 1), 0, positions).view({batch, block_size});
+  Tensor x = index_select(data.narrow(0, 0, n - 1), 0, positions).view({batch, block_size});
+  Tensor y = index_select(data.narrow(0, 1, n - 1), 0, positions).view({batch, block_size});
   return {x, y};
 }
 

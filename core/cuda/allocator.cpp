@@ -65,6 +65,12 @@ std::string mib(size_t bytes) {
 }
 
 class CudaCachingAllocator final : public Allocator {
+  struct Block {
+    size_t size;    // the true size
+    uint64_t pool;  // 0: the general cache, else a graph's private pool
+    bool carved;    // from segments_, to which it returns
+  };
+
  public:
   explicit CudaCachingAllocator(int device) : device_(device), no_cache_(cache_disabled()) {}
 
@@ -204,23 +210,18 @@ class CudaCachingAllocator final : public Allocator {
     segments_.release_free_segments(0, [&](void* ptr, size_t size) { system_free(ptr, size); });
   }
 
-  const int device_;
-  const bool no_cache_;
-  mutable std::mutex mutex_;
-  struct Block {
-    size_t size;    // the true size
-    uint64_t pool;  // 0: the general cache, else a graph's private pool
-    bool carved;    // from segments_, to which it returns
-  };
-  std::map<uint64_t, std::multimap<size_t, void*>> free_;  // cached blocks of their own by pool, then size
-  cuda::SegmentPool segments_;                             // the carved ones
-
   void* hand_out(void* ptr, Block block) {
     live_.emplace(ptr, block);
     in_use_ += block.size;
     if (in_use_ > peak_) peak_ = in_use_;
     return ptr;
   }
+
+  const int device_;
+  const bool no_cache_;
+  mutable std::mutex mutex_;
+  std::map<uint64_t, std::multimap<size_t, void*>> free_;  // cached blocks of their own by pool, then size
+  cuda::SegmentPool segments_;                             // the carved ones
   std::unordered_map<void*, Block> live_;                  // blocks handed out
   size_t in_use_ = 0, held_ = 0, peak_ = 0, system_allocs_ = 0;
   uint64_t capture_pool_ = 0;  // the private pool of the graph this device captures now, if any

@@ -298,11 +298,6 @@ class Kernels {
     gemm_row_sums(first);
     gemm_row_sums(second);
   }
-  /// One product (a weight gradient) that a backend may run beside the work queued after it, as
-  /// gemm_concurrent runs its second: CUDA starts it on the side stream after what came before and
-  /// leaves it there. The default runs it at once. Used for the second weight gradient of
-  /// linear_gelu_linear, which overlaps the GELU's backward pass.
-  virtual void gemm_beside(const GemmCall& call) { gemm_row_sums(call); }
   /// c [M, N] = op(a) @ op(b) + bias [N] on every row, then max(., 0) when `relu`; 2-D only, c is
   /// overwritten. The default composes copy, gemm and unary (ops/matmul.cpp); CUDA puts the bias and
   /// the ReLU in the GEMM's epilogue, so the output is written once.

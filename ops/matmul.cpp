@@ -522,9 +522,7 @@ Tensor linear_gelu_linear_op(const Tensor& x, const Tensor& w1, const Tensor& b1
                            if (first_layer) kg.gelu_backward_with_output(tanh, hidden, pre, activated);
                            else kg.unary(gelu_op, hidden, activated);
                          }
-                         // Beside what follows: the GELU's backward pass (kept output) or the first
-                         // layer's products (made again).
-                         kg.gemm_beside({g2, true, activated, false, gw2, needs[4] ? &gb2 : nullptr});
+                         kg.gemm_row_sums({g2, true, activated, false, gw2, needs[4] ? &gb2 : nullptr});
                        } else if (needs[4]) {
                          kg.reduce(ReduceOp::Sum, g2, 1, rows, out_features, gb2, nullptr);
                        }

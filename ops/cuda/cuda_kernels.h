@@ -48,7 +48,6 @@ class CudaKernels final : public Kernels {
   void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, double alpha,
             double beta) override;
   void gemm_concurrent(const GemmCall& first, const GemmCall& second) override;
-  void gemm_beside(const GemmCall& call) override;
   void gemm_bias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, bool relu,
                  Tensor& c) override;
   void relu_bias_backward(const Tensor& grad_out, const Tensor& out, Tensor& grad_pre, Tensor& grad_bias) override;

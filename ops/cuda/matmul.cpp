@@ -333,28 +333,6 @@ void CudaKernels::gemm_concurrent(const GemmCall& first, const GemmCall& second)
   if (sums_left) sum_rows_of_a(second);
 }
 
-// The product goes to the side stream on the configuration timed fastest on the whole GPU: the
-// memory-bound pass it runs beside (the GELU's backward, 47-70 us over [16384, 1536] in char_gpt)
-// leaves the tensor cores to it. The row sums stay on the compute stream, as gemm_concurrent leaves
-// them. A product that pads runs on the compute stream, where its copies run, and a narrow one
-// (at most 16 rows) on gemm_row_sums's one-pass kernel.
-void CudaKernels::gemm_beside(const GemmCall& call) {
-  cuda::DeviceGuard guard(device_);
-  PaddedDims unused;
-  if (!weight_grad_layout(call) || call.c.size(0) <= 16 ||
-      padded_dims(call.a, call.trans_a, call.b, call.trans_b, call.c, 0, unused)) {
-    gemm_row_sums(call);
-    return;
-  }
-  const cudaStream_t side = cuda::fork_side_stream(device_, stream_);  // after what came before
-  if (gemm_lt(side, call.a, call.trans_a, call.b, call.trans_b, call.c, 1, 0, 0)) {
-    join_later(device_, {call.a, call.b}, {&call.c});
-  } else {
-    gemm(call.a, call.trans_a, call.b, call.trans_b, call.c, 1, 0);
-  }
-  if (call.row_sums) sum_rows_of_a(call);
-}
-
 // The gradient through a narrow layer and the ReLU before it, with no sum over the rows on the
 // critical path: the compute stream masks g @ w2 (one thread per element, all of the GPU), and the
 // side stream makes, in one pass over g and hidden beside it, the narrow layer's weight and bias

@@ -12,8 +12,11 @@
 # holding text/fortunes.txt, from scripts/get_data.sh --text), PRECISION (bf16), COMPILE_MODE
 # (max-autotune), ITERS (2000), REPS (3), OUT (gpu-results), PYTHON (python3), WARMUP (1; 0 skips
 # PyTorch's untimed run when its caches are already warm), TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR
-# (default $OUT/inductor-cache and its triton/: carry that folder to the next machine, and the compile
-# there takes about 30 s instead of minutes).
+# (default $OUT/inductor-cache and its triton/), CACHE_PARTS (a folder holding the
+# inductor-cache.tar.xz.part-* an earlier run left in its $OUT: unpacked into an empty cache folder
+# first). After the untimed run the cache is also packed into 15 MB parts in $OUT, small enough to
+# come back from a GPU machine that returns files of at most 16 MB; carried to the next machine
+# (CACHE_PARTS), they make PyTorch's compile there about 30 s instead of minutes.
 set -u -o pipefail
 cd "$(dirname "$0")/.." || exit 2
 BUILD_DIR=${BUILD_DIR:-build-gpu}
@@ -59,9 +62,17 @@ run() {
 
 median() { printf '%s\n' "$@" | sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
+CACHE_PARTS=${CACHE_PARTS:-}
+if [ -n "$CACHE_PARTS" ] && [ -z "$(ls -A "$TORCHINDUCTOR_CACHE_DIR" 2>/dev/null)" ]; then
+  mkdir -p "$TORCHINDUCTOR_CACHE_DIR"
+  cat "$CACHE_PARTS"/inductor-cache.tar.xz.part-* | xz -dc | tar -C "$TORCHINDUCTOR_CACHE_DIR" -xf - ||
+    echo "gpu_char_gpt.sh: could not unpack the caches in $CACHE_PARTS; PyTorch compiles from scratch"
+fi
 if [ "$WARMUP" != 0 ]; then
   echo "PyTorch's untimed run (compiles into $TORCHINDUCTOR_CACHE_DIR)..."
   run "${TORCH[@]}" >/dev/null || echo "gpu_char_gpt.sh: PyTorch's untimed run failed; the timed runs compile again"
+  rm -f "$OUT"/inductor-cache.tar.xz.part-*
+  tar -C "$TORCHINDUCTOR_CACHE_DIR" -cf - . | xz -T0 -1 | split -b 15M - "$OUT/inductor-cache.tar.xz.part-"
 fi
 minidl_rates=() torch_rates=() rows=()
 for ((r = 1; r <= REPS; ++r)); do

@@ -309,7 +309,7 @@ int train(const Flags& f, Device device, Precision precision) {
     saved.dropout = f.dropout;
     config = saved;
   }
-  // Four where it pays: in bfloat16 on an H100 the default config's step ran 0.6% faster than with
+  // Four where it pays: in bfloat16 on an H100 the default config's step ran 0.5% faster than with
   // two, at a peak of 1,709 MB, under PyTorch's compiled step's 1,740 (six: 1.4% faster, at 1,797 MB,
   // over it); in float32 two bought nothing (0.07%) for 201 MB (docs/benchmarks.md, twenty-sixth
   // and twenty-first sections).

@@ -18,7 +18,8 @@
 # come back from a GPU machine that returns files of at most 16 MB; carried to the next machine
 # (CACHE_PARTS), they make PyTorch's compile there about 30 s instead of minutes. xz's strongest
 # setting packs the bf16 max-autotune cache (453 MB of tar) into 13.3 MB, against 32.4 MB at -1: one
-# part, which leaves room beside the binaries in a carry of 64 MiB.
+# part, which leaves room beside the binaries in a carry of 64 MiB. It costs time: 78 s against 3.6 s
+# on 2 vCPUs.
 set -u -o pipefail
 cd "$(dirname "$0")/.." || exit 2
 BUILD_DIR=${BUILD_DIR:-build-gpu}

@@ -84,12 +84,6 @@ __device__ __forceinline__ void stage_hidden(uint32_t tile, const T* hidden, int
 }
 
 template <class T>
-__device__ __forceinline__ void wgmma_64x128(float (&d)[64], uint64_t a, uint64_t b) {
-  if constexpr (std::is_same_v<T, BFloat16>) wgmma_m64n128k16_bf16(d, a, b);
-  else wgmma_m64n128k16_f16(d, a, b);
-}
-
-template <class T>
 __device__ __forceinline__ uint32_t pack(T lo, T hi) {
   return static_cast<uint32_t>(lo.bits) | static_cast<uint32_t>(hi.bits) << 16;
 }
@@ -131,7 +125,7 @@ __global__ void __launch_bounds__(kThreads, 2) linear_gelu_kernel(Params<T> p) {
     wgmma_fence();
     wgmma_fence_operands(acc);
 #pragma unroll
-    for (int kk = 0; kk < kBlockK / 16; ++kk) wgmma_64x128<T>(acc, a + 2 * kk, b + 2 * kk);
+    for (int kk = 0; kk < kBlockK / 16; ++kk) wgmma_m64n128k16<std::is_same_v<T, BFloat16>>(acc, a + 2 * kk, b + 2 * kk);
     wgmma_commit();
     wgmma_wait<0>();
     wgmma_fence_operands(acc);

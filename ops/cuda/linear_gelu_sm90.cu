@@ -10,7 +10,8 @@
 // A block of 256 threads (two warpgroups) makes a 128 x 128 tile: each warpgroup 64 rows, over k in
 // steps of 64 whose operand tiles cp.async stages into shared memory three deep (96 KB, so two
 // blocks share an SM and one's epilogue runs beside the other's products). The backward's hidden
-// tile is staged too, into the stage the last steps leave free. The epilogue rounds to 16 bits where
+// tile is staged too, into the stage the last steps leave free; the outputs leave through the other
+// two stages, in whole rows of 16-byte stores. The epilogue rounds to 16 bits where
 // the separate kernels would store, and applies their formulas (gelu.cuh) to the rounded values,
 // so the outputs have the bits of the product and the GELU op run apart (up to the product's own
 // order of summation).
@@ -66,10 +67,10 @@ __device__ __forceinline__ void stage_tile(uint32_t tile, const T* src, int row0
   }
 }
 
-// The 128 x 128 tile of hidden at (m0, n0) into `tile`: row r's 16-byte chunk c at r * 256 + ((c ^
-// (r % 8)) * 16), so that the epilogue's reads (8 rows, 4 consecutive words each) hit 32 banks.
-template <class T>
-__device__ __forceinline__ uint32_t hidden_at(uint32_t tile, int r, int col) {
+// A 128 x 128 tile of 16-bit elements in shared memory (the backward's hidden, and the outputs on
+// their way out): row r's 16-byte chunk c at r * 256 + ((c ^ (r % 8)) * 16), so that the epilogue's
+// accesses (8 rows, 4 consecutive words each) hit 32 banks, as do 16-byte ones along a row.
+__device__ __forceinline__ uint32_t tile_at(uint32_t tile, int r, int col) {
   return tile + r * 256 + ((((col >> 3) ^ (r & 7))) << 4) + (col & 7) * 2;
 }
 template <class T>
@@ -79,7 +80,7 @@ __device__ __forceinline__ void stage_hidden(uint32_t tile, const T* hidden, int
   for (int j = 0; j < kBlockM * 16 / kThreads; ++j) {
     const int i = t + j * kThreads, r = i >> 4, c = i & 15;
     const bool in = m0 + r < m;
-    cp_async_16(hidden_at<T>(tile, r, c * 8), hidden + static_cast<size_t>(in ? m0 + r : m0) * n + n0 + c * 8, in);
+    cp_async_16(tile_at(tile, r, c * 8), hidden + static_cast<size_t>(in ? m0 + r : m0) * n + n0 + c * 8, in);
   }
 }
 
@@ -131,43 +132,68 @@ __global__ void __launch_bounds__(kThreads, 2) linear_gelu_kernel(Params<T> p) {
     wgmma_fence_operands(acc);
   }
   let_next_kernel_start();
-  if constexpr (E == Epilogue::kGeluBackward) {
-    cp_async_wait<0>();
-    __syncthreads();
-  }
+  cp_async_wait<0>();  // the backward's hidden tile
+  __syncthreads();     // and every warpgroup's products are done with the stages
 
+  // The outputs go through shared memory, so that their stores to global memory are whole rows of
+  // 16-byte chunks rather than the accumulators' 4-byte pairs, eight rows apart. Each takes a stage
+  // of its own (the backward's hidden tile keeps its stage).
+  const int free_stage = E == Epilogue::kGeluBackward ? (hidden_step + kStages) % kStages : 0;
+  const uint32_t out_tile = tiles + free_stage * kStageBytes;
+  const uint32_t activated_tile = tiles + ((free_stage + 1) % kStages) * kStageBytes;
   const int lane = t % 32, warp = (t % 128) / 32;
   const int r_lo = group * 64 + warp * 16 + lane / 4;  // within the tile
 #pragma unroll
   for (int j = 0; j < 16; ++j) {
-    const int c = j * 8 + (lane % 4) * 2, col = n0 + c;
+    const int c = j * 8 + (lane % 4) * 2;
     float b0 = 0.f, b1 = 0.f;
     if constexpr (E == Epilogue::kGelu)
-      if (p.bias) b0 = static_cast<float>(p.bias[col]), b1 = static_cast<float>(p.bias[col + 1]);
+      if (p.bias) b0 = static_cast<float>(p.bias[n0 + c]), b1 = static_cast<float>(p.bias[n0 + c + 1]);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int r = r_lo + half * 8;
-      if (m0 + r >= p.m) continue;
-      const size_t at = static_cast<size_t>(m0 + r) * p.n + col;
       const float v0 = acc[4 * j + 2 * half], v1 = acc[4 * j + 2 * half + 1];
+      uint32_t out, activated;
       if constexpr (E == Epilogue::kGelu) {
         const T h0(v0 + b0), h1(v1 + b1);
         const float x0 = static_cast<float>(h0), x1 = static_cast<float>(h1);
-        const T g0(kTanh ? d_gelu_tanh(x0) : gelu_16bit(x0)), g1(kTanh ? d_gelu_tanh(x1) : gelu_16bit(x1));
-        *reinterpret_cast<uint32_t*>(p.out + at) = pack(h0, h1);
-        *reinterpret_cast<uint32_t*>(p.activated + at) = pack(g0, g1);
+        out = pack(h0, h1);
+        activated = pack(T(kTanh ? d_gelu_tanh(x0) : gelu_16bit(x0)), T(kTanh ? d_gelu_tanh(x1) : gelu_16bit(x1)));
       } else {
         uint32_t h;
-        asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(h) : "r"(hidden_at<T>(hidden_tile, r, c)));
+        asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(h) : "r"(tile_at(hidden_tile, r, c)) : "memory");
         const float x0 = static_cast<float>(T::from_bits(static_cast<uint16_t>(h & 0xffffu)));
         const float x1 = static_cast<float>(T::from_bits(static_cast<uint16_t>(h >> 16)));
         // The product rounded as the product alone stores it, then the GELU's backward.
         float g0 = static_cast<float>(T(v0)), g1 = static_cast<float>(T(v1)), y0, y1;
         gelu_with_grad<kTanh, true>(x0, y0, g0);
         gelu_with_grad<kTanh, true>(x1, y1, g1);
-        *reinterpret_cast<uint32_t*>(p.out + at) = pack(T(g0), T(g1));
-        if (p.activated) *reinterpret_cast<uint32_t*>(p.activated + at) = pack(T(y0), T(y1));
+        out = pack(T(g0), T(g1));
+        activated = pack(T(y0), T(y1));
       }
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(tile_at(out_tile, r, c)), "r"(out) : "memory");
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(tile_at(activated_tile, r, c)), "r"(activated) : "memory");
+    }
+  }
+  __syncthreads();
+  const bool with_activated = E == Epilogue::kGelu || p.activated != nullptr;
+#pragma unroll
+  for (int j = 0; j < kBlockM * 16 / kThreads; ++j) {
+    const int i = t + j * kThreads, r = i >> 4, c = (i & 15) * 8;  // consecutive threads along a row
+    if (m0 + r >= p.m) continue;
+    const size_t at = static_cast<size_t>(m0 + r) * p.n + n0 + c;
+    uint4 v;
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(tile_at(out_tile, r, c))
+                 : "memory");
+    *reinterpret_cast<uint4*>(p.out + at) = v;
+    if (with_activated) {
+      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                   : "r"(tile_at(activated_tile, r, c))
+                   : "memory");
+      *reinterpret_cast<uint4*>(p.activated + at) = v;
     }
   }
 #endif

@@ -7,19 +7,27 @@
 // of its backward (docs/benchmarks.md). cuBLASLt's own GELU epilogues compute the tanh form only,
 // and cuDNN's fused matmul with the exact form ran slower than the two apart.
 //
-// A block of 256 threads (two warpgroups) makes a 128 x 128 tile: each warpgroup 64 rows, over k in
-// steps of 64 whose operand tiles cp.async stages into shared memory three deep (96 KB, so two
-// blocks share an SM and one's epilogue runs beside the other's products). The backward's hidden
-// tile is staged too, into the stage the last steps leave free; the outputs leave through the other
-// two stages, in whole rows of 16-byte stores. The epilogue rounds to 16 bits where
-// the separate kernels would store, and applies their formulas (gelu.cuh) to the rounded values,
-// so the outputs have the bits of the product and the GELU op run apart (up to the product's own
-// order of summation).
+// The products are short (k = 384), so a tile's operands cost as much to bring from L2 as its
+// multiply-adds cost the tensor cores, and the GELU's arithmetic in the epilogue as much again.
+// Hence the shape: one block an SM holds 128 columns of the weight over the whole of k in shared
+// memory (96 KB at k = 384, loaded once, transposed on the way for the backward's w2) and walks down
+// the rows. Its three warpgroups work apart, each on its own 64-row tiles with its own three-deep
+// cp.async pipeline of 64 x 64 operand slices and its own named barrier, so one warpgroup's
+// epilogue runs beside the others' products. Only the row operand moves: half the L2 traffic of
+// 128 x 128 tiles. The outputs leave through a 16 KB tile of the group's, in whole rows of 16-byte
+// stores; the backward stages its hidden tile there first and overwrites it in place.
+//
+// The epilogue rounds to 16 bits where the separate kernels store, and applies their formulas
+// (gelu.cuh) to the rounded values, so the outputs have the bits of the product and the GELU op run
+// apart (up to the product's own order of summation).
 //
 // Needs sm_90a (wgmma): this file alone is compiled for it (cmake/cuda.cmake); elsewhere the
 // kernels are empty and both calls decline, leaving the product and the pass.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
+#include "core/cuda/context.h"
 #include "core/cuda/launch.cuh"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_kernels.h"
@@ -33,19 +41,21 @@ namespace {
 
 using namespace cuda;
 
-constexpr int kBlockM = 128, kBlockN = 128, kBlockK = 64, kStages = 3, kThreads = 256;
-constexpr int kTileBytes = kBlockM * kBlockK * 2;  // one operand's tile (kBlockM == kBlockN)
-constexpr int kStageBytes = 2 * kTileBytes;
-constexpr int kSharedBytes = kStages * kStageBytes + 1024;  // and room to align the tiles to 1024 bytes
-static_assert(kBlockM == kBlockN, "the two operands' tiles share a size");
-static_assert(kBlockM * kBlockN * 2 <= kStageBytes, "the backward's hidden tile fits in a stage");
+constexpr int kRows = 64, kCols = 128, kStepK = 64, kStages = 3, kGroups = 3, kThreads = 128 * kGroups;
+constexpr int kMaxK = 384;                                  // the weight's columns fit shared memory
+constexpr int kStepBytes = kRows * kStepK * 2;              // a group's row slice for one k step
+constexpr int kWeightStepBytes = kCols * kStepK * 2;        // the weight's columns over one k step
+constexpr int kOutBytes = kRows * kCols * 2;                // a group's output tile
+constexpr int kGroupBytes = kStages * kStepBytes + kOutBytes;
+constexpr int shared_size(int k) { return 1024 + k / kStepK * kWeightStepBytes + kGroups * kGroupBytes + kCols * 2; }
+static_assert(shared_size(kMaxK) <= 227 * 1024, "one block an SM");
 
 enum class Epilogue { kGelu, kGeluBackward };
 
 template <class T>
 struct Params {
   const T* a;       // [M, K]
-  const T* b;       // [N, K]
+  const T* b;       // kGelu: w [N, K]; kGeluBackward: w2 [K, N]
   const T* bias;    // kGelu: [N] or null
   const T* hidden;  // kGeluBackward: the GELU's input [M, N]
   T* out;           // kGelu: hidden; kGeluBackward: the gradient of hidden
@@ -53,35 +63,93 @@ struct Params {
   int m, n, k;
 };
 
-// Rows [row0, row0 + 128) by k [k0, k0 + 64) of a row-major [rows, k] matrix into a swizzled tile
-// (wgmma.cuh); rows past the end are zero-filled from row0's address.
+// Row r's 16-byte chunk c of an operand tile (128 bytes a row, k-major, the 128-byte swizzle of
+// wgmma.cuh).
+__device__ __forceinline__ uint32_t operand_at(uint32_t tile, int r, int c) { return tile + r * 128 + ((c ^ (r & 7)) << 4); }
+
+// The weight's columns [n0, n0 + 128) over all of k, as k / 64 operand tiles of 128 rows.
+// The forward's w is [N, K]: its rows are the tiles' rows, copied as they are.
 template <class T>
-__device__ __forceinline__ void stage_tile(uint32_t tile, const T* src, int row0, int rows, int k, int k0) {
-  const int t = static_cast<int>(threadIdx.x);
+__device__ __forceinline__ void stage_weight_rows(uint32_t tile, const T* w, int n0, int k) {
+  const int chunks = k / 8;
+  for (int i = static_cast<int>(threadIdx.x); i < kCols * chunks; i += kThreads) {
+    const int r = i / chunks, kc = i % chunks;
+    cp_async_16(operand_at(tile + kc / 8 * kWeightStepBytes, r, kc % 8), w + static_cast<size_t>(n0 + r) * k + kc * 8,
+                true);
+  }
+}
+// The backward's w2 is [K, N]: each thread reads 8 x 8 blocks (8 rows of k, 16 bytes of n each),
+// transposes them in registers and writes 8 chunks of 8 k, consecutive threads along k so that a
+// quarter warp's chunks fall on different banks.
+template <class T>
+__device__ __forceinline__ void stage_weight_columns(uint32_t tile, const T* w2, int n0, int k, int n) {
+  const int blocks_k = k / 8;
+  for (int u = static_cast<int>(threadIdx.x); u < blocks_k * (kCols / 8); u += kThreads) {
+    const int kb = u % blocks_k, q = u / blocks_k;
+    uint32_t w[8][4];
 #pragma unroll
-  for (int j = 0; j < kBlockM * 8 / kThreads; ++j) {
-    const int i = t + j * kThreads, r = i >> 3, c = i & 7;
-    const bool in = row0 + r < rows;
-    cp_async_16(tile + r * 128 + ((c ^ (r & 7)) << 4), src + static_cast<size_t>(in ? row0 + r : row0) * k + k0 + c * 8,
-                in);
+    for (int r = 0; r < 8; ++r) {
+      const uint4 v = *reinterpret_cast<const uint4*>(w2 + static_cast<size_t>(kb * 8 + r) * n + n0 + q * 8);
+      w[r][0] = v.x, w[r][1] = v.y, w[r][2] = v.z, w[r][3] = v.w;
+    }
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {  // column n0 + 8 q + e: its 8 values of k, two to a word
+      uint32_t o[4];
+#pragma unroll
+      for (int p = 0; p < 4; ++p) o[p] = __byte_perm(w[2 * p][e / 2], w[2 * p + 1][e / 2], e % 2 ? 0x7632 : 0x5410);
+      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                       operand_at(tile + kb / 8 * kWeightStepBytes, q * 8 + e, kb % 8)),
+                   "r"(o[0]), "r"(o[1]), "r"(o[2]), "r"(o[3])
+                   : "memory");
+    }
   }
 }
 
-// A 128 x 128 tile of 16-bit elements in shared memory (the backward's hidden, and the outputs on
-// their way out): row r's 16-byte chunk c at r * 256 + ((c ^ (r % 8)) * 16), so that the epilogue's
-// accesses (8 rows, 4 consecutive words each) hit 32 banks, as do 16-byte ones along a row.
+// Rows [m0, m0 + 64) by k [k0, k0 + 64) of the row operand [m, k], by the 128 threads of a group;
+// rows past the end are zero-filled from m0's address.
+template <class T>
+__device__ __forceinline__ void stage_rows(uint32_t tile, const T* a, int m0, int m, int k, int k0, int gt) {
+#pragma unroll
+  for (int j = 0; j < kRows * 8 / 128; ++j) {
+    const int i = gt + j * 128, r = i >> 3, c = i & 7;
+    const bool in = m0 + r < m;
+    cp_async_16(operand_at(tile, r, c), a + static_cast<size_t>(in ? m0 + r : m0) * k + k0 + c * 8, in);
+  }
+}
+
+// A group's 64 x 128 output tile of 16-bit elements: row r's 16-byte chunk c at
+// r * 256 + ((c ^ (r % 8)) * 16), so that the epilogue's accesses (8 rows, 4 consecutive words
+// each) hit 32 banks, as do 16-byte ones along a row.
 __device__ __forceinline__ uint32_t tile_at(uint32_t tile, int r, int col) {
   return tile + r * 256 + ((((col >> 3) ^ (r & 7))) << 4) + (col & 7) * 2;
 }
 template <class T>
-__device__ __forceinline__ void stage_hidden(uint32_t tile, const T* hidden, int m0, int n0, int m, int n) {
-  const int t = static_cast<int>(threadIdx.x);
+__device__ __forceinline__ void stage_hidden(uint32_t tile, const T* hidden, int m0, int n0, int m, int n, int gt) {
 #pragma unroll
-  for (int j = 0; j < kBlockM * 16 / kThreads; ++j) {
-    const int i = t + j * kThreads, r = i >> 4, c = i & 15;
+  for (int j = 0; j < kRows * 16 / 128; ++j) {
+    const int i = gt + j * 128, r = i >> 4, c = i & 15;
     const bool in = m0 + r < m;
     cp_async_16(tile_at(tile, r, c * 8), hidden + static_cast<size_t>(in ? m0 + r : m0) * n + n0 + c * 8, in);
   }
+}
+template <class T>
+__device__ __forceinline__ void store_tile(uint32_t tile, T* dst, int m0, int n0, int m, int n, int gt) {
+#pragma unroll
+  for (int j = 0; j < kRows * 16 / 128; ++j) {
+    const int i = gt + j * 128, r = i >> 4, c = (i & 15) * 8;  // consecutive threads along a row
+    if (m0 + r >= m) continue;
+    uint4 v;
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(tile_at(tile, r, c))
+                 : "memory");
+    *reinterpret_cast<uint4*>(dst + static_cast<size_t>(m0 + r) * n + n0 + c) = v;
+  }
+}
+
+// The 128 threads of group `group` wait for each other (barrier 0 is the block's).
+__device__ __forceinline__ void group_barrier(int group) {
+  asm volatile("bar.sync %0, 128;\n" ::"r"(group + 1) : "memory");
 }
 
 template <class T>
@@ -89,127 +157,156 @@ __device__ __forceinline__ uint32_t pack(T lo, T hi) {
   return static_cast<uint32_t>(lo.bits) | static_cast<uint32_t>(hi.bits) << 16;
 }
 
+// Grid: 128-column tiles along x; along y, the row tiles dealt out: block y takes tiles y,
+// y + gridDim.y, ..., and hands them to its groups in turn.
 template <class T, Epilogue E, bool kTanh>
-__global__ void __launch_bounds__(kThreads, 2) linear_gelu_kernel(Params<T> p) {
+__global__ void __launch_bounds__(kThreads, 1) linear_gelu_kernel(Params<T> p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(16) uint8_t shared_bytes[];
-  const uint32_t tiles = (smem_addr(shared_bytes) + 1023) & ~1023u;
-  const int t = static_cast<int>(threadIdx.x), group = t / 128;
-  const int n0 = static_cast<int>(blockIdx.x) * kBlockN, m0 = static_cast<int>(blockIdx.y) * kBlockM;
-  const int steps = p.k / kBlockK;
+  const int t = static_cast<int>(threadIdx.x), group = t / 128, gt = t % 128;
+  const int steps = p.k / kStepK, n0 = static_cast<int>(blockIdx.x) * kCols;
+  const uint32_t weight = (smem_addr(shared_bytes) + 1023) & ~1023u;
+  const uint32_t stages = weight + steps * kWeightStepBytes + group * kGroupBytes;
+  const uint32_t out_tile = stages + kStages * kStepBytes;
+  const uint32_t bias = weight + steps * kWeightStepBytes + kGroups * kGroupBytes;
+  const int row_tiles = (p.m + kRows - 1) / kRows;
+  const int first = static_cast<int>(blockIdx.y) + group * static_cast<int>(gridDim.y);
+  const int stride = kGroups * static_cast<int>(gridDim.y);
+  const int tiles = first < row_tiles ? (row_tiles - 1 - first) / stride + 1 : 0;
+  const int total_steps = tiles * steps;  // this group's, over all its tiles
   wait_for_earlier_kernels();
-  auto stage = [&](int step) {
-    const uint32_t s = tiles + (step % kStages) * kStageBytes;
-    stage_tile(s, p.a, m0, p.m, p.k, step * kBlockK);
-    stage_tile(s + kTileBytes, p.b, n0, p.n, p.k, step * kBlockK);
+
+  if constexpr (E == Epilogue::kGelu) {
+    stage_weight_rows(weight, p.b, n0, p.k);
+    if (p.bias && t < kCols / 8) cp_async_16(bias + t * 16, p.bias + n0 + t * 8, true);
+  } else {
+    stage_weight_columns(weight, p.b, n0, p.k, p.n);
+  }
+  cp_async_commit();
+  // The group's steps run on from one tile into the next: step g is k slice g % steps of its tile g / steps.
+  auto stage = [&](int g) {
+    stage_rows(stages + (g % kStages) * kStepBytes, p.a, (first + g / steps * stride) * kRows, p.m, p.k,
+               g % steps * kStepK, gt);
   };
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < steps) stage(s);
+  for (int g = 0; g < kStages - 1; ++g) {
+    if (g < total_steps) stage(g);
     cp_async_commit();
   }
-  float acc[64];
-#pragma unroll
-  for (int i = 0; i < 64; ++i) acc[i] = 0.f;
-  // The backward stages its hidden tile in the first step that refills no stage, into that stage.
-  const int hidden_step = max(steps - (kStages - 1), 0);
-  const uint32_t hidden_tile = tiles + ((hidden_step + kStages - 1) % kStages) * kStageBytes;
-  for (int step = 0; step < steps; ++step) {
-    cp_async_wait<kStages - 2>();  // this thread's copies of `step` have landed
-    fence_async_shared();
-    __syncthreads();  // everyone's have; and the stage refilled below was last read by step - 1's wait
-    if (step + kStages - 1 < steps) stage(step + kStages - 1);
-    else if (E == Epilogue::kGeluBackward && step == hidden_step) stage_hidden(hidden_tile, p.hidden, m0, n0, p.m, p.n);
-    cp_async_commit();
-    const uint32_t s = tiles + (step % kStages) * kStageBytes;
-    const uint64_t a = wgmma_descriptor(s + group * 64 * 128), b = wgmma_descriptor(s + kTileBytes);
-    wgmma_fence();
-    wgmma_fence_operands(acc);
-#pragma unroll
-    for (int kk = 0; kk < kBlockK / 16; ++kk) wgmma_m64n128k16<std::is_same_v<T, BFloat16>>(acc, a + 2 * kk, b + 2 * kk);
-    wgmma_commit();
-    wgmma_wait<0>();
-    wgmma_fence_operands(acc);
-  }
-  let_next_kernel_start();
-  cp_async_wait<0>();  // the backward's hidden tile
-  __syncthreads();     // and every warpgroup's products are done with the stages
-
-  // The outputs go through shared memory, so that their stores to global memory are whole rows of
-  // 16-byte chunks rather than the accumulators' 4-byte pairs, eight rows apart. Each takes a stage
-  // of its own (the backward's hidden tile keeps its stage).
-  const int free_stage = E == Epilogue::kGeluBackward ? (hidden_step + kStages) % kStages : 0;
-  const uint32_t out_tile = tiles + free_stage * kStageBytes;
-  const uint32_t activated_tile = tiles + ((free_stage + 1) % kStages) * kStageBytes;
-  const int lane = t % 32, warp = (t % 128) / 32;
-  const int r_lo = group * 64 + warp * 16 + lane / 4;  // within the tile
-#pragma unroll
-  for (int j = 0; j < 16; ++j) {
-    const int c = j * 8 + (lane % 4) * 2;
-    float b0 = 0.f, b1 = 0.f;
-    if constexpr (E == Epilogue::kGelu)
-      if (p.bias) b0 = static_cast<float>(p.bias[n0 + c]), b1 = static_cast<float>(p.bias[n0 + c + 1]);
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int r = r_lo + half * 8;
-      const float v0 = acc[4 * j + 2 * half], v1 = acc[4 * j + 2 * half + 1];
-      uint32_t out, activated;
-      if constexpr (E == Epilogue::kGelu) {
-        const T h0(v0 + b0), h1(v1 + b1);
-        const float x0 = static_cast<float>(h0), x1 = static_cast<float>(h1);
-        out = pack(h0, h1);
-        activated = pack(T(kTanh ? d_gelu_tanh(x0) : gelu_16bit(x0)), T(kTanh ? d_gelu_tanh(x1) : gelu_16bit(x1)));
-      } else {
-        uint32_t h;
-        asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(h) : "r"(tile_at(hidden_tile, r, c)) : "memory");
-        const float x0 = static_cast<float>(T::from_bits(static_cast<uint16_t>(h & 0xffffu)));
-        const float x1 = static_cast<float>(T::from_bits(static_cast<uint16_t>(h >> 16)));
-        // The product rounded as the product alone stores it, then the GELU's backward.
-        float g0 = static_cast<float>(T(v0)), g1 = static_cast<float>(T(v1)), y0, y1;
-        gelu_with_grad<kTanh, true>(x0, y0, g0);
-        gelu_with_grad<kTanh, true>(x1, y1, g1);
-        out = pack(T(g0), T(g1));
-        activated = pack(T(y0), T(y1));
-      }
-      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(tile_at(out_tile, r, c)), "r"(out) : "memory");
-      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(tile_at(activated_tile, r, c)), "r"(activated) : "memory");
-    }
-  }
+  cp_async_wait<kStages - 1>();  // the weight and bias
+  fence_async_shared();
   __syncthreads();
+
+  const int lane = gt % 32, warp = gt / 32;
+  const int r_lo = warp * 16 + lane / 4;  // this thread's first row of the tile (and r_lo + 8)
   const bool with_activated = E == Epilogue::kGelu || p.activated != nullptr;
+  int g = 0;
+  for (int i = 0; i < tiles; ++i) {
+    const int m0 = (first + i * stride) * kRows;
+    float acc[64];
 #pragma unroll
-  for (int j = 0; j < kBlockM * 16 / kThreads; ++j) {
-    const int i = t + j * kThreads, r = i >> 4, c = (i & 15) * 8;  // consecutive threads along a row
-    if (m0 + r >= p.m) continue;
-    const size_t at = static_cast<size_t>(m0 + r) * p.n + n0 + c;
-    uint4 v;
-    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "r"(tile_at(out_tile, r, c))
-                 : "memory");
-    *reinterpret_cast<uint4*>(p.out + at) = v;
-    if (with_activated) {
-      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                   : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                   : "r"(tile_at(activated_tile, r, c))
-                   : "memory");
-      *reinterpret_cast<uint4*>(p.activated + at) = v;
+    for (int j = 0; j < 64; ++j) acc[j] = 0.f;
+    for (int s = 0; s < steps; ++s, ++g) {
+      cp_async_wait<kStages - 2>();  // this thread's copies of step g have landed
+      fence_async_shared();
+      group_barrier(group);  // the group's have; and the stage refilled below was last read by step g - 1
+      if (g + kStages - 1 < total_steps) stage(g + kStages - 1);
+      // The backward's hidden tile, into the output tile the last epilogue has finished with.
+      if (E == Epilogue::kGeluBackward && s == 0) stage_hidden(out_tile, p.hidden, m0, n0, p.m, p.n, gt);
+      cp_async_commit();
+      const uint64_t a = wgmma_descriptor(stages + (g % kStages) * kStepBytes);
+      const uint64_t b = wgmma_descriptor(weight + s * kWeightStepBytes);
+      wgmma_fence();
+      wgmma_fence_operands(acc);
+#pragma unroll
+      for (int kk = 0; kk < kStepK / 16; ++kk) wgmma_m64n128k16<std::is_same_v<T, BFloat16>>(acc, a + 2 * kk, b + 2 * kk);
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_fence_operands(acc);
     }
+    if (i == tiles - 1) let_next_kernel_start();
+    if constexpr (E == Epilogue::kGeluBackward) {
+      // The hidden tile's group is step 0's; steps - 1 groups came after it.
+      if (steps >= kStages) cp_async_wait<kStages - 1>();
+      else cp_async_wait<0>();
+      group_barrier(group);
+    }
+
+    uint32_t activated[32];  // packed pairs, to the output tile once the first output has left it
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const int c = j * 8 + (lane % 4) * 2;
+      float b0 = 0.f, b1 = 0.f;
+      if constexpr (E == Epilogue::kGelu) {
+        if (p.bias) {
+          uint32_t pair;
+          asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(pair) : "r"(bias + c * 2) : "memory");
+          b0 = static_cast<float>(T::from_bits(static_cast<uint16_t>(pair & 0xffffu)));
+          b1 = static_cast<float>(T::from_bits(static_cast<uint16_t>(pair >> 16)));
+        }
+      }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = r_lo + half * 8;
+        const float v0 = acc[4 * j + 2 * half], v1 = acc[4 * j + 2 * half + 1];
+        uint32_t out;
+        if constexpr (E == Epilogue::kGelu) {
+          const T h0(v0 + b0), h1(v1 + b1);
+          const float x0 = static_cast<float>(h0), x1 = static_cast<float>(h1);
+          out = pack(h0, h1);
+          activated[2 * j + half] =
+              pack(T(kTanh ? d_gelu_tanh(x0) : gelu_16bit(x0)), T(kTanh ? d_gelu_tanh(x1) : gelu_16bit(x1)));
+        } else {
+          uint32_t h;
+          asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(h) : "r"(tile_at(out_tile, r, c)) : "memory");
+          const float x0 = static_cast<float>(T::from_bits(static_cast<uint16_t>(h & 0xffffu)));
+          const float x1 = static_cast<float>(T::from_bits(static_cast<uint16_t>(h >> 16)));
+          // The product rounded as the product alone stores it, then the GELU's backward.
+          float g0 = static_cast<float>(T(v0)), g1 = static_cast<float>(T(v1)), y0, y1;
+          gelu_with_grad<kTanh, true>(x0, y0, g0);
+          gelu_with_grad<kTanh, true>(x1, y1, g1);
+          out = pack(T(g0), T(g1));
+          activated[2 * j + half] = pack(T(y0), T(y1));
+        }
+        // In place over the backward's hidden: the same thread read these two elements just now.
+        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(tile_at(out_tile, r, c)), "r"(out) : "memory");
+      }
+    }
+    group_barrier(group);
+    store_tile(out_tile, p.out, m0, n0, p.m, p.n, gt);
+    if (with_activated) {
+      group_barrier(group);
+#pragma unroll
+      for (int j = 0; j < 16; ++j)
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(tile_at(out_tile, r_lo + half * 8, j * 8 + (lane % 4) * 2)),
+                       "r"(activated[2 * j + half])
+                       : "memory");
+      group_barrier(group);
+      store_tile(out_tile, p.activated, m0, n0, p.m, p.n, gt);
+    }
+    group_barrier(group);  // the output tile is free for the next tile's hidden
   }
 #endif
 }
 
 template <class T, Epilogue E, bool kTanh>
-void launch(const Params<T>& p, cudaStream_t stream) {
+void launch(const Params<T>& p, int device, cudaStream_t stream) {
   auto* kernel = linear_gelu_kernel<T, E, kTanh>;
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes));
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
-  const dim3 grid(static_cast<unsigned>(p.n / kBlockN), static_cast<unsigned>((p.m + kBlockM - 1) / kBlockM));
-  launch_early("linear_gelu_kernel", kernel, grid, kThreads, kSharedBytes, stream, p);
+  const int bytes = shared_size(p.k);
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  const int column_tiles = p.n / kCols, row_tiles = (p.m + kRows - 1) / kRows;
+  // One block an SM: as many row groups as the SMs left by the column tiles allow, and no more
+  // than give each warpgroup a tile.
+  const int row_groups =
+      std::max(1, std::min(multiprocessor_count(device) / column_tiles, (row_tiles + kGroups - 1) / kGroups));
+  const dim3 grid(static_cast<unsigned>(column_tiles), static_cast<unsigned>(row_groups));
+  launch_early("linear_gelu_kernel", kernel, grid, kThreads, bytes, stream, p);
 }
 
 template <Epilogue E>
-void launch(DType dtype, const Params<void>& untyped, bool tanh, cudaStream_t stream) {
+void launch(DType dtype, const Params<void>& untyped, bool tanh, int device, cudaStream_t stream) {
   dispatch_floating_and_half(dtype, "linear_gelu", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (is_16bit_float_v<T>) {
@@ -218,26 +315,10 @@ void launch(DType dtype, const Params<void>& untyped, bool tanh, cudaStream_t st
                         static_cast<T*>(untyped.out),          static_cast<T*>(untyped.activated),
                         untyped.m,                             untyped.n,
                         untyped.k};
-      if (tanh) launch<T, E, true>(p, stream);
-      else launch<T, E, false>(p, stream);
+      if (tanh) launch<T, E, true>(p, device, stream);
+      else launch<T, E, false>(p, device, stream);
     }
   });
-}
-
-// A transposed copy of a 16-bit [rows, cols] matrix, in 32 x 32 tiles through shared memory: the
-// backward's w2 [K, N] as the [N, K] operand the kernel reads.
-__global__ void transpose_16bit_kernel(const uint16_t* __restrict__ src, uint16_t* __restrict__ dst, int rows,
-                                       int cols) {
-  __shared__ uint16_t tile[32][33];
-  wait_for_earlier_kernels();
-  const int c0 = static_cast<int>(blockIdx.x) * 32, r0 = static_cast<int>(blockIdx.y) * 32;
-  const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
-  for (int i = ty; i < 32; i += 8)
-    if (r0 + i < rows && c0 + tx < cols) tile[i][tx] = src[static_cast<size_t>(r0 + i) * cols + c0 + tx];
-  __syncthreads();
-  let_next_kernel_start();
-  for (int i = ty; i < 32; i += 8)
-    if (c0 + i < cols && r0 + tx < rows) dst[static_cast<size_t>(c0 + i) * rows + r0 + tx] = tile[tx][i];
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -257,10 +338,10 @@ bool sm90a_device(int device) {
 }
 
 // Whether the kernels take these operands: 16-bit, contiguous, 16-byte aligned, an [m, n] output
-// of tiles of 128 columns over k in steps of 64.
+// of tiles of 128 columns over k in steps of 64, at most kMaxK.
 bool takes(DType dtype, int64_t m, int64_t n, int64_t k, std::initializer_list<const Tensor*> tensors) {
   if (dtype != kBFloat16 && dtype != kFloat16) return false;
-  if (m == 0 || k == 0 || k % kBlockK != 0 || n % kBlockN != 0) return false;
+  if (m == 0 || k == 0 || k % kStepK != 0 || k > kMaxK || n % kCols != 0) return false;
   if (m > INT32_MAX / 2 || n > INT32_MAX / 2 || k > INT32_MAX / 2) return false;
   for (const Tensor* t : tensors)
     if (t && (t->dtype() != dtype || !t->is_contiguous() || !aligned16(t->raw_data()))) return false;
@@ -279,7 +360,7 @@ bool CudaKernels::linear_gelu(const Tensor& x, const Tensor& w, const Tensor* bi
   cuda::DeviceGuard guard(device_);
   const Params<void> p{x.raw_data(), w.raw_data(), bias ? bias->raw_data() : nullptr, nullptr, hidden.raw_data(),
                        activated.raw_data(), static_cast<int>(m), static_cast<int>(n), static_cast<int>(k)};
-  launch<Epilogue::kGelu>(x.dtype(), p, tanh, stream_);
+  launch<Epilogue::kGelu>(x.dtype(), p, tanh, device_, stream_);
   return true;
 }
 
@@ -293,15 +374,10 @@ bool CudaKernels::linear_gelu_backward(const Tensor& grad, const Tensor& w2, con
   if (!takes(grad.dtype(), m, n, k, {&grad, &w2, &hidden, &grad_hidden, activated}) || !sm90a_device(device_))
     return false;
   cuda::DeviceGuard guard(device_);
-  Tensor w2_t = Tensor::empty({n, k}, w2.dtype(), w2.device());
-  launch_early("transpose_16bit_kernel", transpose_16bit_kernel,
-               dim3(static_cast<unsigned>((n + 31) / 32), static_cast<unsigned>((k + 31) / 32)), dim3(32, 8), 0,
-               stream_, static_cast<const uint16_t*>(w2.raw_data()), static_cast<uint16_t*>(w2_t.raw_data()),
-               static_cast<int>(k), static_cast<int>(n));
-  const Params<void> p{grad.raw_data(),        w2_t.raw_data(),    nullptr,
+  const Params<void> p{grad.raw_data(),        w2.raw_data(),          nullptr,
                        hidden.raw_data(),      grad_hidden.raw_data(), activated ? activated->raw_data() : nullptr,
-                       static_cast<int>(m),    static_cast<int>(n), static_cast<int>(k)};
-  launch<Epilogue::kGeluBackward>(grad.dtype(), p, tanh, stream_);
+                       static_cast<int>(m),    static_cast<int>(n),    static_cast<int>(k)};
+  launch<Epilogue::kGeluBackward>(grad.dtype(), p, tanh, device_, stream_);
   return true;
 }
 

@@ -105,18 +105,6 @@ __device__ __forceinline__ void stage_weight_columns(uint32_t tile, const T* w2,
   }
 }
 
-// Rows [m0, m0 + 64) by k [k0, k0 + 64) of the row operand [m, k], by the 128 threads of a group;
-// rows past the end are zero-filled from m0's address.
-template <class T>
-__device__ __forceinline__ void stage_rows(uint32_t tile, const T* a, int m0, int m, int k, int k0, int gt) {
-#pragma unroll
-  for (int j = 0; j < kRows * 8 / 128; ++j) {
-    const int i = gt + j * 128, r = i >> 3, c = i & 7;
-    const bool in = m0 + r < m;
-    cp_async_16(operand_at(tile, r, c), a + static_cast<size_t>(in ? m0 + r : m0) * k + k0 + c * 8, in);
-  }
-}
-
 // A group's 64 x 128 output tile of 16-bit elements: row r's 16-byte chunk c at
 // r * 256 + ((c ^ (r % 8)) * 16), so that the epilogue's accesses (8 rows, 4 consecutive words
 // each) hit 32 banks, as do 16-byte ones along a row.
@@ -152,9 +140,22 @@ __device__ __forceinline__ void group_barrier(int group) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(group + 1) : "memory");
 }
 
+// Two floats rounded to 16 bits (to nearest, ties to even, as T(float)) in one register, `lo` in
+// the low half; and back.
 template <class T>
-__device__ __forceinline__ uint32_t pack(T lo, T hi) {
-  return static_cast<uint32_t>(lo.bits) | static_cast<uint32_t>(hi.bits) << 16;
+__device__ __forceinline__ uint32_t pack_rounded(float lo, float hi) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  } else {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  }
+}
+template <class T>
+__device__ __forceinline__ float2 unpack(uint32_t pair) {
+  if constexpr (std::is_same_v<T, BFloat16>) return make_float2(__uint_as_float(pair << 16), __uint_as_float(pair & 0xffff0000u));
+  else return __half22float2(*reinterpret_cast<const __half2*>(&pair));
 }
 
 // Grid: 128-column tiles along x; along y, the row tiles dealt out: block y takes tiles y,
@@ -183,14 +184,27 @@ __global__ void __launch_bounds__(kThreads, 1) linear_gelu_kernel(Params<T> p) {
     stage_weight_columns(weight, p.b, n0, p.k, p.n);
   }
   cp_async_commit();
-  // The group's steps run on from one tile into the next: step g is k slice g % steps of its tile g / steps.
-  auto stage = [&](int g) {
-    stage_rows(stages + (g % kStages) * kStepBytes, p.a, (first + g / steps * stride) * kRows, p.m, p.k,
-               g % steps * kStepK, gt);
+  // The group's steps run on from one tile into the next. The copies run two steps ahead of the
+  // products: a cursor over (tile, k slice, stage) with each thread's 4 rows and 16-byte column.
+  const T* a_thread = p.a + static_cast<size_t>(gt / 8) * p.k + (gt % 8) * 8;
+  const uint32_t copy_offset = operand_at(0, gt / 8, gt % 8);  // rows gt / 8 + 16 j lie 2048 j further
+  int copy_m0 = first * kRows, copy_k0 = 0, copy_stage = 0, copies_left = total_steps;
+  auto copy_ahead = [&] {
+    if (copies_left == 0) return;
+    const uint32_t dst = stages + copy_stage * kStepBytes + copy_offset;
+#pragma unroll
+    for (int j = 0; j < kRows / 16; ++j) {
+      const bool in = copy_m0 + gt / 8 + 16 * j < p.m;  // else zero-filled, nothing read
+      cp_async_16(dst + 2048 * j, in ? a_thread + static_cast<size_t>(copy_m0 + 16 * j) * p.k + copy_k0 : p.a, in);
+    }
+    --copies_left;
+    copy_k0 += kStepK;
+    if (copy_k0 == p.k) copy_k0 = 0, copy_m0 += stride * kRows;
+    copy_stage = copy_stage == kStages - 1 ? 0 : copy_stage + 1;
   };
 #pragma unroll
   for (int g = 0; g < kStages - 1; ++g) {
-    if (g < total_steps) stage(g);
+    copy_ahead();
     cp_async_commit();
   }
   cp_async_wait<kStages - 1>();  // the weight and bias
@@ -199,31 +213,39 @@ __global__ void __launch_bounds__(kThreads, 1) linear_gelu_kernel(Params<T> p) {
 
   const int lane = gt % 32, warp = gt / 32;
   const int r_lo = warp * 16 + lane / 4;  // this thread's first row of the tile (and r_lo + 8)
+  // Where this thread's pair of columns 8 j + 2 (lane % 4) of row r_lo (+ 8 half) lies in the output tile.
+  const uint32_t out_row = out_tile + r_lo * 256 + (lane % 4) * 4;
+  const auto out_at = [&](int j, int half) { return out_row + half * 2048 + ((j ^ (lane / 4)) << 4); };
   const bool with_activated = E == Epilogue::kGelu || p.activated != nullptr;
-  int g = 0;
+  const uint64_t a_descriptor = wgmma_descriptor(stages), b_descriptor = wgmma_descriptor(weight);
+  int stage = 0;
   for (int i = 0; i < tiles; ++i) {
     const int m0 = (first + i * stride) * kRows;
     float acc[64];
 #pragma unroll
     for (int j = 0; j < 64; ++j) acc[j] = 0.f;
-    for (int s = 0; s < steps; ++s, ++g) {
-      cp_async_wait<kStages - 2>();  // this thread's copies of step g have landed
+    for (int s = 0; s < steps; ++s) {
+      cp_async_wait<kStages - 2>();  // this thread's copies of this step have landed
       fence_async_shared();
-      group_barrier(group);  // the group's have; and the stage refilled below was last read by step g - 1
-      if (g + kStages - 1 < total_steps) stage(g + kStages - 1);
-      // The backward's hidden tile, into the output tile the last epilogue has finished with.
-      if (E == Epilogue::kGeluBackward && s == 0) stage_hidden(out_tile, p.hidden, m0, n0, p.m, p.n, gt);
-      cp_async_commit();
-      const uint64_t a = wgmma_descriptor(stages + (g % kStages) * kStepBytes);
-      const uint64_t b = wgmma_descriptor(weight + s * kWeightStepBytes);
+      group_barrier(group);  // the group's have; and every warp has seen the step before last's products done
+      const uint64_t a = a_descriptor + stage * (kStepBytes >> 4), b = b_descriptor + s * (kWeightStepBytes >> 4);
       wgmma_fence();
       wgmma_fence_operands(acc);
 #pragma unroll
       for (int kk = 0; kk < kStepK / 16; ++kk) wgmma_m64n128k16<std::is_same_v<T, BFloat16>>(acc, a + 2 * kk, b + 2 * kk);
       wgmma_commit();
-      wgmma_wait<0>();
+      // The step before's products are done (a warpgroup's wgmma completes as one), so its stage
+      // takes the copies of the step after next while this step's run.
+      wgmma_wait<1>();
       wgmma_fence_operands(acc);
+      copy_ahead();
+      // The backward's hidden tile, into the output tile the last epilogue has finished with.
+      if (E == Epilogue::kGeluBackward && s == 0) stage_hidden(out_tile, p.hidden, m0, n0, p.m, p.n, gt);
+      cp_async_commit();
+      stage = stage == kStages - 1 ? 0 : stage + 1;
     }
+    wgmma_wait<0>();
+    wgmma_fence_operands(acc);
     if (i == tiles - 1) let_next_kernel_start();
     if constexpr (E == Epilogue::kGeluBackward) {
       // The hidden tile's group is step 0's; steps - 1 groups came after it.
@@ -235,41 +257,36 @@ __global__ void __launch_bounds__(kThreads, 1) linear_gelu_kernel(Params<T> p) {
     uint32_t activated[32];  // packed pairs, to the output tile once the first output has left it
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
-      const int c = j * 8 + (lane % 4) * 2;
-      float b0 = 0.f, b1 = 0.f;
+      float2 bias_pair = make_float2(0.f, 0.f);
       if constexpr (E == Epilogue::kGelu) {
         if (p.bias) {
           uint32_t pair;
-          asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(pair) : "r"(bias + c * 2) : "memory");
-          b0 = static_cast<float>(T::from_bits(static_cast<uint16_t>(pair & 0xffffu)));
-          b1 = static_cast<float>(T::from_bits(static_cast<uint16_t>(pair >> 16)));
+          asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(pair) : "r"(bias + (j * 8 + (lane % 4) * 2) * 2) : "memory");
+          bias_pair = unpack<T>(pair);
         }
       }
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int r = r_lo + half * 8;
         const float v0 = acc[4 * j + 2 * half], v1 = acc[4 * j + 2 * half + 1];
         uint32_t out;
         if constexpr (E == Epilogue::kGelu) {
-          const T h0(v0 + b0), h1(v1 + b1);
-          const float x0 = static_cast<float>(h0), x1 = static_cast<float>(h1);
-          out = pack(h0, h1);
-          activated[2 * j + half] =
-              pack(T(kTanh ? d_gelu_tanh(x0) : gelu_16bit(x0)), T(kTanh ? d_gelu_tanh(x1) : gelu_16bit(x1)));
+          out = pack_rounded<T>(v0 + bias_pair.x, v1 + bias_pair.y);
+          const float2 x = unpack<T>(out);
+          activated[2 * j + half] = kTanh ? pack_rounded<T>(d_gelu_tanh(x.x), d_gelu_tanh(x.y))
+                                          : pack_rounded<T>(gelu_16bit(x.x), gelu_16bit(x.y));
         } else {
           uint32_t h;
-          asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(h) : "r"(tile_at(out_tile, r, c)) : "memory");
-          const float x0 = static_cast<float>(T::from_bits(static_cast<uint16_t>(h & 0xffffu)));
-          const float x1 = static_cast<float>(T::from_bits(static_cast<uint16_t>(h >> 16)));
+          asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(h) : "r"(out_at(j, half)) : "memory");
+          const float2 x = unpack<T>(h);
           // The product rounded as the product alone stores it, then the GELU's backward.
-          float g0 = static_cast<float>(T(v0)), g1 = static_cast<float>(T(v1)), y0, y1;
-          gelu_with_grad<kTanh, true>(x0, y0, g0);
-          gelu_with_grad<kTanh, true>(x1, y1, g1);
-          out = pack(T(g0), T(g1));
-          activated[2 * j + half] = pack(T(y0), T(y1));
+          float2 g = unpack<T>(pack_rounded<T>(v0, v1)), y;
+          gelu_with_grad<kTanh, true>(x.x, y.x, g.x);
+          gelu_with_grad<kTanh, true>(x.y, y.y, g.y);
+          out = pack_rounded<T>(g.x, g.y);
+          activated[2 * j + half] = pack_rounded<T>(y.x, y.y);
         }
         // In place over the backward's hidden: the same thread read these two elements just now.
-        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(tile_at(out_tile, r, c)), "r"(out) : "memory");
+        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(out_at(j, half)), "r"(out) : "memory");
       }
     }
     group_barrier(group);
@@ -280,9 +297,7 @@ __global__ void __launch_bounds__(kThreads, 1) linear_gelu_kernel(Params<T> p) {
       for (int j = 0; j < 16; ++j)
 #pragma unroll
         for (int half = 0; half < 2; ++half)
-          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(tile_at(out_tile, r_lo + half * 8, j * 8 + (lane % 4) * 2)),
-                       "r"(activated[2 * j + half])
-                       : "memory");
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(out_at(j, half)), "r"(activated[2 * j + half]) : "memory");
       group_barrier(group);
       store_tile(out_tile, p.activated, m0, n0, p.m, p.n, gt);
     }

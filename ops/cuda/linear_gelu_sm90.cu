@@ -191,21 +191,37 @@ __global__ void __launch_bounds__(kThreads, 1) linear_gelu_kernel(Params<T> p) {
   }
   cp_async_commit();
   // The group's steps run on from one tile into the next. The copies run two steps ahead of the
-  // products: a cursor over (tile, k slice, stage) with each thread's 4 rows and 16-byte column.
-  const T* a_thread = p.a + static_cast<size_t>(gt / 8) * p.k + (gt % 8) * 8;
-  const uint32_t copy_offset = operand_at(0, gt / 8, gt % 8);  // rows gt / 8 + 16 j lie 2048 j further
+  // products, by a cursor over (tile, k slice, stage): the address of this thread's first row (of
+  // 4, 16 apart) at the slice's k, and which of them lie inside the matrix, both made again only
+  // when it moves to a new tile.
+  const int thread_row = gt / 8;
+  const uint32_t copy_offset = operand_at(0, thread_row, gt % 8);  // rows thread_row + 16 j lie 2048 j further
+  const size_t rows16 = static_cast<size_t>(16) * p.k;
   int copy_m0 = first * kRows, copy_k0 = 0, copy_stage = 0, copies_left = total_steps;
+  const T* copy_src = nullptr;
+  unsigned copy_rows_in = 0;
+  auto start_tile = [&] {
+    copy_src = p.a + static_cast<size_t>(copy_m0 + thread_row) * p.k + (gt % 8) * 8;
+    copy_rows_in = 0;
+#pragma unroll
+    for (int j = 0; j < kRows / 16; ++j) copy_rows_in |= (copy_m0 + thread_row + 16 * j < p.m ? 1u : 0u) << j;
+  };
+  if (copies_left > 0) start_tile();
   auto copy_ahead = [&] {
     if (copies_left == 0) return;
     const uint32_t dst = stages + copy_stage * kStepBytes + copy_offset;
 #pragma unroll
     for (int j = 0; j < kRows / 16; ++j) {
-      const bool in = copy_m0 + gt / 8 + 16 * j < p.m;  // else zero-filled, nothing read
-      cp_async_16(dst + 2048 * j, in ? a_thread + static_cast<size_t>(copy_m0 + 16 * j) * p.k + copy_k0 : p.a, in);
+      const bool in = (copy_rows_in >> j) & 1u;  // else zero-filled, nothing read
+      cp_async_16(dst + 2048 * j, in ? copy_src + j * rows16 : p.a, in);
     }
     --copies_left;
     copy_k0 += kStepK;
-    if (copy_k0 == p.k) copy_k0 = 0, copy_m0 += stride * kRows;
+    copy_src += kStepK;
+    if (copy_k0 == p.k) {
+      copy_k0 = 0, copy_m0 += stride * kRows;
+      if (copies_left > 0) start_tile();
+    }
     copy_stage = copy_stage == kStages - 1 ? 0 : copy_stage + 1;
   };
 #pragma unroll

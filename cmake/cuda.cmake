@@ -97,21 +97,6 @@ function(minidl_add_cuda_backend target)
     list(FILTER _cpp EXCLUDE REGEX ".*/ops/cuda/cudnn[a-z_]*\\.cpp$")
   endif()
 
-  # Kernels on Hopper's wgmma (*_sm90.cu) exist only as sm_90a code: where the architectures include
-  # 9.0 they compile apart for it alone (MINIDL_SM90A), and decline at run time on other devices;
-  # elsewhere they compile with the rest, empty, and always decline.
-  set(_with_sm90a OFF)
-  foreach(_arch IN LISTS CMAKE_CUDA_ARCHITECTURES)
-    if(_arch MATCHES "^(90|native|all|all-major)")
-      set(_with_sm90a ON)
-    endif()
-  endforeach()
-  set(_sm90 ${_cu})
-  list(FILTER _sm90 INCLUDE REGEX ".*_sm90\\.cu$")
-  if(_with_sm90a)
-    list(FILTER _cu EXCLUDE REGEX ".*_sm90\\.cu$")
-  endif()
-
   add_library(${target}_cuda_kernels OBJECT ${_cu})
   target_include_directories(${target}_cuda_kernels PRIVATE ${_root})
   # Eigen: the special functions of ops/special_functions.h, which Eigen writes for host and device.
@@ -126,17 +111,6 @@ function(minidl_add_cuda_backend target)
                "MINIDL_CUDA_ARCHITECTURES=\"${_archs}\"")
 
   target_sources(${target} PRIVATE ${_cpp} $<TARGET_OBJECTS:${target}_cuda_kernels>)
-  if(_with_sm90a AND _sm90)
-    add_library(${target}_cuda_sm90a OBJECT ${_sm90})
-    target_include_directories(${target}_cuda_sm90a PRIVATE ${_root})
-    target_link_libraries(${target}_cuda_sm90a PRIVATE CUDA::cudart)
-    target_compile_definitions(${target}_cuda_sm90a PRIVATE MINIDL_WITH_CUDA MINIDL_SM90A)
-    set_target_properties(${target}_cuda_sm90a PROPERTIES POSITION_INDEPENDENT_CODE ON CUDA_RUNTIME_LIBRARY Shared
-                                                          CUDA_ARCHITECTURES 90a-real)
-    target_compile_options(${target}_cuda_sm90a PRIVATE
-      $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-Wall,-Wextra -Xcudafe=--diag_suppress=177>)
-    target_sources(${target} PRIVATE $<TARGET_OBJECTS:${target}_cuda_sm90a>)
-  endif()
   target_compile_definitions(${target} PUBLIC MINIDL_WITH_CUDA)
   target_link_libraries(${target} PUBLIC CUDA::cudart CUDA::cublas CUDA::cublasLt CUDA::curand)
   # NVRTC compiles the run-time kernels (ops/cuda/rtc_*.cpp). Their driver API calls are looked up

@@ -303,23 +303,6 @@ class Kernels {
   /// the ReLU in the GEMM's epilogue, so the output is written once.
   virtual void gemm_bias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, bool relu,
                          Tensor& c);
-  /// The first layer of a GELU MLP in one pass: hidden [M, N] = x [M, K] @ w [N, K]^T (+ bias [N]),
-  /// activated = gelu(hidden) (the tanh form where `tanh`), each with the bits its own op would give
-  /// from the 16-bit hidden. False where the backend has no such kernel for these operands: the
-  /// caller then runs gemm_bias and the GELU apart. CUDA has one on sm_90a, for 16-bit contiguous
-  /// operands with K a multiple of 64 and N of 128 (ops/cuda/linear_gelu_sm90.cu).
-  virtual bool linear_gelu(const Tensor& /*x*/, const Tensor& /*w*/, const Tensor* /*bias*/, bool /*tanh*/,
-                           Tensor& /*hidden*/, Tensor& /*activated*/) {
-    return false;
-  }
-  /// Its backward up to the first layer's products: grad_hidden [M, N] = (grad [M, K] @ w2 [K, N]) *
-  /// gelu'(hidden), and, where `activated` is given, gelu(hidden) again (the second layer's weight
-  /// gradient reads it); the bits of gemm, then binary (or gelu_backward_with_output). False where
-  /// the backend has no such kernel, as linear_gelu.
-  virtual bool linear_gelu_backward(const Tensor& /*grad*/, const Tensor& /*w2*/, const Tensor& /*hidden*/,
-                                    bool /*tanh*/, Tensor& /*grad_hidden*/, Tensor* /*activated*/) {
-    return false;
-  }
   /// The backward of ReLU(linear) up to its GEMMs: grad_pre [M, N] = grad_out * (out > 0), and
   /// grad_bias [N] = grad_pre summed over the rows; `out` is the ReLU's output. One pass on CUDA.
   virtual void relu_bias_backward(const Tensor& grad_out, const Tensor& out, Tensor& grad_pre, Tensor& grad_bias);

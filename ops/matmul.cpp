@@ -472,19 +472,15 @@ Tensor linear_gelu_linear_op(const Tensor& x, const Tensor& w1, const Tensor& b1
   // The GELU's input, the one [rows, hidden] tensor the backward keeps; its output lives only until
   // the second product has read it, and the backward makes it again (unless keep_gelu_output).
   Tensor hidden = Tensor::empty({rows, hidden_features}, x.dtype(), x.device());
-  Tensor activated = Tensor::empty({rows, hidden_features}, x.dtype(), x.device());
-  // The GELU in the product's epilogue where the backend has such a kernel (CUDA on sm_90a);
-  // otherwise a pass of its own: cuBLASLt's GELU epilogues compute the tanh form only, and cuDNN's
-  // fused matmul with the exact form ran slower than the product and this pass together (measured
-  // on an H200: docs/benchmarks.md, eighteenth section).
-  if (ox.trans || ow1.trans ||
-      !k.linear_gelu(ox.data, ow1.data, bias1.defined() ? &bias1 : nullptr, tanh, hidden, activated)) {
-    if (bias1.defined()) k.gemm_bias(ox.data, ox.trans, ow1.data, !ow1.trans, bias1, false, hidden);
-    else k.gemm(ox.data, ox.trans, ow1.data, !ow1.trans, hidden, 1, 0);
-    k.unary(gelu_op, hidden, activated);
-  }
+  if (bias1.defined()) k.gemm_bias(ox.data, ox.trans, ow1.data, !ow1.trans, bias1, false, hidden);
+  else k.gemm(ox.data, ox.trans, ow1.data, !ow1.trans, hidden, 1, 0);
   Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
   Tensor out2 = flat_view(out, {rows, out_features});
+  // The GELU is a pass of its own, not a library product's epilogue: cuBLASLt's GELU epilogues
+  // compute the tanh form only, and cuDNN's fused matmul with the exact form ran slower than the
+  // product and this pass together (measured on an H200: docs/benchmarks.md, eighteenth section).
+  Tensor activated = Tensor::empty({rows, hidden_features}, x.dtype(), x.device());
+  k.unary(gelu_op, hidden, activated);
   if (bias2.defined()) k.gemm_bias(activated, false, ow2.data, !ow2.trans, bias2, false, out2);
   else k.gemm(activated, false, ow2.data, !ow2.trans, out2, 1, 0);
 
@@ -507,38 +503,31 @@ Tensor linear_gelu_linear_op(const Tensor& x, const Tensor& w1, const Tensor& b1
                        Tensor gx, gw1, gb1, gw2, gb2;
                        if (needs[4]) gb2 = Tensor::empty({out_features}, r.b2_grad, g.device());
                        const bool first_layer = needs[0] || needs[1] || needs[2];
-                       const bool tanh = gelu_op == UnaryOp::GeluTanh;
-                       const bool made_again = needs[3] && !saved_activated.defined();
-                       // The GELU's output, kept or made again (in the pass that takes the GELU's
-                       // gradient, where that is wanted too) for the second layer's weight gradient.
-                       Tensor activated = saved_activated;
-                       if (made_again) activated = Tensor::empty({rows, hidden_features}, g.dtype(), g.device());
-                       // The gradient of the GELU's input: (g @ w2) * gelu'(hidden), in the product's
-                       // epilogue where the backend has one, else in place after it.
+                       // The gradient of the GELU's input: (g @ w2) * gelu'(hidden), in place.
                        Tensor pre;
-                       bool pre_done = false;
                        if (first_layer) {
                          pre = Tensor::empty({rows, hidden_features}, g.dtype(), g.device());
-                         pre_done = !saved_w2.trans && kg.linear_gelu_backward(g2, saved_w2.data, hidden, tanh, pre,
-                                                                               made_again ? &activated : nullptr);
-                         if (!pre_done) kg.gemm(g2, false, saved_w2.data, saved_w2.trans, pre, 1, 0);
+                         kg.gemm(g2, false, saved_w2.data, saved_w2.trans, pre, 1, 0);
                        }
+                       const bool made_again = needs[3] && !saved_activated.defined();
                        if (needs[3]) {
-                         // The second layer's weight gradient g^T @ gelu(hidden), with its bias
-                         // gradient; a GELU output made again is freed before the first layer's.
+                         // The second layer's weight gradient g^T @ gelu(hidden), with its bias gradient;
+                         // the GELU's output kept, or made again (in the pass that takes its gradient,
+                         // where that is wanted too) and freed before the first layer's gradients.
                          gw2 = Tensor::empty({out_features, hidden_features}, r.w2_grad, g.device());
-                         if (made_again && !pre_done) {
+                         Tensor activated = saved_activated;
+                         if (made_again) {
+                           activated = Tensor::empty({rows, hidden_features}, g.dtype(), g.device());
+                           const bool tanh = gelu_op == UnaryOp::GeluTanh;
                            if (first_layer) kg.gelu_backward_with_output(tanh, hidden, pre, activated);
                            else kg.unary(gelu_op, hidden, activated);
-                           pre_done = first_layer;
                          }
                          kg.gemm_row_sums({g2, true, activated, false, gw2, needs[4] ? &gb2 : nullptr});
-                         activated = Tensor();
                        } else if (needs[4]) {
                          kg.reduce(ReduceOp::Sum, g2, 1, rows, out_features, gb2, nullptr);
                        }
                        if (first_layer) {
-                         if (!pre_done) kg.binary(gelu_backward_op, pre, hidden, pre);
+                         if (!made_again) kg.binary(gelu_backward_op, pre, hidden, pre);
                          if (needs[0]) gx = Tensor::empty(x_shape, g.dtype(), g.device());
                          if (needs[1]) gw1 = Tensor::empty({hidden_features, in}, r.w1_grad, g.device());
                          if (needs[2]) gb1 = Tensor::empty({hidden_features}, r.b1_grad, g.device());

@@ -87,17 +87,6 @@ void expect_results_close(const Result& a, const Result& b, double atol, double 
   }
 }
 
-// gelu'(x) in float64 on the CPU, exact and tanh-approximated.
-Tensor gelu_derivative(const Tensor& x) {
-  const Tensor cdf = (erf(x * (1.0 / std::sqrt(2.0))) + 1.0) * 0.5;
-  return cdf + x * exp(x * x * -0.5) * (1.0 / std::sqrt(2.0 * M_PI));
-}
-Tensor gelu_tanh_derivative(const Tensor& x) {
-  const double c = std::sqrt(2.0 / M_PI), a = 0.044715;
-  const Tensor t = tanh(c * (x + a * x * x * x));
-  return (t + 1.0) * 0.5 + x * 0.5 * (1.0 - t * t) * c * (1.0 + 3 * a * x * x);
-}
-
 double rms(const Tensor& t) {
   const std::vector<double> v = t.detach().to(Device::cpu()).to(kFloat64).to_vector<double>();
   double s = 0;
@@ -455,79 +444,6 @@ TEST(CudaLinearGeluLinear, GeluBackwardWithOutputMatchesTheCpu) {
         EXPECT_TRUE(gelu(input.cuda(), tanh ? "tanh" : "none").cpu().equal(gpu_out.cpu())) << "forward";
       }
     }
-  }
-}
-
-// The first layer with its GELU in the product's epilogue, forward and backward (CUDA on sm_90a,
-// where K is a multiple of 64 up to 384 and N of 128): hidden and the GELU input's gradient against
-// float64 products of the same 16-bit operands, within the 16-bit roundings; the GELU's output bit
-// for bit the GELU op of that hidden, in both; rows past a multiple of the 64-row tile; and the op that
-// runs them (linear_gelu_linear under autocast) against the CPU's float32 composition, values and
-// gradients.
-TEST(CudaLinearGeluLinear, HopperEpiloguesMatchTheProductsAndTheGelu) {
-  MINIDL_REQUIRE_CUDA();
-  const cuda::DeviceProperties props = cuda::device_properties(0);
-  if (props.major != 9 || props.minor != 0) GTEST_SKIP() << "the wgmma kernel runs on compute capability 9.0 only";
-  MINIDL_FRESH_SEED();
-  // Shapes: one row; a row tile cut short; k of one step; and enough rows that some warpgroups run
-  // two tiles, their pipeline going on from one into the next.
-  struct Shape {
-    int64_t rows, in;
-  };
-  for (DType dtype : {kBFloat16, kFloat16}) {
-    for (Shape shape : {Shape{1, 192}, Shape{201, 64}, Shape{256, 192}, Shape{13000, 384}}) {
-      const int64_t rows = shape.rows, in = shape.in, hidden_features = 256;
-      for (bool tanh : {false, true}) {
-        for (bool with_bias : {false, true}) {
-          if (rows > 256 && (dtype != kBFloat16 || tanh || !with_bias)) continue;  // the long case once
-          SCOPED_TRACE(std::string(dtype_name(dtype)) + " rows " + std::to_string(rows) + " in " +
-                       std::to_string(in) + (tanh ? " tanh" : "") + (with_bias ? " bias" : ""));
-          const Tensor x = (randn({rows, in}) * 0.5).to(dtype).cuda();
-          const Tensor w = (randn({hidden_features, in}) * 0.2).to(dtype).cuda();
-          const Tensor bias = with_bias ? randn({hidden_features}).to(dtype).cuda() : Tensor();
-          Tensor hidden = Tensor::empty({rows, hidden_features}, dtype, gpu());
-          Tensor activated = empty_like(hidden);
-          ASSERT_TRUE(kernels_for(gpu()).linear_gelu(x, w, with_bias ? &bias : nullptr, tanh, hidden, activated));
-          Tensor reference = matmul(x.cpu().to(kFloat64), w.cpu().to(kFloat64).t());
-          if (with_bias) reference = reference + bias.cpu().to(kFloat64);
-          // One rounding to 16 bits (2^-8 of bfloat16's value, 2^-11 of float16's) after float32 sums.
-          const double rounding = dtype == kBFloat16 ? 1.0 / 256 : 1.0 / 2048;
-          EXPECT_TRUE(all_close(hidden.cpu().to(kFloat64), reference, 1e-3, rounding)) << "hidden";
-          EXPECT_TRUE(gelu(hidden, tanh ? "tanh" : "none").cpu().equal(activated.cpu())) << "activated";
-
-          // The backward's: (grad @ w2) * gelu'(hidden) for w2 [out, hidden] (here out = in), with
-          // and without the GELU's output made again.
-          const Tensor grad = randn({rows, in}).to(dtype).cuda(), w2 = (randn({in, hidden_features}) * 0.2).to(dtype).cuda();
-          const Tensor h64 = hidden.cpu().to(kFloat64);
-          const Tensor derivative = tanh ? gelu_tanh_derivative(h64) : gelu_derivative(h64);
-          const Tensor expected = matmul(grad.cpu().to(kFloat64), w2.cpu().to(kFloat64)) * derivative;
-          for (bool with_output : {false, true}) {
-            SCOPED_TRACE(with_output ? "with the GELU's output" : "gradient only");
-            Tensor grad_hidden = empty_like(hidden), again = empty_like(hidden);
-            ASSERT_TRUE(kernels_for(gpu()).linear_gelu_backward(grad, w2, hidden, tanh, grad_hidden,
-                                                               with_output ? &again : nullptr));
-            // Two roundings: the product's to 16 bits, then the gradient's.
-            EXPECT_TRUE(all_close(grad_hidden.cpu().to(kFloat64), expected, 1e-3, 2 * rounding)) << "grad_hidden";
-            if (with_output) EXPECT_TRUE(again.cpu().equal(activated.cpu())) << "activated again";
-          }
-        }
-      }
-    }
-  }
-  // Through the op, under autocast: values and gradients against the float32 composition.
-  const std::vector<Tensor> in = scaled_layers({3, 67, 128}, 256, 64, true, true);
-  const Tensor seed = randn({3, 67, 64}).to(kBFloat16).to(kFloat32);
-  const Result reference = run(composed("none"), in, kAll, seed);
-  for (bool keep : {false, true}) {
-    SCOPED_TRACE(keep ? "GELU output kept" : "GELU output made again");
-    Result low;
-    {
-      AutocastGuard guard(gpu(), kBFloat16);
-      low = run(fused("none", keep), on_gpu(in), kAll, seed);
-    }
-    EXPECT_TRUE(close_to_scale(low.out, reference.out, 2e-2)) << "output";
-    for (size_t i = 0; i < in.size(); ++i)
-      EXPECT_TRUE(close_to_scale(low.grads[i], reference.grads[i], 3e-2)) << "gradient of " << kNames[i];
   }
 }
 

@@ -48,10 +48,6 @@ class CudaKernels final : public Kernels {
   void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, double alpha,
             double beta) override;
   void gemm_concurrent(const GemmCall& first, const GemmCall& second) override;
-  bool linear_gelu(const Tensor& x, const Tensor& w, const Tensor* bias, bool tanh, Tensor& hidden,
-                   Tensor& activated) override;
-  bool linear_gelu_backward(const Tensor& grad, const Tensor& w2, const Tensor& hidden, bool tanh, Tensor& grad_hidden,
-                            Tensor* activated) override;
   void gemm_bias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, bool relu,
                  Tensor& c) override;
   void relu_bias_backward(const Tensor& grad_out, const Tensor& out, Tensor& grad_pre, Tensor& grad_bias) override;

@@ -227,12 +227,18 @@ int run_matmul(const MatmulFlags& f) {
   for (const GemmShape& s : shapes) {
     GemmBench bench(s, f.seed);
     std::vector<Row> rows;
+    double cublas_ms = 0;
     for (size_t i = 0; i < methods.size(); ++i) {
+      if (!kernel_lab::gpu_method_supported(i)) {
+        std::printf("%-15s %-16s  skipped: this GPU's compute capability is below the rung's\n", s.label.c_str(),
+                    methods[i].c_str());
+        continue;
+      }
       const kernel_lab::GemmResult r = bench.run(i, {f.warmup, f.repeats, f.budget_ms}, f.transfers);
       rows.push_back({s, methods[i], r.detail, r.kernel.median_ms, r.max_rel_error, r.pageable.median_ms,
                       r.pinned.median_ms, 0, r.kernel.repeats});
+      if (i == kernel_lab::cublas_fp32_method()) cublas_ms = r.kernel.median_ms;
     }
-    const double cublas_ms = rows[kernel_lab::cublas_fp32_method()].ms;
     for (Row& row : rows) row.cublas_ms = cublas_ms;
     if (f.cpu) rows.push_back(cpu_row_within_budget(bench, cublas_ms, f));
     for (const Row& row : rows) print(row, s.label, csv);

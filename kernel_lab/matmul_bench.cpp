@@ -72,6 +72,14 @@ std::vector<std::string> gpu_methods() {
 
 std::size_t cublas_fp32_method() { return kRungCount; }
 
+bool gpu_method_supported(std::size_t method) {
+  if (method >= kRungCount || kRungs[method].min_compute_capability == 0) return true;
+  int major = 0, minor = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, kDevice));
+  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, kDevice));
+  return major * 10 + minor >= kRungs[method].min_compute_capability;
+}
+
 std::string gpu_description() {
   cudaDeviceProp p{};
   CUDA_CHECK(cudaGetDeviceProperties(&p, kDevice));
@@ -240,7 +248,12 @@ GemmResult GemmBench::run(std::size_t method, const TimingRules& rules, bool wit
   // The check: C starts as NaN (all bits set), so an output the kernel never writes is an error.
   CUDA_CHECK(cudaMemsetAsync(s.d_c, 0xFF, s.size_c() * sizeof(float), s.stream));
   s.launch(method);
-  if (method + 1 == kRungCount) result.detail = warptile_config_name(warptile_config(s.shape.m, s.shape.n, s.shape.k));
+  const MatmulLauncher launcher = method < kRungCount ? kRungs[method].launch : nullptr;
+  if (launcher == matmul_warptile) result.detail = warptile_config_name(warptile_config(s.shape.m, s.shape.n, s.shape.k));
+  if (launcher == matmul_fp64_tensor_cores) {
+    const int split = fp64_tensor_core_split(s.shape.m, s.shape.n, s.shape.k);
+    result.detail = split == 1 ? "no split" : "k in " + std::to_string(split) + " slices";
+  }
   result.max_rel_error = max_relative_error(s.d_c, s.d_ref, s.d_ref_abs, int64_t(s.size_c()), s.stream);
   for (int w = 0; w < rules.warmup; ++w) s.launch(method);
   CUDA_CHECK(cudaStreamSynchronize(s.stream));

@@ -56,6 +56,8 @@ struct GemmResult {
 std::vector<std::string> gpu_methods();
 /// The index of cuBLAS float32 in gpu_methods(), the baseline of the "% cuBLAS" column.
 std::size_t cublas_fp32_method();
+/// Whether method `method` runs on this GPU (a rung may need a newer compute capability).
+bool gpu_method_supported(std::size_t method);
 /// "NVIDIA H100 80GB HBM3, sm_90, 132 SMs, CUDA runtime 13000, cuBLAS 130100" for device 0.
 std::string gpu_description();
 

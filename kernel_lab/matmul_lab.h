@@ -42,14 +42,22 @@ void matmul_warptile_with(WarptileConfig config, const float* a, const float* b,
 /// The configuration matmul_warptile picked for this shape (Large128x128 before its first call).
 WarptileConfig warptile_config(int m, int n, int k);
 const char* warptile_config_name(WarptileConfig config);
+/// (6) Float32 in and out, the products and sums in float64 on the FP64 tensor cores (mma.m16n8k16,
+/// compute capability 9.0 or later; it throws minidl::Error below that), tiles copied by cp.async
+/// four steps ahead, and split-K across a thread block cluster where the output has few tiles.
+void matmul_fp64_tensor_cores(const float* a, const float* b, float* c, int m, int n, int k, cudaStream_t stream);
+/// How many slices of k rung 6 takes for this shape on the current device (1, 2, 4 or 8).
+int fp64_tensor_core_split(int m, int n, int k);
 
 using MatmulLauncher = void (*)(const float* a, const float* b, float* c, int m, int n, int k, cudaStream_t stream);
 
-/// One rung of the ladder: a short name for tables, what it changes over the rung before, its launcher.
+/// One rung of the ladder: a short name for tables, what it changes over the rung before, its launcher,
+/// and the compute capability it needs (major * 10 + minor; 0: any CUDA GPU).
 struct Rung {
   const char* name;
   const char* change;
   MatmulLauncher launch;
+  int min_compute_capability = 0;
 };
 
 inline constexpr Rung kRungs[] = {
@@ -60,6 +68,8 @@ inline constexpr Rung kRungs[] = {
      matmul_register_1d},
     {"4b regblock 2d", "8x8 outputs per thread, float4 loads, A transposed in shared memory", matmul_register_2d},
     {"5 warptile", "block -> warp -> thread tiles, double-buffered shared memory", matmul_warptile},
+    {"6 fp64 mma", "float64 products on tensor cores, cp.async stages, split-K in a cluster",
+     matmul_fp64_tensor_cores, 90},
 };
 inline constexpr std::size_t kRungCount = sizeof(kRungs) / sizeof(kRungs[0]);
 

@@ -115,8 +115,17 @@ using Launch = std::function<void(const float*, const float*, float*, int, int, 
 
 class KernelLabRung : public ::testing::TestWithParam<size_t> {};
 
+// Skips a rung that needs a newer GPU than this one (rung 6: compute capability 9.0).
+#define MINIDL_REQUIRE_RUNG_SUPPORTED(method)                                                          \
+  do {                                                                                                 \
+    if (!minidl::kernel_lab::gpu_method_supported(method))                                             \
+      GTEST_SKIP() << kRungs[method].name << " needs compute capability "                              \
+                   << kRungs[method].min_compute_capability / 10 << "." << kRungs[method].min_compute_capability % 10; \
+  } while (0)
+
 TEST_P(KernelLabRung, MatchesFloat64ReferenceOnOddAndAlignedShapes) {
   MINIDL_REQUIRE_CUDA();
+  MINIDL_REQUIRE_RUNG_SUPPORTED(GetParam());
   const auto& rung = kRungs[GetParam()];
   SCOPED_TRACE(rung.name);
   for (const GemmCase& g : kCases) EXPECT_TRUE(matches_reference(rung.launch, g));
@@ -126,6 +135,7 @@ TEST_P(KernelLabRung, MatchesFloat64ReferenceOnOddAndAlignedShapes) {
 // scalar path (a float4 load there would fault or read the wrong floats).
 TEST_P(KernelLabRung, MisalignedPointersFallBackToScalarLoads) {
   MINIDL_REQUIRE_CUDA();
+  MINIDL_REQUIRE_RUNG_SUPPORTED(GetParam());
   const auto& rung = kRungs[GetParam()];
   SCOPED_TRACE(rung.name);
   EXPECT_TRUE(matches_reference(rung.launch, {132, 68, 20}, 1));
@@ -163,6 +173,48 @@ TEST(KernelLabWarptile, EveryTileConfigurationMatchesTheReference) {
     };
     for (const GemmCase& g : kCases) EXPECT_TRUE(matches_reference(launch, g));
     EXPECT_TRUE(matches_reference(launch, {132, 68, 20}, 2));
+  }
+}
+
+// Rung 6 sums in float64 and rounds each output once: |c - ref| <= 2^-24 |ref| plus float64's own
+// rounding, far tighter than the float32 bound above where the terms cancel (random signs: |ref|
+// about sqrt(K) terms' worth, sum |a||b| K terms'). Rung 5, which sums in float32, must break the
+// same bound on the same data, or the check could not tell the two apart. Split-K (a small output)
+// and a single slice (a large one) both; odd sizes take the scalar copies.
+TEST(KernelLabFp64TensorCores, RoundEachOutputOnce) {
+  MINIDL_REQUIRE_CUDA();
+  using minidl::kernel_lab::kRungCount;
+  MINIDL_REQUIRE_RUNG_SUPPORTED(kRungCount - 1);
+  ASSERT_EQ(kRungs[kRungCount - 1].launch, &minidl::kernel_lab::matmul_fp64_tensor_cores);
+  for (const GemmCase& g : {GemmCase{64, 128, 2048}, GemmCase{1024, 1024, 512}, GemmCase{70, 65, 1027}}) {
+    SCOPED_TRACE(case_name(g));
+    std::mt19937_64 rng(::minidl::testing::fresh_seed());
+    const std::vector<float> a = random_values(size_t(g.m) * g.k, rng), b = random_values(size_t(g.k) * g.n, rng);
+    const size_t size_c = size_t(g.m) * g.n;
+    DeviceArray<float> da(a.size()), db(b.size()), dc(size_c);
+    CUDA_CHECK(cudaMemcpy(da.ptr, a.data(), a.size() * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(db.ptr, b.data(), b.size() * sizeof(float), cudaMemcpyHostToDevice));
+    std::vector<double> ref(size_c), bound(size_c);
+    for (int r = 0; r < g.m; ++r)
+      for (int col = 0; col < g.n; ++col)
+        for (int i = 0; i < g.k; ++i) {
+          const double p = double(a[size_t(r) * g.k + i]) * b[size_t(i) * g.n + col];
+          ref[size_t(r) * g.n + col] += p;
+          bound[size_t(r) * g.n + col] += std::abs(p);
+        }
+    auto breaks = [&](minidl::kernel_lab::MatmulLauncher launch) {
+      launch(da.ptr, db.ptr, dc.ptr, g.m, g.n, g.k, nullptr);
+      std::vector<float> c(size_c);
+      CUDA_CHECK(cudaMemcpy(c.data(), dc.ptr, size_c * sizeof(float), cudaMemcpyDeviceToHost));
+      size_t count = 0;
+      for (size_t i = 0; i < size_c; ++i) {
+        const double tol = std::ldexp(std::abs(ref[i]), -24) + std::ldexp(bound[i], -48) * g.k;
+        if (!(std::abs(c[i] - ref[i]) <= tol)) ++count;
+      }
+      return count;
+    };
+    EXPECT_EQ(breaks(minidl::kernel_lab::matmul_fp64_tensor_cores), 0u);
+    EXPECT_GT(breaks(minidl::kernel_lab::matmul_warptile), 0u) << "float32 sums met the float64 bound";
   }
 }
 

@@ -230,7 +230,7 @@ int run_matmul(const MatmulFlags& f) {
     double cublas_ms = 0;
     for (size_t i = 0; i < methods.size(); ++i) {
       if (!kernel_lab::gpu_method_supported(i)) {
-        std::printf("%-15s %-16s  skipped: this GPU's compute capability is below the rung's\n", s.label.c_str(),
+        std::printf("%-15s %-16s  skipped: this GPU's compute capability is below the rung's\n", s.dims().c_str(),
                     methods[i].c_str());
         continue;
       }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/cuda.h"
 #include "core/cuda/check.h"
 #include "kernel_lab/matmul_lab.h"
 #include "kernel_lab/reference.h"
@@ -74,10 +75,8 @@ std::size_t cublas_fp32_method() { return kRungCount; }
 
 bool gpu_method_supported(std::size_t method) {
   if (method >= kRungCount || kRungs[method].min_compute_capability == 0) return true;
-  int major = 0, minor = 0;
-  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, kDevice));
-  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, kDevice));
-  return major * 10 + minor >= kRungs[method].min_compute_capability;
+  const cuda::DeviceProperties p = cuda::device_properties(kDevice);
+  return p.major * 10 + p.minor >= kRungs[method].min_compute_capability;
 }
 
 std::string gpu_description() {

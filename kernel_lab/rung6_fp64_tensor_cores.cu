@@ -21,8 +21,9 @@
 //    kernel runs.
 #include <cooperative_groups.h>
 
-#include <mutex>
-
+#include "core/cuda.h"
+#include "core/cuda/context.h"
+#include "core/cuda/launch.cuh"
 #include "kernel_lab/lab_common.h"
 #include "kernel_lab/matmul_lab.h"
 
@@ -178,42 +179,15 @@ __global__ void __launch_bounds__(kThreads) fp64_tensor_core_kernel(const float*
 template <int S, bool Vec>
 void launch(const float* a, const float* b, float* c, int m, int n, int k, cudaStream_t stream) {
   const int slice_k = detail::ceil_div(detail::ceil_div(k, S), kStep) * kStep;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(S, detail::ceil_div(n, kTile), detail::ceil_div(m, kTile));
-  config.blockDim = dim3(kThreads);
-  config.stream = stream;
-  cudaLaunchAttribute cluster;
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = S, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
-  config.attrs = &cluster;
-  config.numAttrs = 1;
-  CUDA_CHECK(cudaLaunchKernelEx(&config, fp64_tensor_core_kernel<S, Vec>, a, b, c, m, n, k, slice_k));
+  const dim3 grid(S, detail::ceil_div(n, kTile), detail::ceil_div(m, kTile));
+  cuda::launch_in_clusters("fp64_tensor_core_kernel", fp64_tensor_core_kernel<S, Vec>, grid, kThreads, S,
+                           /*early=*/false, 0, stream, a, b, c, m, n, k, slice_k);
 }
 
 template <int S>
 void launch_vec_or_not(const float* a, const float* b, float* c, int m, int n, int k, cudaStream_t stream) {
   if (detail::can_use_float4(a, b, c, n, k)) launch<S, true>(a, b, c, m, n, k, stream);
   else launch<S, false>(a, b, c, m, n, k, stream);
-}
-
-struct DeviceInfo {
-  int major = 0, minor = 0, sms = 0;
-};
-
-DeviceInfo device_info() {
-  static std::mutex mutex;
-  static DeviceInfo cache[64];
-  static bool known[64] = {};
-  int device = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  std::lock_guard lock(mutex);
-  if (device < 64 && known[device]) return cache[device];
-  DeviceInfo info;
-  CUDA_CHECK(cudaDeviceGetAttribute(&info.major, cudaDevAttrComputeCapabilityMajor, device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&info.minor, cudaDevAttrComputeCapabilityMinor, device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&info.sms, cudaDevAttrMultiProcessorCount, device));
-  if (device < 64) cache[device] = info, known[device] = true;
-  return info;
 }
 
 }  // namespace
@@ -223,7 +197,7 @@ int fp64_tensor_core_split(int m, int n, int k) {
   // about 1.6 waves of one block an SM, each slice at least two steps of k. Measured on an H100 at
   // 64 x 64 tiles: 64 tiles ran fastest in 2 slices, 104 in 2, 32 in 4 to 8, 8 in 8.
   const int tiles = detail::ceil_div(m, kTile) * detail::ceil_div(n, kTile);
-  const int budget = device_info().sms * 8 / 5;
+  const int budget = cuda::multiprocessor_count(cuda::current_device()) * 8 / 5;
   int split = 1;
   while (split < 8 && tiles * split * 2 <= budget && k >= 2 * kStep * split * 2) split *= 2;
   return split;
@@ -231,9 +205,8 @@ int fp64_tensor_core_split(int m, int n, int k) {
 
 void matmul_fp64_tensor_cores(const float* a, const float* b, float* c, int m, int n, int k, cudaStream_t stream) {
   detail::check_sizes("fp64 tensor cores", m, n, k);
-  const DeviceInfo info = device_info();
-  MINIDL_CHECK(info.major >= 9, "kernel_lab fp64 tensor cores: needs mma.m16n8k16 on float64 (compute capability "
-               "9.0 or later), this GPU is ", info.major, ".", info.minor);
+  MINIDL_CHECK(cuda::thread_block_clusters(), "kernel_lab fp64 tensor cores: needs mma.m16n8k16 on float64 and "
+               "thread block clusters (compute capability 9.0 or later), which this GPU does not have");
   detail::check_grid_y("fp64 tensor cores", static_cast<unsigned>(detail::ceil_div(n, kTile)));
   detail::check_grid_y("fp64 tensor cores", static_cast<unsigned>(detail::ceil_div(m, kTile)));
   switch (fp64_tensor_core_split(m, n, k)) {

@@ -16,10 +16,6 @@
 // is remembered and runs minidl's kernels.
 #include <cudnn.h>
 
-#include <cstdio>
-#include <cstdlib>
-#include <string>
-
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -161,7 +157,7 @@ class GraphBuilder {
   }
 
   /// The graph's plan, moved out with the descriptors it needs; null where cuDNN has no engine.
-  std::unique_ptr<AttentionPlan> finish(std::vector<int64_t> scalar_ids, bool backward = false);
+  std::unique_ptr<AttentionPlan> finish(std::vector<int64_t> scalar_ids);
 
  private:
   cudnnBackendDescriptor_t make_tensor(int64_t id, cudnnDataType_t type, const TensorSpec& t, bool is_virtual,
@@ -201,67 +197,7 @@ class GraphBuilder {
   int64_t next_virtual_ = 1000;
 };
 
-// PROBE: every engine and knob combination of a graph, with a name each (MINIDL_CUDNN_ATTN_LIST
-// prints them; MINIDL_CUDNN_ATTN_FWD / _BWD pick one by its place in the list of those that finalize).
-std::vector<std::pair<cudnnBackendDescriptor_t, std::string>> all_configs(cudnnBackendDescriptor_t graph,
-                                                                          std::vector<cudnnBackendDescriptor_t>& keep) {
-  std::vector<std::pair<cudnnBackendDescriptor_t, std::string>> out;
-  int64_t engines = 0, got = 0;
-  cudnnBackendGetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT, CUDNN_TYPE_INT64, 1, &got, &engines);
-  for (int64_t g = 0; g < engines; ++g) {
-    cudnnBackendDescriptor_t engine = make(CUDNN_BACKEND_ENGINE_DESCRIPTOR, keep);
-    set_descriptor(engine, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, graph);
-    cudnnBackendSetAttribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &g);
-    if (cudnnBackendFinalize(engine) != CUDNN_STATUS_SUCCESS) continue;
-    std::vector<cudnnBackendDescriptor_t> infos;
-    for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; ++i) infos.push_back(make(CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR, keep));
-    int64_t n = 0;
-    cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_KNOB_INFO, CUDNN_TYPE_BACKEND_DESCRIPTOR, CUDNN_KNOB_TYPE_COUNTS,
-                             &n, infos.data());
-    struct Knob { cudnnBackendKnobType_t type; int64_t lo, hi, stride; };
-    std::vector<Knob> knobs;
-    for (int64_t i = 0; i < n; ++i) {
-      Knob k{};
-      cudnnBackendGetAttribute(infos[i], CUDNN_ATTR_KNOB_INFO_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &got, &k.type);
-      cudnnBackendGetAttribute(infos[i], CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE, CUDNN_TYPE_INT64, 1, &got, &k.lo);
-      cudnnBackendGetAttribute(infos[i], CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE, CUDNN_TYPE_INT64, 1, &got, &k.hi);
-      cudnnBackendGetAttribute(infos[i], CUDNN_ATTR_KNOB_INFO_STRIDE, CUDNN_TYPE_INT64, 1, &got, &k.stride);
-      if (k.stride <= 0) k.stride = 1;
-      std::fprintf(stderr, "  engine %lld knob type %d: %lld..%lld step %lld\n", (long long)g, (int)k.type,
-                   (long long)k.lo, (long long)k.hi, (long long)k.stride);
-      knobs.push_back(k);
-    }
-    std::vector<int64_t> value(knobs.size());
-    for (size_t i = 0; i < knobs.size(); ++i) value[i] = knobs[i].lo;
-    for (int combos = 0; combos < 256; ++combos) {
-      cudnnBackendDescriptor_t cfg = make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, keep);
-      set_descriptor(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, engine);
-      std::vector<cudnnBackendDescriptor_t> choices;
-      std::string name = "engine " + std::to_string(g);
-      for (size_t i = 0; i < knobs.size(); ++i) {
-        cudnnBackendDescriptor_t c = make(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, keep);
-        cudnnBackendSetAttribute(c, CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &knobs[i].type);
-        cudnnBackendSetAttribute(c, CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &value[i]);
-        if (cudnnBackendFinalize(c) == CUDNN_STATUS_SUCCESS) choices.push_back(c);
-        name += " k" + std::to_string(knobs[i].type) + "=" + std::to_string(value[i]);
-      }
-      if (!choices.empty())
-        cudnnBackendSetAttribute(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                 static_cast<int64_t>(choices.size()), choices.data());
-      if (cudnnBackendFinalize(cfg) == CUDNN_STATUS_SUCCESS) out.emplace_back(cfg, name);
-      size_t i = 0;  // the next combination
-      for (; i < knobs.size(); ++i) {
-        value[i] += knobs[i].stride;
-        if (value[i] <= knobs[i].hi) break;
-        value[i] = knobs[i].lo;
-      }
-      if (i == knobs.size()) break;
-    }
-  }
-  return out;
-}
-
-std::unique_ptr<AttentionPlan> GraphBuilder::finish(std::vector<int64_t> scalar_ids, bool backward) {
+std::unique_ptr<AttentionPlan> GraphBuilder::finish(std::vector<int64_t> scalar_ids) {
   std::unique_ptr<AttentionPlan> plan(new AttentionPlan());
   plan->scalar_ids_ = std::move(scalar_ids);
   std::vector<cudnnBackendDescriptor_t>& keep = plan->keep_;
@@ -272,17 +208,7 @@ std::unique_ptr<AttentionPlan> GraphBuilder::finish(std::vector<int64_t> scalar_
                                        static_cast<int64_t>(ops_.size()), ops_.data()));
   CUDNN_CHECK(cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle_));
   if (cudnnBackendFinalize(graph) != CUDNN_STATUS_SUCCESS) return nullptr;
-  std::vector<std::pair<cudnnBackendDescriptor_t, std::string>> configs;
-  for (cudnnBackendDescriptor_t c : heuristic_configs(graph, keep)) configs.emplace_back(c, "heuristic A");
-  const char* pick_env = std::getenv(backward ? "MINIDL_CUDNN_ATTN_BWD" : "MINIDL_CUDNN_ATTN_FWD");
-  const bool list = std::getenv("MINIDL_CUDNN_ATTN_LIST") != nullptr;
-  if (list || pick_env) {
-    auto more = all_configs(graph, keep);
-    configs.insert(configs.end(), more.begin(), more.end());
-  }
-  const int pick = pick_env ? std::atoi(pick_env) : 0;
-  int finalized = 0;
-  for (auto& [config, name] : configs) {
+  for (cudnnBackendDescriptor_t config : heuristic_configs(graph, keep)) {
     cudnnBackendDescriptor_t candidate = make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, keep);
     set_descriptor(candidate, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config);
     cudnnBackendSetAttribute(candidate, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle_);
@@ -290,18 +216,10 @@ std::unique_ptr<AttentionPlan> GraphBuilder::finish(std::vector<int64_t> scalar_
     int64_t bytes = 0, got = 0;
     CUDNN_CHECK(cudnnBackendGetAttribute(candidate, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &got,
                                          &bytes));
-    if (list) std::fprintf(stderr, "%s plan %d: %s, workspace %lld\n", backward ? "bwd" : "fwd", finalized,
-                           name.c_str(), (long long)bytes);
-    if (finalized++ != pick && !(list && !pick_env && finalized == 1 && false)) {
-      if (!list || pick_env) continue;
-      continue;
-    }
     plan->plan_ = candidate;
     plan->workspace_ = static_cast<size_t>(std::max<int64_t>(bytes, 0));
-    if (pick_env) std::fprintf(stderr, "%s: picked plan %d, %s\n", backward ? "bwd" : "fwd", pick, name.c_str());
-    if (!list) return plan;
+    return plan;
   }
-  if (plan->plan_) return plan;
   return nullptr;
 }
 
@@ -477,7 +395,7 @@ std::unique_ptr<AttentionPlan> build_backward(cudnnHandle_t handle, cudnnDataTyp
   g.reshape(tkt, k_rows);
   g.matmul(ds_scaled, k_rows, dq_accum);
   g.pointwise(CUDNN_POINTWISE_IDENTITY, dq_accum, tdq);
-  return g.finish(scalars, true);
+  return g.finish(scalars);
 }
 
 // Whether cuDNN reads t where it lies: 3-D or 4-D, a unit last stride, rows on 16 bytes.

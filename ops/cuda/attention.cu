@@ -111,32 +111,6 @@ __global__ void attention_dq_kernel(const float* __restrict__ dq_accum, T* __res
   }
 }
 
-// PROBE: cuDNN's softmax sum keep * rowsum(dO * O) over [b, h, L] rows, and its float32 dQ
-// accumulator [b, h, L, E] zeroed, 8 elements a thread.
-template <class T, int E>
-__global__ void cudnn_softmax_sum_kernel(const T* __restrict__ grad_out, HeadLayout grad_out_at,
-                                         const T* __restrict__ out, HeadLayout out_at, float factor,
-                                         float* __restrict__ sum_out, float* __restrict__ dq_accum, int64_t rows,
-                                         int L) {
-  constexpr int kLanes = E / 8;
-  const int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x, row = t / kLanes;
-  const int part = static_cast<int>(t % kLanes);
-  float sum = 0.f;
-  if (row < rows) {
-    const int bh = static_cast<int>(row / L), i = static_cast<int>(row - int64_t(bh) * L);
-    float go[8], o[8];
-    load8(grad_out + grad_out_at.batch(bh) + int64_t(i) * grad_out_at.row + part * 8, go);
-    load8(out + out_at.batch(bh) + int64_t(i) * out_at.row + part * 8, o);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) sum = fmaf(go[k], o[k], sum);
-    float4* z = reinterpret_cast<float4*>(dq_accum + t * 8);
-    z[0] = make_float4(0.f, 0.f, 0.f, 0.f);
-    z[1] = make_float4(0.f, 0.f, 0.f, 0.f);
-  }
-  for (int offset = kLanes / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-  if (row < rows && part == 0) sum_out[row] = sum * factor;
-}
-
 // Launches pass P of the kernel for element type T (float or a cuda_bf16 / cuda_fp16 type).
 template <class T, int E, Pass P, bool Dropout>
 void launch_pass(const Params<T>& params, cudaStream_t stream) {
@@ -482,25 +456,6 @@ void write_philox_seed_offset(const Tensor& rng_state, Tensor& seed_offset, cuda
   launch_early("philox_seed_offset_kernel", philox_seed_offset_kernel, 1, 1, 0, stream,
                static_cast<uint64_t>(state[0]), static_cast<uint64_t>(state[1]),
                reinterpret_cast<const uint64_t*>(static_cast<uintptr_t>(state[2])), ptr<int64_t>(seed_offset));
-}
-
-void cudnn_softmax_sum(const Tensor& grad_out, const Tensor& out, float factor, Tensor& sum, Tensor& dq_accum,
-                       cudaStream_t stream) {
-  const int64_t E = out.size(-1), rows = out.numel() / E, L = out.size(-2);
-  dispatch_attention_dtype(out.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (!std::is_same_v<T, float>) {
-      dispatch_head_size(E, [&](auto e) {
-        constexpr int kE = e();
-        const int64_t threads = rows * (kE / 8);
-        cudnn_softmax_sum_kernel<T, kE><<<static_cast<unsigned>((threads + kThreads - 1) / kThreads), kThreads, 0,
-                                          stream>>>(ptr<const T>(grad_out), layout_of(grad_out), ptr<const T>(out),
-                                                    layout_of(out), factor, ptr<float>(sum), ptr<float>(dq_accum),
-                                                    rows, static_cast<int>(L));
-        CUDA_LAUNCH_CHECK(cudnn_softmax_sum_kernel);
-      });
-    }
-  });
 }
 
 Tensor attention_dropout_mask(int64_t B, int64_t L, int64_t S, const Tensor& rng_state, double dropout_p,

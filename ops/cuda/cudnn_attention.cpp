@@ -16,8 +16,6 @@
 // is remembered and runs minidl's kernels.
 #include <cudnn.h>
 
-#include <cstdlib>
-
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -350,16 +348,11 @@ std::unique_ptr<AttentionPlan> build_backward(cudnnHandle_t handle, cudnnDataTyp
     scalars.push_back(kDropScale);
   }
   // D = rowsum(dO * O) * keep, kept in memory for the passes that read it
-  if (!std::getenv("MINIDL_CUDNN_OWN_SUM")) {
-    auto do_o = g.on_chip(CUDNN_DATA_FLOAT, TensorSpec{{b, h, L, E}, {h * L * E, L * E, h * E, 1}});
-    auto do_o_sum = g.on_chip(CUDNN_DATA_FLOAT, row);
-    g.pointwise(CUDNN_POINTWISE_MUL, tdo, do_o, to);
-    g.reduction(CUDNN_REDUCE_TENSOR_ADD, do_o, do_o_sum);
-    g.pointwise(CUDNN_POINTWISE_MUL, do_o_sum, softmax_sum, keep_prob);
-  } else {
-    (void)to;
-    (void)keep_prob;
-  }
+  auto do_o = g.on_chip(CUDNN_DATA_FLOAT, TensorSpec{{b, h, L, E}, {h * L * E, L * E, h * E, 1}});
+  auto do_o_sum = g.on_chip(CUDNN_DATA_FLOAT, row);
+  g.pointwise(CUDNN_POINTWISE_MUL, tdo, do_o, to);
+  g.reduction(CUDNN_REDUCE_TENSOR_ADD, do_o, do_o_sum);
+  g.pointwise(CUDNN_POINTWISE_MUL, do_o_sum, softmax_sum, keep_prob);
   // E = exp(S - stats), the probabilities before dropout
   cudnnBackendDescriptor_t x = scores(g, tq, tkt, s, causal, scale, scalars, stats);
   auto e = g.on_chip(CUDNN_DATA_FLOAT, s);
@@ -553,15 +546,6 @@ void CudaKernels::library_attention_backward(const Tensor& grad_out_in, const Te
                  "library_attention_backward: expected the forward's seed_offset, an int64 [2, 2] tensor on ",
                  q.device());
     bind.dropout(seed_offset, dropout_p);
-  }
-  if (std::getenv("MINIDL_CUDNN_OWN_SUM")) {
-    cuda::cudnn_softmax_sum(grad_out, out, static_cast<float>(1.0 - dropout_p), softmax_sum, dq_accum, stream_);
-    for (size_t i = 0; i < bind.ids.size(); ++i)
-      if (bind.ids[i] == cudnn::kO) {
-        bind.ids.erase(bind.ids.begin() + i);
-        bind.pointers.erase(bind.pointers.begin() + i);
-        break;
-      }
   }
   bind.run(*plan, handle, q.device());
 }

@@ -21,8 +21,4 @@ uint64_t attention_dropout_draws(int64_t B, int64_t L, int64_t S);
 /// replay's dropout mask is new.
 void write_philox_seed_offset(const Tensor& rng_state, Tensor& seed_offset, cudaStream_t stream);
 
-/// PROBE: keep * rowsum(dO * O) into `sum` and zeros into cuDNN's float32 dQ accumulator.
-void cudnn_softmax_sum(const Tensor& grad_out, const Tensor& out, float factor, Tensor& sum, Tensor& dq_accum,
-                       cudaStream_t stream);
-
 }  // namespace minidl::cuda

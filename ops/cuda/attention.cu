@@ -37,9 +37,6 @@
 // key-row passes' tiles went to 32 columns), for 3.1 MB a layer of char_gpt. Kernels for p = 0 are
 // compiled without dropout.
 #include "core/cuda/launch.cuh"
-#include <cstdlib>
-
-#include "ops/cuda/attention_head_backward.cuh"
 #include "ops/cuda/attention_mma.cuh"
 #include "ops/cuda/cudnn_attention.h"
 #include "core/deterministic.h"
@@ -379,37 +376,6 @@ void CudaKernels::attention_backward(const Tensor& grad_out_in, const Tensor& q_
   }
   const Tensor q = readable(*this, q_in), k = readable(*this, k_in), v = readable(*this, v_in);
   const Tensor grad_out = readable(*this, grad_out_in), out = readable(*this, out_in);
-  static const bool head_off = std::getenv("MINIDL_TMP_NO_HEAD_BACKWARD") != nullptr;  // TEMPORARY A/B switch
-  if (dtype != kFloat32 && head_backward_fits(s.L, s.S, s.E) && !head_off) {
-    dispatch_attention_dtype(dtype, [&](auto tag) {
-      using T = decltype(tag);
-      if constexpr (head_backward_type_ok<T>()) {
-        Params<T> p = make_params<T>(s, scale, causal);
-        p.q = ptr<const T>(q), p.k = ptr<const T>(k), p.v = ptr<const T>(v), p.grad_out = ptr<const T>(grad_out);
-        p.q_at = layout_of(q), p.k_at = layout_of(k), p.v_at = layout_of(v), p.grad_out_at = layout_of(grad_out);
-        p.o = ptr<const T>(out), p.o_at = layout_of(out);
-        p.lse = ptr<float>(logsumexp);
-        p.out = ptr<T>(grad_k), p.out_at = layout_of(grad_k);
-        p.out2 = ptr<T>(grad_v), p.out2_at = layout_of(grad_v);
-        p.dq = ptr<T>(grad_q), p.dq_at = layout_of(grad_q);
-        if (dropout) set_dropout(p, rng_state, dropout_p);
-        if (stored_mask) p.keep_bits = const_cast<uint8_t*>(ptr<const uint8_t>(keep_mask));  // read only here
-        dispatch_head_size(s.E, [&](auto e) {
-          constexpr int E = decltype(e)::value;
-          if constexpr (E <= 64) {
-            dispatch_dropout(dropout, [&](auto drop) {
-              constexpr int bytes = head_backward_smem_bytes<T, E>();
-              auto kernel = attention_head_backward_kernel<T, E, decltype(drop)::value>;
-              CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-              kernel<<<static_cast<unsigned>(s.B), kHeadThreads, bytes, stream_>>>(p);
-              CUDA_LAUNCH_CHECK(attention_head_backward_kernel);
-            });
-          }
-        });
-      }
-    });
-    return;
-  }
   // Scratch from the caching allocator (a graph's private pool while capturing).
   Tensor delta = Tensor::empty({s.B, s.L}, kFloat32, device);
   dispatch_attention_dtype(dtype, [&](auto tag) {

@@ -86,11 +86,6 @@ struct Params {
   const uint64_t* rng_device_state;
   float keep_prob, inv_keep;  // inv_keep = 1 / keep_prob, 0 where keep_prob = 0
   uint8_t* keep_bits;  // the stored mask (DropoutMask::stored): kForward writes it, the backward reads it; or null
-  // The one-block-a-head backward (attention_head_backward.cuh): the forward's output, for delta,
-  // and dQ, which it writes itself.
-  const T* o;
-  T* dq;
-  HeadLayout o_at, dq_at;
 };
 
 /// The dropout keep mask as a pure function of (seed, offset, b, query i, key j), so that every pass

@@ -1,7 +1,6 @@
 // Per-device streams and cuBLAS handles. They are created on first use and deliberately never
 // destroyed: tensors held in statics may free memory after the CUDA runtime has begun to unload, and
 // destroying handles then fails. The process exit releases everything.
-#include <cstdlib>
 #include "core/cuda/context.h"
 
 #include <memory>
@@ -41,16 +40,9 @@ DeviceContext& context(int index) {
     DeviceGuard guard(index);
     // Non-blocking: the legacy default stream (used by plain cudaMemcpy elsewhere) does not
     // serialize with ours, so every ordering between our streams is an explicit event.
-    if (std::getenv("MINIDL_TMP_PRIO")) {  // TEMPORARY: the compute stream first, the side stream last
-      int least = 0, greatest = 0;
-      CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-      CUDA_CHECK(cudaStreamCreateWithPriority(&ctx.compute, cudaStreamNonBlocking, greatest));
-      CUDA_CHECK(cudaStreamCreateWithPriority(&ctx.side, cudaStreamNonBlocking, least));
-    } else {
-      CUDA_CHECK(cudaStreamCreateWithFlags(&ctx.compute, cudaStreamNonBlocking));
-      CUDA_CHECK(cudaStreamCreateWithFlags(&ctx.side, cudaStreamNonBlocking));
-    }
+    CUDA_CHECK(cudaStreamCreateWithFlags(&ctx.compute, cudaStreamNonBlocking));
     CUDA_CHECK(cudaStreamCreateWithFlags(&ctx.copy, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&ctx.side, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&ctx.to_side, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&ctx.to_compute, cudaEventDisableTiming));
     CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&ctx.error_code_host), sizeof(int), cudaHostAllocMapped));

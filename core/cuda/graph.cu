@@ -1,6 +1,5 @@
 // CUDA graphs (core/cuda_graph.h): stream capture on the device's compute stream, a private memory
 // pool (core/cuda/allocator.h) and the Philox state on the device (core/random.h).
-#include <cstdlib>
 #include <algorithm>
 #include <atomic>
 #include <mutex>
@@ -217,8 +216,7 @@ void Graph::capture_end() {
     impl_->destroy_graph();
     throw;
   }
-  status = cudaGraphInstantiate(&impl_->exec, impl_->graph,
-                                std::getenv("MINIDL_TMP_PRIO") ? cudaGraphInstantiateFlagUseNodePriority : 0);
+  status = cudaGraphInstantiate(&impl_->exec, impl_->graph, 0);
   if (status != cudaSuccess) {
     cudaGetLastError();
     impl_->destroy_graph();

@@ -42,17 +42,11 @@ __global__ void mark_runs_kernel(const int64_t* sorted, const int64_t* order, in
   }
 }
 
-// Block (t, v) sums id v's run over the 32 columns of tile t: the run's rows lane, lane +
-// kEmbeddingGradLanes, ... are added in order into lane's partial sum, and the lanes' sums are then
-// added in lane order (absent ids and padding_idx get zero). Thread (column, y) keeps the partial sums
-// of kLanesPerThread lanes, y, y + kRunThreadsY, ..., whose loads are independent, so 8 warps a block
-// keep as many loads in flight as 32 did with a lane each. A single thread per element summing a
-// whole run in order took 249 us on an H100 for a GPT's 16384 ids over 113 characters (the common
-// characters' runs are thousands of rows); 32 warps a block, a lane each, took 43 us in char_gpt's
-// step, where the last layer's weight gradient holds SMs beside it, against 23 us alone.
-constexpr int kRunThreadsY = 8;
-constexpr int kLanesPerThread = kEmbeddingGradLanes / kRunThreadsY;
-
+// Block (t, v) sums id v's run over the 32 columns of tile t: thread (column, lane) adds the run's
+// rows lane, lane + kEmbeddingGradLanes, ... in order, and the lanes' sums are then added in lane
+// order (absent ids and padding_idx get zero). A single thread per element summing a whole run in
+// order took 249 us on an H100 for a GPT's 16384 ids over 113 characters: the common characters'
+// runs (thousands of rows) are one long chain of dependent additions.
 template <class T>
 __global__ void sum_runs_kernel(const T* grad, const int64_t* order, const int64_t* run_start, const int64_t* run_end,
                                 int64_t rows, int64_t width, int64_t padding_idx, bool scale_by_count,
@@ -60,33 +54,20 @@ __global__ void sum_runs_kernel(const T* grad, const int64_t* order, const int64
   using Acc = compute_t<T>;  // as the CPU kernel: the same additions, the same bits
   __shared__ Acc partial[kEmbeddingGradLanes][32];
   const int64_t c = blockIdx.x * int64_t(32) + threadIdx.x;
-  const int y = static_cast<int>(threadIdx.y);
+  const int lane = static_cast<int>(threadIdx.y);
   for (int64_t id = blockIdx.y; id < rows; id += gridDim.y) {
     const int64_t begin = run_start[id], end = id == padding_idx ? begin : run_end[id];
-    Acc sum[kLanesPerThread];
-#pragma unroll
-    for (int j = 0; j < kLanesPerThread; ++j) sum[j] = Acc(0);
+    Acc sum = Acc(0);
     if (c < width) {
-      // Step k adds row k of each of the thread's lanes: the lanes' additions interleave, each lane's
-      // stay in its own order.
-#pragma unroll 2
-      for (int64_t q = begin + y; q < end; q += kEmbeddingGradLanes) {
-#pragma unroll
-        for (int j = 0; j < kLanesPerThread; ++j) {
-          const int64_t r = q + int64_t(j) * kRunThreadsY;
-          if (r < end) sum[j] += static_cast<Acc>(grad[order[r] * width + c]);
-        }
-      }
+#pragma unroll 4
+      for (int64_t q = begin + lane; q < end; q += kEmbeddingGradLanes) sum += static_cast<Acc>(grad[order[q] * width + c]);
     }
-#pragma unroll
-    for (int j = 0; j < kLanesPerThread; ++j) partial[y + j * kRunThreadsY][threadIdx.x] = sum[j];
+    partial[lane][threadIdx.x] = sum;
     __syncthreads();
-    if (y == 0 && c < width) {
-      Acc total = partial[0][threadIdx.x];
-      for (int lane = 1; lane < kEmbeddingGradLanes; ++lane) total += partial[lane][threadIdx.x];
+    if (lane == 0 && c < width) {
+      for (int j = 1; j < kEmbeddingGradLanes; ++j) sum += partial[j][threadIdx.x];
       const int64_t count = end - begin;
-      grad_weight[id * width + c] =
-          static_cast<T>(scale_by_count && count > 1 ? total / static_cast<Acc>(count) : total);
+      grad_weight[id * width + c] = static_cast<T>(scale_by_count && count > 1 ? sum / static_cast<Acc>(count) : sum);
     }
     __syncthreads();  // partial is reused by the next id
   }
@@ -255,7 +236,7 @@ void CudaKernels::embedding_backward(const Tensor& grad, const Tensor& ids, cons
       return;
     }
     const dim3 grid(static_cast<unsigned>((width + 31) / 32), static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
-    sum_runs_kernel<T><<<grid, dim3(32, kRunThreadsY), 0, stream_>>>(
+    sum_runs_kernel<T><<<grid, dim3(32, kEmbeddingGradLanes), 0, stream_>>>(
         ptr<const T>(grad), order, run_start, run_end, rows, width, padding_idx, scale_grad_by_freq,
         ptr<T>(grad_weight));
     CUDA_LAUNCH_CHECK(sum_runs_kernel);

@@ -59,7 +59,7 @@ __global__ void sum_runs_kernel(const T* grad, const int64_t* order, const int64
     const int64_t begin = run_start[id], end = id == padding_idx ? begin : run_end[id];
     Acc sum = Acc(0);
     if (c < width) {
-#pragma unroll 16
+#pragma unroll 4
       for (int64_t q = begin + lane; q < end; q += kEmbeddingGradLanes) sum += static_cast<Acc>(grad[order[q] * width + c]);
     }
     partial[lane][threadIdx.x] = sum;

@@ -248,7 +248,8 @@ GemmResult GemmBench::run(std::size_t method, const TimingRules& rules, bool wit
   CUDA_CHECK(cudaMemsetAsync(s.d_c, 0xFF, s.size_c() * sizeof(float), s.stream));
   s.launch(method);
   const MatmulLauncher launcher = method < kRungCount ? kRungs[method].launch : nullptr;
-  if (launcher == matmul_warptile) result.detail = warptile_config_name(warptile_config(s.shape.m, s.shape.n, s.shape.k));
+  if (launcher == matmul_warptile)
+    result.detail = warptile_config_name(warptile_config(s.shape.m, s.shape.n, s.shape.k));
   if (launcher == matmul_fp64_tensor_cores) {
     const int split = fp64_tensor_core_split(s.shape.m, s.shape.n, s.shape.k);
     result.detail = split == 1 ? "no split" : "k in " + std::to_string(split) + " slices";

@@ -9,7 +9,9 @@
 //  - cp.async copies the tiles of A and B from global to shared memory without passing through
 //    registers, four stages ahead, so the loads of later tiles are in flight while a tile is used.
 //  - A block computes 64 x 64 of C with 4 warps of 32 x 32, each warp 2 x 4 tensor-core tiles of
-//    16 x 8 per step of 16 along k. The fragments are read from the float32 tiles and converted to
+//    16 x 8 per step of 16 along k; where 64 x 64 tiles would not give every SM one, 32 x 64 with
+//    warps of 16 x 32 (the tiles cuBLAS's DGEMM takes at the MNIST MLP's sizes): twice the blocks,
+//    half the shared memory each. The fragments are read from the float32 tiles and converted to
 //    float64 as they are read (the layout of each is PTX's for mma.m16n8k16.f64: lane = 4 g + q,
 //    A's element i at row g + 8 (i % 2), k q + 4 (i / 2); B's at k q + 4 i, column g; C's at row
 //    g + 8 (i / 2), column 2 q + i % 2). The tiles are padded so that a warp's reads are
@@ -30,12 +32,15 @@
 namespace minidl::kernel_lab {
 namespace {
 
+// A block's tile is TM x kTile (TM = 64 or 32 rows of C by 64 columns).
 constexpr int kTile = 64, kStep = 16, kThreads = 128, kStages = 4;
 constexpr int kPitchA = kStep + 4;  // as[row][k]: rows 20 floats apart, conflict-free fragment reads
 constexpr int kPitchB = kTile + 8;  // bs[k][col]: k-rows 72 floats apart, likewise
-constexpr int kStageFloats = kTile * kPitchA + kStep * kPitchB;
-constexpr int kPartPitch = kTile + 2;  // the block's part of C, [64][66] doubles, after the last step
-static_assert(kTile * kPartPitch * 2 <= kStages * kStageFloats, "the part fits in the stages' memory");
+template <int TM>
+constexpr int kStageFloats = TM * kPitchA + kStep * kPitchB;
+constexpr int kPartPitch = kTile + 2;  // the block's part of C, [TM][66] doubles, after the last step
+static_assert(64 * kPartPitch * 2 <= kStages * kStageFloats<64> && 32 * kPartPitch * 2 <= kStages * kStageFloats<32>,
+              "the part fits in the stages' memory");
 
 __device__ __forceinline__ void mma_f64(double (&c)[4], const double (&a)[8], const double (&b)[4]) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -63,19 +68,23 @@ __device__ __forceinline__ void copy_async(float* dst, const float* src, bool in
 // Queues the copies of one step's tiles: A rows row0.., k k0.. (zeros past the slice's end kend or
 // the matrix's edge), B k-rows k0.., columns col0... Vec: 16-byte copies (K, N multiples of 4,
 // aligned pointers); else 4-byte ones.
-template <bool Vec>
+template <int TM, bool Vec>
 __device__ __forceinline__ void issue_tiles(float* stage, const float* __restrict__ a, const float* __restrict__ b,
                                             int m, int n, int k, int row0, int col0, int k0, int kend, int t) {
   float* as = stage;
-  float* bs = stage + kTile * kPitchA;
+  float* bs = stage + TM * kPitchA;
   constexpr int kWidth = Vec ? 4 : 1;
-  constexpr int kCopies = kTile * kStep / kWidth / kThreads;  // of each tile, per thread: 2 or 8
+  constexpr int kCopiesA = TM * kStep / kWidth / kThreads, kCopiesB = kTile * kStep / kWidth / kThreads;  // 1-8
 #pragma unroll
-  for (int l = 0; l < kCopies; ++l) {
+  for (int l = 0; l < kCopiesA; ++l) {
     const int i = t + l * kThreads;
     const int row = i / (kStep / kWidth), kk = i % (kStep / kWidth) * kWidth;  // A: along k, row by row
     const bool in = row0 + row < m && k0 + kk < kend;
     copy_async<4 * kWidth>(as + row * kPitchA + kk, in ? a + (row0 + row) * k + k0 + kk : a, in);
+  }
+#pragma unroll
+  for (int l = 0; l < kCopiesB; ++l) {
+    const int i = t + l * kThreads;
     const int krow = i / (kTile / kWidth), col = i % (kTile / kWidth) * kWidth;  // B: along a row of N
     const bool in_b = k0 + krow < kend && col0 + col < n;
     copy_async<4 * kWidth>(bs + krow * kPitchB + col, in_b ? b + (k0 + krow) * n + col0 + col : b, in_b);
@@ -84,23 +93,25 @@ __device__ __forceinline__ void issue_tiles(float* stage, const float* __restric
 
 // grid (S, column tiles, row tiles), clusters of S along x: block `rank` of a cluster takes k's
 // slice [rank * slice_k, (rank + 1) * slice_k).
-template <int S, bool Vec>
+template <int TM, int S, bool Vec>
 __global__ void __launch_bounds__(kThreads) fp64_tensor_core_kernel(const float* __restrict__ a,
                                                                    const float* __restrict__ b, float* __restrict__ c,
                                                                    int m, int n, int k, int slice_k) {
   namespace cg = cooperative_groups;
-  __shared__ __align__(16) float smem[kStages * kStageFloats];
+  constexpr int kMi = TM / 32;  // a warp's 16-row tensor-core tiles: its tile is 16 kMi x 32
+  __shared__ __align__(16) float smem[kStages * kStageFloats<TM>];
   const int rank = S > 1 ? static_cast<int>(cg::this_cluster().block_rank()) : 0;
   const int kbegin = rank * slice_k, kend = min(k, kbegin + slice_k);
-  const int row0 = static_cast<int>(blockIdx.z) * kTile, col0 = static_cast<int>(blockIdx.y) * kTile;
+  const int row0 = static_cast<int>(blockIdx.z) * TM, col0 = static_cast<int>(blockIdx.y) * kTile;
   const int t = static_cast<int>(threadIdx.x), lane = t % 32, warp = t / 32;
-  const int wm = warp / 2 * 32, wn = warp % 2 * 32, g = lane / 4, q = lane % 4;
+  const int wm = warp / 2 * (TM / 2), wn = warp % 2 * 32, g = lane / 4, q = lane % 4;
   const int steps = kend > kbegin ? (kend - kbegin + kStep - 1) / kStep : 0;
   auto issue = [&](int s) {
-    issue_tiles<Vec>(smem + s % kStages * kStageFloats, a, b, m, n, k, row0, col0, kbegin + s * kStep, kend, t);
+    issue_tiles<TM, Vec>(smem + s % kStages * kStageFloats<TM>, a, b, m, n, k, row0, col0, kbegin + s * kStep, kend,
+                         t);
   };
 
-  double acc[2][4][4] = {};
+  double acc[kMi][4][4] = {};
   // The first kStages - 1 steps' copies, one commit group each (empty groups past the last step keep
   // the count of groups in flight the same in every iteration).
 #pragma unroll
@@ -113,15 +124,15 @@ __global__ void __launch_bounds__(kThreads) fp64_tensor_core_kernel(const float*
     __syncthreads();  // everyone's have, and everyone is done with the stage the next copies overwrite
     if (s + kStages - 1 < steps) issue(s + kStages - 1);
     asm volatile("cp.async.commit_group;\n" ::);
-    const float* as = smem + s % kStages * kStageFloats;
-    const float* bs = as + kTile * kPitchA;
+    const float* as = smem + s % kStages * kStageFloats<TM>;
+    const float* bs = as + TM * kPitchA;
     double bf[4][4];
 #pragma unroll
     for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
       for (int i = 0; i < 4; ++i) bf[ni][i] = bs[(q + 4 * i) * kPitchB + wn + ni * 8 + g];
 #pragma unroll
-    for (int mi = 0; mi < 2; ++mi) {
+    for (int mi = 0; mi < kMi; ++mi) {
       double af[8];
 #pragma unroll
       for (int i = 0; i < 8; ++i) af[i] = as[(wm + mi * 16 + g + 8 * (i % 2)) * kPitchA + q + 4 * (i / 2)];
@@ -136,7 +147,7 @@ __global__ void __launch_bounds__(kThreads) fp64_tensor_core_kernel(const float*
   };
   if constexpr (S == 1) {
 #pragma unroll
-    for (int mi = 0; mi < 2; ++mi)
+    for (int mi = 0; mi < kMi; ++mi)
 #pragma unroll
       for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
@@ -146,16 +157,16 @@ __global__ void __launch_bounds__(kThreads) fp64_tensor_core_kernel(const float*
     __syncthreads();  // every warp's last reads of the stages done: they now hold the block's part
     double(*part)[kPartPitch] = reinterpret_cast<double(*)[kPartPitch]>(smem);
 #pragma unroll
-    for (int mi = 0; mi < 2; ++mi)
+    for (int mi = 0; mi < kMi; ++mi)
 #pragma unroll
       for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
         for (int i = 0; i < 4; ++i) part[wm + mi * 16 + g + 8 * (i / 2)][wn + ni * 8 + 2 * q + i % 2] = acc[mi][ni][i];
     cg::cluster_group cluster = cg::this_cluster();
     cluster.sync();  // every block's part written
-    // This block's 64 / S rows: every part's values loaded before any is added, so the reads of the
+    // This block's TM / S rows: every part's values loaded before any is added, so the reads of the
     // other blocks' shared memory are in flight together, then added in rank order.
-    constexpr int kRows = kTile / S, kPerThread = kRows * kTile / kThreads;
+    constexpr int kRows = TM / S, kPerThread = kRows * kTile / kThreads;
     double parts[S][kPerThread];
 #pragma unroll
     for (int p = 0; p < S; ++p)
@@ -176,27 +187,42 @@ __global__ void __launch_bounds__(kThreads) fp64_tensor_core_kernel(const float*
   }
 }
 
-template <int S, bool Vec>
+template <int TM, int S, bool Vec>
 void launch(const float* a, const float* b, float* c, int m, int n, int k, cudaStream_t stream) {
   const int slice_k = detail::ceil_div(detail::ceil_div(k, S), kStep) * kStep;
-  const dim3 grid(S, detail::ceil_div(n, kTile), detail::ceil_div(m, kTile));
-  cuda::launch_in_clusters("fp64_tensor_core_kernel", fp64_tensor_core_kernel<S, Vec>, grid, kThreads, S,
+  const dim3 grid(S, detail::ceil_div(n, kTile), detail::ceil_div(m, TM));
+  cuda::launch_in_clusters("fp64_tensor_core_kernel", fp64_tensor_core_kernel<TM, S, Vec>, grid, kThreads, S,
                            /*early=*/false, 0, stream, a, b, c, m, n, k, slice_k);
 }
 
-template <int S>
+template <int TM, int S>
 void launch_vec_or_not(const float* a, const float* b, float* c, int m, int n, int k, cudaStream_t stream) {
-  if (detail::can_use_float4(a, b, c, n, k)) launch<S, true>(a, b, c, m, n, k, stream);
-  else launch<S, false>(a, b, c, m, n, k, stream);
+  if (detail::can_use_float4(a, b, c, n, k)) launch<TM, S, true>(a, b, c, m, n, k, stream);
+  else launch<TM, S, false>(a, b, c, m, n, k, stream);
+}
+
+template <int TM>
+void launch_split(const float* a, const float* b, float* c, int m, int n, int k, cudaStream_t stream) {
+  switch (fp64_tensor_core_split(m, n, k)) {
+    case 1: return launch_vec_or_not<TM, 1>(a, b, c, m, n, k, stream);
+    case 2: return launch_vec_or_not<TM, 2>(a, b, c, m, n, k, stream);
+    case 4: return launch_vec_or_not<TM, 4>(a, b, c, m, n, k, stream);
+    default: return launch_vec_or_not<TM, 8>(a, b, c, m, n, k, stream);
+  }
 }
 
 }  // namespace
+
+int fp64_tensor_core_tile_rows(int m, int n) {
+  const int tiles = detail::ceil_div(m, kTile) * detail::ceil_div(n, kTile);
+  return tiles < cuda::multiprocessor_count(cuda::current_device()) ? 32 : 64;
+}
 
 int fp64_tensor_core_split(int m, int n, int k) {
   // The most slices (a power of two, at most a portable cluster of 8) that keep the blocks under
   // about 1.6 waves of one block an SM, each slice at least two steps of k. Measured on an H100 at
   // 64 x 64 tiles: 64 tiles ran fastest in 2 slices, 104 in 2, 32 in 4 to 8, 8 in 8.
-  const int tiles = detail::ceil_div(m, kTile) * detail::ceil_div(n, kTile);
+  const int tiles = detail::ceil_div(m, fp64_tensor_core_tile_rows(m, n)) * detail::ceil_div(n, kTile);
   const int budget = cuda::multiprocessor_count(cuda::current_device()) * 8 / 5;
   int split = 1;
   while (split < 8 && tiles * split * 2 <= budget && k >= 2 * kStep * split * 2) split *= 2;
@@ -208,13 +234,9 @@ void matmul_fp64_tensor_cores(const float* a, const float* b, float* c, int m, i
   MINIDL_CHECK(cuda::thread_block_clusters(), "kernel_lab fp64 tensor cores: needs mma.m16n8k16 on float64 and "
                "thread block clusters (compute capability 9.0 or later), which this GPU does not have");
   detail::check_grid_y("fp64 tensor cores", static_cast<unsigned>(detail::ceil_div(n, kTile)));
-  detail::check_grid_y("fp64 tensor cores", static_cast<unsigned>(detail::ceil_div(m, kTile)));
-  switch (fp64_tensor_core_split(m, n, k)) {
-    case 1: return launch_vec_or_not<1>(a, b, c, m, n, k, stream);
-    case 2: return launch_vec_or_not<2>(a, b, c, m, n, k, stream);
-    case 4: return launch_vec_or_not<4>(a, b, c, m, n, k, stream);
-    default: return launch_vec_or_not<8>(a, b, c, m, n, k, stream);
-  }
+  detail::check_grid_y("fp64 tensor cores", static_cast<unsigned>(detail::ceil_div(m, fp64_tensor_core_tile_rows(m, n))));
+  if (fp64_tensor_core_tile_rows(m, n) == 32) launch_split<32>(a, b, c, m, n, k, stream);
+  else launch_split<64>(a, b, c, m, n, k, stream);
 }
 
 }  // namespace minidl::kernel_lab

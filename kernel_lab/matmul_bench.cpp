@@ -252,7 +252,7 @@ GemmResult GemmBench::run(std::size_t method, const TimingRules& rules, bool wit
     result.detail = warptile_config_name(warptile_config(s.shape.m, s.shape.n, s.shape.k));
   if (launcher == matmul_fp64_tensor_cores) {
     const int split = fp64_tensor_core_split(s.shape.m, s.shape.n, s.shape.k);
-    result.detail = std::to_string(fp64_tensor_core_tile_rows(s.shape.m, s.shape.n)) + "x64 tiles, " +
+    result.detail = std::to_string(fp64_tensor_core_tile_rows(s.shape.m, s.shape.n, s.shape.k)) + "x64 tiles, " +
                     (split == 1 ? "no split" : "k in " + std::to_string(split) + " slices");
   }
   result.max_rel_error = max_relative_error(s.d_c, s.d_ref, s.d_ref_abs, int64_t(s.size_c()), s.stream);

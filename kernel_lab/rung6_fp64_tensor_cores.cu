@@ -248,8 +248,9 @@ void matmul_fp64_tensor_cores(const float* a, const float* b, float* c, int m, i
   MINIDL_CHECK(cuda::thread_block_clusters(), "kernel_lab fp64 tensor cores: needs mma.m16n8k16 on float64 and "
                "thread block clusters (compute capability 9.0 or later), which this GPU does not have");
   detail::check_grid_y("fp64 tensor cores", static_cast<unsigned>(detail::ceil_div(n, kTile)));
-  detail::check_grid_y("fp64 tensor cores", static_cast<unsigned>(detail::ceil_div(m, fp64_tensor_core_tile_rows(m, n, k))));
-  if (fp64_tensor_core_tile_rows(m, n, k) == 32) launch_split<32>(a, b, c, m, n, k, stream);
+  const int rows = fp64_tensor_core_tile_rows(m, n, k);
+  detail::check_grid_y("fp64 tensor cores", static_cast<unsigned>(detail::ceil_div(m, rows)));
+  if (rows == 32) launch_split<32>(a, b, c, m, n, k, stream);
   else launch_split<64>(a, b, c, m, n, k, stream);
 }
 

@@ -251,9 +251,9 @@ GemmResult GemmBench::run(std::size_t method, const TimingRules& rules, bool wit
   if (launcher == matmul_warptile)
     result.detail = warptile_config_name(warptile_config(s.shape.m, s.shape.n, s.shape.k));
   if (launcher == matmul_fp64_tensor_cores) {
-    const int split = fp64_tensor_core_split(s.shape.m, s.shape.n, s.shape.k);
-    result.detail = std::to_string(fp64_tensor_core_tile_rows(s.shape.m, s.shape.n, s.shape.k)) + "x64 tiles, " +
-                    (split == 1 ? "no split" : "k in " + std::to_string(split) + " slices");
+    const Fp64TensorCorePlan plan = fp64_tensor_core_plan(s.shape.m, s.shape.n, s.shape.k);
+    result.detail = std::to_string(plan.tile_rows) + "x64 tiles, " +
+                    (plan.split == 1 ? "no split" : "k in " + std::to_string(plan.split) + " slices");
   }
   result.max_rel_error = max_relative_error(s.d_c, s.d_ref, s.d_ref_abs, int64_t(s.size_c()), s.stream);
   for (int w = 0; w < rules.warmup; ++w) s.launch(method);

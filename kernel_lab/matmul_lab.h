@@ -46,12 +46,13 @@ const char* warptile_config_name(WarptileConfig config);
 /// compute capability 9.0 or later; it throws minidl::Error below that), tiles copied by cp.async
 /// four steps ahead, and split-K across a thread block cluster where the output has few tiles.
 void matmul_fp64_tensor_cores(const float* a, const float* b, float* c, int m, int n, int k, cudaStream_t stream);
-/// The rows of rung 6's block tiles for this shape on the current device, 64 or 32 (the tiles are 64
-/// columns wide): 32 where 64 x 64 tiles would be fewer than its SMs and 32-row ones, split along k
-/// as fp64_tensor_core_split splits them, give more blocks.
-int fp64_tensor_core_tile_rows(int m, int n, int k);
-/// How many slices of k rung 6 takes for this shape on the current device (1, 2, 4 or 8).
-int fp64_tensor_core_split(int m, int n, int k);
+/// How rung 6 takes a product on the current device: block tiles of `tile_rows` (64 or 32) rows by
+/// 64 columns, 32 where 64 x 64 tiles would be fewer than its SMs and 32-row ones give more blocks;
+/// and `split` slices of k (1, 2, 4 or 8), the most that keep the blocks under about 1.6 waves.
+struct Fp64TensorCorePlan {
+  int tile_rows, split;
+};
+Fp64TensorCorePlan fp64_tensor_core_plan(int m, int n, int k);
 
 using MatmulLauncher = void (*)(const float* a, const float* b, float* c, int m, int n, int k, cudaStream_t stream);
 

@@ -9,9 +9,9 @@
 //  - cp.async copies the tiles of A and B from global to shared memory without passing through
 //    registers, four stages ahead, so the loads of later tiles are in flight while a tile is used.
 //  - A block computes 64 x 64 of C with 4 warps of 32 x 32, each warp 2 x 4 tensor-core tiles of
-//    16 x 8 per step of 16 along k; where 64 x 64 tiles would not give every SM one, 32 x 64 with
-//    warps of 16 x 32 (the tiles cuBLAS's DGEMM takes at the MNIST MLP's sizes): twice the blocks,
-//    half the shared memory each. The fragments are read from the float32 tiles and converted to
+//    16 x 8 per step of 16 along k; where 32 x 64 tiles with warps of 16 x 32 give more blocks (the
+//    tiles cuBLAS's DGEMM takes at the MNIST MLP's sizes; fp64_tensor_core_plan), those: twice the
+//    blocks, half the shared memory each. The fragments are read from the float32 tiles and converted to
 //    float64 as they are read (the layout of each is PTX's for mma.m16n8k16.f64: lane = 4 g + q,
 //    A's element i at row g + 8 (i % 2), k q + 4 (i / 2); B's at k q + 4 i, column g; C's at row
 //    g + 8 (i / 2), column 2 q + i % 2). The tiles are padded so that a warp's reads are
@@ -202,8 +202,8 @@ void launch_vec_or_not(const float* a, const float* b, float* c, int m, int n, i
 }
 
 template <int TM>
-void launch_split(const float* a, const float* b, float* c, int m, int n, int k, cudaStream_t stream) {
-  switch (fp64_tensor_core_split(m, n, k)) {
+void launch_split(int split, const float* a, const float* b, float* c, int m, int n, int k, cudaStream_t stream) {
+  switch (split) {
     case 1: return launch_vec_or_not<TM, 1>(a, b, c, m, n, k, stream);
     case 2: return launch_vec_or_not<TM, 2>(a, b, c, m, n, k, stream);
     case 4: return launch_vec_or_not<TM, 4>(a, b, c, m, n, k, stream);
@@ -211,15 +211,11 @@ void launch_split(const float* a, const float* b, float* c, int m, int n, int k,
   }
 }
 
-}  // namespace
-
-namespace {
-
 // The most slices (a power of two, at most a portable cluster of 8) that keep `tiles` blocks under
 // about 1.6 waves of one block an SM, each slice at least two steps of k. Measured on an H100 at
 // 64 x 64 tiles: 64 tiles ran fastest in 2 slices, 104 in 2, 32 in 4 to 8, 8 in 8.
-int split_for(int tiles, int k) {
-  const int budget = cuda::multiprocessor_count(cuda::current_device()) * 8 / 5;
+int split_for(int tiles, int k, int sms) {
+  const int budget = sms * 8 / 5;
   int split = 1;
   while (split < 8 && tiles * split * 2 <= budget && k >= 2 * kStep * split * 2) split *= 2;
   return split;
@@ -227,20 +223,18 @@ int split_for(int tiles, int k) {
 
 }  // namespace
 
-int fp64_tensor_core_tile_rows(int m, int n, int k) {
+Fp64TensorCorePlan fp64_tensor_core_plan(int m, int n, int k) {
   // 32-row tiles where 64 x 64 ones are fewer than the SMs and give fewer blocks, slices counted.
   // Measured on an H100 (% of cuBLAS's SGEMM, 64 rows against 32): 64 x 784 x 512 114% against
   // 123% (64 blocks against 128), 64 x 9216 x 128 41% against 55% (16 against 32), 777 x 1313 x 555
   // 73% against 84% (117 against 234); at 512 x 784 x 512, 128 blocks either way, 112% against 84%.
   const int columns = detail::ceil_div(n, kTile);
   const int tiles64 = detail::ceil_div(m, 64) * columns, tiles32 = detail::ceil_div(m, 32) * columns;
-  if (tiles64 >= cuda::multiprocessor_count(cuda::current_device())) return 64;
-  return tiles32 * split_for(tiles32, k) > tiles64 * split_for(tiles64, k) ? 32 : 64;
-}
-
-int fp64_tensor_core_split(int m, int n, int k) {
-  const int rows = fp64_tensor_core_tile_rows(m, n, k);
-  return split_for(detail::ceil_div(m, rows) * detail::ceil_div(n, kTile), k);
+  const int sms = cuda::multiprocessor_count(cuda::current_device());
+  const int split64 = split_for(tiles64, k, sms);
+  if (tiles64 >= sms) return {64, split64};
+  const int split32 = split_for(tiles32, k, sms);
+  return tiles32 * split32 > tiles64 * split64 ? Fp64TensorCorePlan{32, split32} : Fp64TensorCorePlan{64, split64};
 }
 
 void matmul_fp64_tensor_cores(const float* a, const float* b, float* c, int m, int n, int k, cudaStream_t stream) {
@@ -248,10 +242,10 @@ void matmul_fp64_tensor_cores(const float* a, const float* b, float* c, int m, i
   MINIDL_CHECK(cuda::thread_block_clusters(), "kernel_lab fp64 tensor cores: needs mma.m16n8k16 on float64 and "
                "thread block clusters (compute capability 9.0 or later), which this GPU does not have");
   detail::check_grid_y("fp64 tensor cores", static_cast<unsigned>(detail::ceil_div(n, kTile)));
-  const int rows = fp64_tensor_core_tile_rows(m, n, k);
-  detail::check_grid_y("fp64 tensor cores", static_cast<unsigned>(detail::ceil_div(m, rows)));
-  if (rows == 32) launch_split<32>(a, b, c, m, n, k, stream);
-  else launch_split<64>(a, b, c, m, n, k, stream);
+  const Fp64TensorCorePlan plan = fp64_tensor_core_plan(m, n, k);
+  detail::check_grid_y("fp64 tensor cores", static_cast<unsigned>(detail::ceil_div(m, plan.tile_rows)));
+  if (plan.tile_rows == 32) launch_split<32>(plan.split, a, b, c, m, n, k, stream);
+  else launch_split<64>(plan.split, a, b, c, m, n, k, stream);
 }
 
 }  // namespace minidl::kernel_lab

@@ -20,6 +20,7 @@ TEST(KernelLab, NeedsTheCudaBuild) {
 #include <functional>
 #include <limits>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -180,13 +181,22 @@ TEST(KernelLabWarptile, EveryTileConfigurationMatchesTheReference) {
 // rounding, far tighter than the float32 bound above where the terms cancel (random signs: |ref|
 // about sqrt(K) terms' worth, sum |a||b| K terms'). Rung 5, which sums in float32, must break the
 // same bound on the same data, or the check could not tell the two apart. Split-K (a small output)
-// and a single slice (a large one) both; odd sizes take the scalar copies.
+// and a single slice (a large one) both, 32- and 64-row tiles both; odd sizes take the scalar copies.
 TEST(KernelLabFp64TensorCores, RoundEachOutputOnce) {
   MINIDL_REQUIRE_CUDA();
   using minidl::kernel_lab::kRungCount;
   MINIDL_REQUIRE_RUNG_SUPPORTED(kRungCount - 1);
   ASSERT_EQ(kRungs[kRungCount - 1].launch, &minidl::kernel_lab::matmul_fp64_tensor_cores);
-  for (const GemmCase& g : {GemmCase{64, 128, 2048}, GemmCase{1024, 1024, 512}, GemmCase{70, 65, 1027}}) {
+  const GemmCase cases[] = {{64, 128, 2048}, {1024, 1024, 512}, {70, 65, 1027}};
+  std::set<int> tile_rows, splits;
+  for (const GemmCase& g : cases) {
+    const minidl::kernel_lab::Fp64TensorCorePlan plan = minidl::kernel_lab::fp64_tensor_core_plan(g.m, g.n, g.k);
+    tile_rows.insert(plan.tile_rows);
+    splits.insert(plan.split);
+  }
+  EXPECT_EQ(tile_rows, (std::set<int>{32, 64})) << "the cases no longer reach both block tiles";
+  EXPECT_GT(splits.size(), 1u) << "the cases no longer reach both split-K and a single slice";
+  for (const GemmCase& g : cases) {
     SCOPED_TRACE(case_name(g));
     std::mt19937_64 rng(::minidl::testing::fresh_seed());
     const std::vector<float> a = random_values(size_t(g.m) * g.k, rng), b = random_values(size_t(g.k) * g.n, rng);

@@ -8,7 +8,6 @@
 //           b2 [out] -> [..., out] (either bias may be undefined)
 // Backward: grad_a = g @ b^T, grad_b = a^T @ g. Transposes are never materialized: a transposed
 // view goes to the kernel as its contiguous storage plus a trans flag, and so does every b^T, a^T.
-#include <cstdlib>
 #include "ops/matmul.h"
 
 #include "core/autograd.h"
@@ -480,9 +479,8 @@ Tensor linear_gelu_linear_op(const Tensor& x, const Tensor& w1, const Tensor& b1
   // The GELU is a pass of its own, not a library product's epilogue: cuBLASLt's GELU epilogues
   // compute the tanh form only, and cuDNN's fused matmul with the exact form ran slower than the
   // product and this pass together (measured on an H200: docs/benchmarks.md, eighteenth section).
-  static const bool tmp_no_gelu = std::getenv("MINIDL_TMP_NO_GELU") != nullptr;
-  Tensor activated = tmp_no_gelu ? hidden : Tensor::empty({rows, hidden_features}, x.dtype(), x.device());
-  if (!tmp_no_gelu) k.unary(gelu_op, hidden, activated);
+  Tensor activated = Tensor::empty({rows, hidden_features}, x.dtype(), x.device());
+  k.unary(gelu_op, hidden, activated);
   if (bias2.defined()) k.gemm_bias(activated, false, ow2.data, !ow2.trans, bias2, false, out2);
   else k.gemm(activated, false, ow2.data, !ow2.trans, out2, 1, 0);
 
@@ -518,9 +516,7 @@ Tensor linear_gelu_linear_op(const Tensor& x, const Tensor& w1, const Tensor& b1
                          // where that is wanted too) and freed before the first layer's gradients.
                          gw2 = Tensor::empty({out_features, hidden_features}, r.w2_grad, g.device());
                          Tensor activated = saved_activated;
-                         static const bool tmp_no_gelu = std::getenv("MINIDL_TMP_NO_GELU") != nullptr;
-                         if (made_again && tmp_no_gelu) activated = hidden;
-                         else if (made_again) {
+                         if (made_again) {
                            activated = Tensor::empty({rows, hidden_features}, g.dtype(), g.device());
                            const bool tanh = gelu_op == UnaryOp::GeluTanh;
                            if (first_layer) kg.gelu_backward_with_output(tanh, hidden, pre, activated);
@@ -531,8 +527,7 @@ Tensor linear_gelu_linear_op(const Tensor& x, const Tensor& w1, const Tensor& b1
                          kg.reduce(ReduceOp::Sum, g2, 1, rows, out_features, gb2, nullptr);
                        }
                        if (first_layer) {
-                         static const bool tmp_no_gelu = std::getenv("MINIDL_TMP_NO_GELU") != nullptr;
-                         if (!made_again && !tmp_no_gelu) kg.binary(gelu_backward_op, pre, hidden, pre);
+                         if (!made_again) kg.binary(gelu_backward_op, pre, hidden, pre);
                          if (needs[0]) gx = Tensor::empty(x_shape, g.dtype(), g.device());
                          if (needs[1]) gw1 = Tensor::empty({hidden_features, in}, r.w1_grad, g.device());
                          if (needs[2]) gb1 = Tensor::empty({hidden_features}, r.b1_grad, g.device());

@@ -3,8 +3,6 @@
 // found_inf read on the device, so that a captured step replays with the current rate and the right
 // bias corrections. The arithmetic is that of ops/cpu/optim.cpp (the bias corrections in float64,
 // as there).
-#include <cstdlib>
-
 #include "core/cuda/launch.cuh"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/multi_tensor.cuh"
@@ -145,8 +143,6 @@ __global__ void adam_multi_kernel(AdamLists list, AdamArgs<T> c) {
 
 void CudaKernels::adam_step_multi(AdamTensorLists& t, const AdamMultiConfig& c) {
   if (t.params.empty()) return;
-  static const bool tmp_skip = std::getenv("MINIDL_TMP_SKIP_ADAM") != nullptr;
-  if (tmp_skip) return;
   cuda::DeviceGuard guard(device_);
   dispatch_floating(t.params[0].dtype(), "adam_step_multi", [&](auto tag) {
     using T = decltype(tag);

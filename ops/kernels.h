@@ -239,6 +239,9 @@ class Kernels {
   /// keep it: linear_gelu_linear): output = gelu(input), grad *= gelu'(input) in place. All three
   /// contiguous, of one shape and dtype; `tanh` picks the approximation. One pass on CUDA.
   virtual void gelu_backward_with_output(bool tanh, const Tensor& input, Tensor& grad, Tensor& output);
+  /// output = gelu(input) and derivative = gelu'(input), for a backward that multiplies by the
+  /// derivative inside a product (linear_gelu_linear with gemm_times). As gelu_backward_with_output.
+  virtual void gelu_with_derivative(bool tanh, const Tensor& input, Tensor& output, Tensor& derivative);
 
   // ---- comparisons and selection (ops/compare.cpp) ----
   /// out (bool) = a op b; a and b have one dtype (any, bool included) and out's shape with any strides.
@@ -286,6 +289,17 @@ class Kernels {
   /// One GemmCall (alpha 1, beta 0). The default is gemm, then reduce for the row sums; CUDA does
   /// both in one kernel for a narrow c (at most 16 rows: a classifier's weight gradient).
   virtual void gemm_row_sums(const GemmCall& call);
+  /// c = (op(a) @ op(b)) * factor in one product whose epilogue multiplies before its one rounding
+  /// (a GELU's stored derivative: linear_gelu_linear's backward). a, b, factor and c 2-D of one
+  /// dtype, factor and c contiguous. False, doing nothing, where the device has no such product for
+  /// these (the caller composes gemm and a multiply).
+  virtual bool gemm_times(const Tensor& /*a*/, bool /*trans_a*/, const Tensor& /*b*/, bool /*trans_b*/,
+                          const Tensor& /*factor*/, Tensor& /*c*/) {
+    return false;
+  }
+  /// Whether gemm_times can run products of `dtype` here: asked before a forward stores what the
+  /// backward's gemm_times reads.
+  virtual bool gemm_times_supported(DType /*dtype*/) const { return false; }
   /// Only the row sums of a GemmCall, by reduce.
   void sum_rows_of_a(const GemmCall& call);
   /// Two independent products (alpha 1, beta 0) that a backend may run at the same time: CUDA runs

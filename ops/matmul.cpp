@@ -469,45 +469,64 @@ Tensor linear_gelu_linear_op(const Tensor& x, const Tensor& w1, const Tensor& b1
   const GemmOperand &ox = l.x, &ow1 = l.w1, &ow2 = l.w2;
   const Tensor &bias1 = l.b1, &bias2 = l.b2;
   Kernels& k = kernels_for(x.device());
-  // The GELU's input, the one [rows, hidden] tensor the backward keeps; its output lives only until
-  // the second product has read it, and the backward makes it again (unless keep_gelu_output).
+  // The GELU's input, the one [rows, hidden] tensor the backward keeps (unless it keeps the
+  // derivative, below); its output lives only until the second product has read it, and the backward
+  // makes it again (unless keep_gelu_output).
   Tensor hidden = Tensor::empty({rows, hidden_features}, x.dtype(), x.device());
   if (bias1.defined()) k.gemm_bias(ox.data, ox.trans, ow1.data, !ow1.trans, bias1, false, hidden);
   else k.gemm(ox.data, ox.trans, ow1.data, !ow1.trans, hidden, 1, 0);
   Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
   Tensor out2 = flat_view(out, {rows, out_features});
+  const Recorded r = recorded_two_layers(x, w1, b1, w2, b2, masters);
+  const bool recording = autograd::needs_recording({r.x, r.w1, r.b1, r.w2, r.b2});
+  const bool first_needed = x.requires_grad() || r.w1.requires_grad() || (r.b1.defined() && r.b1.requires_grad());
+  // A layer that keeps its GELU's output keeps the GELU's derivative in place of its input (the same
+  // bytes) where the device multiplies by it inside the backward's product (gemm_times): that
+  // product is then written once, already the GELU input's gradient, instead of written, read back
+  // with the input and written again by a pass.
+  const bool keep_derivative = recording && keep_gelu_output && first_needed && k.gemm_times_supported(x.dtype());
   // The GELU is a pass of its own, not a library product's epilogue: cuBLASLt's GELU epilogues
   // compute the tanh form only, and cuDNN's fused matmul with the exact form ran slower than the
   // product and this pass together (measured on an H200: docs/benchmarks.md, eighteenth section).
-  Tensor activated = Tensor::empty({rows, hidden_features}, x.dtype(), x.device());
-  k.unary(gelu_op, hidden, activated);
+  Tensor activated = Tensor::empty({rows, hidden_features}, x.dtype(), x.device()), derivative;
+  if (keep_derivative) {
+    derivative = Tensor::empty({rows, hidden_features}, x.dtype(), x.device());
+    k.gelu_with_derivative(tanh, hidden, activated, derivative);
+  } else {
+    k.unary(gelu_op, hidden, activated);
+  }
   if (bias2.defined()) k.gemm_bias(activated, false, ow2.data, !ow2.trans, bias2, false, out2);
   else k.gemm(activated, false, ow2.data, !ow2.trans, out2, 1, 0);
 
-  const Recorded r = recorded_two_layers(x, w1, b1, w2, b2, masters);
-  if (autograd::needs_recording({r.x, r.w1, r.b1, r.w2, r.b2})) {
-    const bool first_needed = x.requires_grad() || r.w1.requires_grad() || (r.b1.defined() && r.b1.requires_grad());
+  if (recording) {
     GemmOperand saved_x = r.w1.requires_grad() ? ox : GemmOperand{};
     GemmOperand saved_w1 = x.requires_grad() ? ow1 : GemmOperand{};
     GemmOperand saved_w2 = first_needed ? ow2 : GemmOperand{};
     const Tensor saved_activated = keep_gelu_output && r.w2.requires_grad() ? activated : Tensor();
+    const Tensor saved_hidden = keep_derivative ? Tensor() : hidden;
     // Not twice differentiable (a create_graph backward stops with the engine's error naming the
     // op), as gelu's own backward is not: the composition could not be differentiated twice either.
     autograd::record("linear_gelu_linear", out, {r.x, r.w1, r.b1, r.w2, r.b2},
-                     {saved_x.data, saved_w1.data, saved_w2.data, hidden, saved_activated},
-                     [saved_x, saved_w1, saved_w2, hidden, saved_activated, gelu_op, gelu_backward_op,
-                      x_shape = x.shape(), rows, in, hidden_features, out_features,
+                     {saved_x.data, saved_w1.data, saved_w2.data, saved_hidden, saved_activated, derivative},
+                     [saved_x, saved_w1, saved_w2, hidden = saved_hidden, saved_activated, derivative, gelu_op,
+                      gelu_backward_op, x_shape = x.shape(), rows, in, hidden_features, out_features,
                       r](const Tensor& g, const std::vector<bool>& needs) {
                        Kernels& kg = kernels_for(g.device());
                        Tensor g2 = (g.dim() == 2 ? g : reshape(g, {rows, out_features})).contiguous();
                        Tensor gx, gw1, gb1, gw2, gb2;
                        if (needs[4]) gb2 = Tensor::empty({out_features}, r.b2_grad, g.device());
                        const bool first_layer = needs[0] || needs[1] || needs[2];
-                       // The gradient of the GELU's input: (g @ w2) * gelu'(hidden), in place.
+                       // The gradient of the GELU's input: (g @ w2) * gelu'(hidden), in place, or in
+                       // the product itself where the forward kept the derivative.
                        Tensor pre;
                        if (first_layer) {
                          pre = Tensor::empty({rows, hidden_features}, g.dtype(), g.device());
-                         kg.gemm(g2, false, saved_w2.data, saved_w2.trans, pre, 1, 0);
+                         if (!derivative.defined()) {
+                           kg.gemm(g2, false, saved_w2.data, saved_w2.trans, pre, 1, 0);
+                         } else if (!kg.gemm_times(g2, false, saved_w2.data, saved_w2.trans, derivative, pre)) {
+                           kg.gemm(g2, false, saved_w2.data, saved_w2.trans, pre, 1, 0);
+                           kg.binary(BinaryOp::Mul, pre, derivative, pre);
+                         }
                        }
                        const bool made_again = needs[3] && !saved_activated.defined();
                        if (needs[3]) {
@@ -527,7 +546,7 @@ Tensor linear_gelu_linear_op(const Tensor& x, const Tensor& w1, const Tensor& b1
                          kg.reduce(ReduceOp::Sum, g2, 1, rows, out_features, gb2, nullptr);
                        }
                        if (first_layer) {
-                         if (!made_again) kg.binary(gelu_backward_op, pre, hidden, pre);
+                         if (!made_again && !derivative.defined()) kg.binary(gelu_backward_op, pre, hidden, pre);
                          if (needs[0]) gx = Tensor::empty(x_shape, g.dtype(), g.device());
                          if (needs[1]) gw1 = Tensor::empty({hidden_features, in}, r.w1_grad, g.device());
                          if (needs[2]) gb1 = Tensor::empty({hidden_features}, r.b1_grad, g.device());
@@ -566,6 +585,12 @@ void Kernels::gemm_bias(const Tensor& a, bool trans_a, const Tensor& b, bool tra
 void Kernels::gelu_backward_with_output(bool tanh, const Tensor& input, Tensor& grad, Tensor& output) {
   unary(tanh ? UnaryOp::GeluTanh : UnaryOp::Gelu, input, output);
   binary(tanh ? BinaryOp::GeluTanhBackward : BinaryOp::GeluBackward, grad, input, grad);
+}
+
+void Kernels::gelu_with_derivative(bool tanh, const Tensor& input, Tensor& output, Tensor& derivative) {
+  unary(tanh ? UnaryOp::GeluTanh : UnaryOp::Gelu, input, output);
+  fill(derivative, 1.0);
+  binary(tanh ? BinaryOp::GeluTanhBackward : BinaryOp::GeluBackward, derivative, input, derivative);
 }
 
 void Kernels::gemm_row_sums(const GemmCall& call) {

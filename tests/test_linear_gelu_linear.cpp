@@ -447,6 +447,89 @@ TEST(CudaLinearGeluLinear, GeluBackwardWithOutputMatchesTheCpu) {
   }
 }
 
+// The forward's GELU and derivative in one pass (what a kept layer stores where the backward's
+// product multiplies by the derivative) against the CPU's composed default in float64, and its
+// GELU output bit for bit against the forward's own kernel.
+TEST(CudaLinearGeluLinear, GeluWithDerivativeMatchesTheCpu) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  for (DType dtype : {kFloat64, kFloat32, kBFloat16, kFloat16}) {
+    for (int64_t n : {1, 7, 11, 1029, 8003}) {
+      for (bool tanh : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + " n " + std::to_string(n) + (tanh ? " tanh" : ""));
+        const Tensor input = (randn({n}) * 3.0).to(dtype);
+        const Tensor input64 = input.to(kFloat64);
+        Tensor cpu_out = empty_like(input64), cpu_derivative = empty_like(input64);
+        kernels_for(Device::cpu()).gelu_with_derivative(tanh, input64, cpu_out, cpu_derivative);
+        Tensor gpu_out = empty_like(input.cuda()), gpu_derivative = empty_like(gpu_out);
+        kernels_for(gpu()).gelu_with_derivative(tanh, input.cuda(), gpu_out, gpu_derivative);
+        const double tol = dtype == kFloat64 ? 1e-12 : dtype == kFloat32 ? 1e-5 : 1e-2;
+        EXPECT_TRUE(all_close(gpu_out.cpu().to(kFloat64), cpu_out, tol, tol)) << "output";
+        EXPECT_TRUE(all_close(gpu_derivative.cpu().to(kFloat64), cpu_derivative, tol, tol)) << "derivative";
+        EXPECT_TRUE(gelu(input.cuda(), tanh ? "tanh" : "none").cpu().equal(gpu_out.cpu())) << "forward";
+      }
+    }
+  }
+}
+
+// gemm_times, the product whose epilogue multiplies by a tensor, against float32's product times the
+// factor, for both 16-bit types and each operand read as stored or transposed. Where the device
+// offers it (cuDNN's runtime fusion on a Hopper GPU), it must run.
+TEST(CudaLinearGeluLinear, GemmTimesMatchesTheProductTimesTheFactor) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  Kernels& k = kernels_for(gpu());
+  EXPECT_FALSE(k.gemm_times_supported(kFloat32));
+  for (DType dtype : {kBFloat16, kFloat16}) {
+    if (!k.gemm_times_supported(dtype)) GTEST_SKIP() << "no product with a multiplying epilogue on this device";
+    const int64_t m = 96, kk = 64, n = 136;
+    for (bool trans_a : {false, true}) {
+      for (bool trans_b : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + (trans_a ? " a^T" : " a") + (trans_b ? " b^T" : " b"));
+        const Tensor a = randn(trans_a ? Shape{kk, m} : Shape{m, kk}).to(dtype);
+        const Tensor b = (randn(trans_b ? Shape{n, kk} : Shape{kk, n}) * 0.2).to(dtype);
+        const Tensor factor = rand({m, n}).to(dtype);
+        const Tensor fa = trans_a ? a.to(kFloat32).t() : a.to(kFloat32), fb = trans_b ? b.to(kFloat32).t() : b.to(kFloat32);
+        const Tensor expected = matmul(fa, fb) * factor.to(kFloat32);
+        Tensor c = Tensor::empty({m, n}, dtype, gpu());
+        ASSERT_TRUE(k.gemm_times(a.cuda(), trans_a, b.cuda(), trans_b, factor.cuda(), c));
+        // One rounding of the float32 result, against the reference's exact product of the same
+        // rounded inputs: within the 16-bit type's half unit, relative to the values' scale.
+        EXPECT_TRUE(close_to_scale(c.cpu().to(kFloat32), expected, dtype == kBFloat16 ? 8e-3 : 1e-3));
+      }
+    }
+  }
+}
+
+// A layer that keeps its GELU's output keeps the derivative in place of the GELU's input where the
+// backward multiplies by it inside its product: two [rows, hidden] tensors while the output lives,
+// not three, and gradients within bfloat16's rounding of the float32 ones.
+TEST(CudaLinearGeluLinear, KeptDerivativeTakesThePlaceOfTheGeluInput) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  if (!kernels_for(gpu()).gemm_times_supported(kBFloat16)) GTEST_SKIP() << "no gemm_times on this device";
+  const int64_t rows = 256, hidden = 512;
+  const std::vector<Tensor> in = on_gpu(scaled_layers({rows, 16}, hidden, 16, false, false));
+  const Tensor seed = randn({rows, 16}).to(kBFloat16).to(kFloat32);
+  const Result reference = run(composed("none"), in, kAll, seed);
+  const size_t hidden_bytes = rows * hidden * 2;
+  AutocastGuard guard(gpu(), kBFloat16);
+  {
+    std::vector<Tensor> leaves;
+    for (const Tensor& t : in) leaves.push_back(t.defined() ? t.detach().clone().requires_grad_() : Tensor());
+    const size_t before = memory_stats(gpu()).bytes_in_use;
+    const Tensor out = linear_gelu_linear(leaves[0], leaves[1], leaves[2], leaves[3], leaves[4], "none", true);
+    const size_t held = memory_stats(gpu()).bytes_in_use - before;
+    // Beside them: the output and the 16-bit copies of x and the weights, 48 KB in all.
+    EXPECT_GE(held, 2 * hidden_bytes);
+    EXPECT_LT(held, 2 * hidden_bytes + hidden_bytes / 2);
+  }
+  const Result kept = run(fused("none", true), in, kAll, seed);
+  EXPECT_TRUE(close_to_scale(kept.out, reference.out, 2e-2)) << "output";
+  for (size_t i = 0; i < in.size(); ++i)
+    if (in[i].defined()) EXPECT_TRUE(close_to_scale(kept.grads[i], reference.grads[i], 3e-2)) << kNames[i];
+}
+
 // nn::Sequential runs a Linear, a GELU and a Linear as linear_gelu_linear (nanoGPT's MLP as the
 // tutorial writes it), with the values and gradients of its modules run one by one.
 TEST(LinearGeluLinear, SequentialFusionKeepsOutputsAndGradients) {

@@ -39,6 +39,7 @@ class CudaKernels final : public Kernels {
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out, double scalar = 0) override;
   Tensor add_widening(const Tensor& wide, const Tensor& narrow) override;
   void gelu_backward_with_output(bool tanh, const Tensor& input, Tensor& grad, Tensor& output) override;
+  void gelu_with_derivative(bool tanh, const Tensor& input, Tensor& output, Tensor& derivative) override;
   void reduce(ReduceOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor& out,
               Tensor* argmax) override;
   void scan(ScanOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool reverse, Tensor& out) override;
@@ -180,6 +181,10 @@ class CudaKernels final : public Kernels {
   bool rnn_cudnn(const RnnConfig& c, const Tensor& x, const Tensor& hx, const Tensor& cx,
                  const std::vector<Tensor>& params, Tensor& y, Tensor& hy, Tensor& cy,
                  std::vector<Tensor>& state) override;
+  // A product times a tensor in cuDNN's epilogue (ops/cuda/cudnn_matmul.cpp).
+  bool gemm_times(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& factor,
+                  Tensor& c) override;
+  bool gemm_times_supported(DType dtype) const override;
   // cuDNN's fused attention (ops/cuda/cudnn_attention.cpp).
   bool library_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
                                  double dropout_p, Tensor& out, Tensor& logsumexp, Tensor& rng_state,

@@ -412,22 +412,32 @@ __device__ __forceinline__ void gelu_with_grad_pack(const VecPack<T, V>& x, VecP
   }
 }
 
-// output = gelu(input), grad *= gelu'(input): V elements a thread (16 bytes of each operand), the
-// input read once for both, and two packs a thread in flight (i and i + stride). The caller does the
-// tail.
-template <class T, int V, bool kTanh>
+// output = gelu(input), grad *= gelu'(input) (grad = gelu'(input) where kGradIsOne: the derivative
+// itself, grad not read): V elements a thread (16 bytes of each operand), the input read once for
+// both, and two packs a thread in flight (i and i + stride). The caller does the tail.
+template <class T, int V, bool kTanh, bool kGradIsOne = false>
 __global__ void gelu_backward_with_output_vec(const T* __restrict__ input, T* __restrict__ grad,
                                               T* __restrict__ output, int64_t packs) {
   const auto* in = reinterpret_cast<const VecPack<T, V>*>(input);
   auto* gr = reinterpret_cast<VecPack<T, V>*>(grad);
   auto* out = reinterpret_cast<VecPack<T, V>*>(output);
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  const auto grad_at = [&](int64_t i) {
+    if constexpr (kGradIsOne) {
+      VecPack<T, V> one;
+#pragma unroll
+      for (int k = 0; k < V; ++k) one.v[k] = T(1);
+      return one;
+    } else {
+      return gr[i];
+    }
+  };
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < packs; i += 2 * stride) {
     const int64_t j = i + stride;
     const bool second = j < packs;
     const VecPack<T, V> x0 = in[i];
-    VecPack<T, V> g0 = gr[i], x1, g1, y0, y1;
-    if (second) x1 = in[j], g1 = gr[j];
+    VecPack<T, V> g0 = grad_at(i), x1, g1, y0, y1;
+    if (second) x1 = in[j], g1 = grad_at(j);
     gelu_with_grad_pack<T, V, kTanh>(x0, g0, y0);
     out[i] = y0;
     gr[i] = g0;
@@ -439,10 +449,10 @@ __global__ void gelu_backward_with_output_vec(const T* __restrict__ input, T* __
   }
 }
 
-template <class T, bool kTanh>
+template <class T, bool kTanh, bool kGradIsOne = false>
 __global__ void gelu_backward_with_output_flat(const T* input, T* grad, T* output, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    C<T> y, g = static_cast<C<T>>(grad[i]);
+    C<T> y, g = kGradIsOne ? C<T>(1) : static_cast<C<T>>(grad[i]);
     gelu_with_grad<kTanh, is_16bit_float_v<T>>(static_cast<C<T>>(input[i]), y, g);
     output[i] = static_cast<T>(y);
     grad[i] = static_cast<T>(g);
@@ -451,41 +461,57 @@ __global__ void gelu_backward_with_output_flat(const T* input, T* grad, T* outpu
 
 }  // namespace
 
-void CudaKernels::gelu_backward_with_output(bool tanh, const Tensor& input, Tensor& grad, Tensor& output) {
+namespace {
+
+// gelu_backward_with_output's kernels on `stream`, or gelu_with_derivative's (grad_is_one).
+void launch_gelu_with_grad(const char* op, bool tanh, bool grad_is_one, const Tensor& input, Tensor& grad,
+                           Tensor& output, cudaStream_t stream_) {
   MINIDL_CHECK(input.is_contiguous() && grad.is_contiguous() && output.is_contiguous() &&
                    grad.shape() == input.shape() && output.shape() == input.shape() &&
                    grad.dtype() == input.dtype() && output.dtype() == input.dtype(),
-               "gelu_backward_with_output: expected contiguous input, grad and output of one shape and dtype, got ",
-               input.shape(), " ", input.dtype(), ", ", grad.shape(), " ", grad.dtype(), ", ", output.shape(), " ",
-               output.dtype());
+               op, ": expected contiguous tensors of one shape and dtype, got ", input.shape(), " ", input.dtype(),
+               ", ", grad.shape(), " ", grad.dtype(), ", ", output.shape(), " ", output.dtype());
   const int64_t n = input.numel();
   if (n == 0) return;
-  cuda::DeviceGuard guard(device_);
-  dispatch_floating_and_half(input.dtype(), "gelu_backward_with_output", [&](auto tag) {
+  dispatch_floating_and_half(input.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     constexpr int V = 16 / static_cast<int>(sizeof(T));
     const T* x = ptr<const T>(input);
     T* g = ptr<T>(grad);
     T* y = ptr<T>(output);
-    auto launch = [&](auto approximate) {
-      constexpr bool kTanh = decltype(approximate)::value;
+    auto launch = [&](auto approximate, auto one) {
+      constexpr bool kTanh = decltype(approximate)::value, kOne = decltype(one)::value;
       int64_t done = 0;
       if (aligned_to(16, {x, g, y}) && n >= V) {
         const int64_t packs = n / V;
-        gelu_backward_with_output_vec<T, V, kTanh><<<blocks_for((packs + 1) / 2), kThreads, 0, stream_>>>(x, g, y,
-                                                                                                   packs);
+        gelu_backward_with_output_vec<T, V, kTanh, kOne>
+            <<<blocks_for((packs + 1) / 2), kThreads, 0, stream_>>>(x, g, y, packs);
         CUDA_LAUNCH_CHECK(gelu_backward_with_output_vec);
         done = packs * V;
       }
       if (done < n) {
-        gelu_backward_with_output_flat<T, kTanh>
+        gelu_backward_with_output_flat<T, kTanh, kOne>
             <<<blocks_for(n - done), kThreads, 0, stream_>>>(x + done, g + done, y + done, n - done);
         CUDA_LAUNCH_CHECK(gelu_backward_with_output_flat);
       }
     };
-    if (tanh) launch(std::true_type{});
-    else launch(std::false_type{});
+    if (tanh && grad_is_one) launch(std::true_type{}, std::true_type{});
+    else if (tanh) launch(std::true_type{}, std::false_type{});
+    else if (grad_is_one) launch(std::false_type{}, std::true_type{});
+    else launch(std::false_type{}, std::false_type{});
   });
+}
+
+}  // namespace
+
+void CudaKernels::gelu_backward_with_output(bool tanh, const Tensor& input, Tensor& grad, Tensor& output) {
+  cuda::DeviceGuard guard(device_);
+  launch_gelu_with_grad("gelu_backward_with_output", tanh, false, input, grad, output, stream_);
+}
+
+void CudaKernels::gelu_with_derivative(bool tanh, const Tensor& input, Tensor& output, Tensor& derivative) {
+  cuda::DeviceGuard guard(device_);
+  launch_gelu_with_grad("gelu_with_derivative", tanh, true, input, derivative, output, stream_);
 }
 
 Tensor CudaKernels::add_widening(const Tensor& wide, const Tensor& narrow) {

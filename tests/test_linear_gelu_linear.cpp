@@ -267,6 +267,23 @@ TEST(LinearGeluLinear, KeepingTheGeluOutputChangesNoResult) {
   EXPECT_LT(held, 2 * hidden_bytes + out_bytes + hidden_bytes / 4);
 }
 
+// The forward's GELU and derivative for a kept layer (Kernels::gelu_with_derivative): the GELU's
+// values, and the derivative against central differences of gelu in float64.
+TEST(LinearGeluLinear, GeluWithDerivativeIsTheGeluAndItsSlope) {
+  manual_seed(51);
+  for (bool tanh : {false, true}) {
+    SCOPED_TRACE(tanh ? "tanh" : "none");
+    const char* approximate = tanh ? "tanh" : "none";
+    const Tensor x = randn({257}, kFloat64) * 3.0;
+    Tensor out = empty_like(x), derivative = empty_like(x);
+    kernels_for(Device::cpu()).gelu_with_derivative(tanh, x, out, derivative);
+    EXPECT_TRUE(out.equal(gelu(x, approximate)));
+    const double h = 1e-6;
+    const Tensor slope = (gelu(x + h, approximate) - gelu(x - h, approximate)) / (2 * h);
+    EXPECT_TRUE(all_close(derivative, slope, 1e-8, 1e-8));
+  }
+}
+
 // gelu's backward is not differentiable twice, nor is the fused op's: a create_graph backward
 // through it stops with an error naming it.
 TEST(LinearGeluLinear, CreateGraphBackwardIsAnError) {

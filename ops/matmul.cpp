@@ -487,7 +487,8 @@ Tensor linear_gelu_linear_op(const Tensor& x, const Tensor& w1, const Tensor& b1
   const bool keep_derivative = recording && keep_gelu_output && first_needed && k.gemm_times_supported(x.dtype());
   // The GELU is a pass of its own, not a library product's epilogue: cuBLASLt's GELU epilogues
   // compute the tanh form only, and cuDNN's fused matmul with the exact form ran slower than the
-  // product and this pass together (measured on an H200: docs/benchmarks.md, eighteenth section).
+  // product and this pass together (measured on an H200: docs/benchmarks.md, eighteenth section;
+  // with the derivative as a second output too, on an H100: the thirty-fourth).
   Tensor activated = Tensor::empty({rows, hidden_features}, x.dtype(), x.device()), derivative;
   if (keep_derivative) {
     derivative = Tensor::empty({rows, hidden_features}, x.dtype(), x.device());

@@ -131,8 +131,9 @@ using Key = std::tuple<int, int, std::vector<int64_t>>;  // dtype, device, the t
 // The plan for `key`: of the heuristics' configurations, the fastest as a captured step runs it, timed
 // on the call's own operands (`run` queues one product with a plan and a workspace). The heuristics'
 // first choice is not always it: at char_gpt's [16384, 384] x [384, 1536] on an H100 it took 69.4 us
-// and another of its configurations 53.4 (docs/benchmarks.md, thirty-fourth section). Inside a graph
-// capture nothing can be timed, and the first choice is kept. Null (remembered) where cuDNN has none.
+// alone and the fastest of its others 53.2 (docs/benchmarks.md, thirty-fourth section). Inside a
+// graph capture nothing can be timed, and the first choice is kept. Null (remembered) where cuDNN
+// has none.
 const ProductTimesPlan* cached_plan(const Key& key, cudnnHandle_t handle, cudnnDataType_t type, const Operand& a,
                                     const Operand& b, const Operand& c, Device device,
                                     const std::function<void(cudnnBackendDescriptor_t, void*)>& run) {

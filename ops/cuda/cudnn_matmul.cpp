@@ -189,8 +189,12 @@ bool CudaKernels::gemm_times(const Tensor& a, bool trans_a, const Tensor& b, boo
       factor.dtype() != c.dtype() || a.dim() != 2 || b.dim() != 2 || c.dim() != 2 || factor.shape() != c.shape() ||
       !c.is_contiguous() || !factor.is_contiguous() || c.numel() == 0)
     return false;
-  for (const Tensor* t : {&a, &b, &factor, static_cast<const Tensor*>(&c)})
+  // The graph promises cuDNN 16-byte alignment: of each operand and of each of its rows.
+  for (const Tensor* t : {&a, &b, &factor, static_cast<const Tensor*>(&c)}) {
     if (reinterpret_cast<uintptr_t>(t->raw_data()) % 16 != 0) return false;
+    for (int d = 0; d < 2; ++d)
+      if (t->size(d) > 1 && t->stride(d) != 1 && (t->stride(d) * t->element_size()) % 16 != 0) return false;
+  }
   const cudnn::Operand oa = cudnn::operand(a, trans_a), ob = cudnn::operand(b, trans_b), oc = cudnn::operand(c, false);
   if (oa.dims[2] != ob.dims[1] || oa.dims[1] != oc.dims[1] || ob.dims[2] != oc.dims[2]) return false;
   cudnn::Key key{static_cast<int>(c.dtype()), device_, {}};

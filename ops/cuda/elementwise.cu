@@ -459,10 +459,6 @@ __global__ void gelu_backward_with_output_flat(const T* input, T* grad, T* outpu
   }
 }
 
-}  // namespace
-
-namespace {
-
 // gelu_backward_with_output's kernels on `stream`, or gelu_with_derivative's (grad_is_one).
 void launch_gelu_with_grad(const char* op, bool tanh, bool grad_is_one, const Tensor& input, Tensor& grad,
                            Tensor& output, cudaStream_t stream_) {

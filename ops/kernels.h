@@ -297,9 +297,10 @@ class Kernels {
                           const Tensor& /*factor*/, Tensor& /*c*/) {
     return false;
   }
-  /// Whether gemm_times can run products of `dtype` here: asked before a forward stores what the
-  /// backward's gemm_times reads.
-  virtual bool gemm_times_supported(DType /*dtype*/) const { return false; }
+  /// Whether gemm_times can run products of `dtype` here whose contiguous operands have rows of k
+  /// (op(a) [m, k]) and n (op(b) [k, n], factor and c): asked before a forward stores what the
+  /// backward's gemm_times reads, so that a layer gemm_times would decline keeps its usual tensors.
+  virtual bool gemm_times_supported(DType /*dtype*/, int64_t /*k*/, int64_t /*n*/) const { return false; }
   /// Only the row sums of a GemmCall, by reduce.
   void sum_rows_of_a(const GemmCall& call);
   /// Two independent products (alpha 1, beta 0) that a backend may run at the same time: CUDA runs

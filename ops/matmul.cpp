@@ -484,7 +484,7 @@ Tensor linear_gelu_linear_op(const Tensor& x, const Tensor& w1, const Tensor& b1
   // bytes) where the device multiplies by it inside the backward's product (gemm_times): that
   // product is then written once, already the GELU input's gradient, instead of written, read back
   // with the input and written again by a pass.
-  const bool keep_derivative = recording && keep_gelu_output && first_needed && k.gemm_times_supported(x.dtype());
+  const bool keep_derivative = recording && keep_gelu_output && first_needed && k.gemm_times_supported(x.dtype(), out_features, hidden_features);
   // The GELU is a pass of its own, not a library product's epilogue: cuBLASLt's GELU epilogues
   // compute the tanh form only, and cuDNN's fused matmul with the exact form ran slower than the
   // product and this pass together (measured on an H200: docs/benchmarks.md, eighteenth section;

@@ -431,7 +431,7 @@ TEST(CudaLinearGeluLinear, KeepingTheGeluOutputMatches) {
       // autocast, where gemm_times runs, the kept layer multiplies the float32 product by its stored
       // bfloat16 derivative and the other rounds the product first: each rounds twice, in other
       // places, and the gradients differ as bfloat16's do from float32's (3e-2, as above).
-      const bool derivative_kept = autocast_on && kernels_for(gpu()).gemm_times_supported(kBFloat16);
+      const bool derivative_kept = autocast_on && kernels_for(gpu()).gemm_times_supported(kBFloat16, 48, 192);
       const double tol = derivative_kept ? 3e-2 : autocast_on ? 1e-2 : 1e-5;
       EXPECT_TRUE(close_to_scale(kept.out, made_again.out, tol)) << "output";
       for (size_t i = 0; i < in.size(); ++i)
@@ -500,9 +500,9 @@ TEST(CudaLinearGeluLinear, GemmTimesMatchesTheProductTimesTheFactor) {
   MINIDL_REQUIRE_CUDA();
   MINIDL_FRESH_SEED();
   Kernels& k = kernels_for(gpu());
-  EXPECT_FALSE(k.gemm_times_supported(kFloat32));
+  EXPECT_FALSE(k.gemm_times_supported(kFloat32, 64, 136));
   for (DType dtype : {kBFloat16, kFloat16}) {
-    if (!k.gemm_times_supported(dtype)) GTEST_SKIP() << "no product with a multiplying epilogue on this device";
+    if (!k.gemm_times_supported(dtype, 64, 136)) GTEST_SKIP() << "no product with a multiplying epilogue on this device";
     const int64_t m = 96, kk = 64, n = 136;
     for (bool trans_a : {false, true}) {
       for (bool trans_b : {false, true}) {
@@ -519,7 +519,9 @@ TEST(CudaLinearGeluLinear, GemmTimesMatchesTheProductTimesTheFactor) {
         EXPECT_TRUE(close_to_scale(c.cpu().to(kFloat32), expected, dtype == kBFloat16 ? 8e-3 : 1e-3));
       }
     }
-    // Rows of 100 16-bit values are not 16-byte aligned: declined, the caller composes.
+    // Rows of 100 16-bit values are not 16-byte aligned: declined, the caller composes (and a
+    // layer of that width keeps the GELU's input, not its derivative).
+    EXPECT_FALSE(k.gemm_times_supported(dtype, kk, 100));
     Tensor c = Tensor::empty({m, 100}, dtype, gpu());
     EXPECT_FALSE(k.gemm_times(randn({m, kk}).to(dtype).cuda(), false, randn({kk, 100}).to(dtype).cuda(), false,
                               rand({m, 100}).to(dtype).cuda(), c));
@@ -532,7 +534,7 @@ TEST(CudaLinearGeluLinear, GemmTimesMatchesTheProductTimesTheFactor) {
 TEST(CudaLinearGeluLinear, KeptDerivativeMatchesFloat32) {
   MINIDL_REQUIRE_CUDA();
   MINIDL_FRESH_SEED();
-  if (!kernels_for(gpu()).gemm_times_supported(kBFloat16)) GTEST_SKIP() << "no gemm_times on this device";
+  if (!kernels_for(gpu()).gemm_times_supported(kBFloat16, 16, 512)) GTEST_SKIP() << "no gemm_times on this device";
   for (bool biases : {false, true}) {
     SCOPED_TRACE(biases ? "biases" : "no biases");
     const std::vector<Tensor> in = on_gpu(scaled_layers({256, 16}, 512, 16, biases, biases));

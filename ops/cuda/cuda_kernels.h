@@ -184,7 +184,7 @@ class CudaKernels final : public Kernels {
   // A product times a tensor in cuDNN's epilogue (ops/cuda/cudnn_matmul.cpp).
   bool gemm_times(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& factor,
                   Tensor& c) override;
-  bool gemm_times_supported(DType dtype) const override;
+  bool gemm_times_supported(DType dtype, int64_t k, int64_t n) const override;
   // cuDNN's fused attention (ops/cuda/cudnn_attention.cpp).
   bool library_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
                                  double dropout_p, Tensor& out, Tensor& logsumexp, Tensor& rng_state,

@@ -178,18 +178,20 @@ const ProductTimesPlan* cached_plan(const Key& key, cudnnHandle_t handle, cudnnD
 
 }  // namespace cudnn
 
-bool CudaKernels::gemm_times_supported(DType dtype) const {
-  return (dtype == kBFloat16 || dtype == kFloat16) && cuda::hopper_or_later(device_) &&
+// The graph promises cuDNN 16-byte alignment, of each operand and of each of its rows: contiguous rows
+// of k and n 16-bit values are aligned where k and n are multiples of 8.
+bool CudaKernels::gemm_times_supported(DType dtype, int64_t k, int64_t n) const {
+  return (dtype == kBFloat16 || dtype == kFloat16) && k % 8 == 0 && n % 8 == 0 && cuda::hopper_or_later(device_) &&
          cudnnGetVersion() >= 90000;
 }
 
 bool CudaKernels::gemm_times(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& factor,
                              Tensor& c) {
-  if (!gemm_times_supported(c.dtype()) || a.dtype() != c.dtype() || b.dtype() != c.dtype() ||
-      factor.dtype() != c.dtype() || a.dim() != 2 || b.dim() != 2 || c.dim() != 2 || factor.shape() != c.shape() ||
-      !c.is_contiguous() || !factor.is_contiguous() || c.numel() == 0)
+  if (a.dtype() != c.dtype() || b.dtype() != c.dtype() || factor.dtype() != c.dtype() || a.dim() != 2 ||
+      b.dim() != 2 || c.dim() != 2 || factor.shape() != c.shape() || !c.is_contiguous() || !factor.is_contiguous() ||
+      c.numel() == 0 || !gemm_times_supported(c.dtype(), trans_a ? a.size(0) : a.size(1), c.size(1)))
     return false;
-  // The graph promises cuDNN 16-byte alignment: of each operand and of each of its rows.
+  // Views (a transposed weight, say) have rows of their own strides: each aligned too.
   for (const Tensor* t : {&a, &b, &factor, static_cast<const Tensor*>(&c)}) {
     if (reinterpret_cast<uintptr_t>(t->raw_data()) % 16 != 0) return false;
     for (int d = 0; d < 2; ++d)

@@ -312,9 +312,14 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& s
         }
       }
       hooks.done(tape.entries[index], accumulated);
+      // As PyTorch does, a backward without retain_graph frees each op's saved tensors as soon as its
+      // gradient is taken, not when the walk ends: the backward's memory then falls as it goes, and
+      // the gradients and temporaries of the ops below reuse what the ops above kept.
+      if (!keep_graph) tape.entries[index].release();
     }
     flush_leaves();
-    // Exactly the entries this backward walked are released; other graphs on the tape stay intact.
+    // The walked entries that did not run (no gradient reached them, or grad() needed none) are
+    // released too; other graphs on the tape stay intact.
     if (!keep_graph)
       for (size_t index : walk) tape.entries[index].release();
   }

@@ -1,4 +1,7 @@
 // The tape: recording, accumulation, release, retain_graph, memory over many steps, and errors.
+#include <cmath>
+#include <memory>
+
 #include <gtest/gtest.h>
 
 #include "minidl.h"
@@ -72,6 +75,40 @@ TEST(Autograd, RetainGraphAllowsASecondBackward) {
   y.backward();
   EXPECT_DOUBLE_EQ(x.grad().item<double>(), 12.0);
   EXPECT_EQ(autograd::tape_size(), 0u);
+}
+
+// A backward without retain_graph frees an op's saved tensors once its gradient is taken, before
+// the ops below it run (as PyTorch does); with retain_graph they stay for the next backward.
+TEST(Autograd, SavedTensorsAreFreedAsTheBackwardPassesThem) {
+  for (bool retain : {false, true}) {
+    Tensor x = leaf({1, 2, 3});
+    std::weak_ptr<Storage> saved;
+    bool freed_before_the_op_below = false;
+    Tensor y;
+    {
+      Tensor a = x * 2.0;                 // its gradient reaches x through the op below
+      Tensor b = exp(a);                  // exp and the product below save b: once out of scope, only they hold it
+      saved = b.impl().storage;
+      a.register_hook([&](const Tensor&) {  // runs after exp's and mul's backward, before x * 2's
+        freed_before_the_op_below = saved.expired();
+        return Tensor();
+      });
+      y = (b * b.detach()).sum();
+    }
+    y.backward(Tensor(), retain);
+    EXPECT_EQ(freed_before_the_op_below, !retain) << "retain_graph " << retain;
+    if (retain) {
+      EXPECT_FALSE(saved.expired());
+      y.backward();                       // the saved tensors were kept for it
+      EXPECT_TRUE(saved.expired());
+    }
+    // d/dx of sum(e^{2x} e^{2x}), the second factor a constant: 2 e^{4x}, once or twice
+    const std::vector<double> g = x.grad().to_vector<double>();
+    for (int i = 0; i < 3; ++i) {
+      const double expected = (retain ? 4.0 : 2.0) * std::exp(4.0 * (i + 1));
+      EXPECT_NEAR(g[i], expected, 1e-12 * expected);
+    }
+  }
 }
 
 TEST(Autograd, NonScalarNeedsAGradient) {

@@ -95,7 +95,7 @@ void join_side_stream_if_holding_much(int index) {
     std::lock_guard lock(u.mutex);
     held = u.read_bytes;
   }
-  static const size_t tmp_bound = std::getenv("MINIDL_TMP_SIDE_MB") && *std::getenv("MINIDL_TMP_SIDE_MB") ? std::strtoull(std::getenv("MINIDL_TMP_SIDE_MB"), nullptr, 10) << 20 : kMaxUnjoinedReadBytes;  // TEMPORARY A/B switch
+  static const size_t tmp_bound = std::getenv("MINIDL_TMP_SIDE_MB") ? std::strtoull(std::getenv("MINIDL_TMP_SIDE_MB"), nullptr, 10) << 20 : kMaxUnjoinedReadBytes;  // TEMPORARY A/B switch
   if (held > tmp_bound) join_side_stream(index);
 }
 

@@ -1,6 +1,5 @@
 // The backward walk: the entries reachable from the roots, newest first, each backward run once
 // its outputs' gradients are complete, and those gradients passed down to older entries or leaves.
-#include <cstdlib>
 #include <algorithm>
 #include <sstream>
 #include <unordered_map>
@@ -316,8 +315,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& s
       // As PyTorch does, a backward without retain_graph frees each op's saved tensors as soon as its
       // gradient is taken, not when the walk ends: the backward's memory then falls as it goes, and
       // the gradients and temporaries of the ops below reuse what the ops above kept.
-      static const bool tmp_late_release = std::getenv("MINIDL_TMP_LATE_RELEASE") != nullptr;  // TEMPORARY A/B switch
-      if (!keep_graph && !tmp_late_release) tape.entries[index].release();
+      if (!keep_graph) tape.entries[index].release();
     }
     flush_leaves();
     // The walked entries that did not run (no gradient reached them, or grad() needed none) are

@@ -115,7 +115,6 @@ class CudaCachingAllocator final : public Allocator {
     const Block block = it->second;
     live_.erase(it);
     in_use_ -= block.size;
-    trace('F', block.size, block.pool);
     if (block.carved) {
       segments_.free(ptr);
     } else if (no_cache_ && block.pool == 0) {
@@ -215,21 +214,7 @@ class CudaCachingAllocator final : public Allocator {
     live_.emplace(ptr, block);
     in_use_ += block.size;
     if (in_use_ > peak_) peak_ = in_use_;
-    trace('A', block.size, block.pool);
     return ptr;
-  }
-
-  // TEMPORARY diagnostic: MINIDL_TMP_ALLOC_TRACE=FILE logs blocks of 1 MiB or more.
-  void trace(char kind, size_t size, uint64_t pool) {
-    static FILE* f = [] {
-      const char* p = std::getenv("MINIDL_TMP_ALLOC_TRACE");
-      return p && *p ? std::fopen(p, "w") : nullptr;
-    }();
-    static long events = 0;
-    if (!f || size < (size_t{1} << 20) || events++ > 200000) return;
-    std::fprintf(f, "%c %.2f %llu %.2f %.2f\n", kind, size / 1048576.0, static_cast<unsigned long long>(pool),
-                 in_use_ / 1048576.0, peak_ / 1048576.0);
-    std::fflush(f);
   }
 
   const int device_;

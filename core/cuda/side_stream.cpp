@@ -17,7 +17,6 @@
 //   tokens/s; the earlier work has had the rest of a layer's backward to finish. A small model's
 //   reads (the MNIST MLP's, a few MB) stay below the bound and keep their overlap.
 #include <algorithm>
-#include <cstdlib>
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -95,8 +94,7 @@ void join_side_stream_if_holding_much(int index) {
     std::lock_guard lock(u.mutex);
     held = u.read_bytes;
   }
-  static const size_t tmp_bound = std::getenv("MINIDL_TMP_SIDE_MB") ? std::strtoull(std::getenv("MINIDL_TMP_SIDE_MB"), nullptr, 10) << 20 : kMaxUnjoinedReadBytes;  // TEMPORARY A/B switch
-  if (held > tmp_bound) join_side_stream(index);
+  if (held > kMaxUnjoinedReadBytes) join_side_stream(index);
 }
 
 cudaStream_t fork_side_stream(int index, cudaStream_t compute) {

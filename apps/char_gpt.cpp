@@ -48,7 +48,7 @@ struct Flags {
   int64_t batch_size = 64, block_size = 256, n_layer = 6, n_head = 6, n_embd = 384;
   double dropout = 0.2;
   bool bias = false;
-  int64_t keep_gelu_outputs = -1;  // -1: two under bf16 or fp16 autocast, none otherwise
+  int64_t keep_gelu_outputs = -1;  // -1: every block under bf16 or fp16 autocast, none otherwise
   double lr = 1e-3, min_lr = 1e-4, weight_decay = 0.1, beta1 = 0.9, beta2 = 0.99, grad_clip = 1.0;
   int64_t warmup_iters = 100;
   uint64_t seed = 1337;
@@ -85,7 +85,7 @@ Flags parse_flags(int argc, char** argv) {
   app.add_flag("--bias,!--no-bias", f.bias, "biases in the Linear and LayerNorm layers (nanoGPT's default: none)");
   app.add_option("--keep-gelu-outputs", f.keep_gelu_outputs,
                  "the last blocks whose MLP saves its GELU's output for the backward instead of making it again "
-                 "(memory for time; default: 4 under --precision bf16 or fp16, else 0)")
+                 "(memory for time; default: every block under --precision bf16 or fp16, else 0)")
       ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
   app.add_option("--lr", f.lr, "peak learning rate")->check(CLI::Range(0.0, 10.0))->capture_default_str();
   app.add_option("--min-lr", f.min_lr, "learning rate at the end of the cosine decay")
@@ -309,12 +309,12 @@ int train(const Flags& f, Device device, Precision precision) {
     saved.dropout = f.dropout;
     config = saved;
   }
-  // Four where it pays: in bfloat16 on an H100 the default config's step ran 0.5% faster than with
-  // two, at a peak of 1,709 MB, under PyTorch's compiled step's 1,740 (six: 1.4% faster, at 1,797 MB,
-  // over it); in float32 two bought nothing (0.07%) for 201 MB (docs/benchmarks.md, twenty-sixth
-  // and twenty-first sections).
+  // Every block where it pays: in bfloat16 on an H100 the default config's step ran 1.5% faster with
+  // six than with four, at a peak of 1,650 MB, under PyTorch's compiled step's 1,740, since the
+  // backward frees each op's saved tensors as it goes; in float32 two bought nothing (0.07%) for 201
+  // MB (docs/benchmarks.md, thirty-fifth and twenty-first sections).
   const bool low = precision == Precision::Bf16 || precision == Precision::Fp16;
-  config.mlps_keeping_gelu_output = f.keep_gelu_outputs >= 0 ? f.keep_gelu_outputs : low ? 4 : 0;
+  config.mlps_keeping_gelu_output = f.keep_gelu_outputs >= 0 ? f.keep_gelu_outputs : low ? config.n_layer : 0;
   manual_seed(f.seed);
   auto model = std::make_shared<Gpt>(config);
   model->to(device);

@@ -15,9 +15,12 @@
 //    kernels with the dropout and the addition folded in, forward and backward (the end of this
 //    file); the op composes them where these decline (ops/normalization.cpp).
 // Index arithmetic is 32-bit where every offset fits, as in the pooling kernels.
+#include <vector>
+
 #include <cub/block/block_reduce.cuh>
 #include <cub/warp/warp_reduce.cuh>
 
+#include "core/cuda/context.h"
 #include "core/cuda/launch.cuh"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/random.cuh"
@@ -625,6 +628,26 @@ void finish_row_chunks(const RowChunks<AccT<T>>& c, int64_t d, T* grad_weight, T
   CUDA_LAUNCH_CHECK(channel_reduce_columns);
 }
 
+// finish_row_chunks on the side stream, for a seam's backward: nothing on the compute stream reads
+// the weight and bias gradients before the optimizer, so the next layer's backward starts as the
+// row pass ends instead of after this reduction (about 6 us a seam on the critical path of
+// char_gpt's step on an H100, docs/benchmarks.md's thirty-fifth section). The compute stream waits
+// for it only where those gradients are next used (core/cuda/side_stream.cpp). A plain stream wait
+// rather than fork_side_stream: the reduction holds only its partial sums, so it has no reason to
+// join the earlier side work, which would stall the compute stream on it.
+template <class T>
+void finish_row_chunks_beside(const RowChunks<AccT<T>>& c, int64_t d, Tensor* grad_weight, Tensor* grad_bias,
+                              int device, cudaStream_t compute) {
+  const cudaStream_t side = cuda::side_stream(device);
+  cuda::stream_wait(device, side, compute);
+  finish_row_chunks<T, int32_t>(c, d, grad_weight ? ptr<T>(*grad_weight) : nullptr,
+                                grad_bias ? ptr<T>(*grad_bias) : nullptr, side);
+  std::vector<const void*> written;
+  for (const Tensor* t : {grad_weight, grad_bias})
+    if (t) written.push_back(t->impl().storage->data());
+  cuda::join_side_stream_later(device, {c.buffer}, written);
+}
+
 // Layer norm's backward with its rows in registers (d <= 32 * kMaxPerLane): grad_x, and where asked
 // (d <= 32 * kMaxPerLaneWithSums) the weight and bias gradients from the same pass.
 template <class T, class I>
@@ -1167,7 +1190,7 @@ void CudaKernels::dropout_add_layer_norm_backward(const Tensor& grad_out, const 
           launch_early("dropout_add_layer_norm_rows_backward", kernel, dim3(static_cast<unsigned>(c.chunks)),
                        dim3(kAddNormWarps * 32), 0, stream_, g, gs, s, mean, invstd, w, m, scale, gx, gr, rows,
                        static_cast<int>(d), c.chunk_rows, c.sums);
-          finish_row_chunks<T, int32_t>(c, d, ptr_or_null<T>(grad_weight), ptr_or_null<T>(grad_bias), stream_);
+          finish_row_chunks_beside<T>(c, d, grad_weight, grad_bias, device_, stream_);
           return;
         }
         auto* kernel = dropout_add_layer_norm_rows_backward<T, N, O, groups(), false>;

@@ -136,6 +136,8 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& s
   };
   auto flush_leaves = [&] {
     for (auto& [leaf, g] : leaf_sums) {
+      // A weight's gradient may still be being written on a CUDA side stream; a hook reads it.
+      if (leaf->grad_hooks) wait_for_side_work(g);
       Tensor grad = leaf->grad_hooks ? run_tensor_hooks(*leaf->grad_hooks, g) : g;
       if (capture) {
         Tensor& slot = capture->grads[capture->leaves.at(leaf.get())];

@@ -428,7 +428,8 @@ TEST(CudaLinear, SideStreamWorkJoinsWhereItIsUsed) {
   EXPECT_FALSE(cuda::uses_unjoined_side_work(sums));
 
   // Through the tape: one narrow weight used by two layers, so the second gradient is added to
-  // the first (in place, after a join), and a hook that must see the sum.
+  // the first (in place, after a join), and a hook that must see the sum; a gradient hook on the
+  // other weight, whose one gradient may still be being written, must see it finished.
   Tensor xc = randn({300, 12}), w1c = randn({12, 12}), w2c = randn({12, 12});
   auto loss_of = [](const Tensor& in, const Tensor& a, const Tensor& b) {
     return linear(relu(linear(relu(linear(in, a)), b)), a).sum();
@@ -438,8 +439,14 @@ TEST(CudaLinear, SideStreamWorkJoinsWhereItIsUsed) {
   Tensor a = w1c.to(gpu()).requires_grad_(), b = w2c.to(gpu()).requires_grad_();
   bool hook_saw_joined = false;
   a.register_post_accumulate_grad_hook([&](Tensor& p) { hook_saw_joined = !cuda::uses_unjoined_side_work(p.grad()); });
+  bool gradient_hook_saw_joined = false;
+  b.register_hook([&](const Tensor& g) {
+    gradient_hook_saw_joined = !cuda::uses_unjoined_side_work(g);
+    return Tensor();
+  });
   loss_of(xc.to(gpu()), a, b).backward();
   EXPECT_TRUE(hook_saw_joined);
+  EXPECT_TRUE(gradient_hook_saw_joined);
   EXPECT_FALSE(cuda::uses_unjoined_side_work(a.grad()));
   EXPECT_FALSE(cuda::uses_unjoined_side_work(b.grad()));
   EXPECT_TRUE(all_close(a.grad(), a_cpu.grad(), 1e-3, 1e-3));

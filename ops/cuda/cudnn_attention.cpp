@@ -162,16 +162,7 @@ class GraphBuilder {
  private:
   cudnnBackendDescriptor_t make_tensor(int64_t id, cudnnDataType_t type, const TensorSpec& t, bool is_virtual,
                                        bool by_value) {
-    cudnnBackendDescriptor_t d = make(CUDNN_BACKEND_TENSOR_DESCRIPTOR, keep_);
-    CUDNN_CHECK(cudnnBackendSetAttribute(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type));
-    CUDNN_CHECK(cudnnBackendSetAttribute(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, t.dims.data()));
-    CUDNN_CHECK(cudnnBackendSetAttribute(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, t.strides.data()));
-    set<int64_t>(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, {id});
-    set<int64_t>(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, {16});
-    if (is_virtual) set<bool>(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, {true});
-    if (by_value) set<bool>(d, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, {true});
-    CUDNN_CHECK(cudnnBackendFinalize(d));
-    return d;
+    return backend::tensor(keep_, id, type, 4, t.dims.data(), t.strides.data(), is_virtual, by_value);
   }
   void add(cudnnBackendDescriptor_t op) {
     CUDNN_CHECK(cudnnBackendFinalize(op));

@@ -2,8 +2,9 @@
 // Small helpers over cuDNN's graph (backend) API, whose descriptors are opaque handles given their
 // attributes one cudnnBackendSetAttribute at a time: a descriptor made into a list that destroys it,
 // attributes set from an initializer list, the heuristics' engine configurations, and a plan's
-// execution with its variant pack. ops/cuda/cudnn_engine.cpp (a convolution's weight gradient) and
-// ops/cuda/cudnn_attention.cpp (fused attention) build their graphs with them.
+// execution with its variant pack. ops/cuda/cudnn_engine.cpp (a convolution's weight gradient),
+// ops/cuda/cudnn_attention.cpp (fused attention) and ops/cuda/cudnn_matmul.cpp (a product times a
+// tensor) build their graphs with them.
 #include <cudnn.h>
 
 #include <initializer_list>
@@ -30,6 +31,24 @@ void set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name, cudnnBack
 inline void set_descriptor(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name,
                            cudnnBackendDescriptor_t value) {
   CUDNN_CHECK(cudnnBackendSetAttribute(d, name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &value));
+}
+
+/// A finalized tensor descriptor owned by `keep`: `rank` dims and strides, rows on 16 bytes; virtual
+/// (a value inside the graph, never in memory) or by value (a scalar given in the variant pack) where
+/// asked.
+inline cudnnBackendDescriptor_t tensor(std::vector<cudnnBackendDescriptor_t>& keep, int64_t id, cudnnDataType_t type,
+                                       int64_t rank, const int64_t* dims, const int64_t* strides, bool is_virtual,
+                                       bool by_value = false) {
+  const cudnnBackendDescriptor_t d = make(CUDNN_BACKEND_TENSOR_DESCRIPTOR, keep);
+  CUDNN_CHECK(cudnnBackendSetAttribute(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type));
+  CUDNN_CHECK(cudnnBackendSetAttribute(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, rank, dims));
+  CUDNN_CHECK(cudnnBackendSetAttribute(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, rank, strides));
+  set<int64_t>(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, {id});
+  set<int64_t>(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, {16});
+  if (is_virtual) set<bool>(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, {true});
+  if (by_value) set<bool>(d, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, {true});
+  CUDNN_CHECK(cudnnBackendFinalize(d));
+  return d;
 }
 
 /// Destroys `keep`'s descriptors, the last made first.

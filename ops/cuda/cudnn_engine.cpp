@@ -22,15 +22,8 @@ constexpr int64_t kX = 'x', kDy = 'y', kDw = 'w';  // the tensors' ids in the gr
 // A 4-d tensor [n, c, h, w] laid out NHWC (filters: KRSC), 16-byte aligned.
 cudnnBackendDescriptor_t nhwc_tensor(int64_t id, DType dtype, int64_t n, int64_t c, int64_t h, int64_t w,
                                      std::vector<cudnnBackendDescriptor_t>& keep) {
-  cudnnBackendDescriptor_t d = make(CUDNN_BACKEND_TENSOR_DESCRIPTOR, keep);
-  const cudnnDataType_t type = cudnn_type(dtype);
-  CUDNN_CHECK(cudnnBackendSetAttribute(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type));
-  set<int64_t>(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, {n, c, h, w});
-  set<int64_t>(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, {h * w * c, 1, w * c, c});
-  set<int64_t>(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, {id});
-  set<int64_t>(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, {16});
-  CUDNN_CHECK(cudnnBackendFinalize(d));
-  return d;
+  const int64_t dims[4] = {n, c, h, w}, strides[4] = {h * w * c, 1, w * c, c};
+  return tensor(keep, id, cudnn_type(dtype), 4, dims, strides, false);
 }
 
 // Whether an engine's numerical notes allow it here: deterministic, reducing in float32, no

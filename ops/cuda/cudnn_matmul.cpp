@@ -63,15 +63,7 @@ class ProductTimesPlan {
 
 cudnnBackendDescriptor_t tensor(std::vector<cudnnBackendDescriptor_t>& keep, int64_t id, cudnnDataType_t type,
                                 const Operand& t, bool is_virtual) {
-  const cudnnBackendDescriptor_t d = make(CUDNN_BACKEND_TENSOR_DESCRIPTOR, keep);
-  CUDNN_CHECK(cudnnBackendSetAttribute(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type));
-  CUDNN_CHECK(cudnnBackendSetAttribute(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 3, t.dims.data()));
-  CUDNN_CHECK(cudnnBackendSetAttribute(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 3, t.strides.data()));
-  set<int64_t>(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, {id});
-  set<int64_t>(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, {16});
-  if (is_virtual) set<bool>(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, {true});
-  CUDNN_CHECK(cudnnBackendFinalize(d));
-  return d;
+  return backend::tensor(keep, id, type, 3, t.dims.data(), t.strides.data(), is_virtual);
 }
 
 // The graph sums = a b (float32), c = sums * factor, and the plans of the engine configurations the

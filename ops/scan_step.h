@@ -36,6 +36,7 @@ struct ScanStep {
     } else {
       const Acc hi = a > b ? a : b, lo = a > b ? b : a;  // a NaN reaches the sum below and stays
       if (hi == lo && (hi == INFINITY || hi == -INFINITY)) return hi;  // inf - inf would be NaN
+      using std::exp, std::log1p;  // not minidl's Tensor functions of the same names
       return hi + log1p(exp(lo - hi));
     }
   }

@@ -440,10 +440,7 @@ TEST(CudaLinear, SideStreamWorkJoinsWhereItIsUsed) {
   bool hook_saw_joined = false;
   a.register_post_accumulate_grad_hook([&](Tensor& p) { hook_saw_joined = !cuda::uses_unjoined_side_work(p.grad()); });
   bool gradient_hook_saw_joined = false;
-  b.register_hook([&](const Tensor& g) {
-    gradient_hook_saw_joined = !cuda::uses_unjoined_side_work(g);
-    return Tensor();
-  });
+  b.register_hook([&](const Tensor& g) { gradient_hook_saw_joined = !cuda::uses_unjoined_side_work(g); });
   loss_of(xc.to(gpu()), a, b).backward();
   EXPECT_TRUE(hook_saw_joined);
   EXPECT_TRUE(gradient_hook_saw_joined);

@@ -9,7 +9,8 @@
 #include "minidl.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::activation_checkpoint_test {
+
 using minidl::testing::expect_error;
 
 namespace {
@@ -178,3 +179,5 @@ TEST(CudaActivationCheckpoint, DropoutBlockAsWithout) {
   expect_same(cx, gx, 1e-6, "input");
   expect_same(cw, gw, 1e-6, "fc1.weight");
 }
+
+}  // namespace minidl::activation_checkpoint_test

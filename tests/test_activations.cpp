@@ -11,7 +11,8 @@
 #include "test_util.h"
 #include "nn/nn.h"
 
-using namespace minidl;
+namespace minidl::activations_test {
+
 using minidl::testing::error_of;
 
 namespace {
@@ -163,3 +164,5 @@ TEST(Activations, Errors) {
   EXPECT_NE(error_of([] { leaky_relu(zeros({2}, kInt64)); }).find("leaky_relu: expected a floating tensor"),
             std::string::npos);
 }
+
+}  // namespace minidl::activations_test

@@ -11,7 +11,8 @@
 #include "float64_util.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::activations_more_test {
+
 using minidl::testing::expect_error;
 using minidl::testing::f64;
 using minidl::testing::expect_gradcheck;
@@ -277,3 +278,5 @@ TEST(ActivationsMore, ShrinksSoftsignCeluLogitSoftmin) {
   expect_error([] { celu(zeros({2}), 0); }, {"celu", "alpha > 0"});
   expect_error([] { softsign(zeros({2}, kInt64)); }, {"softsign", "int64"});
 }
+
+}  // namespace minidl::activations_more_test

@@ -9,7 +9,7 @@
 #include "nn/clip_grad.h"
 #include "optim/optim.h"
 
-using namespace minidl;
+namespace minidl::adam_variants_test {
 
 namespace {
 
@@ -184,3 +184,5 @@ TEST(AdamVariants, GraphedStepClipsAsTheHandWrittenLoop) {
   }
   EXPECT_EQ(w1.to_vector<double>(), w2.to_vector<double>());
 }
+
+}  // namespace minidl::adam_variants_test

@@ -6,6 +6,8 @@
 
 #include "ops/cuda/algorithm_ranking.h"
 
+namespace minidl::algorithm_ranking_test {
+
 namespace {
 
 struct Perf {  // the fields of a cuDNN perf record that the ranking reads
@@ -66,3 +68,5 @@ TEST(AlgorithmRanking, NearFastestOverTheBudgetIsTheFastestAlone) {
 }
 
 }  // namespace
+
+}  // namespace minidl::algorithm_ranking_test

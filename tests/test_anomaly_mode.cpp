@@ -13,7 +13,8 @@
 #include "test_cuda_util.h"
 #include "test_util.h"
 
-namespace minidl {
+namespace minidl::anomaly_mode_test {
+
 namespace {
 
 using testing::error_of;
@@ -148,4 +149,5 @@ TEST(CudaAnomalyMode, AForwardNaNOnTheGpuIsFound) {
 }
 
 }  // namespace
-}  // namespace minidl
+
+}  // namespace minidl::anomaly_mode_test

@@ -19,6 +19,8 @@
 #include "apps/common/models.h"
 #include "apps/common/precision.h"
 
+namespace minidl::app_flags_test {
+
 namespace {
 
 mnist_app::Flags parse(std::vector<std::string> args) {
@@ -31,7 +33,7 @@ mnist_app::Flags parse(std::vector<std::string> args) {
 using mnist_app::Precision;
 constexpr Precision kAllPrecisions[] = {Precision::Fp32, Precision::Tf32, Precision::Bf16, Precision::Fp16};
 
-const auto kUsageError = testing::ExitedWithCode(2);
+const auto kUsageError = ::testing::ExitedWithCode(2);
 
 }  // namespace
 
@@ -47,7 +49,7 @@ TEST(AppFlags, AnUnknownFlagExits2AndHelpExits0) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(parse({"--no-such-flag"}), kUsageError, "--no-such-flag");
   EXPECT_EXIT(parse({"--epochs"}), kUsageError, "--epochs");  // a value is missing
-  EXPECT_EXIT(parse({"--help"}), testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(parse({"--help"}), ::testing::ExitedWithCode(0), "");
 }
 
 TEST(AppFlags, PathsTheRunCannotUseExit2NamingThem) {
@@ -192,9 +194,9 @@ std::vector<double> one_epoch(const std::string& device, const std::string& prec
   f.precision = precision;
   f.metrics = (folder.path / (device + "-" + precision)).string();
   minidl::manual_seed(1);
-  if (errors) testing::internal::CaptureStderr();
+  if (errors) ::testing::internal::CaptureStderr();
   EXPECT_EQ(mnist_app::run(std::make_shared<Model>(), f), 0) << device << " " << precision;
-  if (errors) *errors = testing::internal::GetCapturedStderr();
+  if (errors) *errors = ::testing::internal::GetCapturedStderr();
   const auto rows = mnist_app::read_csv(f.metrics + "/epochs.csv", mnist_app::kEpochsHeader);
   EXPECT_EQ(rows.size(), 1u);
   return rows.empty() ? std::vector<double>{NAN, NAN} : std::vector<double>{rows[0][1], rows[0][3]};
@@ -281,3 +283,5 @@ TEST(AppPrecision, CudaTrainsGraphedInEveryPrecision) {
     }
   }
 }
+
+}  // namespace minidl::app_flags_test

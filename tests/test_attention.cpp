@@ -13,7 +13,8 @@
 #include "test_cuda_util.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::attention_test {
+
 using minidl::testing::all_close;
 using minidl::testing::expect_error;
 using minidl::testing::gpu;
@@ -489,3 +490,5 @@ TEST(CudaSdpa, CapturedInACudaGraphReplaysOnNewInputs) {
     }
   }
 }
+
+}  // namespace minidl::attention_test

@@ -18,7 +18,8 @@
 #include "test_cuda_util.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::autocast_test {
+
 using autocast::Op;
 using autocast::Policy;
 
@@ -877,3 +878,5 @@ TEST(AutocastCuda, InsideGraphedStepEqualsEager) {
     }
   }
 }
+
+}  // namespace minidl::autocast_test

@@ -6,7 +6,7 @@
 
 #include "minidl.h"
 
-using namespace minidl;
+namespace minidl::autograd_test {
 
 namespace {
 Tensor leaf(std::vector<double> v) { return Tensor::from_vector<double>(v).requires_grad_(); }
@@ -180,3 +180,5 @@ TEST(Autograd, MemoryDoesNotGrowOverManySteps) {
   EXPECT_EQ(autograd::tape_size(), 0u);
   EXPECT_EQ(memory_stats(Device::cpu()).bytes_in_use, baseline);
 }
+
+}  // namespace minidl::autograd_test

@@ -5,7 +5,8 @@
 #include "minidl.h"
 #include "test_util.h"
 
-namespace minidl {
+namespace minidl::autograd_api_test {
+
 namespace {
 
 using testing::expect_error;
@@ -186,4 +187,5 @@ TEST(AutogradApi, NoGradAndDetach) {
 }
 
 }  // namespace
-}  // namespace minidl
+
+}  // namespace minidl::autograd_api_test

@@ -10,7 +10,8 @@
 #include "nn/nn.h"
 #include "optim/optim.h"
 
-using namespace minidl;
+namespace minidl::autograd_graphs_test {
+
 using minidl::testing::error_of;
 
 namespace {
@@ -317,3 +318,5 @@ TEST(AutogradGraphs, InferenceModeRecordsNothingAndItsTensorsStayOutOfGraphs) {
   (w * normal).sum().backward();
   EXPECT_NEAR(w.grad().to_vector<double>()[1], std::exp(8.0), 1e-6);
 }
+
+}  // namespace minidl::autograd_graphs_test

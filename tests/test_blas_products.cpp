@@ -13,7 +13,8 @@
 #include "ops/gradcheck.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::blas_products_test {
+
 using minidl::testing::expect_error;
 using minidl::testing::gradgradcheck;
 
@@ -302,3 +303,5 @@ TEST(BlasProducts, ErrorsSayWhatWasExpected) {
   const Tensor ints = zeros({2}, kInt64);
   expect_error([&] { (void)addr(zeros({2, 2}, kInt64), ints, ints, 1, 0.5); }, {"addr", "integers", "0.5"});
 }
+
+}  // namespace minidl::blas_products_test

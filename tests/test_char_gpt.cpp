@@ -19,6 +19,8 @@
 #include "core/cuda.h"
 #include "data/text.h"
 
+namespace minidl::char_gpt_test {
+
 namespace {
 
 #ifdef MINIDL_CHAR_GPT
@@ -139,7 +141,6 @@ TEST(CharGpt, SmallModelLearnsBelowUnigramEntropyOnTheCpuAndSamples) {
 // ---- the model of apps/common/gpt.h ----
 
 namespace {
-using namespace minidl;
 
 char_gpt::GptConfig small_config(bool bias) {
   return {.vocab_size = 11, .block_size = 16, .n_layer = 2, .n_head = 2, .n_embd = 8, .dropout = 0, .bias = bias};
@@ -279,3 +280,5 @@ TEST(CharGpt, CudaTrainingStepIsGraphedAndLearns) {
   }
   std::filesystem::remove_all(dir);
 }
+
+}  // namespace minidl::char_gpt_test

@@ -7,7 +7,8 @@
 #include "test_file_util.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::checkpoint_test {
+
 using namespace minidl::testing;
 
 class Checkpoint : public TempFolderTest {};
@@ -220,3 +221,5 @@ TEST_F(Checkpoint, AResumedRunMatchesAnUninterruptedOne) {
   std::vector<float> diverged = resume(false);
   EXPECT_NE(diverged, std::vector<float>(expected.begin() + 5, expected.end()));
 }
+
+}  // namespace minidl::checkpoint_test

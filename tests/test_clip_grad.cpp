@@ -4,7 +4,7 @@
 #include "minidl.h"
 #include "nn/nn.h"
 
-using namespace minidl;
+namespace minidl::clip_grad_test {
 
 namespace {
 Tensor param_with_grad(std::vector<double> value, std::vector<double> grad) {
@@ -52,3 +52,5 @@ TEST(InPlaceOps, AddAndMulFollowPyTorchsRules) {
   EXPECT_DOUBLE_EQ(leaf.item<double>(), 2.0);
   EXPECT_THROW(add_(x, Tensor::from_vector<double>({1, 2})), Error);  // does not broadcast to [3]
 }
+
+}  // namespace minidl::clip_grad_test

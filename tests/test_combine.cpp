@@ -9,7 +9,8 @@
 #include "minidl.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::combine_test {
+
 using minidl::testing::expect_error;
 using minidl::testing::expect_gradcheck;
 using minidl::testing::leaf;
@@ -109,3 +110,5 @@ TEST(Combine, BadInputSaysWhatWasExpected) {
   expect_error([] { cdist(zeros({3, 4}), zeros({2, 4}), -1.0); }, {"cdist", "p >= 0"});
   expect_error([] { cdist(zeros({3, 4}), zeros({2, 4}), 2.0, "fast"); }, {"cdist", "compute_mode", "fast"});
 }
+
+}  // namespace minidl::combine_test

@@ -12,7 +12,8 @@
 #include "minidl.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::compare_where_test {
+
 using minidl::testing::expect_error;
 
 namespace {
@@ -322,3 +323,5 @@ TEST(Views, SqueezeAllFullLikeAndSlice) {
   expect_error([&] { slice(r, 1); }, {"slice", "dimension out of range"});
   expect_error([] { slice(zeros({}), 0); }, {"slice", "scalar"});
 }
+
+}  // namespace minidl::compare_where_test

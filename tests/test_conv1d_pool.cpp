@@ -9,7 +9,8 @@
 #include "float64_util.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::conv1d_pool_test {
+
 using minidl::testing::expect_error;
 using minidl::testing::f64;
 using minidl::testing::values;
@@ -143,3 +144,5 @@ TEST(Conv1dPool, Errors) {
   expect_error([&] { adaptive_max_pool2d(zeros({1, 1, 5, 5}, kInt64), 2); }, {"adaptive_max_pool2d", "int64"});
   expect_error([&] { nn::Conv1d(nn::Conv1dOptions(3, 4, 2).groups(2)); }, {"Conv1d", "groups"});
 }
+
+}  // namespace minidl::conv1d_pool_test

@@ -8,7 +8,8 @@
 #include "minidl.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::conv2d_test {
+
 using minidl::testing::error_of;
 
 namespace {
@@ -266,3 +267,5 @@ TEST(Conv2d, BadInputErrors) {
   expect_contains(error_of([&] { col2im(zeros({1, 8, 9}), 5, 3); }), "not a multiple");
   expect_contains(error_of([&] { col2im(zeros({1, 9, 8}), 5, 3); }), "expected 9 columns");
 }
+
+}  // namespace minidl::conv2d_test

@@ -12,7 +12,7 @@
 #include "minidl.h"
 #include "ops/backend_setting.h"
 
-using namespace minidl;
+namespace minidl::conv2d_onednn_test {
 
 namespace {
 
@@ -105,3 +105,5 @@ TEST(Conv2dOnednn, Float64AndSmallWindowsStayOnIm2col) {
   set_conv_backend(ConvBackend::Auto);
   EXPECT_EQ(auto_out.to_vector<double>(), im2col_out.to_vector<double>());
 }
+
+}  // namespace minidl::conv2d_onednn_test

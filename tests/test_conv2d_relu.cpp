@@ -11,7 +11,8 @@
 #include "nn/nn.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::conv2d_relu_test {
+
 using minidl::testing::ConvReluCase;
 
 namespace {
@@ -112,3 +113,5 @@ TEST(Conv2dRelu, Errors) {
   minidl::testing::expect_error([&] { conv2d_relu_max_pool2d(x, w, randn({2}), 1, 0, 1, 2); },
                                 {"conv2d_relu_max_pool2d", "expected bias of shape [3]"});
 }
+
+}  // namespace minidl::conv2d_relu_test

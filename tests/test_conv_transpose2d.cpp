@@ -11,7 +11,8 @@
 #include "test_util.h"
 #include "nn/nn.h"
 
-using namespace minidl;
+namespace minidl::conv_transpose2d_test {
+
 using minidl::testing::error_of;
 
 namespace {
@@ -254,3 +255,5 @@ TEST(ConvTranspose2d, Errors) {
                 .find("output_padding"),
             std::string::npos);
 }
+
+}  // namespace minidl::conv_transpose2d_test

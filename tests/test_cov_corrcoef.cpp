@@ -9,7 +9,8 @@
 #include "minidl.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::cov_corrcoef_test {
+
 using minidl::testing::expect_error;
 using minidl::testing::expect_gradcheck;
 using minidl::testing::f64;
@@ -123,3 +124,5 @@ TEST(Statistics, Errors) {
   expect_error([&] { cov(x, 1, {}, f64({0, 0, 0, 0})); }, {"cov", "nonzero sum"});
   expect_error([&] { corrcoef(randn({2, 2, 2}, kFloat64)); }, {"corrcoef", "at most 2", "[2, 2, 2]"});
 }
+
+}  // namespace minidl::cov_corrcoef_test

@@ -5,6 +5,8 @@
 
 #include "apps/common/crossover.h"
 
+namespace minidl::crossover_test {
+
 using crossover::crossover_size;
 
 TEST(Crossover, TheSizeFromWhichTheGpuStaysFaster) {
@@ -26,3 +28,5 @@ TEST(Crossover, MeasuresTheCpuAndRejectsBadSizes) {
   EXPECT_THROW(crossover::measure("softmax", 1500, false, 5, 3), minidl::Error);
   EXPECT_THROW(crossover::measure("exp", 1000, false, 5, 3), minidl::Error);
 }
+
+}  // namespace minidl::crossover_test

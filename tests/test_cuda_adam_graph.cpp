@@ -6,7 +6,8 @@
 #include "optim/optim.h"
 #include "test_cuda_util.h"
 
-using namespace minidl;
+namespace minidl::cuda_adam_graph_test {
+
 using namespace minidl::testing;
 
 namespace {
@@ -239,3 +240,5 @@ TEST(CudaAdamGraph, FusedClipGradNormEqualsTheComposedOne) {
     }
   }
 }
+
+}  // namespace minidl::cuda_adam_graph_test

@@ -14,7 +14,8 @@
 #endif
 #endif
 
-using namespace minidl;
+namespace minidl::cuda_allocator_test {
+
 using namespace minidl::testing;
 
 namespace {
@@ -236,3 +237,5 @@ TEST(CudaErrors, FailingRuntimeCallCarriesItsText) {
 }
 
 #endif
+
+}  // namespace minidl::cuda_allocator_test

@@ -23,7 +23,8 @@ Tensor attention_dropout_mask(int64_t B, int64_t L, int64_t S, const Tensor& rng
 }  // namespace minidl::cuda
 #endif
 
-using namespace minidl;
+namespace minidl::cuda_attention_test {
+
 using namespace minidl::testing;
 
 namespace {
@@ -588,3 +589,5 @@ TEST(CudaAttention, DropoutInACudaGraphDrawsANewMaskEachReplay) {
   }
 }
 #endif  // MINIDL_WITH_CUDA
+
+}  // namespace minidl::cuda_attention_test

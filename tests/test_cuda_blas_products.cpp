@@ -7,7 +7,8 @@
 
 #include "test_cuda_util.h"
 
-using namespace minidl;
+namespace minidl::cuda_blas_products_test {
+
 using namespace minidl::testing;
 
 namespace {
@@ -81,3 +82,5 @@ TEST(CudaBlasProducts, BetaZeroIgnoresNaNInTheInput) {
   }
   EXPECT_TRUE(all_close(baddbmm(poison, a, b, 0, 2), mul(bmm(a, b), 2.0), 1e-5, 1e-5));
 }
+
+}  // namespace minidl::cuda_blas_products_test

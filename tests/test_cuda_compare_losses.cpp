@@ -10,7 +10,8 @@
 #include "float64_util.h"
 #include "test_cuda_util.h"
 
-using namespace minidl;
+namespace minidl::cuda_compare_losses_test {
+
 using namespace minidl::testing;
 
 namespace {
@@ -319,3 +320,5 @@ TEST(CudaLosses, IgnoredTargetsRaiseNothingAndBadOnesStillDo) {
   criterion->to(gpu());
   EXPECT_TRUE(std::isfinite(criterion(logits, ignored).item<float>()));
 }
+
+}  // namespace minidl::cuda_compare_losses_test

@@ -5,7 +5,8 @@
 #include "ops/backend_setting.h"
 #include "test_cuda_util.h"
 
-using namespace minidl;
+namespace minidl::cuda_conv2d_relu_test {
+
 using namespace minidl::testing;
 
 namespace {
@@ -257,3 +258,5 @@ TEST(CudaConv2dRelu, DirectFirstLayerMatchesFloat64) {
   }
   set_allow_tf32_cudnn(tf32_before);
 }
+
+}  // namespace minidl::cuda_conv2d_relu_test

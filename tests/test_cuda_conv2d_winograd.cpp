@@ -18,7 +18,8 @@
 #include "ops/cuda/cuda_kernels.h"
 #endif
 
-using namespace minidl;
+namespace minidl::cuda_conv2d_winograd_test {
+
 using namespace minidl::testing;
 
 namespace {
@@ -137,3 +138,5 @@ TEST(CudaConv2dWinograd, RejectsWhatItCannotTake) {
 #endif
 
 }  // namespace
+
+}  // namespace minidl::cuda_conv2d_winograd_test

@@ -16,7 +16,8 @@
 #include "ops/cuda/cuda_kernels.h"
 #endif
 
-using namespace minidl;
+namespace minidl::cuda_conv_input_grad_by_forward_test {
+
 using namespace minidl::testing;
 
 namespace {
@@ -108,3 +109,5 @@ TEST(CudaConvInputGradByForward, InputGradientMatchesFloat64) {
 #endif
 
 }  // namespace
+
+}  // namespace minidl::cuda_conv_input_grad_by_forward_test

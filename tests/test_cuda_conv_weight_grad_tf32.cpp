@@ -16,7 +16,8 @@
 #include "ops/cuda/cuda_kernels.h"
 #endif
 
-using namespace minidl;
+namespace minidl::cuda_conv_weight_grad_tf32_test {
+
 using namespace minidl::testing;
 
 namespace {
@@ -158,3 +159,5 @@ TEST(CudaConvWeightGradTf32, ConvolutionBackwardUnderTf32) {
 #endif
 
 }  // namespace
+
+}  // namespace minidl::cuda_conv_weight_grad_tf32_test

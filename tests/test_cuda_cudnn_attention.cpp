@@ -13,7 +13,8 @@
 #include "test_cuda_util.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::cuda_cudnn_attention_test {
+
 using namespace minidl::testing;
 
 #if defined(MINIDL_WITH_CUDA) && defined(MINIDL_WITH_CUDNN)
@@ -172,3 +173,5 @@ TEST(CudnnAttention, TheBackendSwitchPicksTheLibraryOrMinidlsKernels) {
 }
 
 #endif  // MINIDL_WITH_CUDA && MINIDL_WITH_CUDNN
+
+}  // namespace minidl::cuda_cudnn_attention_test

@@ -9,7 +9,8 @@
 #include "ops/cuda/cudnn_plan.h"
 #endif
 
-using namespace minidl;
+namespace minidl::cuda_cudnn_engine_test {
+
 using namespace minidl::testing;
 
 namespace {
@@ -66,3 +67,5 @@ TEST(CudaCudnnEngine, WeightGradientMatchesFloat32) {
 #endif
 
 }  // namespace
+
+}  // namespace minidl::cuda_cudnn_engine_test

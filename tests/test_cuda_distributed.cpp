@@ -15,7 +15,8 @@
 #include "test_cuda_util.h"
 #include "test_port_util.h"
 
-using namespace minidl;
+namespace minidl::cuda_distributed_test {
+
 using namespace minidl::distributed;
 using minidl::testing::free_port;
 
@@ -293,3 +294,5 @@ TEST(CudaDistributed, DefaultBucketsStartCommunicationBeforeBackwardEnds) {
     EXPECT_EQ(DistributedDataParallel(model, g, DistributedDataParallelOptions().bucket_cap_mb(25)).buckets().size(), 1u);
   });
 }
+
+}  // namespace minidl::cuda_distributed_test

@@ -11,7 +11,8 @@
 #include <cuda_runtime_api.h>
 #endif
 
-using namespace minidl;
+namespace minidl::cuda_dlpack_test {
+
 using namespace minidl::testing;
 
 TEST(CudaDLPack, RoundTripSharesDeviceMemory) {
@@ -153,3 +154,5 @@ TEST(CudaDLPack, MemoryGoesBackOnlyAfterQueuedKernelsFinish) {
 }
 
 #endif  // MINIDL_WITH_CUDA
+
+}  // namespace minidl::cuda_dlpack_test

@@ -17,7 +17,8 @@
 #include "ops/elementwise_kernel_source.h"
 #endif
 
-using namespace minidl;
+namespace minidl::cuda_elementwise_kernel_test {
+
 using namespace minidl::testing;
 using cuda::ElementwiseKernel;
 
@@ -536,3 +537,5 @@ TEST_F(CudaElementwiseKernel, ASecondKernelLoadsFromDiskAndADamagedFileIsRecompi
   EXPECT_EQ(s.compilations, s0.compilations + 2);
   EXPECT_EQ(read_bytes(files[0]), whole);
 }
+
+}  // namespace minidl::cuda_elementwise_kernel_test

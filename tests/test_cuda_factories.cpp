@@ -4,7 +4,8 @@
 
 #include "test_cuda_util.h"
 
-namespace minidl {
+namespace minidl::cuda_factories_test {
+
 namespace {
 
 using F = std::vector<float>;
@@ -74,4 +75,5 @@ TEST(CudaFactories, InplaceWritesThroughViewsMatchTheCpu) {
 }
 
 }  // namespace
-}  // namespace minidl
+
+}  // namespace minidl::cuda_factories_test

@@ -12,7 +12,8 @@
 #include "core/cuda/graph_memsets.h"
 #endif
 
-using namespace minidl;
+namespace minidl::cuda_graph_test {
+
 using namespace minidl::testing;
 
 namespace {
@@ -526,3 +527,5 @@ TEST(CudaGraphedStep, AdamIsCaptured) {
   EXPECT_TRUE(step.graphed()) << step.eager_reason();
   EXPECT_EQ(step.replays(), 2);
 }
+
+}  // namespace minidl::cuda_graph_test

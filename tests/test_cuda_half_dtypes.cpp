@@ -10,7 +10,8 @@
 #include "core/dlpack.h"
 #include "test_cuda_util.h"
 
-using namespace minidl;
+namespace minidl::cuda_half_dtypes_test {
+
 using namespace minidl::testing;
 
 TEST(CudaHalfDtypes, DeviceConversionsGiveTheHostBits) {
@@ -93,3 +94,5 @@ TEST(CudaHalfDtypes, DlpackExportsDeviceBf16) {
   EXPECT_EQ(back.dtype(), kBFloat16);
   EXPECT_TRUE(equal(back.cpu().to(kFloat32), t.cpu().to(kFloat32)));
 }
+
+}  // namespace minidl::cuda_half_dtypes_test

@@ -6,7 +6,8 @@
 #include "minidl.h"
 #include "test_cuda_util.h"
 
-namespace minidl {
+namespace minidl::cuda_higher_order_test {
+
 namespace {
 
 using autograd::AutogradContext;
@@ -70,4 +71,5 @@ TEST(CudaHigherOrder, CustomFunction) {
 }
 
 }  // namespace
-}  // namespace minidl
+
+}  // namespace minidl::cuda_higher_order_test

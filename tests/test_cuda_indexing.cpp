@@ -8,7 +8,8 @@
 #include "core/deterministic.h"
 #include "test_cuda_util.h"
 
-using namespace minidl;
+namespace minidl::cuda_indexing_test {
+
 using namespace minidl::indexing;
 using namespace minidl::testing;
 
@@ -171,3 +172,5 @@ TEST(CudaIndexing, ErrorsBeforeAnyKernel) {
   EXPECT_EQ(x.index({Tensor::from_vector<int64_t>({2}).to(gpu())}).sum().item<float>(), 0.0f);
   cuda::synchronize();
 }
+
+}  // namespace minidl::cuda_indexing_test

@@ -7,7 +7,8 @@
 #include "ops/elementwise_kernel.h"
 #include "test_cuda_util.h"
 
-using namespace minidl;
+namespace minidl::cuda_int_dtypes_test {
+
 using namespace minidl::testing;
 
 namespace {
@@ -157,3 +158,5 @@ TEST(CudaIntDtypes, ElementwiseKernelOnNarrowIntegersMatchesTheOps) {
   EXPECT_TRUE(all_equal(out[0], add(a, b.to(kUInt8))));  // uint8 arithmetic wraps
   EXPECT_TRUE(all_equal(out[1], add(a, b)));             // uint8 + int8 -> int32
 }
+
+}  // namespace minidl::cuda_int_dtypes_test

@@ -30,6 +30,7 @@ TEST(KernelLab, NeedsTheCudaBuild) {
 #include "kernel_lab/reference.h"
 #include "test_cuda_util.h"
 
+namespace minidl::cuda_kernel_lab_test {
 namespace {
 
 using minidl::kernel_lab::kRungs;
@@ -293,5 +294,6 @@ TEST(KernelLabBench, ParsesGemmShapes) {
 }
 
 }  // namespace
+}  // namespace minidl::cuda_kernel_lab_test
 
 #endif  // MINIDL_KERNEL_LAB

@@ -15,7 +15,8 @@
 #include "ops/cuda/timing.h"
 #endif
 
-using namespace minidl;
+namespace minidl::cuda_kernels_test {
+
 using namespace minidl::testing;
 
 namespace {
@@ -651,3 +652,5 @@ TEST(CudaTiming, AHeldStreamRunsWhatWasQueuedOnlyOnceReleased) {
   cudaStreamDestroy(stream);
 }
 #endif
+
+}  // namespace minidl::cuda_kernels_test

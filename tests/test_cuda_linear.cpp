@@ -17,7 +17,8 @@
 #include "ops/cuda/cublaslt.h"
 #endif
 
-using namespace minidl;
+namespace minidl::cuda_linear_test {
+
 using namespace minidl::testing;
 
 namespace {
@@ -588,3 +589,5 @@ TEST(CudaLinear, GradcheckLinearReluLinear) {
     break;
   }
 }
+
+}  // namespace minidl::cuda_linear_test

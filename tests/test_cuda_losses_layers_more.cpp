@@ -13,7 +13,8 @@
 #include "nn/parameter_containers.h"
 #include "test_cuda_util.h"
 
-using namespace minidl;
+namespace minidl::cuda_losses_layers_more_test {
+
 using minidl::testing::all_close;
 using minidl::testing::expect_cpu_cuda_agree;
 using minidl::testing::gpu;
@@ -138,3 +139,5 @@ TEST(CudaLayersMore, ParameterContainersMove) {
   EXPECT_TRUE(back->at(0).device().is_cpu());
   EXPECT_TRUE(all_close(list[0], back->at(0).to(gpu()), 0, 0));
 }
+
+}  // namespace minidl::cuda_losses_layers_more_test

@@ -6,7 +6,8 @@
 
 #include "test_cuda_util.h"
 
-using namespace minidl;
+namespace minidl::cuda_math_ops_test {
+
 using namespace minidl::testing;
 
 namespace {
@@ -212,3 +213,5 @@ TEST(CudaMathOps, ComposedActivationsDistancesAndViewsMatchCpu) {
   expect_cpu_cuda_agree("pairwise_distance", [](auto& in) { return pairwise_distance(in[0], in[1]); },
                         {randn({5, 6}, kFloat64), randn({5, 6}, kFloat64)}, 1e-10);
 }
+
+}  // namespace minidl::cuda_math_ops_test

@@ -12,7 +12,8 @@
 #include "nn/nn.h"
 #include "test_cuda_util.h"
 
-using namespace minidl;
+namespace minidl::cuda_normalization_test {
+
 using namespace minidl::testing;
 
 namespace {
@@ -528,3 +529,5 @@ TEST(CudaNormalization, RmsNormMatchesCpu) {
   EXPECT_TRUE(all_close(rms_norm(x.to(gpu()), {256}, w.to(gpu())).to(kFloat32), rms_norm(x, {256}, w).to(kFloat32),
                         1e-2, 1e-2));
 }
+
+}  // namespace minidl::cuda_normalization_test

@@ -14,7 +14,8 @@
 #include "test_cuda_util.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::cuda_ops_test {
+
 using namespace minidl::testing;
 
 namespace {
@@ -525,3 +526,5 @@ TEST(CudaOps, CudnnMatchesIm2col) {
     }
   }
 }
+
+}  // namespace minidl::cuda_ops_test

@@ -11,7 +11,8 @@
 #include "test_cuda_util.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::cuda_ops_more_test {
+
 using minidl::testing::expect_cpu_cuda_agree;
 
 namespace {
@@ -80,3 +81,5 @@ TEST(CudaOpsMore, MatchTheCpu) {
   EXPECT_TRUE(triu_indices(3, 4, 1, TensorOptions().dtype(kInt64).device(Device::cuda(0))).to(Device::cpu())
                   .equal(triu_indices(3, 4, 1)));
 }
+
+}  // namespace minidl::cuda_ops_more_test

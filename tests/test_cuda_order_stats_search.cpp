@@ -11,7 +11,8 @@
 #include "test_cuda_util.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::cuda_order_stats_search_test {
+
 using minidl::testing::expect_cpu_cuda_agree;
 
 namespace {
@@ -92,3 +93,5 @@ TEST(CudaSearchUnique, MatchTheCpu) {
                         [&](const Tensor& t) { return part(unique_consecutive(t, true, true), which); }, labels);
   }
 }
+
+}  // namespace minidl::cuda_order_stats_search_test

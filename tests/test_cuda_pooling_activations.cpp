@@ -4,7 +4,8 @@
 // inputs. GPU tests skip, saying why, where no CUDA device is usable.
 #include "test_cuda_util.h"
 
-using namespace minidl;
+namespace minidl::cuda_pooling_activations_test {
+
 using namespace minidl::testing;
 
 namespace {
@@ -256,3 +257,5 @@ TEST(CudaActivations, SixteenBitGeluIsCorrectlyRoundedAlmostEverywhere) {
     EXPECT_TRUE(grad.cpu().equal(xg.grad().cpu())) << "fused gradient";
   }
 }
+
+}  // namespace minidl::cuda_pooling_activations_test

@@ -13,7 +13,8 @@
 #include "minidl.h"
 #include "test_cuda_util.h"
 
-using namespace minidl;
+namespace minidl::cuda_reductions_more_test {
+
 using namespace minidl::testing;
 
 namespace {
@@ -206,3 +207,5 @@ TEST(CudaReductionsMore, Errors) {
   EXPECT_THROW(equal(x, zeros({2, 3})), Error);
   EXPECT_THROW(norm(zeros({2}, kInt64, gpu())), Error);
 }
+
+}  // namespace minidl::cuda_reductions_more_test

@@ -8,7 +8,8 @@
 #include "test_cuda_util.h"
 #include "test_util.h"
 
-namespace minidl {
+namespace minidl::cuda_rnn_test {
+
 namespace {
 
 using testing::all_close;
@@ -228,4 +229,5 @@ TEST(CudaRnn, DropoutBetweenLayersInTraining) {
 }
 
 }  // namespace
-}  // namespace minidl
+
+}  // namespace minidl::cuda_rnn_test

@@ -13,7 +13,8 @@
 #include "test_cuda_util.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::cuda_shape_losses_test {
+
 using namespace minidl::testing;
 
 namespace {
@@ -151,3 +152,5 @@ TEST(CudaLossesMore, AgreeWithCpuAndGradcheck) {
   expect_error([&] { binary_cross_entropy(p.to(gpu()), q); }, {"binary_cross_entropy", "cpu", "cuda"});
   expect_error([&] { cross_entropy(randn({2, 3, 2, 3}).to(gpu()), target); }, {"cross_entropy", "cpu", "cuda"});
 }
+
+}  // namespace minidl::cuda_shape_losses_test

@@ -7,7 +7,8 @@
 #include "ops/gradcheck.h"
 #include "test_util.h"
 
-namespace minidl {
+namespace minidl::custom_function_test {
+
 namespace {
 
 using autograd::AutogradContext;
@@ -192,4 +193,5 @@ TEST(CustomFunction, SavedTensorsAreVersionChecked) {
 }
 
 }  // namespace
-}  // namespace minidl
+
+}  // namespace minidl::custom_function_test

@@ -19,7 +19,8 @@
 #include "minidl.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::data_test {
+
 using minidl::testing::expect_error;
 using namespace minidl::data;
 namespace fs = std::filesystem;
@@ -581,3 +582,5 @@ TEST(DataLoader, EdgeCasesAndBadOptions) {
   EXPECT_TRUE(o.drop_last());
   EXPECT_EQ(o.device(), Device::cpu());
 }
+
+}  // namespace minidl::data_test

@@ -10,7 +10,8 @@
 #include "minidl.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::data_pipeline_test {
+
 using namespace minidl::data;
 
 namespace {
@@ -185,3 +186,5 @@ TEST(DataPipeline, MnistAsLibtorchGivesIt) {
   for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5);
   minidl::testing::expect_error([&] { (void)test.get(10000); }, {"out of range"});
 }
+
+}  // namespace minidl::data_pipeline_test

@@ -13,7 +13,8 @@
 #include "test_cuda_util.h"
 #include "test_file_util.h"
 
-namespace minidl {
+namespace minidl::determinism_test {
+
 namespace {
 
 // Sizes chosen off every power of two and SIMD width, so that products split into uneven blocks and
@@ -172,4 +173,5 @@ TEST_F(CudaDeterministic, RepeatedIndicesAddUpExactly) {
 }
 
 }  // namespace
-}  // namespace minidl
+
+}  // namespace minidl::determinism_test

@@ -8,7 +8,8 @@
 #include "minidl.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::diagonal_test {
+
 using minidl::testing::expect_error;
 using minidl::testing::expect_gradcheck;
 using minidl::testing::leaf;
@@ -108,3 +109,5 @@ TEST(Diagonal, BadInputSaysWhatWasExpected) {
   expect_error([] { triu_indices(-1, 3); }, {"triu_indices", "row and col >= 0"});
   expect_error([] { diag_embed(zeros({})); }, {"diag_embed", "scalar"});
 }
+
+}  // namespace minidl::diagonal_test

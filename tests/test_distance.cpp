@@ -10,7 +10,8 @@
 #include "ops/gradcheck.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::distance_test {
+
 using minidl::testing::expect_error;
 
 namespace {
@@ -83,3 +84,5 @@ TEST(Distance, BadInput) {
   expect_error([] { cosine_similarity(zeros({2, 3}), zeros({4, 3})); }, {"cosine_similarity", "[2, 3]", "[4, 3]"});
   expect_error([] { pairwise_distance(zeros({2}, kInt64), zeros({2}, kInt64)); }, {"pairwise_distance", "int64"});
 }
+
+}  // namespace minidl::distance_test

@@ -20,7 +20,8 @@
 #include "minidl.h"
 #include "test_port_util.h"
 
-using namespace minidl;
+namespace minidl::distributed_test {
+
 using namespace minidl::distributed;
 using namespace std::chrono_literals;
 using minidl::testing::free_port;
@@ -260,3 +261,5 @@ TEST(PostAccumulateGradHook, RunsOnceWithTheWholeGradient) {
   Tensor frozen = Tensor::from_vector<double>({1.0});
   EXPECT_THROW(frozen.register_post_accumulate_grad_hook([](Tensor&) {}), Error);
 }
+
+}  // namespace minidl::distributed_test

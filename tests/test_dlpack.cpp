@@ -11,7 +11,8 @@
 #include "minidl.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::dlpack_test {
+
 using namespace minidl::testing;
 
 namespace {
@@ -251,3 +252,5 @@ TEST(DLPack, StreamsAreForCudaDevices) {
   expect_error([] { dlpack_stream(Device::cuda()); }, {"dlpack_stream(cuda:0)"});
   expect_error([] { dlpack_make_stream_wait(Device::cuda(), 1); }, {"dlpack_make_stream_wait(cuda:0)"});
 }
+
+}  // namespace minidl::dlpack_test

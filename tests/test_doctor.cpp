@@ -16,6 +16,8 @@
 #include "core/cuda/diagnostics.h"
 #endif
 
+namespace minidl::doctor_test {
+
 namespace {
 
 using namespace minidl::diagnostics;
@@ -126,17 +128,17 @@ TEST(Diagnostics, FindsTheLibrariesItWasBuiltWith) {
 }
 
 TEST(Diagnostics, ParsesCudaArchitectures) {
-  using detail::parse_architectures;
-  EXPECT_EQ(detail::architecture_names(parse_architectures("80-real;90", {800, 900})), "sm_80 sm_90 compute_90");
-  EXPECT_EQ(detail::architecture_names(parse_architectures("90a-real,75-virtual", {})), "sm_90a compute_75");
-  EXPECT_EQ(detail::architecture_names(parse_architectures("native", {860})), "sm_86");
-  EXPECT_EQ(detail::architecture_names(parse_architectures("", {900})), "sm_90 compute_90");
+  using diagnostics::detail::parse_architectures;
+  EXPECT_EQ(diagnostics::detail::architecture_names(parse_architectures("80-real;90", {800, 900})), "sm_80 sm_90 compute_90");
+  EXPECT_EQ(diagnostics::detail::architecture_names(parse_architectures("90a-real,75-virtual", {})), "sm_90a compute_75");
+  EXPECT_EQ(diagnostics::detail::architecture_names(parse_architectures("native", {860})), "sm_86");
+  EXPECT_EQ(diagnostics::detail::architecture_names(parse_architectures("", {900})), "sm_90 compute_90");
 }
 
 TEST(Diagnostics, MatchesKernelImagesToComputeCapabilities) {
-  using detail::image_for;
-  using detail::parse_architectures;
-  auto number = [](const detail::Arch* a) { return a ? a->number : 0; };
+  using diagnostics::detail::image_for;
+  using diagnostics::detail::parse_architectures;
+  auto number = [](const diagnostics::detail::Arch* a) { return a ? a->number : 0; };
   const auto hopper = parse_architectures("90", {});
   EXPECT_EQ(number(image_for(hopper, 9, 0).binary), 90);
   EXPECT_EQ(number(image_for(hopper, 8, 6).binary), 0);  // no binary or PTX for an older GPU
@@ -150,8 +152,10 @@ TEST(Diagnostics, MatchesKernelImagesToComputeCapabilities) {
   const auto specific = parse_architectures("90a-real", {});
   EXPECT_EQ(number(image_for(specific, 9, 0).binary), 90);
   EXPECT_EQ(number(image_for(specific, 9, 1).binary), 0);  // an 'a' binary runs on its exact GPU only
-  EXPECT_EQ(detail::architecture_flag(8, 6), "-DCMAKE_CUDA_ARCHITECTURES=86");
+  EXPECT_EQ(diagnostics::detail::architecture_flag(8, 6), "-DCMAKE_CUDA_ARCHITECTURES=86");
 }
 #endif
 
 }  // namespace
+
+}  // namespace minidl::doctor_test

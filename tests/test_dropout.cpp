@@ -6,7 +6,7 @@
 
 #include "minidl.h"
 
-using namespace minidl;
+namespace minidl::dropout_test {
 
 TEST(Dropout, EvalIsIdentity) {
   Tensor x = randn({4, 5});
@@ -94,3 +94,5 @@ TEST(Dropout, BadProbability) {
   }
   EXPECT_THROW(dropout(x, 2.0, /*training=*/false), Error);
 }
+
+}  // namespace minidl::dropout_test

@@ -8,7 +8,7 @@
 
 #include "minidl.h"
 
-using namespace minidl;
+namespace minidl::elementwise_test {
 
 namespace {
 
@@ -235,3 +235,5 @@ TEST(Elementwise, ShapeAndDtypeErrors) {
   EXPECT_THROW(gelu(ones({2}, kInt64)), Error);  // exp, log, ... promote integers; gelu does not
   EXPECT_THROW(add(ones({2}, kBool), ones({2}, kBool)), Error);
 }
+
+}  // namespace minidl::elementwise_test

@@ -13,7 +13,8 @@
 #include "test_cuda_util.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::embedding_test {
+
 using minidl::testing::expect_error;
 using minidl::testing::shape_str;
 
@@ -328,3 +329,5 @@ TEST(CudaEmbedding, BadIdIsReportedAtTheNextSync) {
   EXPECT_EQ(embedding(w, ids_of({2}, {1}).to(minidl::testing::gpu())).to_vector<double>(),
             (std::vector<double>{20, 21}));  // the device goes on
 }
+
+}  // namespace minidl::embedding_test

@@ -7,7 +7,8 @@
 #include "minidl.h"
 #include "test_util.h"
 
-namespace minidl {
+namespace minidl::factories_test {
+
 namespace {
 
 using testing::expect_error;
@@ -168,4 +169,5 @@ TEST(Factories, DeviceTypeAndCuda) {
 }
 
 }  // namespace
-}  // namespace minidl
+
+}  // namespace minidl::factories_test

@@ -9,7 +9,7 @@
 #include "data/paths.h"
 #include "optim/optim.h"
 
-using namespace minidl;
+namespace minidl::fashion_resnet_test {
 
 TEST(FashionResnet, ShapesAndParameterCount) {
   manual_seed(1);
@@ -62,3 +62,5 @@ TEST(FashionResnet, LearnsOnTheCpu) {
   EXPECT_LT(epoch_loss[3], epoch_loss[0] - 0.3) << "epoch losses " << epoch_loss[0] << " ... " << epoch_loss[3];
   EXPECT_GT(correct, 512 * 35 / 100) << "last-epoch training accuracy " << correct << "/512";
 }
+
+}  // namespace minidl::fashion_resnet_test

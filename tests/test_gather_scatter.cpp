@@ -8,7 +8,8 @@
 #include "minidl.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::gather_scatter_test {
+
 using minidl::testing::expect_error;
 
 namespace {
@@ -124,3 +125,5 @@ TEST(GatherScatter, Errors) {
   expect_error([&] { index_add(x, 0, ints({2}), ones({1, 3}, kFloat64)); }, {"index 2 is out of bounds for dimension 0 with size 2"});
   expect_error([&] { index_add(zeros({2}, kInt64), 0, ints({0}), ones({1}, kInt64)); }, {"index_add", "floating"});
 }
+
+}  // namespace minidl::gather_scatter_test

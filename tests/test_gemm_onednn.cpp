@@ -10,7 +10,7 @@
 #include "minidl.h"
 #include "ops/backend_setting.h"
 
-using namespace minidl;
+namespace minidl::gemm_onednn_test {
 
 namespace {
 
@@ -52,3 +52,5 @@ TEST(GemmOnednn, MatchesFloat64AndTheSameBitsOnOneToFourThreads) {
   }
   set_num_threads(threads);
 }
+
+}  // namespace minidl::gemm_onednn_test

@@ -16,7 +16,7 @@
 #include "test_cuda_util.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::grad_scaler_test {
 
 namespace {
 
@@ -364,3 +364,5 @@ TEST(GradScalerCuda, InsideGraphedStepEqualsEager) {
   EXPECT_EQ(eager.scaler.get_scale(), 4096.0);
   expect_near(graphed.w2, eager.w2, "w2");
 }
+
+}  // namespace minidl::grad_scaler_test

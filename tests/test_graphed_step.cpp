@@ -7,7 +7,7 @@
 #include "nn/nn.h"
 #include "optim/optim.h"
 
-using namespace minidl;
+namespace minidl::graphed_step_test {
 
 namespace {
 
@@ -71,3 +71,5 @@ TEST(GraphedStep, AccumulatedGradientIsTheSumOverMicroBatches) {
   for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(accumulated[i], expected[i], 1e-12);
   EXPECT_THROW(cuda::GraphedStepOptions().accumulation_steps(0), Error);
 }
+
+}  // namespace minidl::graphed_step_test

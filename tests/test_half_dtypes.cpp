@@ -17,7 +17,8 @@
 #include "test_file_util.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::half_dtypes_test {
+
 using namespace minidl::testing;
 
 namespace {
@@ -215,3 +216,5 @@ TEST(HalfDlpack, ExportsAndImportsBothTypes) {
     EXPECT_EQ(back.raw_data(), t.raw_data());
   }
 }
+
+}  // namespace minidl::half_dtypes_test

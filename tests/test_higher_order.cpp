@@ -9,7 +9,8 @@
 #include "minidl.h"
 #include "test_util.h"
 
-namespace minidl {
+namespace minidl::higher_order_test {
+
 namespace {
 
 using testing::expect_error;
@@ -192,4 +193,5 @@ TEST(HigherOrder, PenaltyGradientMatchesFiniteDifferences) {
 }
 
 }  // namespace
-}  // namespace minidl
+
+}  // namespace minidl::higher_order_test

@@ -8,7 +8,8 @@
 #include "minidl.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::index_select_test {
+
 using minidl::testing::expect_error;
 
 namespace {
@@ -101,3 +102,5 @@ TEST(IndexSelect, Errors) {
   expect_error([&] { index_select(x, 2, index_of({0})); }, {"index_select", "dimension out of range"});
   expect_error([&] { index_select(zeros({}), 0, index_of({0})); }, {"index_select", "scalar"});
 }
+
+}  // namespace minidl::index_select_test

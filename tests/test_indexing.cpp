@@ -9,7 +9,8 @@
 #include "minidl.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::indexing_test {
+
 using namespace minidl::indexing;
 using minidl::testing::expect_error;
 
@@ -234,3 +235,5 @@ TEST(Nonzero, PositionsInRowMajorOrder) {
   EXPECT_EQ(nonzero(ints({7}).reshape(Shape{})).shape(), (Shape{1, 0}));
   expect_error([&] { masked_select(x, x); }, {"masked_select", "bool mask", "float64"});
 }
+
+}  // namespace minidl::indexing_test

@@ -7,7 +7,8 @@
 #include "minidl.h"
 #include "nn/nn.h"
 
-using namespace minidl;
+namespace minidl::init_test {
+
 namespace init = minidl::nn::init;
 
 namespace {
@@ -73,3 +74,5 @@ TEST(Init, RangesAndSpreads) {
   EXPECT_EQ(s.mean, 1.0);
   EXPECT_EQ(s.stddev, 0.0);
 }
+
+}  // namespace minidl::init_test

@@ -10,7 +10,8 @@
 #include "ops/gradcheck.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::inplace_ops_test {
+
 using minidl::testing::expect_error;
 
 namespace {
@@ -134,3 +135,5 @@ TEST(InplaceOps, AddcmulAddcdivLerp) {
   r = gradcheck([](auto& in) { return lerp(in[0], in[1], in[2]); }, {leaf({2, 3}), leaf({2, 3}), leaf({3})});
   EXPECT_TRUE(r) << r.message;
 }
+
+}  // namespace minidl::inplace_ops_test

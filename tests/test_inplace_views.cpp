@@ -5,7 +5,8 @@
 #include "minidl.h"
 #include "test_util.h"
 
-namespace minidl {
+namespace minidl::inplace_views_test {
+
 namespace {
 
 using testing::expect_error;
@@ -91,4 +92,5 @@ TEST(InplaceViews, ASavedTensorChangedThroughAViewStopsBackward) {
 }
 
 }  // namespace
-}  // namespace minidl
+
+}  // namespace minidl::inplace_views_test

@@ -8,7 +8,8 @@
 #include "minidl.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::input_errors_test {
+
 using minidl::testing::expect_error;
 
 TEST(InputErrors, IntegerDivisionByZeroIsAnError) {
@@ -36,3 +37,5 @@ TEST(InputErrors, ShapesTooLargeToCountAreErrors) {
   // A zero dimension makes any shape empty, however large the others.
   EXPECT_EQ(Tensor::empty({0, big, big}, kFloat32).numel(), 0);
 }
+
+}  // namespace minidl::input_errors_test

@@ -14,7 +14,8 @@
 #include "minidl.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::int_dtypes_test {
+
 using minidl::testing::expect_error;
 
 namespace {
@@ -280,3 +281,5 @@ TEST(IntDtypes, DLPackRoundTrip) {
 }
 
 }  // namespace
+
+}  // namespace minidl::int_dtypes_test

@@ -18,7 +18,8 @@
 #include "data/paths.h"
 #include "test_file_util.h"
 
-namespace minidl {
+namespace minidl::interrupt_test {
+
 namespace {
 
 using testing::AppProcess;
@@ -175,4 +176,5 @@ TEST_F(Interrupt, ACtrlCAfterSigtermEndsTheAppAtOnce) {
 }
 
 }  // namespace
-}  // namespace minidl
+
+}  // namespace minidl::interrupt_test

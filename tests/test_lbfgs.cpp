@@ -13,7 +13,8 @@
 #include "optim/optim.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::lbfgs_test {
+
 using minidl::testing::expect_error;
 using minidl::testing::values;
 
@@ -166,3 +167,5 @@ TEST(LBFGS, BadInputSaysWhatWasExpected) {
   expect_error([&] { opt.step([&] { return a * 2.0; }); }, {"LBFGS", "the loss (one element)", "[2]"});
   EXPECT_FALSE(opt.capturable());
 }
+
+}  // namespace minidl::lbfgs_test

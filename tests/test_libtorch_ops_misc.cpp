@@ -11,7 +11,8 @@
 #include "test_cuda_util.h"
 #include "test_util.h"
 
-namespace minidl {
+namespace minidl::libtorch_ops_misc_test {
+
 namespace {
 
 using testing::expect_error;
@@ -161,4 +162,5 @@ TEST(CudaLibtorchOpsMisc, MatchTheCpu) {
 }
 
 }  // namespace
-}  // namespace minidl
+
+}  // namespace minidl::libtorch_ops_misc_test

@@ -9,7 +9,8 @@
 #include "test_cuda_util.h"
 #include "test_util.h"
 
-namespace minidl {
+namespace minidl::libtorch_ops_more_test {
+
 namespace {
 
 using testing::expect_error;
@@ -129,4 +130,5 @@ TEST(CudaLibtorchOpsMore, MatchTheCpu) {
 }
 
 }  // namespace
-}  // namespace minidl
+
+}  // namespace minidl::libtorch_ops_more_test

@@ -21,7 +21,8 @@
 #include "test_cuda_util.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::linear_gelu_linear_test {
+
 using namespace minidl::testing;
 
 namespace {
@@ -544,7 +545,9 @@ TEST(CudaLinearGeluLinear, KeptDerivativeMatchesFloat32) {
     const Result kept = run(fused("none", true), in, kAll, seed);
     EXPECT_TRUE(close_to_scale(kept.out, reference.out, 2e-2)) << "output";
     for (size_t i = 0; i < in.size(); ++i)
-      if (in[i].defined()) EXPECT_TRUE(close_to_scale(kept.grads[i], reference.grads[i], 3e-2)) << kNames[i];
+      if (in[i].defined()) {
+        EXPECT_TRUE(close_to_scale(kept.grads[i], reference.grads[i], 3e-2)) << kNames[i];
+      }
   }
 }
 
@@ -574,3 +577,5 @@ TEST(LinearGeluLinear, SequentialFusionKeepsOutputsAndGradients) {
     for (auto& [name, p] : net->named_parameters()) EXPECT_TRUE(close_to_scale(fused_grads[i++], p.grad(), 1e-12)) << name;
   }
 }
+
+}  // namespace minidl::linear_gelu_linear_test

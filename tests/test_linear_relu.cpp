@@ -11,7 +11,7 @@
 #include "minidl.h"
 #include "nn/nn.h"
 
-using namespace minidl;
+namespace minidl::linear_relu_test {
 
 namespace {
 
@@ -157,3 +157,5 @@ TEST(LinearReluLinear, ChecksBothLayersShapes) {
   EXPECT_THROW(linear_relu_linear(x, w1, b1, randn({3, 4}), randn({4})), Error);  // second bias
   EXPECT_THROW(linear_relu_linear(x, w1, b1, randn({3, 4}, kFloat64)), Error);
 }
+
+}  // namespace minidl::linear_relu_test

@@ -15,7 +15,8 @@
 #include "optim/optim.h"
 #include "test_file_util.h"
 
-namespace minidl {
+namespace minidl::loader_determinism_test {
+
 namespace {
 
 constexpr int64_t kFeatures = 6, kClasses = 3;
@@ -215,4 +216,5 @@ TEST(GeneratorGuard, SendsThisThreadsDrawsToItsGeneratorAndRestores) {
 }
 
 }  // namespace
-}  // namespace minidl
+
+}  // namespace minidl::loader_determinism_test

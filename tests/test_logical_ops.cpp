@@ -8,7 +8,8 @@
 #include "minidl.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::logical_ops_test {
+
 using minidl::testing::expect_error;
 
 namespace {
@@ -87,3 +88,5 @@ TEST(LogicalOps, FloatingOperandsAreErrors) {
   expect_error([&] { logical_and(zeros({2}), zeros({3})); }, {"[2]", "[3]"});
   expect_error([&] { logical_not(Tensor()); }, {"logical_not", "defined"});
 }
+
+}  // namespace minidl::logical_ops_test

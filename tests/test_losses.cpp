@@ -16,7 +16,8 @@
 #include "test_util.h"
 #include "nn/nn.h"
 
-using namespace minidl;
+namespace minidl::losses_test {
+
 using minidl::testing::expect_error;
 using minidl::testing::leaf;
 using minidl::testing::expect_gradcheck;
@@ -306,3 +307,5 @@ TEST(LossErrors, SayWhatWasExpectedAndFound) {
                {"weight", "float64", "float32"});
   expect_error([&] { log_sigmoid(zeros({2}, kInt64)); }, {"log_sigmoid", "floating", "int64"});
 }
+
+}  // namespace minidl::losses_test

@@ -15,7 +15,8 @@
 #include "ops/loss_margin.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::losses_margin_test {
+
 using minidl::testing::expect_error;
 using minidl::testing::expect_gradcheck;
 using minidl::testing::f64;
@@ -430,3 +431,5 @@ TEST(LossesMargin, ModulesPrintAndMatchTheFunctions) {
   std::function<Tensor(const Tensor&, const Tensor&)> criterion = F::soft_margin_loss;
   EXPECT_DOUBLE_EQ(criterion(a, b).item<double>(), soft_margin_loss(a, b).item<double>());
 }
+
+}  // namespace minidl::losses_margin_test

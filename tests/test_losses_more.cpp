@@ -10,7 +10,8 @@
 #include "float64_util.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::losses_more_test {
+
 using minidl::testing::expect_error;
 using minidl::testing::f64;
 using minidl::testing::values;
@@ -184,3 +185,5 @@ TEST(LossesMore, Errors) {
   expect_error([&] { cross_entropy(logits, Tensor::from_vector<int64_t>({0, 1, 2, 3, 0, 1, 2, 0}, {2, 4})); },
                {"cross_entropy", "target 3", "3 classes"});
 }
+
+}  // namespace minidl::losses_more_test

@@ -11,7 +11,7 @@
 #include "optim/optim.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::lr_scheduler_test {
 
 namespace {
 
@@ -144,3 +144,5 @@ TEST(ChainableLR, BadChainsSayWhatWasExpected) {
   // None of these touched the rates: still the warm-up's 0.05.
   EXPECT_NEAR(opt.lr(), 0.05, 1e-12);
 }
+
+}  // namespace minidl::lr_scheduler_test

@@ -11,7 +11,8 @@
 #include "optim/optim.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::lr_scheduler_more_test {
+
 using minidl::testing::expect_error;
 
 namespace {
@@ -220,3 +221,5 @@ TEST(LRSchedulersMore, BadArgumentsSayWhatWasExpected) {
   expect_error([&] { optim::CyclicLR(opt, 0.1, 1.0, 2, 4, "sawtooth"); }, {"CyclicLR", "triangular2", "sawtooth"});
   expect_error([&] { optim::CyclicLR(opt, 0.1, 1.0, 0); }, {"step_size_up and step_size_down > 0"});
 }
+
+}  // namespace minidl::lr_scheduler_more_test

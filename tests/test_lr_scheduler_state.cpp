@@ -10,7 +10,8 @@
 #include "test_file_util.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::lr_scheduler_state_test {
+
 using minidl::testing::expect_error;
 
 namespace {
@@ -128,3 +129,5 @@ TEST_F(SchedulerState, ImpossibleValuesChangeNothing) {
   bad["last_epoch"] = scalar_tensor(-5, kInt64);
   expect_error([&] { run.schedule.load_state_dict(bad); }, {"\"last_epoch\" is -5"});
 }
+
+}  // namespace minidl::lr_scheduler_state_test

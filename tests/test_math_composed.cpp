@@ -12,7 +12,8 @@
 #include "minidl.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::math_composed_test {
+
 using minidl::testing::expect_error;
 using minidl::testing::expect_gradcheck;
 using minidl::testing::leaf;
@@ -94,3 +95,5 @@ TEST(MathComposed, BadInputSaysWhatWasExpected) {
   expect_error([] { frac(zeros({2}, kInt32)); }, {"frac", "floating"});
   expect_error([] { heaviside(zeros({2}), zeros({1}, kFloat64)); }, {"heaviside", "one dtype"});
 }
+
+}  // namespace minidl::math_composed_test

@@ -11,7 +11,8 @@
 #include "float64_util.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::math_ops_test {
+
 using minidl::testing::expect_error;
 using minidl::testing::f64;
 using minidl::testing::expect_gradcheck;
@@ -270,3 +271,5 @@ TEST(MathOps, BadInput) {
   expect_error([] { atan2(zeros({3}), zeros({2})); }, {"atan2"});
   expect_error([] { sin(Tensor()); }, {"sin", "defined"});
 }
+
+}  // namespace minidl::math_ops_test

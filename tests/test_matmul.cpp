@@ -8,7 +8,8 @@
 #include "minidl.h"
 #include "test_cuda_util.h"
 
-using namespace minidl;
+namespace minidl::matmul_test {
+
 using minidl::testing::all_close;
 
 namespace {
@@ -303,3 +304,5 @@ TEST(Linear, Gradcheck) {
   EXPECT_TRUE(r) << r.message;
   EXPECT_FALSE(data.grad().defined());
 }
+
+}  // namespace minidl::matmul_test

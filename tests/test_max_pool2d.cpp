@@ -12,7 +12,8 @@
 #include "minidl.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::max_pool2d_test {
+
 using minidl::testing::error_of;
 
 namespace {
@@ -177,3 +178,5 @@ TEST(MaxPool2d, Errors) {
   EXPECT_NE(error_of([&] { max_pool2d(x, 0); }).find("positive kernel"), std::string::npos);
   EXPECT_NE(error_of([&] { max_pool2d(zeros({1, 1, 2, 2}, kInt64), 2); }).find("floating"), std::string::npos);
 }
+
+}  // namespace minidl::max_pool2d_test

@@ -18,7 +18,7 @@
 #include "optim/optim.h"
 #include "test_cuda_util.h"
 
-using namespace minidl;
+namespace minidl::memory_flat_test {
 
 namespace {
 
@@ -110,3 +110,5 @@ TEST(CudaMemoryFlat, MlpOverTwentyEpochs) {
   nn::Sequential model(nn::Flatten(), nn::Linear(784, 64), nn::ReLU(), nn::Linear(64, 10));
   expect_flat(train(*model, {1, 28, 28}, 20, Device::cuda()), false);
 }
+
+}  // namespace minidl::memory_flat_test

@@ -3,7 +3,7 @@
 
 #include "minidl.h"
 
-using namespace minidl;
+namespace minidl::memory_format_test {
 
 TEST(MemoryFormat, ChannelsLastStridesAreNhwcInNchwOrder) {
   const Tensor t = Tensor::empty({2, 3, 4, 5}, kFloat32, Device::cpu(), MemoryFormat::ChannelsLast);
@@ -67,3 +67,5 @@ TEST(MemoryFormat, ChannelsLastNeedsFourDimensions) {
   }
   EXPECT_THROW(Tensor::empty({2, 3, 4}, kFloat32, Device::cpu(), MemoryFormat::ChannelsLast), Error);
 }
+
+}  // namespace minidl::memory_format_test

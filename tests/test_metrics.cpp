@@ -16,6 +16,8 @@
 #include "apps/common/mnist_app.h"
 #include "apps/common/models.h"
 
+namespace minidl::metrics_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -283,3 +285,5 @@ TEST(Metrics, ShortMnistRunWritesTheCurves) {
 }
 
 }  // namespace
+
+}  // namespace minidl::metrics_test

@@ -7,7 +7,8 @@
 #include "data/data.h"
 #include "minidl.h"
 
-using namespace minidl;
+namespace minidl::mnist_files_test {
+
 using namespace minidl::data;
 
 namespace {
@@ -107,3 +108,5 @@ TEST(MnistFiles, OneDataSetGivenAsTheOtherIsAnError) {
   EXPECT_EQ(MNIST(root, false).size(), 10000);
   std::filesystem::remove_all(dir);
 }
+
+}  // namespace minidl::mnist_files_test

@@ -16,7 +16,7 @@
 #include "nn/nn.h"
 #include "optim/optim.h"
 
-using namespace minidl;
+namespace minidl::mnist_training_test {
 
 TEST(MnistTraining, MlpLearnsInOneEpochOnTenThousandImages) {
   std::shared_ptr<data::MNIST> train_full, test_full;
@@ -54,3 +54,5 @@ TEST(MnistTraining, MlpLearnsInOneEpochOnTenThousandImages) {
   std::printf("accuracy %.1f%% on the first 1,000 test images\n", correct / 10.0);
   EXPECT_GE(correct, 900);
 }
+
+}  // namespace minidl::mnist_training_test

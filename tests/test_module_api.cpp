@@ -9,7 +9,8 @@
 #include "nn/nn.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::module_api_test {
+
 using minidl::testing::expect_error;
 
 namespace {
@@ -198,3 +199,5 @@ TEST(ModuleApi, CloneIsADeepCopy) {
   // A plain Module subclass says how to become cloneable.
   expect_error([] { Net().clone(); }, {"Net cannot be cloned", "nn::Cloneable<Net>"});
 }
+
+}  // namespace minidl::module_api_test

@@ -9,7 +9,10 @@
 #include "nn/nn.h"
 #include "test_util.h"
 
-// A model outside minidl's namespaces, as a user writes one: the operator is found through its base.
+// Outside minidl's namespaces (as in every test file, a namespace of its own keeps the names apart).
+namespace module_printing_test {
+
+// A model as a user writes one: the operator is found through its base.
 struct TwoLayerNet : minidl::nn::Module {
   TwoLayerNet() : fc1(register_module("fc1", minidl::nn::Linear(4, 3))), fc2(register_module("fc2", minidl::nn::Linear(3, 2))) {}
   minidl::nn::Linear fc1, fc2;
@@ -65,3 +68,5 @@ TEST(ModulePrinting, OtherSharedPointersPrintAsBefore) {
   expected << static_cast<const void*>(number.get());
   EXPECT_EQ(printed(number), expected.str());  // std's operator: the address
 }
+
+}  // namespace module_printing_test

@@ -7,6 +7,9 @@
 #include "minidl.h"
 #include "nn/nn.h"
 
+// Outside minidl (as in every test file, a namespace of its own keeps the names apart).
+namespace module_tree_test {
+
 namespace user_code {
 
 // A holder declared in the user's own namespace.
@@ -116,3 +119,5 @@ TEST(ModuleTree, ModuleListAndDictRegisterTheirModules) {
   }
   EXPECT_THROW((*m.blocks)[3], Error);
 }
+
+}  // namespace module_tree_test

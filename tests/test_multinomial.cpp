@@ -13,7 +13,8 @@
 #include "test_cuda_util.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::multinomial_test {
+
 using minidl::testing::expect_error;
 
 namespace {
@@ -141,3 +142,5 @@ TEST(CudaMultinomial, SameGeneratorSameDrawsAndErrors) {
   check_generator_repeats(minidl::testing::gpu());
   check_errors(minidl::testing::gpu());
 }
+
+}  // namespace minidl::multinomial_test

@@ -7,7 +7,7 @@
 #include "minidl.h"
 #include "nn/nn.h"
 
-using namespace minidl;
+namespace minidl::nn_test {
 
 namespace {
 
@@ -175,3 +175,5 @@ TEST(Modules, CrossEntropyLossModule) {
   Tensor target = Tensor::from_vector<int64_t>({0, 1, 2, 1});
   EXPECT_NEAR(criterion(logits, target).item<float>(), cross_entropy(logits, target).item<float>(), 1e-6);
 }
+
+}  // namespace minidl::nn_test

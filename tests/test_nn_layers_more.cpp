@@ -16,7 +16,8 @@
 #include "nn/parameter_containers.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::nn_layers_more_test {
+
 using minidl::testing::expect_error;
 using minidl::testing::expect_gradcheck;
 using minidl::testing::f64;
@@ -426,3 +427,5 @@ TEST(LayersMore, ParameterDict) {
   EXPECT_EQ(dict->parameters().size(), 0u);
   EXPECT_EQ(printed(dict), "ParameterDict()");
 }
+
+}  // namespace minidl::nn_layers_more_test

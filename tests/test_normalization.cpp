@@ -13,7 +13,8 @@
 #include "test_util.h"
 #include "nn/nn.h"
 
-using namespace minidl;
+namespace minidl::normalization_test {
+
 using minidl::testing::error_of;
 
 namespace {
@@ -673,3 +674,5 @@ TEST(NormalizationModules, Errors) {
   EXPECT_ERROR(ln(zeros({4, 3})), "given normalized_shape=[4], expected x of shape [*, 4], but got shape [4, 3]");
   EXPECT_ERROR(nn::BatchNorm1d(nn::BatchNormOptions(0)), "expected num_features > 0");
 }
+
+}  // namespace minidl::normalization_test

@@ -6,7 +6,7 @@
 #include "minidl.h"
 #include "optim/optim.h"
 
-using namespace minidl;
+namespace minidl::optim_test {
 
 namespace {
 Tensor param(std::vector<double> v) { return Tensor::from_vector<double>(v).requires_grad_(); }
@@ -229,3 +229,5 @@ TEST(Optimizer, StepIsNotRecorded) {
   EXPECT_EQ(autograd::tape_size(), before);
   EXPECT_TRUE(p.is_leaf());
 }
+
+}  // namespace minidl::optim_test

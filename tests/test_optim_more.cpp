@@ -11,7 +11,8 @@
 #include "optim/optim.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::optim_more_test {
+
 using minidl::testing::expect_error;
 
 namespace {
@@ -171,3 +172,5 @@ TEST(OptimMore, SaveAndLoadModulesOptimizersAndTensors) {
   expect_error([&] { load(y, (dir / "opt.safetensors").string()); }, {"holds a saved optimizer", "a tensor"});
   std::filesystem::remove_all(dir);
 }
+
+}  // namespace minidl::optim_more_test

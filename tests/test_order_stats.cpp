@@ -13,7 +13,8 @@
 #include "minidl.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::order_stats_test {
+
 using minidl::testing::expect_error;
 using minidl::testing::expect_gradcheck;
 using minidl::testing::f64;
@@ -307,3 +308,5 @@ TEST(OrderStats, TensorMethodsForward) {
   const Tensor labels = Tensor::from_vector<int64_t>({0, 2, 2});
   EXPECT_EQ(labels.bincount().to_vector<int64_t>(), (std::vector<int64_t>{1, 0, 2}));
 }
+
+}  // namespace minidl::order_stats_test

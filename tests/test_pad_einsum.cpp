@@ -9,7 +9,8 @@
 #include "float64_util.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::pad_einsum_test {
+
 using minidl::testing::expect_error;
 using minidl::testing::f64;
 using minidl::testing::values;
@@ -142,3 +143,5 @@ TEST(Einsum, Errors) {
   expect_error([&] { einsum("ii->i", {a}); }, {"einsum", "'i'", "2", "3"});
   expect_error([&] { einsum("...i...->i", {a}); }, {"einsum", "more than one"});
 }
+
+}  // namespace minidl::pad_einsum_test

@@ -12,7 +12,8 @@
 #include "test_util.h"
 #include "nn/nn.h"
 
-using namespace minidl;
+namespace minidl::pooling_upsample_test {
+
 using minidl::testing::error_of;
 
 namespace {
@@ -401,3 +402,5 @@ TEST(PoolingModules, ForwardAndPrint) {
   EXPECT_EQ(mp(zeros({1, 1, 8, 8})).shape(), (Shape{1, 1, 3, 3}));
   EXPECT_EQ(nn::functional::adaptive_avg_pool2d(x, 2).shape(), (Shape{1, 1, 2, 2}));  // as F:: in PyTorch
 }
+
+}  // namespace minidl::pooling_upsample_test

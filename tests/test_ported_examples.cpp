@@ -13,6 +13,8 @@
 #include <sstream>
 #include <string>
 
+namespace minidl::ported_examples_test {
+
 namespace {
 
 std::string run(const std::string& command, int* status) {
@@ -69,3 +71,5 @@ TEST(PortedExamples, BuildAndRunAsTheirReadmesShow) {
   EXPECT_GE(std::stod(m[1]), 0.93);
   std::filesystem::remove_all(work);
 }
+
+}  // namespace minidl::ported_examples_test

@@ -8,7 +8,8 @@
 #include "minidl.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::products_more_test {
+
 using minidl::testing::expect_error;
 using minidl::testing::expect_gradcheck;
 using minidl::testing::leaf;
@@ -68,3 +69,5 @@ TEST(ProductsMore, MatrixPowerBySquaring) {
   expect_error([&] { matrix_power(x, -1); }, {"matrix_power", "negative power"});
   expect_error([] { matrix_power(zeros({2, 3}), 2); }, {"matrix_power", "square"});
 }
+
+}  // namespace minidl::products_more_test

@@ -7,7 +7,8 @@
 #include "float64_util.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::rearrange_test {
+
 using minidl::testing::expect_error;
 using minidl::testing::f64;
 using minidl::testing::values;
@@ -106,3 +107,5 @@ TEST(Rearrange, Errors) {
   expect_error([&] { one_hot(zeros({0}, kInt64)); }, {"one_hot", "empty"});
   expect_error([&] { repeat_interleave(x, -1); }, {"repeat_interleave", "non-negative"});
 }
+
+}  // namespace minidl::rearrange_test

@@ -10,7 +10,8 @@
 #include "minidl.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::reduce_split_more_test {
+
 using minidl::testing::expect_error;
 using minidl::testing::expect_gradcheck;
 using minidl::testing::leaf;
@@ -133,3 +134,5 @@ TEST(IndexMore, IndexFillAndIndexCopy) {
   expect_error([&] { index_fill(x, 1, Tensor::from_vector<int64_t>({4}), 0.0); }, {"index_fill", "4"});
   expect_error([&] { index_fill(x, 1, cols, ones({2}, kFloat64)); }, {"index_fill", "0-d value"});
 }
+
+}  // namespace minidl::reduce_split_more_test

@@ -8,7 +8,7 @@
 
 #include "minidl.h"
 
-using namespace minidl;
+namespace minidl::reduce_view_test {
 
 namespace {
 
@@ -217,3 +217,5 @@ TEST(Reduce, MinArgminVarAndAbs) {
     EXPECT_TRUE(r) << what << ": " << r.message;
   }
 }
+
+}  // namespace minidl::reduce_view_test

@@ -24,7 +24,8 @@
 #include "test_cuda_util.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::reduced_precision_matmul_conv_test {
+
 using namespace minidl::testing;
 
 namespace {
@@ -357,3 +358,5 @@ TEST_P(CudaReducedPrecision, ShapesFirstMetInAGraphCapture) {
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, ReducedPrecision, ::testing::Values(kBFloat16, kHalf), dtype_param_name);
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaReducedPrecision, ::testing::Values(kBFloat16, kHalf), dtype_param_name);
+
+}  // namespace minidl::reduced_precision_matmul_conv_test

@@ -19,7 +19,7 @@
 #include "ops/pointwise.h"
 #include "test_cuda_util.h"
 
-using namespace minidl;
+namespace minidl::reduced_precision_ops_test {
 
 namespace {
 
@@ -575,3 +575,5 @@ TEST(CudaReducedPrecisionOps, AddWideningEqualsPromotion) {
     }
   }
 }
+
+}  // namespace minidl::reduced_precision_ops_test

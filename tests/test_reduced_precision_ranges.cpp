@@ -15,7 +15,8 @@
 #include "minidl.h"
 #include "test_cuda_util.h"
 
-using namespace minidl;
+namespace minidl::reduced_precision_ranges_test {
+
 using minidl::testing::values;
 
 namespace {
@@ -264,3 +265,5 @@ TEST(CudaReducedPrecisionRanges, FusedCompositionsRoundOnce) {
   MINIDL_REQUIRE_CUDA();
   check_compositions(Device::cuda());
 }
+
+}  // namespace minidl::reduced_precision_ranges_test

@@ -10,7 +10,8 @@
 #include "minidl.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::reductions_more_test {
+
 using minidl::testing::expect_error;
 
 namespace {
@@ -354,3 +355,5 @@ TEST(Isclose, Errors) {
   expect_error([] { allclose(zeros({2}), zeros({2}), 1e-5, -1); }, {"isclose", "atol"});
   expect_error([] { isclose(zeros({2}), zeros({3})); }, {"3"});
 }
+
+}  // namespace minidl::reductions_more_test

@@ -13,7 +13,8 @@
 #include "optim/optim.h"
 #include "test_util.h"
 
-namespace minidl {
+namespace minidl::rnn_test {
+
 namespace {
 
 using testing::expect_error;
@@ -421,4 +422,5 @@ TEST(RnnErrors, BadShapes) {
 }
 
 }  // namespace
-}  // namespace minidl
+
+}  // namespace minidl::rnn_test

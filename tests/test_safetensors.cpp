@@ -11,7 +11,8 @@
 #include "test_file_util.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::safetensors_test {
+
 using namespace minidl::testing;
 
 class Safetensors : public TempFolderTest {};
@@ -278,3 +279,5 @@ TEST_F(Safetensors, AFailedSaveLeavesTheOldFileAndNoLitter) {
   nn::load(*model, path("m.safetensors"));
   EXPECT_EQ(snapshot(*model), snapshot(*other));
 }
+
+}  // namespace minidl::safetensors_test

@@ -12,7 +12,7 @@
 #include "core/safetensors.h"
 #include "nn/serialize.h"
 
-using namespace minidl;
+namespace minidl::safetensors_interop_test {
 
 TEST(SafetensorsInterop, ExchangesTheMnistMlpWithPyTorch) {
   const char* env = std::getenv("MINIDL_INTEROP_DIR");
@@ -37,3 +37,5 @@ TEST(SafetensorsInterop, ExchangesTheMnistMlpWithPyTorch) {
   Tensor x = randn({4, 1, 28, 28});
   safetensors::save((dir / "minidl_io.safetensors").string(), {{"input", x}, {"output", mine.forward(x)}});
 }
+
+}  // namespace minidl::safetensors_interop_test

@@ -14,7 +14,8 @@
 #endif
 #endif
 
-namespace minidl {
+namespace minidl::sanitizers_test {
+
 namespace {
 
 [[maybe_unused]] int read_byte(const void* p, size_t i) { return static_cast<const volatile uint8_t*>(p)[i]; }
@@ -49,4 +50,5 @@ TEST(Sanitizers, AReadOfAFreedTensorTheAllocatorKeepsIsReported) {
 }
 
 }  // namespace
-}  // namespace minidl
+
+}  // namespace minidl::sanitizers_test

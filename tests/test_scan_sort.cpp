@@ -10,7 +10,8 @@
 #include "minidl.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::scan_sort_test {
+
 using minidl::testing::expect_error;
 
 namespace {
@@ -248,3 +249,5 @@ TEST(Topk, Errors) {
   expect_error([&] { topk(x, 3, 0); }, {"topk", "k (3)", "size 2"});
   expect_error([&] { topk(x, 1, 2); }, {"topk", "dimension out of range"});
 }
+
+}  // namespace minidl::scan_sort_test

@@ -11,7 +11,8 @@
 #include "higher_order_util.h"
 #include "test_util.h"
 
-namespace minidl {
+namespace minidl::scans_and_mode_test {
+
 namespace {
 
 using testing::expect_error;
@@ -170,4 +171,5 @@ TEST(CudaScansAndMode, MatchTheCpu) {
 }
 
 }  // namespace
-}  // namespace minidl
+
+}  // namespace minidl::scans_and_mode_test

@@ -12,7 +12,8 @@
 #include "test_cuda_util.h"
 #include "test_util.h"
 
-namespace minidl {
+namespace minidl::scatter_reduce_test {
+
 namespace {
 
 using testing::expect_error;
@@ -125,4 +126,5 @@ TEST(CudaScatterReduce, MatchesTheCpu) {
 }
 
 }  // namespace
-}  // namespace minidl
+
+}  // namespace minidl::scatter_reduce_test

@@ -11,7 +11,8 @@
 #include "minidl.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::search_unique_test {
+
 using minidl::testing::expect_error;
 using minidl::testing::f64;
 using minidl::testing::values;
@@ -266,3 +267,5 @@ TEST(Unique, Consecutive) {
   EXPECT_EQ(ints(lv), want_values);
   EXPECT_EQ(ints(lc), want_counts);
 }
+
+}  // namespace minidl::search_unique_test

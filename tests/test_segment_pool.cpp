@@ -12,6 +12,8 @@
 
 #include "core/cuda/segment_pool.h"
 
+namespace minidl::segment_pool_test {
+
 using minidl::cuda::SegmentPool;
 
 namespace {
@@ -156,3 +158,5 @@ TEST(SegmentPool, RandomTrafficKeepsBlocksApartAndEndsWhole) {
   pool.release_free_segments(0, device.giver());
   EXPECT_TRUE(device.segments.empty()) << "a segment stayed split with every block freed";
 }
+
+}  // namespace minidl::segment_pool_test

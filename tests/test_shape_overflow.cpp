@@ -7,7 +7,8 @@
 #include "minidl.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::shape_overflow_test {
+
 using namespace minidl::testing;
 
 namespace {
@@ -44,3 +45,5 @@ TEST(ShapeOverflow, AReductionWhoseResultIsTooLargeIsAnError) {
 }
 
 }  // namespace
+
+}  // namespace minidl::shape_overflow_test

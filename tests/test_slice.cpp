@@ -5,7 +5,8 @@
 #include "minidl.h"
 #include "float64_util.h"
 
-using namespace minidl;
+namespace minidl::slice_test {
+
 using minidl::testing::expect_gradcheck;
 using minidl::testing::leaf;
 
@@ -85,3 +86,5 @@ TEST(Slice, Gradients) {
   (cat({a, b}) * Tensor::from_vector<double>({10, 20, 30})).sum().backward();
   EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{10, 20}));
 }
+
+}  // namespace minidl::slice_test

@@ -12,7 +12,8 @@
 #include "test_util.h"
 #include "nn/nn.h"
 
-using namespace minidl;
+namespace minidl::softmax_loss_test {
+
 using minidl::testing::expect_error;
 
 namespace {
@@ -252,3 +253,5 @@ TEST(ActivationModules, MatchTheirOps) {
   os << *nn::Sequential(nn::Tanh(), nn::LogSoftmax(1));
   EXPECT_EQ(os.str(), "Sequential(\n  (0): Tanh()\n  (1): LogSoftmax(dim=1)\n)");
 }
+
+}  // namespace minidl::softmax_loss_test

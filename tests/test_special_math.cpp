@@ -12,7 +12,8 @@
 #include "test_cuda_util.h"
 #include "test_util.h"
 
-namespace minidl {
+namespace minidl::special_math_test {
+
 namespace {
 
 using testing::expect_error;
@@ -222,4 +223,5 @@ TEST(CudaSpecialMath, MatchTheCpu) {
 }
 
 }  // namespace
-}  // namespace minidl
+
+}  // namespace minidl::special_math_test

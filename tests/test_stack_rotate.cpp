@@ -9,7 +9,8 @@
 #include "minidl.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::stack_rotate_test {
+
 using minidl::testing::expect_error;
 using minidl::testing::expect_gradcheck;
 using minidl::testing::leaf;
@@ -94,3 +95,5 @@ TEST(StackMore, InPlaceTrianglesAndDiagonal) {
   EXPECT_TRUE(base.equal(eye(3)));
   expect_error([] { Tensor c = zeros({2, 3, 2}); c.fill_diagonal_(1); }, {"fill_diagonal_", "all dims of one length"});
 }
+
+}  // namespace minidl::stack_rotate_test

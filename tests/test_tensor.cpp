@@ -5,7 +5,7 @@
 
 #include "minidl.h"
 
-using namespace minidl;
+namespace minidl::tensor_test {
 
 TEST(Tensor, CreationAndItem) {
   Tensor z = zeros({2, 3});
@@ -131,3 +131,5 @@ TEST(Tensor, ShapeMismatchNamesBothShapes) {
     EXPECT_NE(msg.find("[4, 3]"), std::string::npos) << msg;
   }
 }
+
+}  // namespace minidl::tensor_test

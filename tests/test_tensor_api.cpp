@@ -9,7 +9,8 @@
 #include "minidl.h"
 #include "test_util.h"
 
-namespace minidl {
+namespace minidl::tensor_api_test {
+
 namespace {
 
 using testing::expect_error;
@@ -509,4 +510,5 @@ TEST(TensorApi, ReductionsAndSoftmaxInAnAskedDtype) {
 }
 
 }  // namespace
-}  // namespace minidl
+
+}  // namespace minidl::tensor_api_test

@@ -13,7 +13,8 @@
 #include "data/text.h"
 #include "minidl.h"
 
-using namespace minidl;
+namespace minidl::text_data_test {
+
 using data::CharCorpus;
 using data::CharVocabulary;
 using data::Split;
@@ -232,3 +233,5 @@ TEST(TextData, CudaBatchesAreGatheredOnTheDevice) {
   EXPECT_EQ(cx.to(Device::cpu()).to_vector<int64_t>(), corpus.windows(Split::Train, starts, 32).first.to_vector<int64_t>());
   EXPECT_EQ(cy.to(Device::cpu()).to_vector<int64_t>(), corpus.windows(Split::Train, starts, 32).second.to_vector<int64_t>());
 }
+
+}  // namespace minidl::text_data_test

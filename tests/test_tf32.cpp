@@ -15,7 +15,8 @@
 #include "test_cuda_util.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::tf32_test {
+
 using namespace minidl::testing;
 
 namespace {
@@ -210,3 +211,5 @@ TEST(CudaTf32, SwitchFlippedBeforeTheBackwardIsAClearError) {
     EXPECT_NE(std::string(e.what()).find("TF32 setting for convolutions"), std::string::npos) << e.what();
   }
 }
+
+}  // namespace minidl::tf32_test

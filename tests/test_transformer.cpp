@@ -11,7 +11,8 @@
 #include "test_cuda_util.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::transformer_test {
+
 using minidl::testing::all_close;
 using minidl::testing::expect_error;
 
@@ -540,3 +541,5 @@ TEST(CudaTransformer, DecoderLayerMatchesCpu) {
       },
       {randn({2, 24, 64}), randn({2, 40, 64})}, 2e-4);
 }
+
+}  // namespace minidl::transformer_test

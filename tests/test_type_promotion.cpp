@@ -9,7 +9,8 @@
 #include "minidl.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::type_promotion_test {
+
 using minidl::testing::expect_error;
 
 namespace {
@@ -207,3 +208,5 @@ TEST(TypePromotion, GradientsFlowThroughTheCasts) {
 }
 
 }  // namespace
+
+}  // namespace minidl::type_promotion_test

@@ -9,7 +9,8 @@
 #include "minidl.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::unfold_scatter_random_test {
+
 using minidl::testing::expect_error;
 using minidl::testing::expect_gradcheck;
 using minidl::testing::leaf;
@@ -111,3 +112,5 @@ TEST(RandomMore, RandomAndBernoulliWithProbabilities) {
   expect_error([&] { ids.random_(5, 5); }, {"random_", "from < to"});
   expect_error([&] { mask.bernoulli_(zeros({2})); }, {"bernoulli_", "broadcast to"});
 }
+
+}  // namespace minidl::unfold_scatter_random_test

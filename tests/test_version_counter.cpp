@@ -8,7 +8,8 @@
 #include "optim/optim.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::version_counter_test {
+
 using minidl::testing::expect_error;
 
 namespace {
@@ -141,3 +142,5 @@ TEST(Reductions, SumOverAnEmptyDimListReducesEverything) {
 }
 
 }  // namespace
+
+}  // namespace minidl::version_counter_test

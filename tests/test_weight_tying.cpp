@@ -7,7 +7,8 @@
 #include "test_file_util.h"
 #include "test_util.h"
 
-using namespace minidl;
+namespace minidl::weight_tying_test {
+
 using namespace minidl::testing;
 
 namespace {
@@ -225,3 +226,5 @@ TEST_F(WeightTyingFiles, CheckpointResumesATiedModelLikeAnUninterruptedRun) {
   EXPECT_EQ(snapshot(resumed_adam), snapshot(adam));
   EXPECT_TRUE(resumed.decoder->weight.is_same(resumed.encoder->weight));
 }
+
+}  // namespace minidl::weight_tying_test

@@ -4,15 +4,11 @@
 
 namespace minidl::nn {
 
-namespace {
-
-// Registers a weight option as a buffer, as PyTorch's loss modules do, so that it moves with the
-// module; returns the handle forward() reads (undefined when the option was not given).
-Tensor buffer_of(Module& module, const char* name, const Tensor& option) {
+Tensor detail::buffer_of(Module& module, const char* name, const Tensor& option) {
   return option.defined() ? module.register_buffer(name, option) : Tensor();
 }
 
-}  // namespace
+using detail::buffer_of;
 
 CrossEntropyLossImpl::CrossEntropyLossImpl(const CrossEntropyLossOptions& options)
     : options(options), weight(buffer_of(*this, "weight", options.weight())) {}

@@ -162,4 +162,10 @@ class HuberLossImpl : public Module {
 };
 MINIDL_MODULE(HuberLoss);
 
+namespace detail {
+// Registers a loss module's weight option as a buffer, as PyTorch's loss modules do, so that it
+// moves with the module; returns the handle forward() reads (undefined without the option).
+Tensor buffer_of(Module& module, const char* name, const Tensor& option);
+}  // namespace detail
+
 }  // namespace minidl::nn

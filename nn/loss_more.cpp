@@ -1,15 +1,10 @@
 #include "nn/loss_more.h"
 
+#include "nn/loss.h"
+
 namespace minidl::nn {
 
-namespace {
-
-// A weight option becomes a buffer, as in PyTorch's loss modules, so that it moves with the module.
-Tensor buffer_of(Module& module, const char* name, const Tensor& option) {
-  return option.defined() ? module.register_buffer(name, option) : Tensor();
-}
-
-}  // namespace
+using detail::buffer_of;
 
 Tensor MarginRankingLossImpl::forward(const Tensor& input1, const Tensor& input2, const Tensor& target) {
   return margin_ranking_loss(input1, input2, target, options.margin(), options.reduction());

@@ -5,7 +5,7 @@
 namespace minidl::nn {
 namespace {
 
-std::string describe(const Tensor& t) { return detail::concat(t.dtype(), " of shape ", t.shape()); }
+std::string describe(const Tensor& t) { return minidl::detail::concat(t.dtype(), " of shape ", t.shape()); }
 
 }  // namespace
 

@@ -26,7 +26,7 @@ namespace minidl {
 namespace {
 
 // Batch slice i of a contiguous 3-D tensor as a 2-D tensor.
-Tensor slice(const Tensor& t, int64_t i) {
+Tensor batch_item(const Tensor& t, int64_t i) {
   const int64_t rows = t.size(1), cols = t.size(2);
   return Tensor::make_view(t, {rows, cols}, {cols, 1}, t.offset() + i * rows * cols);
 }
@@ -60,7 +60,7 @@ void product_summed(const GemmOperand& a, const GemmOperand& b, Tensor& c) {
     k.gemm(flat_view(a.data, {rows, a.data.size(2)}), true, flat_view(b.data, {rows, b.data.size(2)}), false, c, 1, 0);
     return;
   }
-  for (int64_t i = 0; i < batch; ++i) k.gemm(slice(a.data, i), a.trans, slice(b.data, i), b.trans, c, 1, i ? 1 : 0);
+  for (int64_t i = 0; i < batch; ++i) k.gemm(batch_item(a.data, i), a.trans, batch_item(b.data, i), b.trans, c, 1, i ? 1 : 0);
 }
 
 void check_matmul(const Tensor& a, const Tensor& b) {

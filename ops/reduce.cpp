@@ -15,13 +15,14 @@
 #include "ops/elementwise.h"
 #include "ops/copy.h"
 #include "ops/kernels.h"
+#include "ops/reduce_dims.h"
 #include "ops/scan.h"
 #include "ops/slice.h"
 #include "ops/view.h"
 
 namespace minidl {
 
-namespace {
+namespace detail {
 
 std::vector<int64_t> normalize_dims(const std::vector<int64_t>& dims, int64_t rank, const char* op) {
   std::vector<int64_t> out;
@@ -40,6 +41,13 @@ Shape reduced_shape(const Shape& shape, const std::vector<int64_t>& dims, bool k
   }
   return out;
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::normalize_dims;
+using detail::reduced_shape;
 
 // Reduces sorted `dims` of x; returns the result with keepdim shape, in x's dtype or (a sum of 16-bit
 // values) in `out_dtype`.

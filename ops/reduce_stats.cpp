@@ -3,38 +3,28 @@
 // which PyTorch defines at points where the composition has none (0 where the norm is 0).
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "core/autograd.h"
 #include "ops/autocast_policy.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
+#include "ops/reduce_dims.h"
 #include "ops/view.h"
 
 namespace minidl {
 
 namespace {
 
+using detail::reduced_shape;
+
 // Sorted, wrapped dims; an empty list means every dim.
 std::vector<int64_t> reduction_dims(const std::vector<int64_t>& dims, int64_t rank, const char* op) {
-  std::vector<int64_t> out;
-  if (dims.empty()) {
-    for (int64_t d = 0; d < rank; ++d) out.push_back(d);
-    return out;
-  }
-  for (int64_t d : dims) out.push_back(wrap_dim(d, rank, op));
-  std::sort(out.begin(), out.end());
-  MINIDL_CHECK(std::adjacent_find(out.begin(), out.end()) == out.end(), op, ": a dimension repeats in ", Shape(dims));
-  return out;
-}
-
-Shape reduced_shape(const Shape& shape, const std::vector<int64_t>& dims, bool keepdim) {
-  Shape out;
-  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
-    if (!std::binary_search(dims.begin(), dims.end(), d)) out.push_back(shape[static_cast<size_t>(d)]);
-    else if (keepdim) out.push_back(1);
-  }
-  return out;
+  if (!dims.empty()) return detail::normalize_dims(dims, rank, op);
+  std::vector<int64_t> every(static_cast<size_t>(rank));
+  std::iota(every.begin(), every.end(), 0);
+  return every;
 }
 
 int64_t count_over(const Shape& shape, const std::vector<int64_t>& dims) {

@@ -26,7 +26,7 @@ struct ScanGeometry {
   int64_t outer = 1, n = 1, inner = 1;
 };
 
-ScanGeometry geometry(const Shape& shape, int64_t dim) {
+ScanGeometry scan_geometry(const Shape& shape, int64_t dim) {
   ScanGeometry g;
   if (shape.empty()) return g;  // a 0-d tensor: one element
   for (int64_t d = 0; d < dim; ++d) g.outer *= shape[static_cast<size_t>(d)];
@@ -42,7 +42,7 @@ Tensor scan_forward(ScanOp op, const Tensor& x, int64_t dim, bool reverse) {
   Tensor src = x.contiguous();
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (out.numel() == 0) return out;
-  const ScanGeometry g = geometry(x.shape(), dim);
+  const ScanGeometry g = scan_geometry(x.shape(), dim);
   kernels_for(x.device()).scan(op, src, g.outer, g.n, g.inner, reverse, out);
   return out;
 }
@@ -162,7 +162,7 @@ Tensor cumprod_backward(const Tensor& grad, const Tensor& x, int64_t dim) {
   Tensor gx = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (gx.numel() == 0) return gx;
   Tensor xs = x.contiguous(), gs = grad.to(x.dtype()).contiguous();
-  const ScanGeometry g = geometry(x.shape(), dim);
+  const ScanGeometry g = scan_geometry(x.shape(), dim);
   Widened wide(kernels_for(x.device()));  // 16-bit through float32 (ops/widen_16bit.h)
   Tensor gx32 = wide.output(gx);
   wide.kernels().cumprod_backward(wide.input(xs), wide.input(gs), g.outer, g.n, g.inner, gx32);

@@ -20,7 +20,7 @@ struct RowGeometry {
   int64_t outer = 1, n = 1, inner = 1;
 };
 
-RowGeometry geometry(const Shape& shape, int64_t dim) {
+RowGeometry row_geometry(const Shape& shape, int64_t dim) {
   RowGeometry g;
   if (shape.empty()) return g;  // a 0-d tensor is one row of one element
   g.n = shape[dim];
@@ -38,7 +38,7 @@ RowGeometry geometry(const Shape& shape, int64_t dim) {
 Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   const char* name = log ? "log_softmax" : "softmax";
   MINIDL_CHECK(is_floating(x.dtype()), name, ": expected a floating tensor, got ", x.dtype(), " of shape ", x.shape());
-  const RowGeometry geo = geometry(x.shape(), wrap_dim(dim, x.dim(), name));
+  const RowGeometry geo = row_geometry(x.shape(), wrap_dim(dim, x.dim(), name));
   Tensor src;
   {
     NoGradGuard no_grad;  // the copy is plumbing; the tape gets one entry for the whole op

@@ -10,8 +10,6 @@ namespace minidl {
 
 namespace {
 
-constexpr int64_t kParallelGrain = 1 << 15;
-
 // One axis of a pooling window: the image positions [begin, end) it covers, and its length
 // clipped to the padded image, which is what count_include_pad divides by (PyTorch's rule).
 struct Window {

@@ -31,9 +31,6 @@ Span valid_span(int64_t offset, int64_t stride, int64_t size, int64_t out) {
   return {begin, end};
 }
 
-// Below this many elements of cols, one thread is faster than waking the team.
-constexpr int64_t kParallelGrain = 1 << 15;
-
 template <class T>
 void im2col_plane(const T* src, T* dst, const ConvGeometry& g) {
   const int64_t H = g.height, W = g.width, out_h = g.out_h, out_w = g.out_w, L = out_h * out_w;

@@ -11,8 +11,6 @@ namespace minidl {
 
 namespace {
 
-constexpr int64_t kParallelGrain = 1 << 15;
-
 template <class T>
 T bias_of(const T* bias, int64_t plane, int64_t channels) {
   return bias ? bias[plane % channels] : T(0);

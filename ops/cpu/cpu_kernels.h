@@ -5,6 +5,12 @@
 
 namespace minidl {
 
+// Below this many elements of work, a loop runs on one thread: waking OpenMP's team costs more.
+inline constexpr int64_t kParallelGrain = 1 << 15;
+// A reduction or scan over the middle axis of [outer, n, inner] takes this many inner columns per
+// task, so that their accumulators stay in registers and L1.
+inline constexpr int64_t kColumns = 256;
+
 class CpuKernels final : public Kernels {
  public:
   void copy(const Tensor& src, Tensor& dst) override;

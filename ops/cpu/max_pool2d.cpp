@@ -11,8 +11,6 @@ namespace minidl {
 
 namespace {
 
-constexpr int64_t kParallelGrain = 1 << 15;
-
 template <class T>
 void pool_plane(const T* src, T* dst, int64_t* idx, const ConvGeometry& g) {
   const int64_t H = g.height, W = g.width;

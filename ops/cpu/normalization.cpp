@@ -19,7 +19,6 @@ namespace minidl {
 
 namespace {
 
-constexpr int64_t kParallelGrain = 1 << 15;
 constexpr int64_t kColumnChunk = 64;  // channels per task when L == 1: a row's run stays in cache
 
 template <class T>

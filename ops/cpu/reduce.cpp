@@ -11,8 +11,6 @@ namespace minidl {
 
 namespace {
 
-constexpr int64_t kColumns = 256;  // inner columns per task: the accumulators stay in registers/L1
-
 // Sums of contiguous rows (inner == 1: a full sum, a row sum): each row in fixed blocks summed with
 // vector accumulators, the blocks added in order. The blocks, not the threads, fix the order of the
 // additions, so the bits do not depend on the thread count.

@@ -12,8 +12,6 @@ namespace minidl {
 
 namespace {
 
-constexpr int64_t kColumns = 256;
-
 template <class T>
 using ScanAcc = std::conditional_t<std::is_same_v<T, float>, double, compute_t<T>>;
 

@@ -11,8 +11,6 @@ namespace minidl {
 
 namespace {
 
-constexpr int64_t kParallelGrain = 1 << 15;
-
 // src(o) = min(floor(o * scale), in - 1) in float, as PyTorch's nearest_neighbor_compute_source_index.
 std::vector<int64_t> nearest_sources(int64_t out, int64_t in, float scale) {
   std::vector<int64_t> src(static_cast<size_t>(out));

@@ -96,9 +96,6 @@ function(minidl_add_cuda_backend target)
   if(NOT MINIDL_WITH_CUDNN)
     list(FILTER _cpp EXCLUDE REGEX ".*/ops/cuda/cudnn[a-z_]*\\.cpp$")
   endif()
-  # A unity build (MINIDL_UNITY_BUILD) is for building from scratch on CI, which has no CUDA: the
-  # backend's host files compile one by one.
-  set_source_files_properties(${_cpp} PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
 
   add_library(${target}_cuda_kernels OBJECT ${_cu})
   target_include_directories(${target}_cuda_kernels PRIVATE ${_root})

@@ -60,7 +60,9 @@ void product_summed(const GemmOperand& a, const GemmOperand& b, Tensor& c) {
     k.gemm(flat_view(a.data, {rows, a.data.size(2)}), true, flat_view(b.data, {rows, b.data.size(2)}), false, c, 1, 0);
     return;
   }
-  for (int64_t i = 0; i < batch; ++i) k.gemm(batch_item(a.data, i), a.trans, batch_item(b.data, i), b.trans, c, 1, i ? 1 : 0);
+  for (int64_t i = 0; i < batch; ++i) {
+    k.gemm(batch_item(a.data, i), a.trans, batch_item(b.data, i), b.trans, c, 1, i ? 1 : 0);
+  }
 }
 
 void check_matmul(const Tensor& a, const Tensor& b) {

@@ -128,11 +128,12 @@ TEST(Diagnostics, FindsTheLibrariesItWasBuiltWith) {
 }
 
 TEST(Diagnostics, ParsesCudaArchitectures) {
+  using diagnostics::detail::architecture_names;
   using diagnostics::detail::parse_architectures;
-  EXPECT_EQ(diagnostics::detail::architecture_names(parse_architectures("80-real;90", {800, 900})), "sm_80 sm_90 compute_90");
-  EXPECT_EQ(diagnostics::detail::architecture_names(parse_architectures("90a-real,75-virtual", {})), "sm_90a compute_75");
-  EXPECT_EQ(diagnostics::detail::architecture_names(parse_architectures("native", {860})), "sm_86");
-  EXPECT_EQ(diagnostics::detail::architecture_names(parse_architectures("", {900})), "sm_90 compute_90");
+  EXPECT_EQ(architecture_names(parse_architectures("80-real;90", {800, 900})), "sm_80 sm_90 compute_90");
+  EXPECT_EQ(architecture_names(parse_architectures("90a-real,75-virtual", {})), "sm_90a compute_75");
+  EXPECT_EQ(architecture_names(parse_architectures("native", {860})), "sm_86");
+  EXPECT_EQ(architecture_names(parse_architectures("", {900})), "sm_90 compute_90");
 }
 
 TEST(Diagnostics, MatchesKernelImagesToComputeCapabilities) {

@@ -42,10 +42,17 @@ Shape reduced_shape(const Shape& shape, const std::vector<int64_t>& dims, bool k
   return out;
 }
 
+std::vector<int64_t> all_dims(int64_t rank) {
+  std::vector<int64_t> dims(static_cast<size_t>(rank));
+  std::iota(dims.begin(), dims.end(), 0);
+  return dims;
+}
+
 }  // namespace detail
 
 namespace {
 
+using detail::all_dims;
 using detail::normalize_dims;
 using detail::reduced_shape;
 
@@ -109,12 +116,6 @@ Tensor sum_impl(const Tensor& x, std::vector<int64_t> dims, bool keepdim, bool w
     }, true);
   }
   return out;
-}
-
-std::vector<int64_t> all_dims(int64_t rank) {
-  std::vector<int64_t> dims(static_cast<size_t>(rank));
-  std::iota(dims.begin(), dims.end(), 0);
-  return dims;
 }
 
 }  // namespace

@@ -3,7 +3,6 @@
 // which PyTorch defines at points where the composition has none (0 where the norm is 0).
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "core/autograd.h"
 #include "ops/autocast_policy.h"
@@ -21,10 +20,7 @@ using detail::reduced_shape;
 
 // Sorted, wrapped dims; an empty list means every dim.
 std::vector<int64_t> reduction_dims(const std::vector<int64_t>& dims, int64_t rank, const char* op) {
-  if (!dims.empty()) return detail::normalize_dims(dims, rank, op);
-  std::vector<int64_t> every(static_cast<size_t>(rank));
-  std::iota(every.begin(), every.end(), 0);
-  return every;
+  return dims.empty() ? detail::all_dims(rank) : detail::normalize_dims(dims, rank, op);
 }
 
 int64_t count_over(const Shape& shape, const std::vector<int64_t>& dims) {

@@ -51,6 +51,7 @@ void print_build(const CpuReport& cpu) {
               join(cpu.compiled).c_str());
   std::printf("  Eigen SIMD          %s\n", cpu.eigen_simd.c_str());
   std::printf("  CPU threads         %d\n", cpu.threads);
+  std::printf("  Eigen's own threads %d (minidl splits the products itself)\n", cpu.eigen_threads);
 }
 
 void print_cuda(const CudaReport& r) {

@@ -101,7 +101,7 @@ function(minidl_add_cuda_backend target)
   target_include_directories(${target}_cuda_kernels PRIVATE ${_root})
   # Eigen: the special functions of ops/special_functions.h, which Eigen writes for host and device.
   target_link_libraries(${target}_cuda_kernels PRIVATE CUDA::cudart CUDA::curand CUDA::cublas Eigen3::Eigen)
-  target_compile_definitions(${target}_cuda_kernels PRIVATE MINIDL_WITH_CUDA)
+  target_compile_definitions(${target}_cuda_kernels PRIVATE MINIDL_WITH_CUDA EIGEN_DONT_PARALLELIZE)  # as the library's
   set_target_properties(${target}_cuda_kernels PROPERTIES POSITION_INDEPENDENT_CODE ON CUDA_RUNTIME_LIBRARY Shared)
   target_compile_options(${target}_cuda_kernels PRIVATE
     $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-Wall,-Wextra -Xcudafe=--diag_suppress=177>)

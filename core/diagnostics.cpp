@@ -77,6 +77,7 @@ CpuReport diagnose_cpu() {
   }
   r.eigen_simd = Eigen::SimdInstructionSetsInUse();
   r.threads = get_num_threads();
+  r.eigen_threads = Eigen::nbThreads();
   if (!r.missing.empty()) {
     std::string sets;
     for (const auto& s : r.missing) sets += (sets.empty() ? "" : ", ") + s;

@@ -74,6 +74,7 @@ struct CpuReport {
   std::vector<std::string> missing;    // ... that this CPU lacks (the program would crash using them)
   std::string eigen_simd;              // Eigen's own account: "AVX512, FMA, AVX2, AVX, SSE, ..."
   int threads = 0;                     // CPU threads the kernels use
+  int eigen_threads = 0;               // threads Eigen would split one product across: 1, as minidl splits them
   std::vector<Problem> problems;
 };
 

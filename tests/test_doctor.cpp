@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/diagnostics.h"
+#include "core/threads.h"
 #ifdef MINIDL_WITH_CUDA
 #include "core/cuda/diagnostics.h"
 #endif
@@ -106,6 +107,17 @@ TEST(Diagnostics, EveryProblemHasACauseAndAFix) {
   }
   EXPECT_GT(cpu.threads, 0);
   EXPECT_FALSE(cpu.eigen_simd.empty());
+}
+
+// minidl splits each CPU product across its threads on sizes alone (ops/cpu/matmul.cpp); Eigen splitting
+// it again, by the thread count, would make the bits follow that count. The library is built with
+// EIGEN_DONT_PARALLELIZE, and this file of it reports what Eigen sees.
+TEST(Diagnostics, EigenNeverSplitsAProductItself) {
+  const int saved = get_num_threads();
+  set_num_threads(3);
+  const int eigen_threads = diagnose_cpu().eigen_threads;
+  set_num_threads(saved);
+  EXPECT_EQ(eigen_threads, 1);
 }
 
 TEST(Diagnostics, CudaVersionText) {

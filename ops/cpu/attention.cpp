@@ -13,7 +13,6 @@
 // The interface lets q, k, v and the outputs be strided [batch, heads] views (ops/kernels.h); the
 // loops below read dense [B, rows, E] memory, so such views pass through contiguous copies here:
 // the CPU path is the reference, and a copy costs little beside its GEMMs.
-#define EIGEN_DONT_PARALLELIZE  // as ops/cpu/matmul.cpp: one setting for every instantiation of Eigen's GEMM
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>

@@ -10,8 +10,9 @@
 // left, and the 1-vector path keeps two accumulators (even and odd k), so it adds an element's
 // terms in another order. Our rows go in panels of 4. A block that starts on such boundaries
 // (kColumnAlign, kRowAlign) puts every element through the path one unsplit product takes, and its
-// depth blocking depends on k alone, so any grid gives the same bits.
-#define EIGEN_DONT_PARALLELIZE  // only this file instantiates Eigen's GEMM, so no other file sees a mismatch
+// depth blocking depends on k alone, so any grid gives the same bits. That holds only while Eigen
+// never splits a product across threads itself: CMakeLists.txt defines EIGEN_DONT_PARALLELIZE for the
+// whole library.
 #include <Eigen/Core>
 #include <algorithm>
 

@@ -18,10 +18,12 @@ build="${SAN_BUILD_DIR:-$repo/build-san}"
 # No DLPack bridge: it is a shared library that Python loads, which ASan's runtime does not allow.
 # float-cast-overflow (not part of GCC's "undefined"): a NaN or out-of-range float converted to an
 # integer, an index or a count, say. Float division by zero stays allowed: IEEE's inf, as in PyTorch.
-# The tests compile in batches of files (MINIDL_UNITY_TESTS), faster from scratch.
+# The tests compile in batches of files (MINIDL_UNITY_TESTS), faster from scratch, and so does the
+# library here (CMake's CMAKE_UNITY_BUILD); scripts/test.sh's normal build compiles the library
+# file by file, as a user's build does.
 cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
   -DMINIDL_CUDA=OFF -DMINIDL_SANITIZE=address,undefined,float-cast-overflow -DMINIDL_BUILD_DLPACK_DEMO=OFF \
-  -DMINIDL_UNITY_TESTS=ON >/dev/null
+  -DMINIDL_UNITY_TESTS=ON -DCMAKE_UNITY_BUILD=ON >/dev/null
 # The tests of the library; the apps' own tests (flags, signals, doctor, charts), the CUDA tests and
 # the two training runs run in the normal build only (CMakeLists.txt leaves them out here), so no
 # app is built.

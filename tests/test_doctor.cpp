@@ -109,9 +109,9 @@ TEST(Diagnostics, EveryProblemHasACauseAndAFix) {
   EXPECT_FALSE(cpu.eigen_simd.empty());
 }
 
-// minidl splits each CPU product across its threads on sizes alone (ops/cpu/matmul.cpp); Eigen splitting
-// it again, by the thread count, would make the bits follow that count. The library is built with
-// EIGEN_DONT_PARALLELIZE, and this file of it reports what Eigen sees.
+// minidl splits each CPU product across its threads on sizes alone (ops/cpu/matmul.cpp); Eigen
+// splitting it again, by the thread count, would make the bits follow that count. The library is
+// built with EIGEN_DONT_PARALLELIZE; core/diagnostics.cpp, one of its files, says what Eigen sees.
 TEST(Diagnostics, EigenNeverSplitsAProductItself) {
   const int saved = get_num_threads();
   set_num_threads(3);

@@ -75,24 +75,73 @@ class ThreadCount : public ::testing::Test {
   int saved_ = get_num_threads();
 };
 
-void expect_same_for_every_thread_count(const std::function<nn::Sequential()>& make, const Shape& input, int steps) {
+void expect_same_for_every_thread_count(const std::function<Run()>& train_once) {
   set_num_threads(1);
-  const Run reference = train(make, input, steps, Device::cpu(), 7);
+  const Run reference = train_once();
   for (int threads : {2, 3, 4}) {
     SCOPED_TRACE(std::to_string(threads) + " threads against 1");
     set_num_threads(threads);
-    const Run run = train(make, input, steps, Device::cpu(), 7);
+    const Run run = train_once();
     EXPECT_EQ(bits(run.losses), bits(reference.losses));
     EXPECT_EQ(run.weights, reference.weights);
   }
 }
 
 TEST_F(ThreadCount, AnMlpTrainsBitIdenticallyOnOneToFourThreads) {
-  expect_same_for_every_thread_count(mlp, {50, 100}, 30);
+  expect_same_for_every_thread_count([] { return train(mlp, {50, 100}, 30, Device::cpu(), 7); });
 }
 
 TEST_F(ThreadCount, ACnnTrainsBitIdenticallyOnOneToFourThreads) {
-  expect_same_for_every_thread_count(cnn, {3, 3, 18, 18}, 20);
+  expect_same_for_every_thread_count([] { return train(cnn, {3, 3, 18, 18}, 20, Device::cpu(), 7); });
+}
+
+// A small GPT's step: the embedding and its backward (repeated token ids), pre-norm layer norms,
+// causal attention, GELU, dropout, a sequence's cross-entropy, clipping by the global norm and AdamW.
+// Sizes off powers of two, the activations past the CPU kernels' parallel grain (kParallelGrain,
+// 32,768 elements), so that their kernels split the work across the threads.
+struct TinyGpt : nn::Module {
+  static constexpr int64_t kVocab = 53, kWidth = 72, kContext = 45;
+  TinyGpt()
+      : tokens(register_module("tokens", nn::Embedding(kVocab, kWidth))),
+        block(register_module("block", nn::TransformerEncoderLayer(nn::TransformerEncoderLayerOptions(kWidth, 4)
+                                                                       .dim_feedforward(4 * kWidth)
+                                                                       .dropout(0.1)
+                                                                       .activation("gelu")
+                                                                       .batch_first(true)
+                                                                       .norm_first(true)))),
+        head(register_module("head", nn::Linear(kWidth, kVocab))) {}
+  Tensor forward(const Tensor& ids) override {
+    const Tensor mask = nn::generate_square_subsequent_mask(ids.size(1));
+    return head->forward(block->forward(tokens->forward(ids), mask, {}, /*is_causal=*/true));
+  }
+  nn::Embedding tokens;
+  nn::TransformerEncoderLayer block;
+  nn::Linear head;
+};
+
+Run train_gpt(int steps) {
+  manual_seed(3);
+  auto model = std::make_shared<TinyGpt>();
+  optim::AdamW opt(model->parameters(), optim::AdamWOptions(3e-3));
+  const int64_t batch = 14, context = TinyGpt::kContext;
+  Tensor ids = scattered(batch * (context + 1), TinyGpt::kVocab).reshape({batch, context + 1});
+  Tensor inputs = ids.slice(1, 0, context).contiguous(), targets = ids.slice(1, 1, context + 1).contiguous();
+  Run run;
+  for (int step = 0; step < steps; ++step) {
+    opt.zero_grad();
+    Tensor logits = model->forward(inputs);
+    Tensor loss = nn::functional::cross_entropy(logits.reshape({-1, TinyGpt::kVocab}), targets.reshape({-1}));
+    loss.backward();
+    nn::utils::clip_grad_norm_(model->parameters(), 0.5);
+    opt.step();
+    run.losses.push_back(loss.item<float>());
+  }
+  run.weights = testing::snapshot(*model);
+  return run;
+}
+
+TEST_F(ThreadCount, ASmallGptTrainsBitIdenticallyOnOneToFourThreads) {
+  expect_same_for_every_thread_count([] { return train_gpt(6); });
 }
 
 TEST(DeterministicMode, OffByDefaultAndSwitchable) {

@@ -144,6 +144,55 @@ TEST_F(ThreadCount, ASmallGptTrainsBitIdenticallyOnOneToFourThreads) {
   expect_same_for_every_thread_count([] { return train_gpt(6); });
 }
 
+// Kernels the three models do not reach, each on an input past the parallel grain: the output and
+// the input's gradient (of a random weighting of the output) must be the same bits on 1 to 4 threads.
+struct KernelCase {
+  const char* name;
+  Shape input;
+  std::function<Tensor(const Tensor&)> op;
+};
+
+testing::Snapshot output_and_gradient(const KernelCase& c) {
+  manual_seed(5);
+  Tensor x = randn(c.input).requires_grad_();
+  Tensor y = c.op(x);
+  mul(y, randn(y.shape())).sum().backward();
+  return testing::snapshot(std::map<std::string, Tensor>{{"output", y.detach()}, {"gradient", x.grad()}});
+}
+
+TEST_F(ThreadCount, EachKernelGivesTheSameBitsOnOneToFourThreads) {
+  manual_seed(9);
+  const Tensor filter = randn({16, 8, 3, 3}), right = randn({7, 33, 51});
+  const Tensor index = randint(37, {61, 700});
+  nn::LSTM lstm(nn::LSTMOptions(20, 33));
+  const std::vector<KernelCase> cases = {
+      {"conv_transpose2d", {5, 16, 21, 21}, [&](const Tensor& x) { return conv_transpose2d(x, filter, {}, 2, 1); }},
+      {"group_norm", {6, 24, 17, 17}, [](const Tensor& x) { return group_norm(x, 6); }},
+      {"avg_pool2d", {6, 24, 17, 17}, [](const Tensor& x) { return avg_pool2d(x, 3, 2, 1); }},
+      {"max_pool2d, overlapping", {6, 24, 17, 17}, [](const Tensor& x) { return max_pool2d(x, 3, 2, 1); }},
+      {"upsample_nearest2d", {4, 8, 33, 33}, [](const Tensor& x) { return upsample_nearest2d(x, {50, 70}); }},
+      {"LSTM", {45, 14, 20}, [&](const Tensor& x) { return std::get<0>(lstm->forward(x)); }},
+      {"cumsum", {37, 1100}, [](const Tensor& x) { return cumsum(x, 1); }},
+      {"log_softmax", {61, 700}, [](const Tensor& x) { return log_softmax(x, 1); }},
+      {"sort", {61, 700}, [](const Tensor& x) { return std::get<0>(sort(x, 1)); }},
+      {"topk", {61, 700}, [](const Tensor& x) { return std::get<0>(topk(x, 50, 1)); }},
+      {"gather", {61, 700}, [&](const Tensor& x) { return gather(x, 1, index.slice(1, 0, 300)); }},
+      {"scatter_add", {61, 700}, [&](const Tensor& x) { return scatter_add(zeros({61, 37}), 1, index, x); }},
+      {"var over two dims", {37, 29, 41}, [](const Tensor& x) { return var(x, {0, 2}); }},
+      {"bmm", {7, 45, 33}, [&](const Tensor& x) { return bmm(x, right); }},
+  };
+  for (const KernelCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    set_num_threads(1);
+    const testing::Snapshot reference = output_and_gradient(c);
+    for (int threads : {2, 3, 4}) {
+      SCOPED_TRACE(std::to_string(threads) + " threads against 1");
+      set_num_threads(threads);
+      EXPECT_EQ(output_and_gradient(c), reference);
+    }
+  }
+}
+
 TEST(DeterministicMode, OffByDefaultAndSwitchable) {
   EXPECT_FALSE(is_deterministic());
   set_deterministic(true);

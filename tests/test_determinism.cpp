@@ -144,8 +144,9 @@ TEST_F(ThreadCount, ASmallGptTrainsBitIdenticallyOnOneToFourThreads) {
   expect_same_for_every_thread_count([] { return train_gpt(6); });
 }
 
-// Kernels the three models do not reach, each on an input past the parallel grain: the output and
-// the input's gradient (of a random weighting of the output) must be the same bits on 1 to 4 threads.
+// Kernels the three models do not reach, each with work enough to be split across the threads: the
+// output and the input's gradient (of a random weighting of the output) must be the same bits on 1
+// to 4 threads.
 struct KernelCase {
   const char* name;
   Shape input;
@@ -171,7 +172,7 @@ TEST_F(ThreadCount, EachKernelGivesTheSameBitsOnOneToFourThreads) {
       {"avg_pool2d", {6, 24, 17, 17}, [](const Tensor& x) { return avg_pool2d(x, 3, 2, 1); }},
       {"max_pool2d, overlapping", {6, 24, 17, 17}, [](const Tensor& x) { return max_pool2d(x, 3, 2, 1); }},
       {"upsample_nearest2d", {4, 8, 33, 33}, [](const Tensor& x) { return upsample_nearest2d(x, {50, 70}); }},
-      {"LSTM", {45, 14, 20}, [&](const Tensor& x) { return std::get<0>(lstm->forward(x)); }},
+      {"LSTM", {45, 40, 20}, [&](const Tensor& x) { return std::get<0>(lstm->forward(x)); }},
       {"cumsum", {37, 1100}, [](const Tensor& x) { return cumsum(x, 1); }},
       {"log_softmax", {61, 700}, [](const Tensor& x) { return log_softmax(x, 1); }},
       {"sort", {61, 700}, [](const Tensor& x) { return std::get<0>(sort(x, 1)); }},

@@ -14,7 +14,7 @@ void CpuKernels::adaptive_max_pool2d(const Tensor& x, Tensor& out, Tensor& indic
     const T* in = x.data<T>();
     T* o = out.data<T>();
     int64_t* idx = indices.data<int64_t>();
-#pragma omp parallel for schedule(static) if (planes > 1 && x.numel() > (1 << 15))
+#pragma omp parallel for schedule(static) if (planes > 1 && x.numel() > kParallelGrain)
     for (int64_t p = 0; p < planes; ++p) {
       const T* src = in + p * H * W;
       for (int64_t oh = 0; oh < OH; ++oh) {

@@ -193,19 +193,19 @@ void binary_scalar(BinaryOp op, const T* a, T b, bool scalar_on_left, T* out, in
   }
 }
 
-// Splits a contiguous range into per-thread chunks, each handled by `chunk(begin, count)`.
+// Splits a contiguous range into chunks of kParallelGrain elements, each handled by
+// `chunk(begin, count)`: the chunks follow the size alone, not the thread count.
 template <class Chunk>
 void parallel_chunks(int64_t n, Chunk&& chunk) {
-  constexpr int64_t kGrain = 1 << 15;
-  if (n <= kGrain) {
+  if (n <= kParallelGrain) {
     chunk(0, n);
     return;
   }
-  const int64_t pieces = (n + kGrain - 1) / kGrain;
+  const int64_t pieces = (n + kParallelGrain - 1) / kParallelGrain;
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < pieces; ++p) {
-    int64_t begin = p * kGrain;
-    chunk(begin, std::min(kGrain, n - begin));
+    int64_t begin = p * kParallelGrain;
+    chunk(begin, std::min(kParallelGrain, n - begin));
   }
 }
 

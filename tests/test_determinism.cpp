@@ -144,9 +144,9 @@ TEST_F(ThreadCount, ASmallGptTrainsBitIdenticallyOnOneToFourThreads) {
   expect_same_for_every_thread_count([] { return train_gpt(6); });
 }
 
-// Kernels the three models do not reach, each with work enough to be split across the threads: the
-// output and the input's gradient (of a random weighting of the output) must be the same bits on 1
-// to 4 threads.
+// Kernels the three models do not reach, on sizes off powers of two and mostly past the parallel
+// grain: the output and the input's gradient (of a random weighting of the output) must be the same
+// bits on 1 to 4 threads.
 struct KernelCase {
   const char* name;
   Shape input;

@@ -1,9 +1,6 @@
 // dropout_add_layer_norm (residual + dropout(x), then its layer norm: a pre-norm transformer's seam)
 // as layer_norm_rows.cuh's kernels with the dropout and the addition folded in, forward and backward;
 // the op composes them where these decline (ops/normalization.cpp).
-#include <vector>
-
-#include "core/cuda/context.h"
 #include "ops/cuda/layer_norm_rows.cuh"
 #include "ops/cuda/normalization_reduce.cuh"
 #include "ops/cuda/random.cuh"

@@ -10,6 +10,10 @@
 // where d is a multiple of V and every pointer is 16-byte aligned, else single elements (V = 1,
 // element lane + 32k): a 4-byte load per lane left the forward at 27.7 us for [16384, 384], against
 // about 17 us for its 50 MB at full bandwidth. Either way a lane keeps the same columns on every row.
+#include <initializer_list>
+#include <vector>
+
+#include "core/cuda/context.h"
 #include "ops/cuda/normalization_reduce.cuh"
 
 namespace minidl::cuda::norm {

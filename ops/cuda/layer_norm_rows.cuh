@@ -106,12 +106,13 @@ __global__ void layer_norm_rows(const T* __restrict__ x, const T* __restrict__ w
   }
 }
 
-// gx = invstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat)), the formula of normalize_backward_kernel.
-// With kParamSums the kernel also sums the weight and bias gradients (sum g*xhat and sum g, the
-// terms of ChannelGradSums) as it reads g and x, instead of a second pass over both: block b takes
-// rows [b * chunk_rows, (b + 1) * chunk_rows), each lane adds up its columns over its warp's rows in
-// row order, the warps' sums are added in warp order, and the block writes them to chunk_sums[b];
-// reduce_chunk_sums adds the chunks in order. A fixed order throughout: the same bits every run.
+// gx = invstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat)), the formula of normalization.cu's
+// normalize_backward_kernel. With kParamSums the kernel also sums the weight and bias gradients
+// (sum g*xhat and sum g, the terms of normalization.cu's ChannelGradSums) as it reads g and x,
+// instead of a second pass over both: block b takes rows [b * chunk_rows, (b + 1) * chunk_rows),
+// each lane adds up its columns over its warp's rows in row order, the warps' sums are added in
+// warp order, and the block writes them to chunk_sums[b]; finish_row_chunks adds the chunks in
+// order. A fixed order throughout: the same bits every run.
 template <int V, int kPacks, class T>
 __device__ __forceinline__ void load_row_packs(const T* row, int d, int lane, VecPack<T, V> (&packs)[kPacks]) {
 #pragma unroll

@@ -84,7 +84,7 @@ __global__ void channel_reduce_blocks(I n, I channels, I l, Op op) {
 // L == 1: block (t, k), of Tile x Rows threads, reduces the Tile adjacent columns of tile t over the
 // k-th chunk of rows, Rows partial sums per column, and finishes them where there is one chunk, else
 // writes them to partial[k][c] for channel_combine_chunks. Tile and Rows are kColTile and kColRows
-// but for finish_row_chunks below.
+// but for finish_row_chunks (layer_norm_rows.cuh).
 template <class Acc, class I, class Op, int Tile = kColTile, int Rows = kColRows>
 __global__ void channel_reduce_columns(I n, I channels, I chunk_rows, Op op, Acc* partial) {
   __shared__ Acc tile[Rows][Tile];

@@ -75,15 +75,24 @@ class ThreadCount : public ::testing::Test {
   int saved_ = get_num_threads();
 };
 
-void expect_same_for_every_thread_count(const std::function<Run()>& train_once) {
+void expect_same_bits(const Run& run, const Run& reference) {
+  EXPECT_EQ(bits(run.losses), bits(reference.losses));
+  EXPECT_EQ(run.weights, reference.weights);
+}
+
+void expect_same_bits(const testing::Snapshot& run, const testing::Snapshot& reference) {
+  EXPECT_EQ(run, reference);
+}
+
+// Runs run_once on 1 thread, then on 2, 3 and 4, each result the same bits as the first.
+template <class RunOnce>
+void expect_same_for_every_thread_count(const RunOnce& run_once) {
   set_num_threads(1);
-  const Run reference = train_once();
+  const auto reference = run_once();
   for (int threads : {2, 3, 4}) {
     SCOPED_TRACE(std::to_string(threads) + " threads against 1");
     set_num_threads(threads);
-    const Run run = train_once();
-    EXPECT_EQ(bits(run.losses), bits(reference.losses));
-    EXPECT_EQ(run.weights, reference.weights);
+    expect_same_bits(run_once(), reference);
   }
 }
 
@@ -184,13 +193,7 @@ TEST_F(ThreadCount, EachKernelGivesTheSameBitsOnOneToFourThreads) {
   };
   for (const KernelCase& c : cases) {
     SCOPED_TRACE(c.name);
-    set_num_threads(1);
-    const testing::Snapshot reference = output_and_gradient(c);
-    for (int threads : {2, 3, 4}) {
-      SCOPED_TRACE(std::to_string(threads) + " threads against 1");
-      set_num_threads(threads);
-      EXPECT_EQ(output_and_gradient(c), reference);
-    }
+    expect_same_for_every_thread_count([&] { return output_and_gradient(c); });
   }
 }
 

@@ -1,9 +1,8 @@
 // Embedding's backward without float atomics: the ids are radix-sorted with their positions (CUB's
 // radix sort is stable, so the repeats of an id form a run in position order), each id's run is
-// located, then each id's run of gradient rows is summed in kEmbeddingGradLanes interleaved partial
-// sums (ops/kernels.h), all of them at once, which a second pass adds in lane order; or, where the
-// runs are a few rows long, a thread per id and column does both. Every run and the CPU kernel add
-// the same numbers in the same order, so the bits repeat.
+// located, then a block per id and 32 columns sums its run's gradient rows in kEmbeddingGradLanes
+// interleaved partial sums (ops/kernels.h), or, where the runs are a few rows long, a thread per id
+// and column. Every run and the CPU kernel add the same numbers in the same order, so the bits repeat.
 #include <cub/device/device_radix_sort.cuh>
 
 #include <algorithm>
@@ -43,102 +42,51 @@ __global__ void mark_runs_kernel(const int64_t* sorted, const int64_t* order, in
   }
 }
 
-// Where lane_sums_kernel leaves id v's lane partial sums: row v * kEmbeddingGradLanes + lane of its
-// scratch where every id has room for all the lanes (kEmbeddingGradLanes * rows <= n), else row
-// run_start[v] + lane (a run of count rows fills min(count, lanes) lanes, so the rows stay inside
-// its own run): scratch of min(n, lanes * rows) rows either way.
-struct LaneSlots {
-  bool by_id;
-  __device__ int64_t operator()(int64_t id, int64_t begin, int lane) const {
-    return by_id ? id * kEmbeddingGradLanes + lane : begin + lane;
-  }
-};
-
-// The long runs' sums in two passes, the additions those of the CPU kernel. Thread (lane, pack) of
-// block row v adds id v's rows lane, lane + kEmbeddingGradLanes, ... in order into its lane's
-// partial sum of V columns, and add_lanes_kernel then adds the lanes in lane order. So every (id,
-// lane) chain runs at once, kBatch rows' loads in flight before their additions. One block of 32
-// columns x 32 lanes per id and column tile (1,024 threads, most idle on a rare id) took 42-53 us
-// of char_gpt's step on an H100 for 16384 ids over 113 characters, in waves of blocks, and ended
-// its backward.
-template <class T, int V>
-__global__ void __launch_bounds__(kThreads) lane_sums_kernel(const T* grad, const int64_t* order,
-                                                             const int64_t* run_start, const int64_t* run_end,
-                                                             int64_t rows, int64_t width, int64_t padding_idx,
-                                                             LaneSlots slots, compute_t<T>* partials) {
-  wait_for_earlier_kernels();
-  let_next_kernel_start();
-  using Acc = compute_t<T>;
-  using Pack = VecPack<T, V>;
-  constexpr int kBatch = 16;
-  const int64_t packs = width / V, lane_packs = kEmbeddingGradLanes * packs;
+// Block (t, v) sums id v's run over the 32 columns of tile t: thread (column, lane) adds the run's
+// rows lane, lane + kEmbeddingGradLanes, ... in order, and the lanes' sums are then added in lane
+// order (absent ids and padding_idx get zero). A single thread per element summing a whole run in
+// order took 249 us on an H100 for a GPT's 16384 ids over 113 characters: the common characters'
+// runs (thousands of rows) are one long chain of dependent additions.
+template <class T>
+__global__ void sum_runs_kernel(const T* grad, const int64_t* order, const int64_t* run_start, const int64_t* run_end,
+                                int64_t rows, int64_t width, int64_t padding_idx, bool scale_by_count,
+                                T* grad_weight) {
+  using Acc = compute_t<T>;  // as the CPU kernel: the same additions, the same bits
+  __shared__ Acc partial[kEmbeddingGradLanes][32];
+  const int64_t c = blockIdx.x * int64_t(32) + threadIdx.x;
+  const int lane = static_cast<int>(threadIdx.y);
   for (int64_t id = blockIdx.y; id < rows; id += gridDim.y) {
     const int64_t begin = run_start[id], end = id == padding_idx ? begin : run_end[id];
-    for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < lane_packs;
-         e += int64_t(gridDim.x) * blockDim.x) {
-      const int lane = static_cast<int>(e / packs);
-      const int64_t pack = e - lane * packs;
-      if (begin + lane >= end) break;  // this lane is empty, and so is every later one
-      Acc sum[V];
-#pragma unroll
-      for (int u = 0; u < V; ++u) sum[u] = Acc(0);
+    Acc sum = Acc(0);
+    if (c < width) {
+      // kBatch rows' loads in flight before their additions, which stay in order: the run of a
+      // common character (thousands of rows) is a chain of loads, and this kernel ends the step's
+      // backward in char_gpt (42 us on an H100 with the loads four at a time).
+      constexpr int kBatch = 16;
       for (int64_t q = begin + lane; q < end; q += int64_t(kEmbeddingGradLanes) * kBatch) {
-        int64_t at[kBatch];
+        Acc v[kBatch];
 #pragma unroll
         for (int k = 0; k < kBatch; ++k) {
           const int64_t r = q + int64_t(k) * kEmbeddingGradLanes;
-          at[k] = r < end ? order[r] * packs + pack : -1;
+          v[k] = r < end ? static_cast<Acc>(grad[order[r] * width + c]) : Acc(0);
         }
-        Pack v[kBatch];
 #pragma unroll
         for (int k = 0; k < kBatch; ++k)
-          if (at[k] >= 0) v[k] = reinterpret_cast<const Pack*>(grad)[at[k]];
-#pragma unroll
-        for (int k = 0; k < kBatch; ++k)
-          if (at[k] >= 0)
-#pragma unroll
-            for (int u = 0; u < V; ++u) sum[u] += static_cast<Acc>(v[k].v[u]);
+          if (q + int64_t(k) * kEmbeddingGradLanes < end) sum += v[k];
       }
-      VecPack<Acc, V> out;
-#pragma unroll
-      for (int u = 0; u < V; ++u) out.v[u] = sum[u];
-      reinterpret_cast<VecPack<Acc, V>*>(partials)[slots(id, begin, lane) * packs + pack] = out;
     }
+    partial[lane][threadIdx.x] = sum;
+    __syncthreads();
+    if (lane == 0 && c < width) {
+      for (int j = 1; j < kEmbeddingGradLanes; ++j) sum += partial[j][threadIdx.x];
+      const int64_t count = end - begin;
+      grad_weight[id * width + c] = static_cast<T>(scale_by_count && count > 1 ? sum / static_cast<Acc>(count) : sum);
+    }
+    __syncthreads();  // partial is reused by the next id
   }
 }
 
-// Row v of the gradient: id v's lane partial sums added in lane order (the first taken as it is,
-// as the CPU kernel does), divided by the count where asked; zero for an absent id and padding_idx.
-template <class T, int V>
-__global__ void add_lanes_kernel(const compute_t<T>* partials, const int64_t* run_start, const int64_t* run_end,
-                                 int64_t rows, int64_t width, int64_t padding_idx, bool scale_by_count,
-                                 LaneSlots slots, T* grad_weight) {
-  wait_for_earlier_kernels();
-  let_next_kernel_start();
-  using Acc = compute_t<T>;
-  using AccPack = VecPack<Acc, V>;
-  const int64_t packs = width / V;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < rows * packs;
-       e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t id = e / packs, pack = e - id * packs;
-    const int64_t begin = run_start[id], end = id == padding_idx ? begin : run_end[id];
-    const int64_t count = end - begin;
-    const int lanes = static_cast<int>(std::min<int64_t>(count, kEmbeddingGradLanes));
-    AccPack s{};
-    for (int lane = 0; lane < lanes; ++lane) {
-      const AccPack p = reinterpret_cast<const AccPack*>(partials)[slots(id, begin, lane) * packs + pack];
-#pragma unroll
-      for (int u = 0; u < V; ++u) s.v[u] = lane == 0 ? p.v[u] : s.v[u] + p.v[u];
-    }
-    VecPack<T, V> out;
-    const bool scale = scale_by_count && count > 1;
-#pragma unroll
-    for (int u = 0; u < V; ++u) out.v[u] = static_cast<T>(scale ? s.v[u] / static_cast<Acc>(count) : s.v[u]);
-    reinterpret_cast<VecPack<T, V>*>(grad_weight)[e] = out;
-  }
-}
-
-// lane_sums_kernel's and add_lanes_kernel's sums for runs averaging a few rows (a context's positions: one row each), a
+// sum_runs_kernel's sums for runs averaging a few rows (a context's positions: one row each), a
 // thread per (id, column) forming the lane partial sums one after another and adding them in lane
 // order: the same additions, so the same bits (lanes past the run's length hold zero and add
 // nothing to a sum that began at +0). At a block of 1,024 threads per id and 32 columns, 256 runs
@@ -300,26 +248,11 @@ void CudaKernels::embedding_backward(const Tensor& grad, const Tensor& ids, cons
       CUDA_LAUNCH_CHECK(sum_short_runs_kernel);
       return;
     }
-    using Acc = compute_t<T>;
-    const int64_t slot_rows = std::min<int64_t>(n, kEmbeddingGradLanes * rows);
-    const LaneSlots slots{kEmbeddingGradLanes * rows <= n};
-    Tensor partials = Tensor::empty({slot_rows, width}, dtype_of<Acc>(), grad.device());
-    scratch.push_back(partials);
-    auto launch = [&](auto vector_width) {
-      constexpr int V = decltype(vector_width)::value;
-      const int64_t packs = width / V;
-      const dim3 grid(blocks_for(kEmbeddingGradLanes * packs), static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
-      launch_early("lane_sums_kernel", lane_sums_kernel<T, V>, grid, kThreads, 0, stream_, ptr<const T>(grad), order,
-                   run_start, run_end, rows, width, padding_idx, slots, ptr<Acc>(partials));
-      launch_early("add_lanes_kernel", add_lanes_kernel<T, V>, blocks_for(rows * packs), kThreads, 0, stream_,
-                   static_cast<const Acc*>(ptr<Acc>(partials)), run_start, run_end, rows, width, padding_idx,
-                   scale_grad_by_freq, slots, ptr<T>(grad_weight));
-    };
-    constexpr int kWide = 16 / static_cast<int>(sizeof(T));
-    if (width % kWide == 0 && aligned_to(16, {grad.raw_data(), grad_weight.raw_data()}))
-      launch(std::integral_constant<int, kWide>{});
-    else
-      launch(std::integral_constant<int, 1>{});
+    const dim3 grid(static_cast<unsigned>((width + 31) / 32), static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
+    sum_runs_kernel<T><<<grid, dim3(32, kEmbeddingGradLanes), 0, stream_>>>(
+        ptr<const T>(grad), order, run_start, run_end, rows, width, padding_idx, scale_grad_by_freq,
+        ptr<T>(grad_weight));
+    CUDA_LAUNCH_CHECK(sum_runs_kernel);
   });
 }
 

@@ -371,14 +371,6 @@ bool choose_by_timing(int device, const LtStream& dev, cudaStream_t stream, Plan
     first_pass.emplace_back(time_per_replay_us(stream, [&] { run(c); }, 4, 1), c);
   }
   const float heuristic_us = !first_pass.empty() && first_pass[0].second == 0 ? first_pass[0].first : -1;
-  // Timing-only switch: a side-stream product keeps to at most this many slices of k.
-  if (const char* cap = std::getenv("MINIDL_TMP_WGRAD_MAX_SPLITS"); cap && p.max_blocks > 0) {
-    std::vector<std::pair<float, size_t>> kept;
-    for (const auto& entry : first_pass)
-      if (config_value<int32_t>(p.candidates[entry.second], CUBLASLT_ALGO_CONFIG_SPLITK_NUM, 1) <= std::atoi(cap))
-        kept.push_back(entry);
-    if (!kept.empty()) first_pass = std::move(kept);
-  }
   std::sort(first_pass.begin(), first_pass.end());
   const float fastest_us = first_pass.empty() ? -1 : first_pass[0].first;
   if (p.max_blocks > 0) {

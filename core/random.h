@@ -19,8 +19,9 @@ void manual_seed(uint64_t seed);
 
 /// Where a CUDA random kernel starts drawing in the Philox stream. Outside graph capture it is
 /// (seed, offset). While a graph captures, `device_state` points at the graph's [seed, base offset]
-/// on the device and `offset` is relative to that base: each replay sets the base afresh, so every
-/// replay draws new numbers, the same ones the step would have drawn eagerly.
+/// on the device and `offset` is relative to that base: each replay moves the base on (the graph's
+/// last kernel adds its draws; the host sets it only after other draws), so every replay draws new
+/// numbers, the same ones the step would have drawn eagerly.
 struct PhiloxDraw {
   uint64_t seed = 0, offset = 0;
   const uint64_t* device_state = nullptr;
@@ -77,6 +78,11 @@ class Generator {
   bool capturing() {
     std::lock_guard lock(mutex_);
     return capture_state_ && std::this_thread::get_id() == capture_thread_;
+  }
+  /// The draws this thread's capture has taken so far (0 when it captures none).
+  uint64_t capture_draws() {
+    std::lock_guard lock(mutex_);
+    return capture_state_ && std::this_thread::get_id() == capture_thread_ ? capture_used_ : 0;
   }
   uint64_t capture_end() {
     std::lock_guard lock(mutex_);

@@ -29,6 +29,11 @@ __global__ void set_philox_state(uint64_t* state, uint64_t seed, uint64_t offset
   state[1] = offset;
 }
 
+// The graph's last work: moves the base offset past the draws this replay took, where the next
+// replay's draws start when nothing else drew from the generator in between (Graph::replay then
+// launches no set_philox_state).
+__global__ void advance_philox_offset(uint64_t* state, uint64_t draws) { state[1] += draws; }
+
 // Where a copy reads its next source, on the device: the address, how far it moves after each
 // replay, and a count of the copy's blocks that have read it.
 struct CopySource {
@@ -98,6 +103,9 @@ struct Graph::Impl {
   cudaGraphExec_t exec = nullptr;
   Tensor philox_state;        // int64 [2] on the device: seed, base offset
   uint64_t random_draws = 0;  // Philox draws one replay takes
+  // What philox_state will hold when the replays queued so far are done, once a replay has set it.
+  bool philox_known = false;
+  uint64_t philox_seed = 0, philox_next_offset = 0;
   bool capturing = false;
   std::unique_lock<std::shared_mutex> others_off_stream;  // held while capturing
   struct Copy {
@@ -203,6 +211,11 @@ void Graph::capture_end() {
   // Side-stream work left to join later (a forward's embedding sort, when no backward followed it in
   // the capture) must end inside the graph, or the capture fails.
   join_side_stream(impl_->device.index);
+  if (const uint64_t draws = default_generator().capture_draws(); draws > 0) {
+    advance_philox_offset<<<1, 1, 0, compute_stream(impl_->device.index)>>>(
+        static_cast<uint64_t*>(impl_->philox_state.raw_data()), draws);
+    CUDA_LAUNCH_CHECK(advance_philox_offset);
+  }
   cudaError_t status = impl_->stop_capture();
   if (status != cudaSuccess) {
     cudaGetLastError();
@@ -279,8 +292,15 @@ void Graph::replay() {
       seed = gen.seed();
       offset = gen.take_offset(impl_->random_draws);
     }
-    set_philox_state<<<1, 1, 0, stream>>>(static_cast<uint64_t*>(impl_->philox_state.raw_data()), seed, offset);
-    CUDA_LAUNCH_CHECK(set_philox_state);
+    // The last replay's advance_philox_offset leaves (seed, offset) there unless the generator was
+    // seeded or drawn from since: then the state is set afresh.
+    if (!impl_->philox_known || seed != impl_->philox_seed || offset != impl_->philox_next_offset) {
+      set_philox_state<<<1, 1, 0, stream>>>(static_cast<uint64_t*>(impl_->philox_state.raw_data()), seed, offset);
+      CUDA_LAUNCH_CHECK(set_philox_state);
+    }
+    impl_->philox_known = true;
+    impl_->philox_seed = seed;
+    impl_->philox_next_offset = offset + impl_->random_draws;
   }
   impl_->update_copy_sources(stream);
   CUDA_CHECK(cudaGraphLaunch(impl_->exec, stream));

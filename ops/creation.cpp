@@ -75,6 +75,19 @@ Tensor& fill_(Tensor& t, const Scalar& value) {
   return t;
 }
 
+void fill_scalars_(const std::vector<Tensor*>& scalars, const std::vector<double>& values) {
+  MINIDL_CHECK(scalars.size() == values.size(), "fill_scalars_: expected one value per tensor, got ", values.size(),
+               " values for ", scalars.size(), " tensors");
+  if (scalars.empty()) return;
+  const Device device = scalars[0]->device();
+  for (const Tensor* t : scalars) {
+    MINIDL_CHECK(t->numel() == 1 && t->device() == device, "fill_scalars_: expected one-element tensors on ", device,
+                 ", got one of shape ", t->shape(), " on ", t->device());
+  }
+  kernels_for(device).fill_scalars(scalars, values);
+  for (Tensor* t : scalars) t->bump_version();
+}
+
 Tensor scalar_tensor(const Scalar& value, DType dtype, Device device) {
   Tensor t = full({}, value, dtype, device);
   t.impl().wrapped_number = true;

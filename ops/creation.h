@@ -30,6 +30,10 @@ Tensor eye(int64_t n, int64_t m, TensorOptions options = {});
 /// Sets every element to `value` in place, through any view (strided destinations); not recorded,
 /// bumps the version counter.   fill_(lr, 0.01);  x.slice(0, 0, 4, 2).fill_(3);
 Tensor& fill_(Tensor& t, const Scalar& value);
+/// Sets each one-element tensor scalars[i] (all on one device, any dtypes) to values[i], in one
+/// launch on cuda where they fit in one: the few host numbers a captured step reads, such as its
+/// learning rates, written before a replay.   fill_scalars_({&lr_a, &lr_b}, {1e-3, 5e-4});
+void fill_scalars_(const std::vector<Tensor*>& scalars, const std::vector<double>& values);
 /// A 0-d tensor holding `value` as a wrapped number: in type promotion it counts as the C++
 /// scalar it came from (core/type_promotion.h), not as a tensor of `dtype`. The dtype defaults to
 /// the scalar's own (float64, int64 or bool).   Tensor y = mul(x, scalar_tensor(0.5, x.dtype(), x.device()));

@@ -160,6 +160,11 @@ class Kernels {
   /// dst = src elementwise; same shape, any strides for both, dtypes may differ (converting).
   virtual void copy(const Tensor& src, Tensor& dst) = 0;
   virtual void fill(Tensor& dst, double value) = 0;
+  /// values[i] into the one-element *dsts[i] (fill_scalars_): one fill each, unless the device
+  /// does better.
+  virtual void fill_scalars(const std::vector<Tensor*>& dsts, const std::vector<double>& values) {
+    for (size_t i = 0; i < dsts.size(); ++i) fill(*dsts[i], values[i]);
+  }
   /// dst (contiguous, any dtype but bool) [i] = start + i * step, computed in double and converted as
   /// copy converts a double: made where it is used, so a CUDA graph can capture it.
   virtual void arange(Tensor& dst, double start, double step) = 0;

@@ -105,13 +105,24 @@ const Tensor* Optimizer::lr_on_device(size_t gi, const Tensor& like) {
 }
 
 void Optimizer::sync_device_state() {
+  // Every changed rate in one launch: a schedule changes them all at every step, and each launch
+  // between two replays leaves the GPU idle for its few microseconds.
+  std::vector<Tensor*> changed;
+  std::vector<double> rates;
   for (size_t gi = 0; gi < device_lr_.size(); ++gi) {
     DeviceLr& d = device_lr_[gi];
     if (d.value.defined() && d.written != *groups_[gi].lr) {
-      fill_(d.value, *groups_[gi].lr);
+      if (!changed.empty() && d.value.device() != changed[0]->device()) {
+        fill_scalars_(changed, rates);
+        changed.clear();
+        rates.clear();
+      }
+      changed.push_back(&d.value);
+      rates.push_back(*groups_[gi].lr);
       d.written = *groups_[gi].lr;
     }
   }
+  fill_scalars_(changed, rates);
 }
 
 // The fallback for optimizers whose kernels do not take the flag: a host sync, visible here.

@@ -54,6 +54,31 @@ TEST(CudaFactories, SeededDrawsRepeatAndHaveTheirStatistics) {
   EXPECT_NEAR(d.mean().item<float>(), 0.75, 0.04);
 }
 
+// More tensors than one launch takes, of several dtypes, a view among them: each gets its value.
+TEST(CudaFactories, FillScalarsWritesEachItsValue) {
+  MINIDL_REQUIRE_CUDA();
+  const DType dtypes[] = {kFloat32, kFloat64, kBFloat16, kInt64, kFloat32};
+  std::vector<Tensor> tensors;
+  std::vector<double> values;
+  for (int i = 0; i < 11; ++i) {
+    tensors.push_back(zeros({}, dtypes[i % 5], kCUDA));
+    values.push_back(1.5 * i - 4);  // exact in every dtype above
+  }
+  Tensor big = zeros({4}, kCUDA);
+  tensors.push_back(big.select(0, 2));
+  values.push_back(9);
+  std::vector<Tensor*> scalars;
+  for (Tensor& t : tensors) scalars.push_back(&t);
+  fill_scalars_(scalars, values);
+  for (size_t i = 0; i + 1 < tensors.size(); ++i) {
+    const double expected = tensors[i].dtype() == kInt64 ? std::trunc(values[i]) : values[i];
+    EXPECT_EQ(tensors[i].to(kFloat64).item<double>(), expected) << "tensor " << i << " " << tensors[i].dtype();
+  }
+  EXPECT_EQ(big.cpu().to_vector<float>(), (F{0, 0, 9, 0}));
+  Tensor on_cpu = zeros({});
+  testing::expect_error([&] { fill_scalars_({&tensors[0], &on_cpu}, {1, 2}); }, {"one-element tensors on", "cpu"});
+}
+
 TEST(CudaFactories, InplaceWritesThroughViewsMatchTheCpu) {
   MINIDL_REQUIRE_CUDA();
   Tensor cpu = arange(12.0).view({3, 4});

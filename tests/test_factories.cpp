@@ -168,6 +168,21 @@ TEST(Factories, DeviceTypeAndCuda) {
   EXPECT_EQ(cuda::is_available(), cuda::device_count() > 0);
 }
 
+TEST(Factories, FillScalarsWritesEachItsValue) {
+  Tensor a = zeros({}), b = zeros({1}, kFloat64), c = zeros({}, kInt64), big = zeros({3});
+  Tensor middle = big.select(0, 1);
+  fill_scalars_({&a, &b, &c, &middle}, {0.5, -2.25, 7, 3});
+  EXPECT_EQ(a.item<float>(), 0.5f);
+  EXPECT_EQ(b.item<double>(), -2.25);
+  EXPECT_EQ(c.item<int64_t>(), 7);
+  EXPECT_EQ(big.to_vector<float>(), (F{0, 3, 0}));
+  const int64_t version = a._version();
+  fill_scalars_({&a}, {1});
+  EXPECT_GT(a._version(), version);
+  expect_error([&] { fill_scalars_({&a, &b}, {1}); }, {"one value per tensor", "1 values for 2 tensors"});
+  expect_error([&] { fill_scalars_({&big}, {1}); }, {"one-element tensors", "[3]"});
+}
+
 }  // namespace
 
 }  // namespace minidl::factories_test

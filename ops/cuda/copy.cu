@@ -120,6 +120,21 @@ __global__ void fill_kernel(T* dst, T value, int64_t n) {
     dst[i] = value;
 }
 
+// Up to kScalarsPerLaunch one-element writes of one dtype, as one launch's arguments: the host's
+// values reach the device with no copy from host memory.
+constexpr int kScalarsPerLaunch = 8;
+template <class T>
+struct ScalarWrites {
+  T* dst[kScalarsPerLaunch];
+  T value[kScalarsPerLaunch];
+  int count;
+};
+
+template <class T>
+__global__ void fill_scalars_kernel(ScalarWrites<T> writes) {
+  if (threadIdx.x < writes.count) *writes.dst[threadIdx.x] = writes.value[threadIdx.x];
+}
+
 template <class T>
 __global__ void arange_kernel(T* dst, double start, double step, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
@@ -335,6 +350,31 @@ void CudaKernels::fill(Tensor& dst, double value) {
     launch_early("fill_kernel", fill_kernel<T>, blocks_for(n), kThreads, 0, stream_, ptr<T>(dst), convert<T>(value),
                  n);
   });
+}
+
+void CudaKernels::fill_scalars(const std::vector<Tensor*>& dsts, const std::vector<double>& values) {
+  cuda::DeviceGuard guard(device_);
+  std::vector<bool> done(dsts.size(), false);
+  for (size_t first = 0; first < dsts.size(); ++first) {  // one launch per dtype and 8 tensors
+    if (done[first]) continue;
+    dispatch_with_bool(dsts[first]->dtype(), "fill_scalars", [&](auto tag) {
+      using T = decltype(tag);
+      ScalarWrites<T> writes{};
+      auto flush = [&] {
+        fill_scalars_kernel<T><<<1, kScalarsPerLaunch, 0, stream_>>>(writes);
+        CUDA_LAUNCH_CHECK(fill_scalars_kernel);
+        writes.count = 0;
+      };
+      for (size_t i = first; i < dsts.size(); ++i) {
+        if (done[i] || dsts[i]->dtype() != dsts[first]->dtype()) continue;
+        writes.dst[writes.count] = ptr<T>(*dsts[i]);
+        writes.value[writes.count] = convert<T>(values[i]);
+        done[i] = true;
+        if (++writes.count == kScalarsPerLaunch) flush();
+      }
+      if (writes.count > 0) flush();
+    });
+  }
 }
 
 void CudaKernels::arange(Tensor& dst, double start, double step) {

@@ -18,6 +18,7 @@ class CudaKernels final : public Kernels {
 
   void copy(const Tensor& src, Tensor& dst) override;
   void fill(Tensor& dst, double value) override;
+  void fill_scalars(const std::vector<Tensor*>& dsts, const std::vector<double>& values) override;
   void arange(Tensor& dst, double start, double step) override;
   void index_select(const Tensor& src, int64_t dim, const Tensor& index, Tensor& out) override;
   void index_add(const Tensor& src, int64_t dim, const Tensor& index, Tensor& dst) override;

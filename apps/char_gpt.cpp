@@ -340,11 +340,11 @@ int train(const Flags& f, Device device, Precision precision) {
 
   optim::GradScaler scaler(mnist_app::grad_scaler_options(precision));
   if (!f.resume.empty()) mnist_app::restore_scaler(scaler, f.resume);
-  // The step's input is the batch's window starts: it gathers the windows itself, inside the CUDA
-  // graph on cuda, so that only the draw of the starts runs eagerly between steps.
-  const int64_t block_size = config.block_size;
-  auto loss_fn = [&model, &corpus, precision, device, block_size](const std::vector<Tensor>& in) {
-    auto [x, y] = corpus.windows(data::Split::Train, in.at(0), block_size);
+  // The step draws its batch itself, inside the CUDA graph on cuda (each replay draws afresh), so
+  // that nothing but a changed learning rate runs eagerly between steps.
+  const int64_t batch_size = f.batch_size, block_size = config.block_size;
+  auto loss_fn = [&model, &corpus, precision, device, batch_size, block_size](const std::vector<Tensor>&) {
+    auto [x, y] = corpus.get_batch(data::Split::Train, batch_size, block_size, device);
     ForwardPrecision autocast(precision, device);
     return loss_of(*model, x, y);
   };
@@ -358,7 +358,7 @@ int train(const Flags& f, Device device, Precision precision) {
     // Each profiled iteration is the training loop's: the learning rate, a fresh batch, the step.
     auto iteration = [&](int64_t it) {
       for (optim::ParamGroup& g : optimizer->param_groups()) g.lr = lr_at(it, f);
-      train_step({corpus.random_starts(data::Split::Train, f.batch_size, block_size, device)});
+      train_step();
     };
     // The first steps run eagerly, the next captures the graph: the profiled steps replay it.
     int64_t it = 0;
@@ -428,7 +428,7 @@ int train(const Flags& f, Device device, Precision precision) {
       segment_first = it;
     }
     for (optim::ParamGroup& g : optimizer->param_groups()) g.lr = lr_at(it, f);
-    Tensor loss = train_step({corpus.random_starts(data::Split::Train, f.batch_size, block_size, device)});
+    Tensor loss = train_step();
     if ((it + 1) % f.log_interval == 0) {
       const float value = loss.item<float>();
       std::printf("iter %lld: loss %.4f\n", static_cast<long long>(it + 1), value);

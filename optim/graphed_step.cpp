@@ -67,6 +67,11 @@ void GraphedStep::use_graph_grads() {
     for (Tensor& p : group.params) p.set_grad(graph_grads_[k++]);
 }
 
+Device GraphedStep::device(const std::vector<Tensor>& inputs) const {
+  if (!inputs.empty()) return inputs[0].device();
+  return optimizer_.param_groups().at(0).params.at(0).device();
+}
+
 bool GraphedStep::matches(const std::vector<Tensor>& inputs) const {
   if (inputs.size() != static_inputs_.size()) return false;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -87,8 +92,7 @@ Tensor GraphedStep::operator()(const std::vector<Tensor>& inputs) {
   const int k = options_.accumulation_steps();
   const int64_t position = calls_++ % k;
   const Phase phase{position == 0, position == k - 1};
-  const bool on_cuda = !inputs.empty() && inputs[0].device().is_cuda();
-  if (!eager_reason_.empty() || !on_cuda) return eager(inputs, phase);
+  if (!eager_reason_.empty() || !device(inputs).is_cuda()) return eager(inputs, phase);
   std::unique_ptr<Graph>& graph = graphs_[phase.index()];
   if (!graph) {
     // Capture from the start of a cycle after the warm-up, so that the first graph allocates the
@@ -135,7 +139,7 @@ void GraphedStep::capture(const std::vector<Tensor>& inputs, Phase phase) {
   // into those same buffers in place.
   if (first) optimizer_.zero_grad();
   else use_graph_grads();
-  auto graph = std::make_unique<Graph>(inputs[0].device());
+  auto graph = std::make_unique<Graph>(device(inputs));
   autocast::ReplaysRefreshStaleCopies replays_refresh;  // see operator()
   try {
     graph->capture_begin();

@@ -98,6 +98,9 @@ class GraphedStep {
   ~GraphedStep();
 
   Tensor operator()(const Tensor& data, const Tensor& target) { return (*this)(std::vector<Tensor>{data, target}); }
+  /// A step whose loss function makes its own batch (draws it on the device, say): it runs on the
+  /// parameters' device, and a graph replays its random draws afresh, as eager steps would draw.
+  Tensor operator()() { return (*this)(std::vector<Tensor>{}); }
   Tensor operator()(const std::vector<Tensor>& inputs);
 
   /// True once a graph is captured (steps of its input shapes replay it).
@@ -121,6 +124,8 @@ class GraphedStep {
     int index() const { return 2 * zero + step; }
   };
   Tensor eager(const std::vector<Tensor>& inputs, Phase phase);
+  // Where the step runs: its first input's device, else its parameters'.
+  Device device(const std::vector<Tensor>& inputs) const;
   bool matches(const std::vector<Tensor>& inputs) const;
   void capture(const std::vector<Tensor>& inputs, Phase phase);
   void use_graph_grads();

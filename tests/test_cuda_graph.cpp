@@ -308,6 +308,40 @@ TEST(CudaGraph, RandomDrawsAdvanceOnEveryReplayAsEagerWould) {
   EXPECT_FALSE(all_equal(eager[0], eager[1]));
 }
 
+// Replays move the graph's Philox offset on by themselves; a draw outside the graph or a new seed
+// between two replays must still reach the next replay.
+TEST(CudaGraph, RandomDrawsBetweenReplaysAndReseedingReachTheNextReplay) {
+  MINIDL_REQUIRE_CUDA();
+  // What each round draws, in order: 0 replay, 1 replay, 2 eager draw then replay, 3 replay,
+  // 4 reseed then replay, 5 replay.
+  auto run = [](bool graphed) {
+    manual_seed(11);
+    std::vector<Tensor> drawn;
+    Tensor r;
+    cuda::Graph graph;
+    if (graphed) {
+      graph.capture_begin();
+      r = rand({999}, kFloat32, gpu());  // 999: the reservation rounds up to whole Philox steps
+      graph.capture_end();
+    }
+    for (int round = 0; round < 6; ++round) {
+      if (round == 2) drawn.push_back(rand({7}, kFloat32, gpu()));
+      if (round == 4) manual_seed(12);
+      if (graphed) {
+        graph.replay();
+        drawn.push_back(r.clone());
+      } else {
+        drawn.push_back(rand({999}, kFloat32, gpu()));
+      }
+    }
+    return drawn;
+  };
+  const std::vector<Tensor> eager = run(false), graphed = run(true);
+  ASSERT_EQ(graphed.size(), eager.size());
+  for (size_t i = 0; i < eager.size(); ++i) EXPECT_TRUE(all_equal(graphed[i], eager[i])) << "draw " << i;
+  EXPECT_FALSE(all_equal(eager[1], eager[3]));
+}
+
 TEST(CudaGraph, ReplaysAllocateNothingAndThePoolIsReturned) {
   MINIDL_REQUIRE_CUDA();
   MINIDL_FRESH_SEED();
@@ -488,6 +522,39 @@ TEST(CudaGraphedStep, FollowsLearningRateChanges) {
   auto data = batches(8, 16);
   auto schedule = [](int step) { return 0.1 / (1 + step); };
   expect_same_training(train(data, true, 4, schedule), train(data, false, 4, schedule));
+}
+
+// A step with no inputs draws its own batch on the device: the graph's replays draw what eager
+// steps would, and a draw between two steps (an evaluation's batch) reaches the next replay.
+TEST(CudaGraphedStep, StepThatDrawsItsOwnBatchMatchesTheEagerStep) {
+  MINIDL_REQUIRE_CUDA();
+  MINIDL_FRESH_SEED();
+  const Tensor targets = Tensor::from_vector<int64_t>({0, 1, 2, 3, 3, 2, 1, 0}).to(gpu());
+  auto run = [&](bool graphed, uint64_t seed) {
+    manual_seed(seed);
+    auto net = std::make_shared<Net>();
+    net->to(gpu());
+    optim::SGD opt(net->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+    cuda::GraphedStep step(
+        [&](const std::vector<Tensor>& in) {
+          EXPECT_TRUE(in.empty());
+          Tensor rows = randint(8, {16}, TensorOptions().device(gpu()));
+          return criterion(net->forward(randn({16, 12}, kFloat32, gpu())), index_select(targets, 0, rows));
+        },
+        opt, cuda::GraphedStepOptions().enabled(graphed).warmup(2));
+    Trained out;
+    for (int i = 0; i < 7; ++i) {
+      if (i == 4) randn({5}, kFloat32, gpu());  // another draw between steps
+      out.losses.push_back(step().item<float>());
+    }
+    EXPECT_EQ(step.replays(), graphed ? 5 : 0);
+    for (const Tensor& p : net->parameters()) out.params.push_back(p.detach().clone());
+    return out;
+  };
+  const Trained graphed = run(true, 21);
+  expect_same_training(graphed, run(false, 21));
+  EXPECT_NE(graphed.losses[5], graphed.losses[6]);  // fresh batches, so the comparison can fail
+  EXPECT_FALSE(all_close(run(true, 22).params[0], graphed.params[0], 1e-5, 1e-4));
 }
 
 TEST(CudaGraphedStep, UncapturableStepRunsEagerlyAndSaysWhy) {

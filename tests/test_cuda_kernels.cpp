@@ -12,6 +12,9 @@
 #include <chrono>
 #include <thread>
 
+#include <atomic>
+
+#include "core/cuda/context.h"
 #include "ops/cuda/timing.h"
 #endif
 
@@ -650,6 +653,43 @@ TEST(CudaTiming, AHeldStreamRunsWhatWasQueuedOnlyOnceReleased) {
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   cudaStreamDestroy(stream);
+}
+
+// A capture for timing keeps other threads' uploads out, as a graph's capture does: a data loader's
+// batch arriving while a GEMM's first shape is timed mid-epoch reaches the device, and the staging
+// buffers' events stay usable (an upload captured into the timing graph left its event recorded in
+// a capture: the next upload through that buffer failed, or the process crashed).
+TEST(CudaTiming, ReplayTimingKeepsAnotherThreadsUploadsOut) {
+  MINIDL_REQUIRE_CUDA();
+  constexpr int64_t kCount = 4096;
+  std::atomic<bool> timing{true};
+  std::vector<Tensor> uploaded;
+  std::string upload_error;
+  std::thread loader([&] {
+    try {
+      while ((timing || uploaded.size() < 8) && uploaded.size() < 3000) {
+        const double value = static_cast<double>(uploaded.size());
+        uploaded.push_back(cuda::to_device_pinned(full({kCount}, value, kFloat32), gpu()));
+      }
+    } catch (const std::exception& e) {
+      upload_error = e.what();
+    }
+  });
+  Tensor scratch = zeros({1024}, kFloat32, gpu());
+  std::string timing_error;
+  try {
+    for (int r = 1; r <= 150; ++r)
+      cuda::time_per_replay_us(cuda::compute_stream(gpu().index), [&] { fill_(scratch, r); }, 8, 1);
+  } catch (const std::exception& e) {
+    timing_error = e.what();
+  }
+  timing = false;
+  loader.join();
+  EXPECT_EQ(timing_error, "");
+  ASSERT_EQ(upload_error, "");
+  ASSERT_GE(uploaded.size(), 8u);
+  for (size_t i = 0; i < uploaded.size(); ++i)
+    ASSERT_EQ(uploaded[i].sum().item<float>(), static_cast<float>(i * kCount)) << "upload " << i;
 }
 #endif
 

@@ -1,6 +1,10 @@
 #include "ops/cuda/timing.h"
 
+#include <mutex>
+#include <shared_mutex>
+
 #include "core/cuda/check.h"
+#include "core/cuda/context.h"
 #include "core/cuda/graph_memsets.h"
 
 namespace minidl::cuda {
@@ -77,6 +81,13 @@ float time_per_call_us(cudaStream_t stream, const std::function<void()>& work, i
 }
 
 float time_per_replay_us(cudaStream_t stream, const std::function<void()>& work, int calls, int replays) {
+  // As cuda::Graph::capture_begin: other threads keep their work off the device's streams while
+  // this one captures. A data loader's upload queued meanwhile would land in the timing graph,
+  // never reach its batch, and leave its staging events recorded inside a capture.
+  int device = 0;
+  CUDA_CHECK(cudaStreamGetDevice(stream, &device));
+  std::unique_lock<std::shared_mutex> others_off_stream;
+  if (!this_thread_captures()) others_off_stream = std::unique_lock(capture_mutex(device));
   cudaGraph_t graph = nullptr;
   CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
   try {

@@ -69,7 +69,9 @@ void GraphedStep::use_graph_grads() {
 
 Device GraphedStep::device(const std::vector<Tensor>& inputs) const {
   if (!inputs.empty()) return inputs[0].device();
-  return optimizer_.param_groups().at(0).params.at(0).device();
+  for (const auto& group : optimizer_.param_groups())
+    if (!group.params.empty()) return group.params[0].device();
+  return Device::cpu();  // an optimizer always has a parameter: not reached
 }
 
 bool GraphedStep::matches(const std::vector<Tensor>& inputs) const {

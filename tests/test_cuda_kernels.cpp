@@ -9,10 +9,9 @@
 #include "test_cuda_util.h"
 
 #ifdef MINIDL_WITH_CUDA
+#include <atomic>
 #include <chrono>
 #include <thread>
-
-#include <atomic>
 
 #include "core/cuda/context.h"
 #include "ops/cuda/timing.h"

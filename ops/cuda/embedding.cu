@@ -91,9 +91,9 @@ __global__ void sum_runs_kernel(const T* grad, const int64_t* order, const int64
 // over the 32 * V columns of tile t, in the same additions and order, so in the same bits. A
 // quarter of the blocks and of the load instructions for float32 rows.
 template <class T, int V>
-__global__ void sum_runs_wide_kernel(const T* grad, const int64_t* order, const int64_t* run_start,
-                                     const int64_t* run_end, int64_t rows, int64_t width, int64_t padding_idx,
-                                     bool scale_by_count, T* grad_weight) {
+__global__ void __launch_bounds__(32 * kEmbeddingGradLanes)
+    sum_runs_wide_kernel(const T* grad, const int64_t* order, const int64_t* run_start, const int64_t* run_end,
+                         int64_t rows, int64_t width, int64_t padding_idx, bool scale_by_count, T* grad_weight) {
   using Acc = compute_t<T>;
   using Pack = VecPack<T, V>;
   __shared__ Acc partial[kEmbeddingGradLanes][32][V];
@@ -103,17 +103,30 @@ __global__ void sum_runs_wide_kernel(const T* grad, const int64_t* order, const 
     const int64_t begin = run_start[id], end = id == padding_idx ? begin : run_end[id];
     Acc sum[V] = {};
     if (c < width) {
-      constexpr int kBatch = 8;
-      for (int64_t q = begin + lane; q < end; q += int64_t(kEmbeddingGradLanes) * kBatch) {
+      // kBatch rows in flight (64-96 bytes a thread, within 64 registers), and the next batch's row
+      // numbers loaded beside them: a long run (a space's 2,600 rows) is one memory round trip a
+      // batch rather than two.
+      constexpr int kBatch = V >= 8 ? 4 : 6;
+      constexpr int64_t kStride = kEmbeddingGradLanes;
+      int64_t rows_at[kBatch];
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        const int64_t r = begin + lane + k * kStride;
+        rows_at[k] = r < end ? order[r] : 0;
+      }
+      for (int64_t q = begin + lane; q < end; q += kStride * kBatch) {
         Pack v[kBatch];
 #pragma unroll
+        for (int k = 0; k < kBatch; ++k)
+          if (q + k * kStride < end) v[k] = *reinterpret_cast<const Pack*>(grad + rows_at[k] * width + c);
+#pragma unroll
         for (int k = 0; k < kBatch; ++k) {
-          const int64_t r = q + int64_t(k) * kEmbeddingGradLanes;
-          if (r < end) v[k] = *reinterpret_cast<const Pack*>(grad + order[r] * width + c);
+          const int64_t r = q + (kBatch + k) * kStride;
+          rows_at[k] = r < end ? order[r] : 0;
         }
 #pragma unroll
         for (int k = 0; k < kBatch; ++k)
-          if (q + int64_t(k) * kEmbeddingGradLanes < end)
+          if (q + k * kStride < end)
 #pragma unroll
             for (int e = 0; e < V; ++e) sum[e] += static_cast<Acc>(v[k].v[e]);
       }

@@ -1,7 +1,6 @@
 #include "optim/graphed_step.h"
 
 #include <cstdio>
-#include <cstdlib>
 
 #include "core/autograd.h"
 #include "nn/clip_grad.h"
@@ -56,7 +55,6 @@ void GraphedStep::backward_and_step(const Tensor& loss, Phase phase) {
 
 void GraphedStep::clip() {
   if (!options_.clip_grad_norm()) return;
-  if (std::getenv("MINIDL_TMP_SKIP_CLIP")) return;
   std::vector<Tensor> params;
   for (const auto& group : optimizer_.param_groups())
     params.insert(params.end(), group.params.begin(), group.params.end());
@@ -119,7 +117,7 @@ Tensor GraphedStep::operator()(const std::vector<Tensor>& inputs) {
       graph->set_copy_source(static_cast<int>(i), static_inputs_[i]);
     }
   }
-  if (!std::getenv("MINIDL_TMP_SKIP_LR") || replays_ == 0) optimizer_.sync_device_state();
+  optimizer_.sync_device_state();
   use_graph_grads();  // the caller may have set .grad to none (zero_grad) since the last call
   autocast::refresh_stale_copies();  // weights written since: the capture left their copies to the step
   graph->replay();

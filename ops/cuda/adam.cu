@@ -32,7 +32,6 @@ struct AdamArgs {
   bool decoupled, maximize;
   const T* lr;
   const float* found_inf;  // null: never skip
-  bool reverse;  // tmp: chunks from the last
 };
 
 // Advances the step counts by one unless found_inf: a kernel of its own, since every block of the
@@ -52,8 +51,7 @@ __global__ void adam_multi_kernel(AdamLists list, AdamArgs<T> c) {
   wait_for_earlier_kernels();
   let_next_kernel_start();
   if (c.found_inf && *c.found_inf != 0.0f) return;
-  const unsigned chunk = c.reverse ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-  const int t = tensor_of_chunk(list, chunk);
+  const int t = tensor_of_block(list);
   const T lr = *c.lr;
   // The bias corrections in float64 once per block rather than per thread (two pow calls each).
   __shared__ T block_step_size, block_bias2_sqrt;
@@ -75,7 +73,7 @@ __global__ void adam_multi_kernel(AdamLists list, AdamArgs<T> c) {
   // of the memory's speed). Every load first, then the arithmetic and the stores: one memory round
   // trip per thread.
   using Pack = VecPack<T, kPerThread>;
-  const int64_t first = chunk_begin(list, t, chunk) + int64_t(threadIdx.x) * kPerThread;
+  const int64_t first = chunk_begin(list, t) + int64_t(threadIdx.x) * kPerThread;
   const int64_t n = list.numel[t];
   if (first >= n) return;
   const uintptr_t address_bits = reinterpret_cast<uintptr_t>(p) | reinterpret_cast<uintptr_t>(g) |
@@ -157,8 +155,7 @@ void CudaKernels::adam_step_multi(AdamTensorLists& t, const AdamMultiConfig& c) 
                      c.decoupled_weight_decay,
                      c.maximize,
                      ptr<const T>(*c.lr),
-                     c.found_inf ? ptr<const float>(*c.found_inf) : nullptr,
-                     std::getenv("MINIDL_TMP_ADAM_REVERSE") != nullptr};
+                     c.found_inf ? ptr<const float>(*c.found_inf) : nullptr};
     with_copy_type<T>(c.copies, [&](auto copy_tag) {  // adam_update_multi_ checked the copies
       using C = std::remove_pointer_t<decltype(copy_tag)>;
       // kMaxTensors parameters at a time: their step counts advance (an empty parameter's too, as

@@ -4,7 +4,6 @@
 // that scales. The sums are float64 whatever the gradients' dtype, so the order of a float32 sum
 // matters little.
 #include <algorithm>
-#include <cstdlib>
 
 #include "core/cuda/context.h"
 #include "core/cuda/launch.cuh"
@@ -83,20 +82,6 @@ __global__ void sum_squares_kernel(GradLists list, double* partials, unsigned fi
     const int64_t n = list.numel[t];
     const int64_t begin = chunk_begin<kNormChunk<T>>(list, t, chunk);
     const bool packed = reinterpret_cast<uintptr_t>(g) % 16 == 0;  // the same for the whole block
-    if (packed && begin + kNormChunk<T> <= n) {
-      // A whole chunk: every load first, then the additions in the order below. Loads behind the
-      // partial chunk's bounds checks went one at a time (21 us for a GPT's 10.8M float32 gradients
-      // on an H100, about 2 TB/s).
-      VecPack<T, V> p[kPerThread];
-      const auto* packs = reinterpret_cast<const VecPack<T, V>*>(g + begin);
-#pragma unroll
-      for (int u = 0; u < kPerThread; ++u) p[u] = packs[u * blockDim.x + threadIdx.x];
-#pragma unroll
-      for (int u = 0; u < kPerThread; ++u)
-#pragma unroll
-        for (int k = 0; k < V; ++k) acc += static_cast<double>(p[u].v[k]) * static_cast<double>(p[u].v[k]);
-      continue;
-    }
 #pragma unroll
     for (int u = 0; u < kPerThread; ++u) {
       const int64_t i = begin + (int64_t(u) * blockDim.x + threadIdx.x) * V;
@@ -158,8 +143,7 @@ bool CudaKernels::clip_grad_norm_multi(std::vector<Tensor>& grads, double max_no
     // Every list first: the scratch below takes one partial sum per block of them all.
     std::vector<GradLists> lists;
     std::vector<unsigned> grids;  // the sum's blocks in each launch
-    const unsigned most_blocks = static_cast<unsigned>(multiprocessor_count(device_)) *
-                                 (std::getenv("MINIDL_TMP_NORM_BPS") ? 8u : kBlocksPerSm);
+    const unsigned most_blocks = static_cast<unsigned>(multiprocessor_count(device_)) * kBlocksPerSm;
     unsigned total_blocks = 0;
     for_each_list<1, kMaxTensors, kNormChunk<T>>(
         grads.size(),

@@ -1,14 +1,14 @@
 // Embedding's backward without float atomics: the ids are radix-sorted with their positions (CUB's
 // radix sort is stable, so the repeats of an id form a run in position order), each id's run is
-// located, then a block per id and 32 columns sums its run's gradient rows in kEmbeddingGradLanes
-// interleaved partial sums (ops/kernels.h), or, where the runs are a few rows long, a thread per id
-// and column. Every run and the CPU kernel add the same numbers in the same order, so the bits repeat.
+// located, then a block per id and 32 columns (32 groups of 16 bytes where rows allow) sums its
+// run's gradient rows in kEmbeddingGradLanes interleaved partial sums (ops/kernels.h), or, where the
+// runs are a few rows long, a thread per id and column. Every run and the CPU kernel add the same
+// numbers in the same order, so the bits repeat.
 #include <cub/device/device_radix_sort.cuh>
 
 #include <algorithm>
 #include <bit>
 #include <climits>
-#include <cstdlib>
 #include <vector>
 
 #include "core/cuda/context.h"
@@ -314,8 +314,9 @@ void CudaKernels::embedding_backward(const Tensor& grad, const Tensor& ids, cons
       return;
     }
     constexpr int V = 16 / static_cast<int>(sizeof(T));
-    if (!std::getenv("MINIDL_TMP_SUMRUNS_V1") && width % V == 0 && aligned_to(16, {grad.raw_data()})) {
-      const dim3 grid(static_cast<unsigned>((width / V + 31) / 32), static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
+    if (width % V == 0 && aligned_to(16, {grad.raw_data()})) {
+      const dim3 grid(static_cast<unsigned>((width / V + 31) / 32),
+                      static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
       sum_runs_wide_kernel<T, V><<<grid, dim3(32, kEmbeddingGradLanes), 0, stream_>>>(
           ptr<const T>(grad), order, run_start, run_end, rows, width, padding_idx, scale_grad_by_freq,
           ptr<T>(grad_weight));

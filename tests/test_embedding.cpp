@@ -209,7 +209,7 @@ TEST(CudaEmbedding, MatchesCpu) {
   using minidl::testing::gpu;
   // Many repeats, odd widths, a padding row, each dtype; ids of every shape go flat. The sort takes
   // the bits of the largest id only: tables of 11 rows (4 bits), 1 row (1 bit) and 300 (9 bits).
-  // Widths of whole 16-byte groups take the wide kernel (160: a second, partial tile of columns).
+  // Width 160 spans five tiles of 32 columns.
   for (int64_t rows : {11, 1, 300}) {
     Tensor ids = randint(rows, {6, 37});
     // 300 rows: runs of a row or so (a thread per id and column), and one of 45 rows (past the

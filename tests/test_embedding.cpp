@@ -209,6 +209,7 @@ TEST(CudaEmbedding, MatchesCpu) {
   using minidl::testing::gpu;
   // Many repeats, odd widths, a padding row, each dtype; ids of every shape go flat. The sort takes
   // the bits of the largest id only: tables of 11 rows (4 bits), 1 row (1 bit) and 300 (9 bits).
+  // Widths of whole 16-byte groups take the wide kernel (160: a second, partial tile of columns).
   for (int64_t rows : {11, 1, 300}) {
     Tensor ids = randint(rows, {6, 37});
     // 300 rows: runs of a row or so (a thread per id and column), and one of 45 rows (past the
@@ -216,7 +217,7 @@ TEST(CudaEmbedding, MatchesCpu) {
     if (rows == 300)
       for (int64_t i = 0; i < 45; ++i) ids.data<int64_t>()[i * 4] = 7;
     for (DType dtype : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
-      for (int64_t width : {1, 7, 64}) {
+      for (int64_t width : {1, 7, 64, 160}) {
         for (bool by_freq : {false, true}) {
           SCOPED_TRACE(std::string(dtype_name(dtype)) + " width " + std::to_string(width) +
                        (by_freq ? " by_freq" : "") + ", " + std::to_string(rows) + " rows");

@@ -1,8 +1,9 @@
 // Embedding's backward without float atomics: the ids are radix-sorted with their positions (CUB's
 // radix sort is stable, so the repeats of an id form a run in position order), each id's run is
-// located, then a block per id and 32 columns sums its run's gradient rows in kEmbeddingGradLanes
-// interleaved partial sums (ops/kernels.h), or, where the runs are a few rows long, a thread per id
-// and column. Every run and the CPU kernel add the same numbers in the same order, so the bits repeat.
+// located, then a block per id and 32 columns (32 groups of 16 bytes where rows allow) sums its
+// run's gradient rows in kEmbeddingGradLanes interleaved partial sums (ops/kernels.h), or, where the
+// runs are a few rows long, a thread per id and column. Every run and the CPU kernel add the same
+// numbers in the same order, so the bits repeat.
 #include <cub/device/device_radix_sort.cuh>
 
 #include <algorithm>
@@ -81,6 +82,70 @@ __global__ void sum_runs_kernel(const T* grad, const int64_t* order, const int64
       for (int j = 1; j < kEmbeddingGradLanes; ++j) sum += partial[j][threadIdx.x];
       const int64_t count = end - begin;
       grad_weight[id * width + c] = static_cast<T>(scale_by_count && count > 1 ? sum / static_cast<Acc>(count) : sum);
+    }
+    __syncthreads();  // partial is reused by the next id
+  }
+}
+
+// sum_runs_kernel with V columns a thread (16 bytes of a row a load): block (t, v) sums id v's run
+// over the 32 * V columns of tile t, in the same additions and order, so in the same bits. A
+// quarter of the blocks and of the load instructions for float32 rows.
+template <class T, int V>
+__global__ void __launch_bounds__(32 * kEmbeddingGradLanes)
+    sum_runs_wide_kernel(const T* grad, const int64_t* order, const int64_t* run_start, const int64_t* run_end,
+                         int64_t rows, int64_t width, int64_t padding_idx, bool scale_by_count, T* grad_weight) {
+  using Acc = compute_t<T>;
+  using Pack = VecPack<T, V>;
+  __shared__ Acc partial[kEmbeddingGradLanes][32][V];
+  const int64_t c = (blockIdx.x * int64_t(32) + threadIdx.x) * V;  // the thread's first column
+  const int lane = static_cast<int>(threadIdx.y);
+  for (int64_t id = blockIdx.y; id < rows; id += gridDim.y) {
+    const int64_t begin = run_start[id], end = id == padding_idx ? begin : run_end[id];
+    Acc sum[V] = {};
+    if (c < width) {
+      // kBatch rows in flight (64-96 bytes a thread, within 64 registers), and the next batch's row
+      // numbers loaded beside them: a long run (a space's 2,600 rows) is one memory round trip a
+      // batch rather than two.
+      constexpr int kBatch = V >= 8 ? 4 : 6;
+      constexpr int64_t kStride = kEmbeddingGradLanes;
+      int64_t rows_at[kBatch];
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        const int64_t r = begin + lane + k * kStride;
+        rows_at[k] = r < end ? order[r] : 0;
+      }
+      for (int64_t q = begin + lane; q < end; q += kStride * kBatch) {
+        Pack v[kBatch];
+#pragma unroll
+        for (int k = 0; k < kBatch; ++k)
+          if (q + k * kStride < end) v[k] = *reinterpret_cast<const Pack*>(grad + rows_at[k] * width + c);
+#pragma unroll
+        for (int k = 0; k < kBatch; ++k) {
+          const int64_t r = q + (kBatch + k) * kStride;
+          rows_at[k] = r < end ? order[r] : 0;
+        }
+#pragma unroll
+        for (int k = 0; k < kBatch; ++k)
+          if (q + k * kStride < end)
+#pragma unroll
+            for (int e = 0; e < V; ++e) sum[e] += static_cast<Acc>(v[k].v[e]);
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < V; ++e) partial[lane][threadIdx.x][e] = sum[e];
+    __syncthreads();
+    // The block's first 32 * V threads each finish one column, adding its lanes in lane order.
+    const int flat = lane * 32 + static_cast<int>(threadIdx.x);
+    if (flat < 32 * V) {
+      const int owner = flat / V, e = flat % V;
+      const int64_t col = (blockIdx.x * int64_t(32) + owner) * V + e;
+      if (col < width) {
+        Acc total = partial[0][owner][e];
+        for (int j = 1; j < kEmbeddingGradLanes; ++j) total += partial[j][owner][e];
+        const int64_t count = end - begin;
+        grad_weight[id * width + col] =
+            static_cast<T>(scale_by_count && count > 1 ? total / static_cast<Acc>(count) : total);
+      }
     }
     __syncthreads();  // partial is reused by the next id
   }
@@ -246,6 +311,16 @@ void CudaKernels::embedding_backward(const Tensor& grad, const Tensor& ids, cons
           ptr<const T>(grad), order, run_start, run_end, rows, width, padding_idx, scale_grad_by_freq,
           ptr<T>(grad_weight));
       CUDA_LAUNCH_CHECK(sum_short_runs_kernel);
+      return;
+    }
+    constexpr int V = 16 / static_cast<int>(sizeof(T));
+    if (width % V == 0 && aligned_to(16, {grad.raw_data()})) {
+      const dim3 grid(static_cast<unsigned>((width / V + 31) / 32),
+                      static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
+      sum_runs_wide_kernel<T, V><<<grid, dim3(32, kEmbeddingGradLanes), 0, stream_>>>(
+          ptr<const T>(grad), order, run_start, run_end, rows, width, padding_idx, scale_grad_by_freq,
+          ptr<T>(grad_weight));
+      CUDA_LAUNCH_CHECK(sum_runs_wide_kernel);
       return;
     }
     const dim3 grid(static_cast<unsigned>((width + 31) / 32), static_cast<unsigned>(std::min<int64_t>(rows, 65535)));

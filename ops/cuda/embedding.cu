@@ -43,6 +43,13 @@ __global__ void mark_runs_kernel(const int64_t* sorted, const int64_t* order, in
   }
 }
 
+// A run's summed gradient as the table's row gets it: divided by the run's length under
+// scale_grad_by_freq, where an empty run (an absent id, padding_idx) keeps its zero.
+template <class T, class Acc>
+__device__ T run_gradient(Acc sum, int64_t count, bool scale_by_count) {
+  return static_cast<T>(scale_by_count && count > 1 ? sum / static_cast<Acc>(count) : sum);
+}
+
 // Block (t, v) sums id v's run over the 32 columns of tile t: thread (column, lane) adds the run's
 // rows lane, lane + kEmbeddingGradLanes, ... in order, and the lanes' sums are then added in lane
 // order (absent ids and padding_idx get zero). A single thread per element summing a whole run in
@@ -80,8 +87,7 @@ __global__ void sum_runs_kernel(const T* grad, const int64_t* order, const int64
     __syncthreads();
     if (lane == 0 && c < width) {
       for (int j = 1; j < kEmbeddingGradLanes; ++j) sum += partial[j][threadIdx.x];
-      const int64_t count = end - begin;
-      grad_weight[id * width + c] = static_cast<T>(scale_by_count && count > 1 ? sum / static_cast<Acc>(count) : sum);
+      grad_weight[id * width + c] = run_gradient<T>(sum, end - begin, scale_by_count);
     }
     __syncthreads();  // partial is reused by the next id
   }
@@ -142,9 +148,7 @@ __global__ void __launch_bounds__(32 * kEmbeddingGradLanes)
       if (col < width) {
         Acc total = partial[0][owner][e];
         for (int j = 1; j < kEmbeddingGradLanes; ++j) total += partial[j][owner][e];
-        const int64_t count = end - begin;
-        grad_weight[id * width + col] =
-            static_cast<T>(scale_by_count && count > 1 ? total / static_cast<Acc>(count) : total);
+        grad_weight[id * width + col] = run_gradient<T>(total, end - begin, scale_by_count);
       }
     }
     __syncthreads();  // partial is reused by the next id
@@ -173,8 +177,7 @@ __global__ void sum_short_runs_kernel(const T* grad, const int64_t* order, const
         partial += static_cast<Acc>(grad[order[q] * width + c]);
       sum = lane == 0 ? partial : sum + partial;
     }
-    const int64_t count = end - begin;
-    grad_weight[e] = static_cast<T>(scale_by_count && count > 1 ? sum / static_cast<Acc>(count) : sum);
+    grad_weight[e] = run_gradient<T>(sum, end - begin, scale_by_count);
   }
 }
 

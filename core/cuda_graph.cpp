@@ -15,6 +15,8 @@ void Graph::capture_end() {}
 void Graph::capture_abort() noexcept {}
 int Graph::capture_copy(const Tensor&, Tensor&) { return 0; }
 void Graph::set_copy_source(int, const Tensor&) {}
+int Graph::capture_scalar_writes(const std::vector<Tensor*>&, const std::vector<double>&) { return 0; }
+void Graph::set_scalar_values(int, const std::vector<double>&) {}
 void Graph::replay() {}
 bool Graph::captured() const { return false; }
 size_t Graph::num_nodes() const { return 0; }

@@ -4,6 +4,7 @@
 // explains that there is no GPU.
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "core/device.h"
 #include "core/tensor.h"
@@ -39,6 +40,15 @@ class Graph {
   /// Before a replay: copy `copy` reads `src` from now on, a contiguous tensor of the same byte count
   /// on this device (any alignment). `src` must stay alive until the replays that read it are done.
   void set_copy_source(int copy, const Tensor& src);
+  /// While capturing: writes values[i] into the one-element *scalars[i] (a floating dtype, on this
+  /// device) as the graph's work at this point, with values that set_scalar_values may change before
+  /// any replay. The values travel in a kernel's arguments, changed in the instantiated graph, so a
+  /// learning rate that changes at every step costs no work between two replays. Returns the
+  /// writes' number.
+  int capture_scalar_writes(const std::vector<Tensor*>& scalars, const std::vector<double>& values);
+  /// Before a replay: writes `writes` store `values` from the next replay on (replays already
+  /// queued store what they were launched with).
+  void set_scalar_values(int writes, const std::vector<double>& values);
   /// Queues the whole graph on the device's compute stream; returns without waiting.
   void replay();
   bool captured() const;

@@ -24,6 +24,7 @@ Tensor GraphedStep::eager(const std::vector<Tensor>& inputs, Phase phase) {
   // Once graphs exist they read and write their gradient buffers: an eager call zeroes those in
   // place and accumulates into them too.
   if (!graph_grads_.empty()) use_graph_grads();
+  if (phase.step) note_rates();
   if (phase.zero) {
     if (graph_grads_.empty()) optimizer_.zero_grad();
     else
@@ -34,12 +35,13 @@ Tensor GraphedStep::eager(const std::vector<Tensor>& inputs, Phase phase) {
   return loss;
 }
 
-void GraphedStep::backward_and_step(const Tensor& loss, Phase phase) {
+void GraphedStep::backward_and_step(const Tensor& loss, Phase phase, Graph* capturing) {
   optim::GradScaler* scaler = options_.grad_scaler();
   if (!scaler) {
     loss.backward();
     if (phase.step) {
       clip();
+      if (capturing) capture_rate_writes(*capturing, phase);
       optimizer_.step();
     }
     return;
@@ -48,6 +50,7 @@ void GraphedStep::backward_and_step(const Tensor& loss, Phase phase) {
   if (phase.step) {
     if (options_.clip_grad_norm() && scaler->is_enabled()) scaler->unscale_(optimizer_);  // clip the true gradients
     clip();
+    if (capturing) capture_rate_writes(*capturing, phase);
     scaler->step(optimizer_);
     scaler->update();
   }
@@ -59,6 +62,36 @@ void GraphedStep::clip() {
   for (const auto& group : optimizer_.param_groups())
     params.insert(params.end(), group.params.begin(), group.params.end());
   grad_norm_ = nn::utils::clip_grad_norm_(params, *options_.clip_grad_norm());
+}
+
+void GraphedStep::note_rates() {
+  std::vector<double> rates;
+  for (const auto& group : optimizer_.param_groups()) rates.push_back(*group.lr);
+  if (!seen_rates_.empty() && rates != seen_rates_) rates_change_ = true;
+  seen_rates_ = std::move(rates);
+}
+
+void GraphedStep::capture_rate_writes(Graph& graph, Phase phase) {
+  if (!rates_change_) return;
+  std::vector<Tensor*> scalars;
+  std::vector<double> values;
+  for (const optim::Optimizer::DeviceRate& r : optimizer_.device_rates()) {
+    scalars.push_back(r.scalar);
+    values.push_back(r.value);
+  }
+  if (!scalars.empty()) rate_writes_[phase.index()] = graph.capture_scalar_writes(scalars, values);
+}
+
+void GraphedStep::write_rates(Graph& graph, Phase phase) {
+  const int writes = rate_writes_[phase.index()];
+  if (writes < 0) {
+    optimizer_.sync_device_state();  // a launch of its own, only where a rate changed
+    return;
+  }
+  std::vector<double> values;
+  for (const optim::Optimizer::DeviceRate& r : optimizer_.device_rates()) values.push_back(r.value);
+  graph.set_scalar_values(writes, values);
+  optimizer_.device_rates_written();
 }
 
 void GraphedStep::use_graph_grads() {
@@ -117,7 +150,7 @@ Tensor GraphedStep::operator()(const std::vector<Tensor>& inputs) {
       graph->set_copy_source(static_cast<int>(i), static_inputs_[i]);
     }
   }
-  optimizer_.sync_device_state();
+  if (phase.step) write_rates(*graph, phase);  // only the optimizer reads them
   use_graph_grads();  // the caller may have set .grad to none (zero_grad) since the last call
   autocast::refresh_stale_copies();  // weights written since: the capture left their copies to the step
   graph->replay();
@@ -147,7 +180,7 @@ void GraphedStep::capture(const std::vector<Tensor>& inputs, Phase phase) {
     graph->capture_begin();
     for (Tensor& in : static_inputs_) graph->capture_copy(in, in);  // sources set before each replay
     Tensor loss = loss_fn_(static_inputs_);
-    backward_and_step(loss, phase);  // the engine keeps the seed it made in the warm-up: no fill in the graph
+    backward_and_step(loss, phase, graph.get());  // the engine keeps the seed it made in the warm-up: no fill in the graph
     graph->capture_end();
     static_losses_[phase.index()] = loss.detach();
     if (phase.step) static_norms_[phase.index()] = grad_norm_;

@@ -74,7 +74,8 @@ struct GraphedStepOptions {
 /// CUDA device, after `warmup` eager steps, the step is captured once into a CUDA graph (its memory
 /// in the graph's private pool, its gradients written there, dropout drawing fresh numbers on every
 /// replay) and then replayed: the inputs are copied into the graph's static buffers on the device,
-/// changed learning rates are written to the device, and one launch runs the rest. It falls back to
+/// changed learning rates reach the device (written by the graph itself where they changed at every
+/// warm-up step, as a schedule changes them), and one launch runs the rest. It falls back to
 /// the eager step by itself where a graph cannot serve: inputs of another shape (the last partial
 /// batch), the CPU, an optimizer with per-step host state (capturable() false), or a step that
 /// cannot be captured (it synchronizes, say), which is reported once on stderr. SGD and Adam(W)
@@ -131,8 +132,17 @@ class GraphedStep {
   void use_graph_grads();
   // clip_grad_norm_ over the optimizer's parameters, where the options ask for it.
   void clip();
-  // backward (of the scaled loss, with a scaler) and, on the last call of a cycle, the update.
-  void backward_and_step(const Tensor& loss, Phase phase);
+  // backward (of the scaled loss, with a scaler) and, on the last call of a cycle, the update; while
+  // `capturing`, the graph's writes of the learning rates before it.
+  void backward_and_step(const Tensor& loss, Phase phase, Graph* capturing = nullptr);
+  // Learning rates. Where they changed between the eager steps (a schedule that moves at every
+  // step), the graph writes them itself before its update, from values changed in the graph before
+  // each replay: a write queued between two replays would leave the GPU idle for several
+  // microseconds. Otherwise a changed rate is written before the replay, and a graph whose rates
+  // never change has no write at all.
+  void note_rates();
+  void capture_rate_writes(Graph& graph, Phase phase);
+  void write_rates(Graph& graph, Phase phase);
 
   LossFn loss_fn_;
   optim::Optimizer& optimizer_;
@@ -143,6 +153,9 @@ class GraphedStep {
   Tensor grad_norm_;
   std::vector<Tensor> static_inputs_;  // what the graphs read; each graph refills them first
   std::vector<Tensor> graph_grads_;    // the gradients the graphs write, one per parameter
+  int rate_writes_[4] = {-1, -1, -1, -1};  // each graph's capture_scalar_writes of the rates, or -1
+  std::vector<double> seen_rates_;     // the groups' rates at the last eager step
+  bool rates_change_ = false;          // they changed from one eager step to the next
   int64_t calls_ = 0, replays_ = 0, eager_steps_ = 0;
   std::string eager_reason_;
 };

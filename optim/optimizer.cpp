@@ -104,6 +104,27 @@ const Tensor* Optimizer::lr_on_device(size_t gi, const Tensor& like) {
   return &d.value;
 }
 
+std::vector<Optimizer::DeviceRate> Optimizer::device_rates() {
+  std::vector<DeviceRate> rates;
+  device_lr_.resize(groups_.size());
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    if (groups_[gi].params.empty()) continue;
+    const Tensor& like = groups_[gi].params[0];
+    if (!like.device().is_cuda()) continue;
+    // Made by lr_on_device as a step would make it; not refreshed here, where the caller writes it.
+    const DeviceLr& d = device_lr_[gi];
+    if (!d.value.defined() || d.value.device() != like.device() || d.value.dtype() != like.dtype())
+      lr_on_device(gi, like);
+    rates.push_back({&device_lr_[gi].value, *groups_[gi].lr});
+  }
+  return rates;
+}
+
+void Optimizer::device_rates_written() {
+  for (size_t gi = 0; gi < device_lr_.size(); ++gi)
+    if (device_lr_[gi].value.defined()) device_lr_[gi].written = *groups_[gi].lr;
+}
+
 void Optimizer::sync_device_state() {
   // Every changed rate in one launch: a schedule changes them all at every step, and each launch
   // between two replays leaves the GPU idle for its few microseconds.

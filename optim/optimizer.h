@@ -52,6 +52,16 @@ class Optimizer {
   /// (one fill each). step() does it itself; a captured step (cuda::GraphedStep) needs it before
   /// each replay, since replaying runs no host code.
   void sync_device_state();
+  /// Each group's learning rate with the 0-d tensor on its parameters' CUDA device that the kernels
+  /// read it from (made here where no step has made it yet); groups on the CPU are left out.
+  /// cuda::GraphedStep writes these from inside its graph, then calls device_rates_written().
+  struct DeviceRate {
+    Tensor* scalar;
+    double value;
+  };
+  std::vector<DeviceRate> device_rates();
+  /// Records that the device scalars hold the current learning rates (work already queued writes them).
+  void device_rates_written();
   /// False where a step holds per-step host state that a CUDA graph would freeze.
   virtual bool capturable() const { return true; }
 

@@ -5,6 +5,7 @@
 #include "nn/nn.h"
 #include "optim/optim.h"
 #include "test_cuda_util.h"
+#include "test_util.h"
 
 #ifdef MINIDL_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -154,6 +155,56 @@ TEST(CudaGraph, CapturedCopyReadsTheSourceSetBeforeTheReplay) {
 
 // set_copy_source holds from then on: a source set once is read by every later replay, its contents
 // read afresh each time.
+// Scalars the graph writes itself store, at each replay, the values set before it: float32, float64
+// and bfloat16 rounded as a fill rounds them, 20 of them (two kernels), and the work after the
+// writes reads them. Each queued replay stores the values it was launched with.
+TEST(CudaGraph, ScalarWritesStoreTheValuesSetBeforeEachReplay) {
+  MINIDL_REQUIRE_CUDA();
+  Tensor a = zeros({}, kFloat32, gpu()), b = zeros({}, kFloat64, gpu()), c = zeros({}, kBFloat16, gpu());
+  std::vector<Tensor> many;
+  std::vector<Tensor*> scalars{&a, &b, &c};
+  for (int i = 0; i < 17; ++i) many.push_back(zeros({}, kFloat32, gpu()));
+  for (Tensor& t : many) scalars.push_back(&t);
+  auto values_with = [](double first) {
+    std::vector<double> v{first, first * 2, first * 3};
+    for (int i = 0; i < 17; ++i) v.push_back(first + i);
+    return v;
+  };
+  Tensor total = zeros({}, kFloat32, gpu());
+  cuda::Graph graph;
+  graph.capture_begin();
+  const int writes = graph.capture_scalar_writes(scalars, values_with(1.5));
+  total.add_(a);
+  graph.capture_end();
+  EXPECT_EQ(a.item<float>(), 0.0f);  // captured, not yet run
+  graph.replay();
+  EXPECT_EQ(a.item<float>(), 1.5f);
+  EXPECT_EQ(b.item<double>(), 3.0);
+  EXPECT_EQ(c.to(kFloat32).item<float>(), 4.5f);
+  EXPECT_EQ(many[16].item<float>(), 17.5f);
+  graph.set_scalar_values(writes, values_with(0.1));
+  graph.replay();
+  EXPECT_EQ(a.item<float>(), 0.1f);
+  EXPECT_EQ(b.item<double>(), 0.2);
+  EXPECT_EQ(c.to(kFloat32).item<float>(), static_cast<float>(BFloat16(0.1 * 3)));
+  for (int i = 0; i < 17; ++i) EXPECT_EQ(many[i].item<float>(), static_cast<float>(0.1 + i)) << "scalar " << i + 3;
+  fill_(a, 9.0);
+  graph.replay();  // the values set last, again
+  EXPECT_EQ(a.item<float>(), 0.1f);
+  fill_(total, 0.0);
+  for (double v : {1.0, 2.0, 4.0}) {  // queued without a sync between them
+    graph.set_scalar_values(writes, values_with(v));
+    graph.replay();
+  }
+  EXPECT_EQ(total.item<float>(), 7.0f);
+  testing::expect_error([&] { graph.set_scalar_values(writes, {1.0}); }, {"expected 20 values", "got 1"});
+  cuda::Graph other;
+  Tensor count = zeros({}, kInt64, gpu());
+  other.capture_begin();
+  testing::expect_error([&] { other.capture_scalar_writes({&count}, {1.0}); }, {"floating", "int64"});
+  other.capture_abort();
+}
+
 TEST(CudaGraph, CopySourceHoldsForEveryLaterReplay) {
   MINIDL_REQUIRE_CUDA();
   MINIDL_FRESH_SEED();
@@ -516,12 +567,27 @@ TEST(CudaGraphedStep, GradientAccumulationMatchesTheEagerStep) {
   expect_same_training(graphed, eager);
 }
 
+// A rate that changes at every step (as a schedule changes it) is written by the graph itself: one
+// node more than a graph of constant rates. A rate that changed only after the warm-up (StepLR) is
+// written before the replay, and the graph has no write. Both train as the eager steps do.
 TEST(CudaGraphedStep, FollowsLearningRateChanges) {
   MINIDL_REQUIRE_CUDA();
   MINIDL_FRESH_SEED();
   auto data = batches(8, 16);
+  size_t constant_nodes = 0, scheduled_nodes = 0, stepped_nodes = 0;
+  train(data, true, 4, [](int) { return 0.05; }, [&](cuda::GraphedStep& s) { constant_nodes = s.graph_nodes(); });
   auto schedule = [](int step) { return 0.1 / (1 + step); };
-  expect_same_training(train(data, true, 4, schedule), train(data, false, 4, schedule));
+  expect_same_training(
+      train(data, true, 4, schedule, [&](cuda::GraphedStep& s) { scheduled_nodes = s.graph_nodes(); }),
+      train(data, false, 4, schedule));
+  EXPECT_EQ(scheduled_nodes, constant_nodes + 1);
+  auto step_lr = [](int step) { return step < 5 ? 0.1 : 0.02; };
+  expect_same_training(train(data, true, 4, step_lr, [&](cuda::GraphedStep& s) { stepped_nodes = s.graph_nodes(); }),
+                       train(data, false, 4, step_lr));
+  EXPECT_EQ(stepped_nodes, constant_nodes);
+  // The comparison can fail: the step-wise rate trains to other parameters than the constant one.
+  const Trained stepped = train(data, true, 4, step_lr), constant = train(data, true, 4, [](int) { return 0.1; });
+  EXPECT_FALSE(all_close(stepped.params[0], constant.params[0], 1e-5, 1e-4));
 }
 
 // A step with no inputs draws its own batch on the device: the graph's replays draw what eager

@@ -2,6 +2,7 @@
 // pool (core/cuda/allocator.h) and the Philox state on the device (core/random.h).
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <mutex>
 #include <shared_mutex>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "core/cuda/graph_memsets.h"
 #include "core/cuda/launch.cuh"
 #include "core/cuda_graph.h"
+#include "core/half.h"
 #include "core/random.h"
 #include "core/tensor.h"
 
@@ -87,6 +89,44 @@ __global__ void set_copy_sources(SourceUpdates updates) {
   updates.source[i]->blocks_done = 0;
 }
 
+// Up to kScalarsPerWrite one-element stores, each of the destination's bytes (converted on the
+// host), as one kernel's arguments: set_scalar_values changes them in the instantiated graph, where a
+// kernel queued before the replay would leave the GPU idle between two graphs.
+constexpr int kScalarsPerWrite = 16;
+struct ScalarWrites {
+  void* dst[kScalarsPerWrite];
+  uint64_t bits[kScalarsPerWrite];
+  uint8_t bytes[kScalarsPerWrite];
+  int count;
+};
+
+__global__ void write_scalars_kernel(ScalarWrites writes) {
+  wait_for_earlier_kernels();
+  let_next_kernel_start();
+  const int i = threadIdx.x;
+  if (i >= writes.count) return;
+  const uint64_t bits = writes.bits[i];
+  switch (writes.bytes[i]) {
+    case 8: *static_cast<uint64_t*>(writes.dst[i]) = bits; break;
+    case 4: *static_cast<uint32_t*>(writes.dst[i]) = static_cast<uint32_t>(bits); break;
+    default: *static_cast<uint16_t*>(writes.dst[i]) = static_cast<uint16_t>(bits); break;
+  }
+}
+
+// `value` as the bytes of a one-element tensor of `dtype`, rounded as a fill rounds it.
+uint64_t scalar_bits(double value, DType dtype) {
+  uint64_t bits = 0;
+  auto put = [&bits](auto v) { std::memcpy(&bits, &v, sizeof(v)); };
+  switch (dtype) {
+    case kFloat64: put(value); break;
+    case kFloat32: put(static_cast<float>(value)); break;
+    case kBFloat16: put(BFloat16(value).bits); break;
+    case kFloat16: put(Half(value).bits); break;
+    default: MINIDL_FAIL("cuda::Graph::capture_scalar_writes: expected floating scalars, got ", dtype);
+  }
+  return bits;
+}
+
 constexpr unsigned kCopyThreads = 256;
 
 unsigned copy_blocks(size_t nbytes) {
@@ -118,6 +158,14 @@ struct Graph::Impl {
     int64_t advance = 0;      //   and how far it moved it
   };
   std::vector<Copy> copies;
+  // A capture_scalar_writes: its kernels (kScalarsPerWrite scalars each), their nodes in `graph`,
+  // and the values the next replay stores.
+  struct Writes {
+    std::vector<Tensor> scalars;  // kept alive: the graph stores into them
+    std::vector<cudaGraphNode_t> nodes;
+    std::vector<ScalarWrites> args;
+  };
+  std::vector<Writes> writes;
 
   // Writes the sources the next replay must read where the last replay did not leave them, and
   // guesses that each will move on as it just did: by as much again (consecutive slices of one
@@ -154,6 +202,7 @@ struct Graph::Impl {
     exec = nullptr;
     graph = nullptr;
     copies.clear();
+    writes.clear();
   }
 
   // Ends stream capture and the private pool, whatever state they are in. Never throws.
@@ -278,6 +327,70 @@ void Graph::set_copy_source(int copy, const Tensor& src) {
                ", got ", src.shape(), " ", src.dtype(), " on ", src.device(),
                src.is_contiguous() ? "" : " (not contiguous)");
   c.wanted = reinterpret_cast<uint64_t>(src.raw_data());
+}
+
+int Graph::capture_scalar_writes(const std::vector<Tensor*>& scalars, const std::vector<double>& values) {
+  MINIDL_CHECK(impl_->capturing, "cuda::Graph::capture_scalar_writes: not capturing");
+  MINIDL_CHECK(scalars.size() == values.size(), "cuda::Graph::capture_scalar_writes: expected one value per scalar, got ",
+               values.size(), " values for ", scalars.size(), " scalars");
+  Impl::Writes w;
+  for (Tensor* t : scalars) {
+    MINIDL_CHECK(t && t->defined(), "cuda::Graph::capture_scalar_writes: got an undefined tensor");
+    MINIDL_CHECK(t->device() == impl_->device && t->numel() == 1 && is_floating(t->dtype()),
+                 "cuda::Graph::capture_scalar_writes: expected one-element floating tensors on ", impl_->device,
+                 ", got ", t->shape(), " ", t->dtype(), " on ", t->device());
+    w.scalars.push_back(*t);
+  }
+  DeviceGuard guard(impl_->device.index);
+  cudaStream_t stream = compute_stream(impl_->device.index);
+  for (size_t first = 0; first < scalars.size(); first += kScalarsPerWrite) {
+    ScalarWrites args{};
+    for (size_t i = first; i < std::min(scalars.size(), first + kScalarsPerWrite); ++i, ++args.count) {
+      args.dst[args.count] = scalars[i]->raw_data();
+      args.bits[args.count] = scalar_bits(values[i], scalars[i]->dtype());
+      args.bytes[args.count] = static_cast<uint8_t>(element_size(scalars[i]->dtype()));
+    }
+    launch_early("write_scalars_kernel", write_scalars_kernel, 1, kScalarsPerWrite, 0, stream, args);
+    // The kernel just captured is the stream's one capture dependency: its node, whose arguments
+    // set_scalar_values changes.
+    cudaStreamCaptureStatus status;
+    const cudaGraphNode_t* last = nullptr;
+    size_t count = 0;
+    CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &last, nullptr, &count));
+    MINIDL_CHECK(status == cudaStreamCaptureStatusActive && count == 1,
+                 "cuda::Graph::capture_scalar_writes: the capture lost track of its kernel (", count, " nodes last)");
+    w.nodes.push_back(last[0]);
+    w.args.push_back(args);
+  }
+  impl_->writes.push_back(std::move(w));
+  return static_cast<int>(impl_->writes.size()) - 1;
+}
+
+void Graph::set_scalar_values(int writes, const std::vector<double>& values) {
+  MINIDL_CHECK(captured(), "cuda::Graph::set_scalar_values: nothing captured");
+  MINIDL_CHECK(writes >= 0 && writes < static_cast<int>(impl_->writes.size()),
+               "cuda::Graph::set_scalar_values: writes ", writes, " do not exist; the graph has ", impl_->writes.size());
+  Impl::Writes& w = impl_->writes[static_cast<size_t>(writes)];
+  MINIDL_CHECK(values.size() == w.scalars.size(), "cuda::Graph::set_scalar_values: expected ", w.scalars.size(),
+               " values, got ", values.size());
+  DeviceGuard guard(impl_->device.index);
+  for (size_t k = 0; k < w.nodes.size(); ++k) {
+    ScalarWrites& args = w.args[k];
+    bool changed = false;
+    for (int j = 0; j < args.count; ++j) {
+      const size_t i = k * kScalarsPerWrite + static_cast<size_t>(j);
+      const uint64_t bits = scalar_bits(values[i], w.scalars[i].dtype());
+      changed |= bits != args.bits[j];
+      args.bits[j] = bits;
+    }
+    if (!changed) continue;  // an update costs the next launch about 2 us of GPU time
+    cudaKernelNodeParams params{};
+    CUDA_CHECK(cudaGraphKernelNodeGetParams(w.nodes[k], &params));
+    void* arguments[] = {&args};
+    params.kernelParams = arguments;
+    params.extra = nullptr;
+    CUDA_CHECK(cudaGraphExecKernelNodeSetParams(impl_->exec, w.nodes[k], &params));
+  }
 }
 
 void Graph::replay() {

@@ -153,8 +153,6 @@ TEST(CudaGraph, CapturedCopyReadsTheSourceSetBeforeTheReplay) {
   EXPECT_THROW(graph.set_copy_source(copy + 1, first), Error);
 }
 
-// set_copy_source holds from then on: a source set once is read by every later replay, its contents
-// read afresh each time.
 // Scalars the graph writes itself store, at each replay, the values set before it: float32, float64
 // and bfloat16 rounded as a fill rounds them, 20 of them (two kernels), and the work after the
 // writes reads them. Each queued replay stores the values it was launched with.
@@ -205,6 +203,8 @@ TEST(CudaGraph, ScalarWritesStoreTheValuesSetBeforeEachReplay) {
   other.capture_abort();
 }
 
+// set_copy_source holds from then on: a source set once is read by every later replay, its contents
+// read afresh each time.
 TEST(CudaGraph, CopySourceHoldsForEveryLaterReplay) {
   MINIDL_REQUIRE_CUDA();
   MINIDL_FRESH_SEED();

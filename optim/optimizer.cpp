@@ -94,7 +94,7 @@ const Tensor* Optimizer::lr_on_device(size_t gi, const Tensor& like) {
   device_lr_.resize(groups_.size());
   DeviceLr& d = device_lr_[gi];
   const double lr = *groups_[gi].lr;
-  if (!d.value.defined() || d.value.device() != like.device() || d.value.dtype() != like.dtype()) {
+  if (!d.serves(like)) {
     d.value = full({}, lr, like.dtype(), like.device());
     d.written = lr;
   } else if (d.written != lr) {
@@ -112,9 +112,7 @@ std::vector<Optimizer::DeviceRate> Optimizer::device_rates() {
     const Tensor& like = groups_[gi].params[0];
     if (!like.device().is_cuda()) continue;
     // Made by lr_on_device as a step would make it; not refreshed here, where the caller writes it.
-    const DeviceLr& d = device_lr_[gi];
-    if (!d.value.defined() || d.value.device() != like.device() || d.value.dtype() != like.dtype())
-      lr_on_device(gi, like);
+    if (!device_lr_[gi].serves(like)) lr_on_device(gi, like);
     rates.push_back({&device_lr_[gi].value, *groups_[gi].lr});
   }
   return rates;

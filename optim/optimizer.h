@@ -125,6 +125,10 @@ class Optimizer {
   struct DeviceLr {
     Tensor value;
     double written = 0;
+    // Whether `value` can serve parameters like `like` (made, on their device, in their dtype).
+    bool serves(const Tensor& like) const {
+      return value.defined() && value.device() == like.device() && value.dtype() == like.dtype();
+    }
   };
   std::vector<DeviceLr> device_lr_;
 };

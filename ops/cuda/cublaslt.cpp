@@ -213,12 +213,6 @@ void create_plan(Plan& p, cublasLtHandle_t handle, int64_t m, int64_t n, int64_t
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
-  // tmp: MINIDL_TMP_SIDE_SMS=N, a side stream's product sized for N SMs (timing only).
-  if (const char* e = std::getenv("MINIDL_TMP_SIDE_SMS"); e && p.max_blocks > 0) {
-    const int32_t sms = std::atoi(e);
-    if (sms > 0)
-      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof sms));
-  }
   if (epilogue != LtEpilogue::None) {
     MINIDL_CHECK(types.out == types.dtype, "gemm on cuBLASLt: a bias epilogue takes one dtype, got ",
                  dtype_name(types.dtype), " inputs and a ", dtype_name(types.out), " output");

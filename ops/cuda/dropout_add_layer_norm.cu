@@ -1,10 +1,6 @@
 // dropout_add_layer_norm (residual + dropout(x), then its layer norm: a pre-norm transformer's seam)
 // as layer_norm_rows.cuh's kernels with the dropout and the addition folded in, forward and backward;
 // the op composes them where these decline (ops/normalization.cpp).
-#include <cstdio>
-#include <cstdlib>
-#include <utility>
-
 #include "ops/cuda/layer_norm_rows.cuh"
 #include "ops/cuda/normalization_reduce.cuh"
 #include "ops/cuda/random.cuh"
@@ -155,8 +151,8 @@ struct AddNormRow {
   T mean, invstd;
 };
 
-template <class T, class N, class O, int kGroups, bool kParamSums, int kWarps = kAddNormWarps>
-__global__ void __launch_bounds__(kWarps * 32, 12 / kWarps) dropout_add_layer_norm_rows_backward(
+template <class T, class N, class O, int kGroups, bool kParamSums>
+__global__ void __launch_bounds__(kAddNormWarps * 32, 3) dropout_add_layer_norm_rows_backward(
     const O* __restrict__ g, const T* __restrict__ g_sum, const T* __restrict__ sum, const T* __restrict__ mean,
     const T* __restrict__ invstd, const T* __restrict__ w, const uint32_t* __restrict__ mask, compute_t<N> scale,
     N* __restrict__ grad_x, T* __restrict__ grad_residual, int64_t rows, int d, int64_t chunk_rows,
@@ -368,21 +364,10 @@ void CudaKernels::dropout_add_layer_norm_backward(const Tensor& grad_out, const 
     dispatch_groups_per_lane(d / G, [&](auto groups) {
       if constexpr (groups() * G <= kMaxPerLaneWithSums) {
         if (grad_weight || grad_bias) {
-          // tmp: MINIDL_TMP_SEAM_GRID=chunks:warps (warps 4, 8 or 12), timing only.
-          static const std::pair<int64_t, int> grid = [] {
-            const char* e = std::getenv("MINIDL_TMP_SEAM_GRID");
-            long long chunks = kAddNormChunks;
-            int warps = kAddNormWarps;
-            if (e) std::sscanf(e, "%lld:%d", &chunks, &warps);
-            if (warps != 8 && warps != 12) warps = kAddNormWarps;
-            return std::pair<int64_t, int>(chunks, warps);
-          }();
-          const RowChunks<A> c = row_chunks<A>(rows, d, grid.first, grid.second, sum.device());
-          auto* kernel = grid.second == 12  ? dropout_add_layer_norm_rows_backward<T, N, O, groups(), true, 12>
-                         : grid.second == 8 ? dropout_add_layer_norm_rows_backward<T, N, O, groups(), true, 8>
-                                            : dropout_add_layer_norm_rows_backward<T, N, O, groups(), true>;
+          const RowChunks<A> c = row_chunks<A>(rows, d, kAddNormChunks, kAddNormWarps, sum.device());
+          auto* kernel = dropout_add_layer_norm_rows_backward<T, N, O, groups(), true>;
           launch_early("dropout_add_layer_norm_rows_backward", kernel, dim3(static_cast<unsigned>(c.chunks)),
-                       dim3(grid.second * 32), 0, stream_, g, gs, s, mean, invstd, w, m, scale, gx, gr, rows,
+                       dim3(kAddNormWarps * 32), 0, stream_, g, gs, s, mean, invstd, w, m, scale, gx, gr, rows,
                        static_cast<int>(d), c.chunk_rows, c.sums);
           finish_row_chunks_beside<T>(c, d, grad_weight, grad_bias, device_, stream_);
           return;

@@ -68,6 +68,18 @@ void safetensors_seeds(const fs::path& dir) {
   seed(dir, "one", tmp, "", 40);
   safetensors::save(tmp, {});
   seed(dir, "none", tmp);
+  safetensors::save(tmp, {{"b", Tensor::from_vector<float>({1.f, -0.f, 65504.f, 1e-8f}).to(kBFloat16)},
+                          {"h", Tensor::from_vector<float>({0.5f, -2.f, 6e-8f}, {3, 1}).to(kFloat16)}});
+  seed(dir, "sixteen_bit", tmp, "", 90);
+}
+
+// fuzz_text's control byte: 0 reads a corpus file, 1 a vocabulary's characters.
+void text_seeds(const fs::path& dir) {
+  put(dir / "ascii", std::string(1, '\0') + "To be, or not to be: that is the question.\n");
+  const std::string multibyte = "caf\xc3\xa9 \xe2\x80\x94 \xe2\x98\x83 \xf0\x9d\x84\x9e\n";  // é, —, ☃, 𝄞
+  put(dir / "multibyte", std::string(1, '\0') + multibyte);
+  put(dir / "multibyte_cut", std::string(1, '\0') + multibyte.substr(0, 11));  // inside the snowman
+  put(dir / "vocabulary", std::string(1, '\1') + "\n !,.:Tabc\xc3\xa9");
 }
 
 void model_seeds(const fs::path& nn_dir, const fs::path& checkpoint_dir) {
@@ -94,10 +106,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   const fs::path root = argv[1];
-  for (const char* target : {"fuzz_idx", "fuzz_safetensors", "fuzz_nn_load", "fuzz_checkpoint"})
+  for (const char* target : {"fuzz_idx", "fuzz_safetensors", "fuzz_nn_load", "fuzz_checkpoint", "fuzz_text"})
     fs::create_directories(root / target);
   idx_seeds(root / "fuzz_idx");
   safetensors_seeds(root / "fuzz_safetensors");
   model_seeds(root / "fuzz_nn_load", root / "fuzz_checkpoint");
+  text_seeds(root / "fuzz_text");
   return 0;
 }

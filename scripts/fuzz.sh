@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes minidl's readers of untrusted files with libFuzzer (targets in fuzz/): IDX files raw and
-# gzip, safetensors, nn::load and optim::load_checkpoint. Builds them with clang in build-fuzz/
+# gzip, safetensors, nn::load, optim::load_checkpoint and the character-level text corpus and
+# vocabulary. Builds them with clang in build-fuzz/
 # (libFuzzer + ASan + UBSan, CPU only), runs each for FUZZ_SECONDS (default 60) from the seeds in
 # fuzz/corpus/<target>/ plus what earlier runs found (build-fuzz/corpus/<target>/), and prints the
 # executions and crashes of each target. A crash stops its target; the input is saved as

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "test_cuda_util.h"
+#include "test_util.h"
 
 namespace minidl::cuda_factories_test {
 

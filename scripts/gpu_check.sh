@@ -88,7 +88,8 @@ if want build; then
     cmake_args=("${cmake_args[@]/-DMINIDL_BUILD_APPS=ON/-DMINIDL_BUILD_APPS=OFF}")
     step configure_without_apps cmake "${cmake_args[@]}" && status=0
   fi
-  step build cmake --build "$BUILD_DIR" -j "$JOBS" || { say "build failed: stopping"; exit 1; }
+  # -k 0 (Ninja's keep going): one call lists every file that fails, not only the first.
+  step build cmake --build "$BUILD_DIR" -j "$JOBS" -- -k 0 || { say "build failed: stopping"; exit 1; }
 fi
 
 TESTS="$BUILD_DIR/minidl_tests"

@@ -8,8 +8,9 @@ This check reads the sources instead of compiling them one by one (minutes on CI
 
 A helper is a function, type or constant at namespace scope of a header in tests/, or a macro
 defined there. A file names one by a qualified name (`testing::NAME`, `minidl::testing::NAME`, in
-a call or a using-declaration) or, for a macro, by `NAME(`. Unqualified calls after `using
-namespace minidl::testing;` are not checked: a file's own names would pass for helpers.
+a call or a using-declaration), for a macro by `NAME(`, and after `using namespace
+minidl::testing;` by a call `NAME(` too, unless the file defines a function or lambda of that name
+itself (many define their own `leaf`).
 
     python3 tests/check_test_includes.py [tests folder]   # exit 1 naming each file and helper
 """
@@ -26,6 +27,18 @@ DEFINITIONS = [
 QUALIFIED = re.compile(r"(?<![\w:])(?:minidl::)?testing::([A-Za-z_]\w*)")
 MACRO_CALL = re.compile(r"\b(MINIDL_[A-Z0-9_]+)\s*\(")
 INCLUDE = re.compile(r'^#include\s+"([^"]+)"', re.M)
+USING_NAMESPACE = re.compile(r"\busing\s+namespace\s+(?:minidl::)?testing\s*;")
+
+
+def calls(code, name):
+    """Whether `code` calls a free function `name` (not a member, not a qualified name)."""
+    return re.search(r"(?<![\w.>:])" + name + r"\s*\(", code) is not None
+
+
+def defines(code, name):
+    """Whether `code` defines a function (`Type name(`) or a lambda (`name = [`) called `name`."""
+    function = r"^[ \t]*(?:(?:static|inline|constexpr)\s+)*(?!return\b)[A-Za-z_][\w:<>,*&]*[\s*&]+" + name + r"\s*\("
+    return re.search(function, code, re.M) is not None or re.search(r"\b" + name + r"\s*=\s*\[", code) is not None
 
 
 def code_of(path):
@@ -60,6 +73,8 @@ def main():
         code = code_of(source)
         included = reached(code)
         named = set(QUALIFIED.findall(code)) | set(MACRO_CALL.findall(code))
+        if USING_NAMESPACE.search(code):
+            named |= {h for h in defined_in if calls(code, h) and not defines(code, h)}
         for helper in sorted(named):
             homes = defined_in.get(helper)
             if homes and not homes & included:

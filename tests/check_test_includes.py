@@ -10,7 +10,7 @@ A helper is a function, type or constant at namespace scope of a header in tests
 defined there. A file names one by a qualified name (`testing::NAME`, `minidl::testing::NAME`, in
 a call or a using-declaration), for a macro by `NAME(`, and after `using namespace
 minidl::testing;` by a call `NAME(` too, unless the file defines a function or lambda of that name
-itself (many define their own `leaf`).
+itself (several define their own `leaf`).
 
     python3 tests/check_test_includes.py [tests folder]   # exit 1 naming each file and helper
 """
@@ -43,7 +43,7 @@ def defines(code, name):
 
 def code_of(path):
     """The file's text without its comments (a helper named in a comment is not a use)."""
-    text = path.read_text(encoding="utf-8")
+    text = path.read_text(encoding="utf-8", errors="replace")
     text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
     return re.sub(r"//[^\n]*", "", text)
 

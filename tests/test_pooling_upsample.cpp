@@ -334,7 +334,7 @@ TEST(Upsample, Errors) {
   EXPECT_NE(error_of([&] { interpolate(x, by_scale(0.2)); }).find("expected a non-empty output"), std::string::npos);
   EXPECT_NE(error_of([&] { interpolate(x, by_scale(-1)); }).find("positive scale factors"), std::string::npos);
   EXPECT_NE(error_of([&] { upsample_nearest2d(x, {0, 3}); }).find("positive output size, got 0x3"), std::string::npos);
-  EXPECT_NE(error_of([] { nn::Upsample(nn::UpsampleOptions()); }).find("exactly one of size and scale_factor"),
+  EXPECT_NE(error_of([] { nn::Upsample{nn::UpsampleOptions()}; }).find("exactly one of size and scale_factor"),
             std::string::npos);
 }
 
